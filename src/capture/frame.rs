@@ -1,0 +1,42 @@
+/// Capture timestamp in nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    pub fn from_secs_nanos(secs: i64, nanos: u32) -> Self {
+        Timestamp(
+            secs.saturating_mul(1_000_000_000)
+                .saturating_add(i64::from(nanos)),
+        )
+    }
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+    /// Seconds from `earlier` to `self` (negative if `earlier` is later).
+    pub fn secs_since(self, earlier: Timestamp) -> f64 {
+        (self.0 - earlier.0) as f64 / 1e9
+    }
+}
+
+/// One captured frame, borrowed from the reader's buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    /// 1-based frame number, counted across all sections and interfaces like Wireshark does.
+    pub number: u64,
+    pub ts: Timestamp,
+    /// pcapng interface index (0 for classic pcap).
+    pub interface: u32,
+    /// pcap LINKTYPE_* value of the interface this frame came from.
+    pub link_type: u32,
+    /// The captured bytes (possibly cut by snaplen).
+    pub data: &'a [u8],
+    /// The length of the frame on the wire.
+    pub orig_len: u32,
+}
+
+impl Frame<'_> {
+    /// True when the capture kept fewer bytes than were on the wire (snaplen).
+    pub fn is_truncated(&self) -> bool {
+        (self.data.len() as u64) < u64::from(self.orig_len)
+    }
+}

@@ -1,0 +1,15 @@
+//! sqos: a streaming dissector and analyzer for MS-SQOS (Storage Quality of Service) over SMB3.
+//!
+//! Data flows one way through the modules, and each module only uses the ones before it:
+//! `capture` (files, link layers) → `net` (IP, TCP reassembly) → `smb2` (NetBIOS framing,
+//! headers, commands, request/response matching) → `sqos` (codec and per-message findings) →
+//! `pipeline` (glue producing SQOS records and statistics) → the faces (`output`, CLI).
+//! `synth` generates captures; it uses `sqos` to encode messages and nothing downstream.
+
+pub mod capture;
+pub mod net;
+pub mod output;
+pub mod pipeline;
+pub mod smb2;
+pub mod sqos;
+pub mod synth;

@@ -1,0 +1,1 @@
+//! The faces that print: tshark-like text, JSON / JSONL.
