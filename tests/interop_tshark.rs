@@ -14,7 +14,10 @@ use support::*;
 const RECOVERS_MORE: &[&str] = &["sv-smb2-frames-gap-payload-logging_smb2-peter-minus-p191.pcap"];
 
 fn compare_counts(path: &Path) -> Result<(), String> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     let theirs = tshark_smb2_counts(path);
     let (_, result) = run(path);
     let ours: BTreeMap<String, u64> = result.stats.by_command.clone();
@@ -22,12 +25,16 @@ fn compare_counts(path: &Path) -> Result<(), String> {
         let t: u64 = theirs.values().sum();
         let o: u64 = ours.values().sum();
         if o <= t {
-            return Err(format!("{name}: expected to recover more than tshark's {t}, got {o}"));
+            return Err(format!(
+                "{name}: expected to recover more than tshark's {t}, got {o}"
+            ));
         }
         return Ok(());
     }
     if ours != theirs {
-        return Err(format!("{name}: SMB2 messages per command differ\n  tshark: {theirs:?}\n  sqos:   {ours:?}"));
+        return Err(format!(
+            "{name}: SMB2 messages per command differ\n  tshark: {theirs:?}\n  sqos:   {ours:?}"
+        ));
     }
     Ok(())
 }
@@ -38,8 +45,15 @@ fn smb2_counts_match_tshark_on_real_captures() {
         return;
     }
     let files = captures_in(&real_captures_dir());
-    assert!(files.len() >= 19, "expected the 19 real captures, found {}", files.len());
-    let errors: Vec<String> = files.iter().filter_map(|f| compare_counts(f).err()).collect();
+    assert!(
+        files.len() >= 19,
+        "expected the 19 real captures, found {}",
+        files.len()
+    );
+    let errors: Vec<String> = files
+        .iter()
+        .filter_map(|f| compare_counts(f).err())
+        .collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
@@ -50,7 +64,10 @@ fn smb2_counts_match_tshark_on_our_captures() {
     }
     let mut files = captures_in(&repo().join("captures"));
     files.extend(captures_in(&repo().join("captures/real")));
-    let errors: Vec<String> = files.iter().filter_map(|f| compare_counts(f).err()).collect();
+    let errors: Vec<String> = files
+        .iter()
+        .filter_map(|f| compare_counts(f).err())
+        .collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
@@ -62,20 +79,41 @@ fn our_fields(rec: &sqos::pipeline::SqosRecord) -> Vec<(&'static str, String)> {
     match &rec.body {
         SqosBody::Request(d) => {
             if let Some(r) = &d.message {
-                v.push(("smb2.ioctl.sqos.protocol_version", r.protocol_version.0.to_string()));
+                v.push((
+                    "smb2.ioctl.sqos.protocol_version",
+                    r.protocol_version.0.to_string(),
+                ));
                 v.push(("smb2.ioctl.sqos.operations", r.options.bits().to_string()));
                 v.push(("smb2.ioctl.sqos.logical_flow_id", g(&r.logical_flow_id)));
                 v.push(("smb2.ioctl.sqos.policy_id", g(&r.policy_id)));
                 v.push(("smb2.ioctl.sqos.initiator_id", g(&r.initiator_id)));
                 v.push(("smb2.ioctl.sqos.limit", r.limit.to_string()));
                 v.push(("smb2.ioctl.sqos.reservation", r.reservation.to_string()));
-                v.push(("smb2.ioctl.sqos.io_count_increment", r.io_count_increment.to_string()));
-                v.push(("smb2.ioctl.sqos.normalized_io_count_increment", r.normalized_io_count_increment.to_string()));
-                v.push(("smb2.ioctl.sqos.latency_increment", r.latency_increment.to_string()));
-                v.push(("smb2.ioctl.sqos.lower_latency_increment", r.lower_latency_increment.to_string()));
+                v.push((
+                    "smb2.ioctl.sqos.io_count_increment",
+                    r.io_count_increment.to_string(),
+                ));
+                v.push((
+                    "smb2.ioctl.sqos.normalized_io_count_increment",
+                    r.normalized_io_count_increment.to_string(),
+                ));
+                v.push((
+                    "smb2.ioctl.sqos.latency_increment",
+                    r.latency_increment.to_string(),
+                ));
+                v.push((
+                    "smb2.ioctl.sqos.lower_latency_increment",
+                    r.lower_latency_increment.to_string(),
+                ));
                 if let Some(x) = r.v1_1 {
-                    v.push(("smb2.ioctl.sqos.bandwidth_limit", x.bandwidth_limit.to_string()));
-                    v.push(("smb2.ioctl.sqos.kilobyte_count_increment", x.kilobyte_count_increment.to_string()));
+                    v.push((
+                        "smb2.ioctl.sqos.bandwidth_limit",
+                        x.bandwidth_limit.to_string(),
+                    ));
+                    v.push((
+                        "smb2.ioctl.sqos.kilobyte_count_increment",
+                        x.kilobyte_count_increment.to_string(),
+                    ));
                 }
                 if let Some(n) = &r.initiator_name {
                     v.push(("smb2.ioctl.sqos.initiator_name", n.clone()));
@@ -87,14 +125,23 @@ fn our_fields(rec: &sqos::pipeline::SqosRecord) -> Vec<(&'static str, String)> {
         }
         SqosBody::Response(d) => {
             if let Some(r) = &d.message {
-                v.push(("smb2.ioctl.sqos.protocol_version", r.protocol_version.0.to_string()));
+                v.push((
+                    "smb2.ioctl.sqos.protocol_version",
+                    r.protocol_version.0.to_string(),
+                ));
                 v.push(("smb2.ioctl.sqos.logical_flow_id", g(&r.logical_flow_id)));
                 v.push(("smb2.ioctl.sqos.policy_id", g(&r.policy_id)));
                 v.push(("smb2.ioctl.sqos.initiator_id", g(&r.initiator_id)));
                 v.push(("smb2.ioctl.sqos.time_to_live", r.time_to_live.to_string()));
                 v.push(("smb2.ioctl.sqos.status", r.status.0.to_string()));
-                v.push(("smb2.ioctl.sqos.maximum_io_rate", r.maximum_io_rate.to_string()));
-                v.push(("smb2.ioctl.sqos.minimum_io_rate", r.minimum_io_rate.to_string()));
+                v.push((
+                    "smb2.ioctl.sqos.maximum_io_rate",
+                    r.maximum_io_rate.to_string(),
+                ));
+                v.push((
+                    "smb2.ioctl.sqos.minimum_io_rate",
+                    r.minimum_io_rate.to_string(),
+                ));
                 v.push(("smb2.ioctl.sqos.base_io_size", r.base_io_size.to_string()));
                 if let Some(bw) = r.maximum_bandwidth {
                     v.push(("smb2.ioctl.sqos.maximum_bandwidth", bw.to_string()));
@@ -149,7 +196,11 @@ fn tshark_sqos(path: &Path) -> BTreeMap<(u64, String), Vec<String>> {
         let frame: u64 = row[0].parse().expect("frame number");
         for (i, f) in SQOS_TSHARK_FIELDS.iter().enumerate() {
             let cell = row.get(i + 1).map(String::as_str).unwrap_or("");
-            let vals: Vec<String> = cell.split('|').filter(|s| !s.is_empty()).map(normalise).collect();
+            let vals: Vec<String> = cell
+                .split('|')
+                .filter(|s| !s.is_empty())
+                .map(normalise)
+                .collect();
             if !vals.is_empty() {
                 m.insert((frame, f.to_string()), vals);
             }
@@ -184,9 +235,20 @@ fn sqos_fields_match_tshark_on_our_captures() {
         let ours = ours_sqos(f);
         compared += theirs.len();
         if theirs != ours {
-            let only_t: Vec<_> = theirs.iter().filter(|(k, v)| ours.get(*k) != Some(*v)).take(5).collect();
-            let only_o: Vec<_> = ours.iter().filter(|(k, v)| theirs.get(*k) != Some(*v)).take(5).collect();
-            errors.push(format!("{}:\n  tshark has {only_t:?}\n  sqos has   {only_o:?}", f.display()));
+            let only_t: Vec<_> = theirs
+                .iter()
+                .filter(|(k, v)| ours.get(*k) != Some(*v))
+                .take(5)
+                .collect();
+            let only_o: Vec<_> = ours
+                .iter()
+                .filter(|(k, v)| theirs.get(*k) != Some(*v))
+                .take(5)
+                .collect();
+            errors.push(format!(
+                "{}:\n  tshark has {only_t:?}\n  sqos has   {only_o:?}",
+                f.display()
+            ));
         }
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sqos::capture::Timestamp;
-use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord};
+use sqos::pipeline::{
+    CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord,
+};
 use sqos::run::{run_capture, CaptureSink, RunResult};
 
 #[derive(Default)]
@@ -80,7 +82,11 @@ pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
 
 /// Whether tshark can be run. In CI (CI=true) its absence is a failure, not a skip.
 pub fn have_tshark() -> bool {
-    let ok = Command::new("tshark").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    let ok = Command::new("tshark")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if !ok && std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("tshark is not installed but CI=true: .ci/run must install it");
     }
@@ -94,7 +100,18 @@ pub fn have_tshark() -> bool {
 pub fn tshark_fields(path: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
     cmd.arg("-n").arg("-r").arg(path);
-    cmd.args(["-o", "tcp.reassemble_out_of_order:TRUE", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-E", "separator=\t"]);
+    cmd.args([
+        "-o",
+        "tcp.reassemble_out_of_order:TRUE",
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=|",
+        "-E",
+        "separator=\t",
+    ]);
     if let Some(f) = filter {
         cmd.arg("-Y").arg(f);
     }
