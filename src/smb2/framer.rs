@@ -68,17 +68,31 @@ pub struct Smb2Message {
 pub enum FramerEvent {
     Message(Smb2Message),
     /// 0xFD transform header: an encrypted message, not decoded.
-    Encrypted { len: u32 },
+    Encrypted {
+        len: u32,
+    },
     /// 0xFC compression transform header, not decoded.
-    Compressed { len: u32 },
+    Compressed {
+        len: u32,
+    },
     /// An SMB1 message, skipped.
-    Smb1 { len: u32 },
+    Smb1 {
+        len: u32,
+    },
     /// An NBSS packet other than a session message (keep-alive, session request…).
-    SessionControl { kind: NbssType, len: u32 },
+    SessionControl {
+        kind: NbssType,
+        len: u32,
+    },
     /// Scanning found a message start after skipping `skipped` bytes that could not be framed.
-    Resynced { skipped: u64 },
+    Resynced {
+        skipped: u64,
+    },
     /// A gap of `bytes`; `in_step` when the framer kept its place (the bytes were being skipped).
-    Gap { bytes: u64, in_step: bool },
+    Gap {
+        bytes: u64,
+        in_step: bool,
+    },
 }
 
 /// How much of a part to keep, decided in two steps: first the header and fixed body; once the
@@ -127,10 +141,17 @@ struct InMessage {
 #[derive(Debug)]
 enum State {
     /// Looking for a message start; `carry` holds the tail that could still begin one.
-    Scan { carry: Vec<u8>, skipped: u64 },
-    NbHeader { buf: Vec<u8> },
+    Scan {
+        carry: Vec<u8>,
+        skipped: u64,
+    },
+    NbHeader {
+        buf: Vec<u8>,
+    },
     /// An NBSS packet that is not a session message.
-    SkipNbss { remaining: u64 },
+    SkipNbss {
+        remaining: u64,
+    },
     Message(Box<InMessage>),
 }
 
@@ -241,7 +262,13 @@ impl Framer {
                 m.finish(out);
                 (State::fresh_scan(), false)
             }
-            State::Scan { skipped, .. } => (State::Scan { carry: Vec::new(), skipped }, false),
+            State::Scan { skipped, .. } => (
+                State::Scan {
+                    carry: Vec::new(),
+                    skipped,
+                },
+                false,
+            ),
             State::NbHeader { .. } | State::SkipNbss { .. } => (State::fresh_scan(), false),
         };
         self.state = next;
@@ -250,7 +277,6 @@ impl Framer {
             in_step,
         });
     }
-
 
     /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
     /// through `self.giveback`.
@@ -627,7 +653,14 @@ impl InMessage {
         };
     }
 
-    fn store(&mut self, cfg: &FramerConfig, header: Header, buf: Vec<u8>, wire_len: u64, cut: bool) {
+    fn store(
+        &mut self,
+        cfg: &FramerConfig,
+        header: Header,
+        buf: Vec<u8>,
+        wire_len: u64,
+        cut: bool,
+    ) {
         if self.msg.parts.len() >= cfg.max_parts {
             self.msg
                 .overflow
@@ -738,9 +771,8 @@ fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
         Command::IOCTL if peek_ctl_code(fixed) == Some(FSCTL_STORAGE_QOS_CONTROL) => wire,
         Command::CREATE if !h.is_response() => {
             let u16_at = |at: usize| {
-                fixed
-                    .get(at..at + 2)
-                    .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+                let b: [u8; 2] = fixed.get(at..at + 2)?.try_into().ok()?;
+                Some(usize::from(u16::from_le_bytes(b)))
             };
             match (u16_at(HEADER_LEN + 44), u16_at(HEADER_LEN + 46)) {
                 (Some(off), Some(len)) => off.saturating_add(len),
@@ -751,4 +783,3 @@ fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
     };
     whole.min(wire).max(fixed.len())
 }
-

@@ -7,7 +7,6 @@ use nom::Parser;
 
 use super::error::{truncated, Smb2Error};
 use super::names::{Command, NtStatus};
-use crate::pipeline::FileId;
 
 /// Size of the SMB2 header; also the value of its StructureSize field.
 pub const HEADER_LEN: usize = 64;
@@ -123,13 +122,6 @@ impl Header {
 
 /// MessageId of unsolicited server messages (oplock/lease breaks); never matched to a request.
 pub const UNSOLICITED_MESSAGE_ID: u64 = u64::MAX;
-
-/// The FileId value that, in a related compound operation, means "the FileId of the preceding
-/// operation in the chain".
-pub const RELATED_FILE_ID: FileId = FileId {
-    persistent: u64::MAX,
-    volatile: u64::MAX,
-};
 
 /// Decode the 64-byte SMB2 header at the start of `buf`.
 pub fn parse_header(buf: &[u8]) -> Result<Header, Smb2Error> {

@@ -7,13 +7,19 @@
 
 pub mod body;
 pub mod error;
+pub mod file_id;
 pub mod framer;
 pub mod header;
+pub mod matcher;
 pub mod names;
 pub mod netbios;
+pub mod opens;
 
 pub use body::{parse_body, Body};
 pub use error::Smb2Error;
+pub use file_id::FileId;
 pub use framer::{Framer, FramerConfig, FramerEvent, Part, Smb2Message};
 pub use header::{parse_header, Header, HeaderFlags, HeaderForm, ProtocolId, HEADER_LEN};
+pub use matcher::PendingTable;
 pub use names::{Command, NtStatus};
+pub use opens::OpenTable;

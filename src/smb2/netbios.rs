@@ -7,8 +7,8 @@ use super::names::Command;
 
 pub const NBSS_HEADER_LEN: usize = 4;
 /// Larger lengths are taken as a sign of desynchronisation: SMB2 messages are at most
-/// MaxTransactSize (8 MiB on current servers) plus headers.
-pub const MAX_MESSAGE_LEN: u32 = 16 << 20;
+/// MaxRead/Write/TransactSize (8 MiB on current Windows and Samba servers) plus headers.
+pub const MAX_MESSAGE_LEN: u32 = (8 << 20) + (64 << 10);
 /// Bytes needed to judge a resynchronisation candidate: NBSS header + the SMB2 header up to and
 /// including NextCommand.
 pub const PROBE_LEN: usize = NBSS_HEADER_LEN + 24;
@@ -89,8 +89,8 @@ pub fn plausible_message_start(b: &[u8]) -> bool {
     };
     let structure_ok = u16_at(8).map(usize::from) == Some(HEADER_LEN);
     let command_ok = u16_at(16).is_some_and(|c| c <= Command::MAX_KNOWN);
-    let next_ok = word(24).map(u32::from_le_bytes).is_some_and(|n| {
-        n == 0 || (n % 8 == 0 && n as usize >= HEADER_LEN && n <= nb.length)
-    });
+    let next_ok = word(24)
+        .map(u32::from_le_bytes)
+        .is_some_and(|n| n == 0 || (n % 8 == 0 && n as usize >= HEADER_LEN && n <= nb.length));
     structure_ok && command_ok && next_ok
 }

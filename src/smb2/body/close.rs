@@ -5,8 +5,8 @@ use nom::number::complete::le_u16;
 use nom::Parser;
 
 use super::{file_id, fixed, run, structure};
-use crate::pipeline::FileId;
 use crate::smb2::error::Smb2Error;
+use crate::smb2::file_id::FileId;
 
 pub(super) const REQUEST_FIXED: usize = 24;
 pub(super) const RESPONSE_FIXED: usize = 60;

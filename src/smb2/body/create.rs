@@ -5,8 +5,8 @@ use nom::number::complete::{le_u16, le_u32, le_u64, le_u8};
 use nom::Parser;
 
 use super::{file_id, fixed, locate, run, structure};
-use crate::pipeline::FileId;
 use crate::smb2::error::Smb2Error;
+use crate::smb2::file_id::FileId;
 
 pub(super) const REQUEST_FIXED: usize = 56;
 pub(super) const RESPONSE_FIXED: usize = 88;
@@ -91,9 +91,12 @@ pub fn parse_create_response(part: &[u8]) -> Result<CreateResponse, Smb2Error> {
 
 /// UTF-16LE to a String, replacing invalid units; an odd trailing byte is ignored.
 pub(crate) fn utf16le(bytes: &[u8]) -> String {
-    let units = bytes
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0)]));
+    let units = bytes.chunks_exact(2).map(|c| {
+        u16::from_le_bytes([
+            c.first().copied().unwrap_or(0),
+            c.get(1).copied().unwrap_or(0),
+        ])
+    });
     char::decode_utf16(units)
         .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
         .collect()

@@ -10,7 +10,10 @@ mod read_write;
 pub use close::{parse_close_request, parse_close_response, CloseRequest, CloseResponse};
 pub use create::{parse_create_request, parse_create_response, CreateRequest, CreateResponse};
 pub use error_response::{parse_error_response, ErrorResponse};
-pub use ioctl::{peek_ctl_code, parse_ioctl_request, parse_ioctl_response, IoctlRequest, IoctlResponse};
+pub use ioctl::{
+    parse_ioctl_request, parse_ioctl_response, peek_ctl_code, IoctlRequest, IoctlResponse,
+    IOCTL_IS_FSCTL,
+};
 pub use read_write::{
     parse_read_request, parse_read_response, parse_write_request, parse_write_response,
     ReadRequest, ReadResponse, WriteRequest, WriteResponse,
@@ -22,7 +25,7 @@ use nom::{IResult, Parser};
 use super::error::{truncated, Smb2Error};
 use super::header::{Header, HEADER_LEN};
 use super::names::Command;
-use crate::pipeline::FileId;
+use crate::smb2::file_id::FileId;
 
 /// A decoded body, by command and direction.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use nom::number::complete::{le_u16, le_u32, le_u64, le_u8};
 use nom::Parser;
 
 use super::{file_id, fixed, run, structure};
-use crate::pipeline::FileId;
 use crate::smb2::error::Smb2Error;
+use crate::smb2::file_id::FileId;
 
 pub(super) const READ_REQUEST_FIXED: usize = 48;
 pub(super) const READ_RESPONSE_FIXED: usize = 16;
@@ -106,9 +106,7 @@ pub fn parse_write_response(part: &[u8]) -> Result<WriteResponse, Smb2Error> {
     run(
         "WRITE response",
         body,
-        (structure, le_u16, le_u32, le_u32).map(|(_, _, count, remaining)| WriteResponse {
-            count,
-            remaining,
-        }),
+        (structure, le_u16, le_u32, le_u32)
+            .map(|(_, _, count, remaining)| WriteResponse { count, remaining }),
     )
 }
