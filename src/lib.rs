@@ -14,3 +14,4 @@ pub mod run;
 pub mod smb2;
 pub mod sqos;
 pub mod synth;
+pub mod tui;

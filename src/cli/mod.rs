@@ -3,6 +3,7 @@
 
 mod dissect;
 mod stats;
+mod tui;
 
 use std::path::PathBuf;
 
@@ -28,6 +29,8 @@ enum Command {
     Dissect(dissect::DissectArgs),
     /// Connections, SMB2 messages per command, encrypted, gaps, resyncs, SQOS messages.
     Stats(stats::StatsArgs),
+    /// Interactive terminal UI: flows, charts, messages with field tree and hex, findings.
+    Tui(tui::TuiArgs),
 }
 
 /// Options every command that reads a capture shares.
@@ -67,6 +70,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Dissect(a) => dissect::run(&a),
         Command::Stats(a) => stats::run(&a),
+        Command::Tui(a) => tui::run_tui(&a),
     }
 }
 

@@ -1,0 +1,64 @@
+//! `sqos tui`: the interactive terminal UI (see `sqos::tui`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use sqos::net::ReassemblyConfig;
+use sqos::pipeline::PipelineConfig;
+use sqos::tui::source::Input;
+use sqos::tui::store::DEFAULT_MAX_MESSAGES;
+use sqos::tui::{run, TuiOptions};
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["capture", "interface"])))]
+pub struct TuiArgs {
+    /// pcap or pcapng file (gzip allowed); `-` reads a capture stream from standard input.
+    capture: Option<PathBuf>,
+    /// Follow FILE while it grows (a capture still being written by dumpcap or tcpdump).
+    #[arg(long, requires = "capture")]
+    follow: bool,
+    /// Capture live from this interface by running `tcpdump` (needs tcpdump installed, and
+    /// root or CAP_NET_RAW + CAP_NET_ADMIN).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", conflicts_with = "capture")]
+    interface: Option<String>,
+    /// Extra TCP ports to treat as SMB (445 always is).
+    #[arg(long = "port", value_name = "PORT")]
+    ports: Vec<u16>,
+    /// Most SQOS messages kept for the Messages view (the oldest go first).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGES)]
+    max_messages: usize,
+}
+
+pub fn run_tui(a: &TuiArgs) -> i32 {
+    let mut reassembly = ReassemblyConfig::default();
+    for p in &a.ports {
+        if !reassembly.ports.contains(p) {
+            reassembly.ports.push(*p);
+        }
+    }
+    let input = match (&a.interface, &a.capture) {
+        (Some(name), _) => Input::Interface {
+            name: name.clone(),
+            ports: a.ports.clone(),
+        },
+        (None, Some(p)) if p.as_os_str() == "-" => {
+            if a.follow {
+                eprintln!("sqos: --follow needs a file, not `-`");
+                return 2;
+            }
+            Input::Stdin
+        }
+        (None, Some(p)) if a.follow => Input::Follow(p.clone()),
+        (None, Some(p)) => Input::File(p.clone()),
+        (None, None) => {
+            eprintln!("sqos: tui needs a capture file, `-`, or -i IFACE");
+            return 2;
+        }
+    };
+    run(TuiOptions {
+        input,
+        pipeline: PipelineConfig { reassembly },
+        max_messages: a.max_messages,
+    })
+}

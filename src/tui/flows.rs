@@ -1,0 +1,24 @@
+//! Where the flow views get their data: anything that is fed the pipeline's records and can
+//! answer with the view model at any moment (also while the capture is still being read).
+
+use uuid::Uuid;
+
+use super::model::{FindingRow, FlowDetail, FlowRow};
+use crate::capture::Timestamp;
+use crate::pipeline::RecordSink;
+
+pub trait FlowSource: RecordSink + Send {
+    /// The first frame's time: series and findings are timed relative to it.
+    fn on_first_frame(&mut self, ts: Timestamp);
+    /// End of input: let the source close what was left open (e.g. unanswered requests).
+    fn finish(&mut self);
+    /// One row per flow, in order of first appearance.
+    fn rows(&self) -> Vec<FlowRow>;
+    fn detail(&self, id: Uuid) -> Option<FlowDetail>;
+    /// Flow-level findings (message-level ones come from the message store).
+    fn findings(&self) -> Vec<FindingRow>;
+    /// Notes about what the source had to leave out (its bounds).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

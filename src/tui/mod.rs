@@ -1,0 +1,224 @@
+//! `sqos tui`: an interactive terminal UI over a capture — flows, flow detail with charts,
+//! messages (list, field tree, hex) and findings — that fills in while the capture is read.
+//!
+//! A reader thread drives the pipeline and hands each record to the shared [`live::Live`]
+//! state; the UI thread redraws about once a second and on every input, reading that state
+//! under its lock. Memory stays bounded: messages are kept up to a cap (the oldest go first,
+//! and the views say so), the flow state has its own bounds.
+
+pub mod app;
+pub mod book;
+pub mod flows;
+pub mod lists;
+pub mod live;
+pub mod model;
+pub mod source;
+pub mod store;
+pub mod theme;
+pub mod view;
+
+use std::io::IsTerminal;
+use std::process::Child;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use ratatui::crossterm::execute;
+
+use crate::capture::CaptureReader;
+use crate::pipeline::PipelineConfig;
+use app::App;
+use book::{BookLimits, FlowBook};
+use flows::FlowSource;
+use live::{Counting, Live, Opener, ReadState, Shared};
+use source::Input;
+use store::MessageStore;
+use theme::Theme;
+
+/// How often the views are redrawn when nothing is typed.
+const TICK: Duration = Duration::from_millis(1000);
+
+pub struct TuiOptions {
+    pub input: Input,
+    pub pipeline: PipelineConfig,
+    pub max_messages: usize,
+}
+
+/// The message for a run without a terminal.
+pub const NO_TTY: &str = "sqos tui: standard output is not a terminal; \
+use `sqos dissect FILE` for the messages or `sqos flows FILE` for the flow table";
+
+/// The flow analysis the views show.
+pub fn flow_source() -> Box<dyn FlowSource> {
+    Box::new(FlowBook::new(BookLimits::default()))
+}
+
+/// A prepared input: the reader (or how to open it), its byte counter, size, and the tcpdump
+/// process behind a live capture.
+struct Prepared {
+    opener: Opener,
+    bytes: Arc<std::sync::atomic::AtomicU64>,
+    total: Option<u64>,
+    child: Option<Child>,
+}
+
+fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
+    match input {
+        Input::File(path) => {
+            let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let total = f.metadata().ok().map(|m| m.len());
+            let (r, bytes) = Counting::new(f);
+            let reader = CaptureReader::from_reader(Box::new(r))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(Prepared {
+                opener: Opener::Ready(reader),
+                bytes,
+                total,
+                child: None,
+            })
+        }
+        Input::Stdin => {
+            let (r, bytes) = Counting::new(std::io::stdin());
+            Ok(Prepared {
+                opener: Opener::Deferred(Box::new(move || {
+                    CaptureReader::from_reader(Box::new(r)).map_err(|e| format!("stdin: {e}"))
+                })),
+                bytes,
+                total: None,
+                child: None,
+            })
+        }
+        Input::Follow(path) => {
+            let f = source::open_follow(path, stop)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let (r, bytes) = Counting::new(f);
+            let label = path.display().to_string();
+            Ok(Prepared {
+                opener: Opener::Deferred(Box::new(move || {
+                    CaptureReader::from_reader(Box::new(r)).map_err(|e| format!("{label}: {e}"))
+                })),
+                bytes,
+                total: None,
+                child: None,
+            })
+        }
+        Input::Interface { name, ports } => {
+            let mut child = source::spawn_tcpdump(name, ports).map_err(|e| {
+                format!(
+                    "cannot run tcpdump ({e}); install tcpdump, or capture yourself: \
+                     tcpdump -i {name} -w - -U port 445 | sqos tui -"
+                )
+            })?;
+            let out = child
+                .stdout
+                .take()
+                .ok_or_else(|| "tcpdump gave no output pipe".to_string())?;
+            let stderr = child.stderr.take();
+            let (r, bytes) = Counting::new(out);
+            Ok(Prepared {
+                opener: Opener::Deferred(Box::new(move || {
+                    CaptureReader::from_reader(Box::new(r))
+                        .map_err(|e| source::tcpdump_error(stderr, &e.to_string()))
+                })),
+                bytes,
+                total: None,
+                child: Some(child),
+            })
+        }
+    }
+}
+
+/// Run the UI until the user quits. Returns the exit code: 0, 1 when the capture was damaged
+/// (reported on stderr after the screen is restored), 2 when it could not be used.
+pub fn run(opts: TuiOptions) -> i32 {
+    if !std::io::stdout().is_terminal() {
+        eprintln!("{NO_TTY}");
+        return 2;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let prepared = match prepare(&opts.input, stop.clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sqos: {e}");
+            return 2;
+        }
+    };
+    let mut live = Live::new(
+        opts.input.label(),
+        MessageStore::new(opts.max_messages),
+        flow_source(),
+    );
+    live.progress.total = prepared.total;
+    let shared = Shared::new(live);
+    if let Err(e) = live::spawn_reader(
+        prepared.opener,
+        opts.pipeline,
+        shared.clone(),
+        prepared.bytes,
+    ) {
+        eprintln!("sqos: cannot start the reader: {e}");
+        return 2;
+    }
+    let mut child = prepared.child;
+    let result = ui_loop(&shared);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(c) = child.as_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    if let Err(e) = result {
+        eprintln!("sqos: terminal: {e}");
+        return 2;
+    }
+    let state = shared.lock().progress.state.clone();
+    match state {
+        ReadState::Damaged(e) => {
+            eprintln!("sqos: {}: {e} (everything before it was decoded)", opts.input.label());
+            1
+        }
+        ReadState::Failed(e) => {
+            eprintln!("sqos: {e}");
+            2
+        }
+        _ => 0,
+    }
+}
+
+fn ui_loop(shared: &Shared) -> std::io::Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    let _ = execute!(std::io::stdout(), EnableMouseCapture);
+    let mut app = App::new(Theme::from_env());
+    let result = (|| -> std::io::Result<()> {
+        loop {
+            {
+                let live = shared.lock();
+                terminal.draw(|f| view::draw(f, &mut app, &live))?;
+            }
+            let last = Instant::now();
+            if app.quit {
+                return Ok(());
+            }
+            // Wait for input until the next tick; then take everything already queued
+            // before drawing again, so a burst of keys costs one redraw.
+            if event::poll(TICK.saturating_sub(last.elapsed()))? {
+                loop {
+                    let ev = event::read()?;
+                    let live = shared.lock();
+                    match ev {
+                        Event::Key(k) => app.on_key(k, &live),
+                        Event::Mouse(m) => app.on_mouse(m, &live),
+                        _ => {}
+                    }
+                    drop(live);
+                    if app.quit || !event::poll(Duration::ZERO)? {
+                        break;
+                    }
+                }
+            }
+        }
+    })();
+    let _ = execute!(std::io::stdout(), DisableMouseCapture);
+    ratatui::restore();
+    result
+}

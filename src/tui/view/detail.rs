@@ -1,0 +1,377 @@
+//! The Flow detail view: what was asked and answered, rates over time as charts (with the
+//! server's MaximumIoRate / MinimumIoRate lines), the opens, the status timeline, the findings.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Block, Borders, Cell, Chart, Dataset, GraphType, Paragraph};
+use ratatui::Frame;
+
+use super::{fit, right, secs, span, ListTable};
+use crate::tui::app::{App, DetailTab, Hit};
+use crate::tui::live::Live;
+use crate::tui::model::{rate_cell, short_id, status_label, FlowDetail, SeriesPoint};
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |x| x.to_string())
+}
+
+fn header_lines(d: &FlowDetail, app: &App) -> Vec<Line<'static>> {
+    let t = app.theme;
+    let name = d
+        .initiator_name
+        .clone()
+        .unwrap_or_else(|| "(no initiator name)".into());
+    let node = d.node_name.clone().unwrap_or_else(|| "-".into());
+    let mut asked = format!(
+        "asked   limit {}  resv {}",
+        opt(d.limit),
+        opt(d.reservation)
+    );
+    if let Some(bw) = d.bandwidth_limit {
+        asked.push_str(&format!("  bw {bw} KB/s"));
+    }
+    if let Some(p) = d.policy_id.filter(|p| !p.is_nil()) {
+        asked.push_str(&format!("  policy {}", short_id(&p)));
+    }
+    if let Some(v) = &d.dialect {
+        asked.push_str(&format!("  v{v}"));
+    }
+    let mut server = vec![
+        span("server  ", Style::default()),
+        span(status_label(d.status), t.status(d.status)),
+        Span::raw(format!(
+            "  max {}  min {}",
+            opt(d.max_rate),
+            opt(d.min_rate)
+        )),
+    ];
+    if let Some(bw) = d.max_bandwidth {
+        server.push(Span::raw(format!("  maxbw {bw}")));
+    }
+    server.push(Span::raw(format!(
+        "  base {}  ttl {}",
+        opt(d.base_io_size),
+        d.ttl_ms.map_or_else(|| "-".into(), |t| format!("{t}ms"))
+    )));
+    let mut avg = format!(
+        "average {} IOPS  seen {}  lat {}",
+        rate_cell(d.avg_reported_iops),
+        rate_cell(d.avg_observed_iops),
+        d.avg_latency_ms
+            .map_or_else(|| "-".into(), |l| format!("{l:.2} ms"))
+    );
+    if let Some(k) = d.avg_kbps {
+        avg.push_str(&format!("  {} KB/s", rate_cell(Some(k))));
+    }
+    vec![
+        Line::from(vec![
+            span(name, t.title()),
+            Span::raw(" @ "),
+            span(node, t.title()),
+            span(format!("  flow {}", d.id), t.dim()),
+        ]),
+        Line::raw(asked),
+        Line::from(server),
+        Line::raw(avg),
+    ]
+}
+
+fn tabs_line(app: &mut App, area: Rect, chart: DetailTab, list: DetailTab) -> Line<'static> {
+    let t = app.theme;
+    let mut spans = Vec::new();
+    let mut x = area.x;
+    for tab in DetailTab::ALL {
+        let label = format!(" {} ", tab.title());
+        let w = label.chars().count() as u16;
+        let style = if tab == app.detail_tab {
+            t.selected()
+        } else if tab == chart || tab == list {
+            t.selected_unfocused()
+        } else {
+            Style::default()
+        };
+        app.hits.push((
+            Rect::new(x, area.y, w.min(area.right().saturating_sub(x)), 1),
+            Hit::DetailTab(tab),
+        ));
+        spans.push(span(label, style));
+        spans.push(Span::raw("│"));
+        x = x.saturating_add(w + 1);
+    }
+    Line::from(spans)
+}
+
+pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
+    let t = app.theme;
+    let Some(d) = app.detail_flow.and_then(|id| live.flows.detail(id)) else {
+        f.render_widget(
+            Paragraph::new("No flow selected (Esc goes back to the flows).").style(t.dim()),
+            area,
+        );
+        return;
+    };
+    let [head, tabs, body] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Length(1),
+        Constraint::Min(3),
+    ])
+    .areas(area);
+    f.render_widget(Paragraph::new(header_lines(&d, app)), head);
+    // Tall screens show a chart and a list together; small ones the selected tab only.
+    let big = body.height >= 30;
+    let chart_tab = match app.detail_tab {
+        DetailTab::Bandwidth | DetailTab::Latency => app.detail_tab,
+        _ => DetailTab::Iops,
+    };
+    let list_tab = match app.detail_tab {
+        DetailTab::Timeline | DetailTab::Findings => app.detail_tab,
+        _ => DetailTab::Opens,
+    };
+    let (chart_shown, list_shown) = if big {
+        (chart_tab, list_tab)
+    } else {
+        (app.detail_tab, app.detail_tab)
+    };
+    let line = tabs_line(app, tabs, chart_shown, list_shown);
+    f.render_widget(Paragraph::new(line), tabs);
+    if big {
+        let [c, l] =
+            Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(body);
+        draw_chart(f, c, app, &d, chart_tab);
+        draw_list(f, l, app, live, &d, list_tab);
+    } else if matches!(
+        app.detail_tab,
+        DetailTab::Iops | DetailTab::Bandwidth | DetailTab::Latency
+    ) {
+        draw_chart(f, body, app, &d, app.detail_tab);
+    } else {
+        draw_list(f, body, app, live, &d, app.detail_tab);
+    }
+}
+
+/// Points of one series, skipping unknown values.
+fn points(series: &[SeriesPoint], pick: impl Fn(&SeriesPoint) -> Option<f64>) -> Vec<(f64, f64)> {
+    series
+        .iter()
+        .filter_map(|p| pick(p).filter(|v| v.is_finite()).map(|v| (p.t, v)))
+        .collect()
+}
+
+/// A server value in effect as a horizontal step line (0 = none set: not drawn).
+fn level(series: &[SeriesPoint], pick: impl Fn(&SeriesPoint) -> Option<u64>) -> Vec<(f64, f64)> {
+    series
+        .iter()
+        .filter_map(|p| pick(p).filter(|v| *v > 0).map(|v| (p.t, v as f64)))
+        .collect()
+}
+
+fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: DetailTab) {
+    let t = app.theme;
+    let s = &d.series;
+    let (title, unit, lines): (&str, &str, Vec<(&str, Vec<(f64, f64)>)>) = match tab {
+        DetailTab::Bandwidth => (
+            "Bandwidth",
+            "KB/s",
+            vec![
+                ("KB/s", points(s, |p| p.kbps)),
+                ("MaximumBandwidth", level(s, |p| p.max_bandwidth)),
+            ],
+        ),
+        DetailTab::Latency => (
+            "Latency",
+            "ms",
+            vec![("latency ms", points(s, |p| p.latency_ms))],
+        ),
+        _ => (
+            "IOPS",
+            "IOPS",
+            vec![
+                ("reported", points(s, |p| p.reported_iops)),
+                ("seen", points(s, |p| p.observed_iops)),
+                ("MaximumIoRate", level(s, |p| p.max_rate)),
+                ("MinimumIoRate", level(s, |p| p.min_rate)),
+            ],
+        ),
+    };
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .title(Line::styled(
+            format!(" {title} over time ({} intervals) ", s.len()),
+            t.title(),
+        ));
+    if lines.iter().all(|(_, p)| p.is_empty()) {
+        let msg = if tab == DetailTab::Bandwidth && d.dialect.as_deref() == Some("1.0") {
+            "No bandwidth figures: dialect 1.0 clients do not report kilobytes."
+        } else {
+            "No update intervals yet (a flow needs two UPDATE_COUNTERS to give a rate)."
+        };
+        f.render_widget(Paragraph::new(msg).style(t.dim()).block(block), area);
+        return;
+    }
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    for (_, pts) in &lines {
+        for &(x, y) in pts {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y1 = y1.max(y);
+        }
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.15 };
+    let datasets: Vec<Dataset<'_>> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, p))| !p.is_empty())
+        .map(|(i, (name, p))| {
+            Dataset::default()
+                .name(*name)
+                .marker(if i == 1 { Marker::Dot } else { Marker::Braille })
+                .graph_type(GraphType::Line)
+                .style(t.series(i))
+                .data(p)
+        })
+        .collect();
+    let chart = Chart::new(datasets)
+        .block(block)
+        .x_axis(
+            Axis::default()
+                .bounds([x0, x1])
+                .labels([secs(x0), secs((x0 + x1) / 2.0), secs(x1)])
+                .style(t.dim()),
+        )
+        .y_axis(
+            Axis::default()
+                .bounds([0.0, y1])
+                .labels([
+                    "0".to_string(),
+                    format!("{:.0}", y1 / 2.0),
+                    format!("{:.0} {unit}", y1),
+                ])
+                .style(t.dim()),
+        )
+        .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(60)));
+    f.render_widget(chart, area);
+}
+
+fn draw_list(
+    f: &mut Frame<'_>,
+    area: Rect,
+    app: &mut App,
+    live: &Live,
+    d: &FlowDetail,
+    tab: DetailTab,
+) {
+    let t = app.theme;
+    let (title, n) = match tab {
+        DetailTab::Timeline => ("Status timeline", d.timeline.len()),
+        DetailTab::Findings => ("Findings", d.findings.len()),
+        _ => ("Opens", d.opens.len()),
+    };
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .title(Line::styled(format!(" {title} ({n}) "), t.title()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if n == 0 {
+        f.render_widget(Paragraph::new("none").style(t.dim()), inner);
+        return;
+    }
+    let height = inner.height.saturating_sub(1) as usize;
+    app.page = height;
+    let focused = app.detail_tab == tab;
+    let range = app.detail_list.visible(n, height);
+    let w = inner.width as usize;
+    let (widths, header, rows): (Vec<Constraint>, Vec<&str>, Vec<(usize, Vec<Cell<'static>>, Style)>) =
+        match tab {
+            DetailTab::Timeline => (
+                vec![Constraint::Length(7), Constraint::Length(8), Constraint::Fill(1)],
+                vec!["Frame", "Time", "Server said"],
+                range
+                    .clone()
+                    .filter_map(|i| d.timeline.get(i).map(|r| (i, r)))
+                    .map(|(i, r)| {
+                        (
+                            i,
+                            vec![
+                                right(r.frame.to_string()),
+                                right(secs(r.t)),
+                                Cell::from(r.text.clone()),
+                            ],
+                            t.status(r.status),
+                        )
+                    })
+                    .collect(),
+            ),
+            DetailTab::Findings => (
+                vec![
+                    Constraint::Length(7),
+                    Constraint::Length(7),
+                    Constraint::Length(8),
+                    Constraint::Fill(1),
+                ],
+                vec!["Sev", "Frame", "Time", "Finding"],
+                range
+                    .clone()
+                    .filter_map(|i| d.findings.get(i).map(|r| (i, r)))
+                    .map(|(i, r)| {
+                        let mut msg = format!("{}: {}", r.code, r.message);
+                        if r.occurrences > 1 {
+                            msg.push_str(&format!(" (×{})", r.occurrences));
+                        }
+                        (
+                            i,
+                            vec![
+                                Cell::from(r.severity.as_str()).style(t.severity(r.severity)),
+                                right(r.frame.to_string()),
+                                right(secs(r.t)),
+                                Cell::from(fit(&msg, w.saturating_sub(25))),
+                            ],
+                            Style::default(),
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => (
+                vec![
+                    Constraint::Length(7),
+                    Constraint::Length(8),
+                    Constraint::Fill(2),
+                    Constraint::Fill(1),
+                    Constraint::Length(8),
+                ],
+                vec!["Frame", "Time", "File", "Host", "Closed"],
+                range
+                    .clone()
+                    .filter_map(|i| d.opens.get(i).map(|r| (i, r)))
+                    .map(|(i, r)| {
+                        (
+                            i,
+                            vec![
+                                right(r.frame.to_string()),
+                                right(secs(r.t)),
+                                Cell::from(r.file_name.clone()),
+                                Cell::from(r.host.clone()),
+                                right(opt(r.ended_frame)),
+                            ],
+                            Style::default(),
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+    let _ = live;
+    let table = ListTable {
+        widths,
+        header: header
+            .into_iter()
+            .map(|h| Cell::from(h).style(t.header()))
+            .collect(),
+        rows,
+    };
+    let sel = focused.then_some((app.detail_list.sel, t.selected()));
+    table.draw(f, inner, sel, &mut app.hits, Hit::DetailRow);
+}

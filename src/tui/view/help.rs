@@ -1,0 +1,57 @@
+//! The `?` popup: every key.
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::Frame;
+
+use crate::tui::app::App;
+
+/// The key list, also printed in the README.
+pub const KEYS: &[(&str, &str)] = &[
+    ("↑ ↓  j k", "move the selection (mouse wheel too)"),
+    ("PgUp PgDn  ^u ^d", "page / half page"),
+    ("Home End  g G", "first / last"),
+    ("Enter", "open: flow detail, go to the frame, field tree"),
+    ("← →  h l", "detail tab / Messages pane"),
+    ("1 2 3  Tab", "Flows, Messages, Findings"),
+    ("m", "messages of the selected flow"),
+    ("p", "jump request ↔ response"),
+    ("s  S", "sort Flows by the next column / reverse"),
+    ("/", "filter the list (Enter keeps, Esc clears)"),
+    ("Esc  Backspace", "clear filter, back"),
+    ("click", "select; again to open; header sorts"),
+    ("?", "this help"),
+    ("q  ^c", "quit"),
+];
+
+pub fn draw(f: &mut Frame<'_>, area: Rect, app: &App) {
+    let t = app.theme;
+    let w = 62.min(area.width);
+    let h = (KEYS.len() as u16 + 4).min(area.height);
+    let popup = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    let mut lines: Vec<Line<'static>> = KEYS
+        .iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(format!(" {k:<18}"), t.key()),
+                Span::raw(what.to_string()),
+            ])
+        })
+        .collect();
+    lines.push(Line::styled(" any key closes", t.dim()));
+    f.render_widget(Clear, popup);
+    f.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(Line::styled(" sqos tui keys ", t.title())),
+        ),
+        popup,
+    );
+}
