@@ -140,17 +140,9 @@ pub trait RecordSink {
     fn on_note(&mut self, _note: &CaptureNote) {}
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PipelineConfig {
     pub reassembly: ReassemblyConfig,
-}
-
-impl Default for PipelineConfig {
-    fn default() -> Self {
-        PipelineConfig {
-            reassembly: ReassemblyConfig::default(),
-        }
-    }
 }
 
 /// Capture statistics (`sqos stats`).
