@@ -351,6 +351,8 @@ impl App {
     }
 
     fn partner(&mut self, live: &Live) {
+        let shown = message_indices(live, self.msg_scope, &self.msgs_filter);
+        self.sync_msg_cursor(live, &shown);
         let Some(i) = self
             .msg_seq
             .and_then(|s| s.checked_sub(live.store.dropped()))
@@ -360,7 +362,6 @@ impl App {
         };
         match live.store.partner(i) {
             Some(j) => {
-                let shown = message_indices(live, self.msg_scope, &self.msgs_filter);
                 if !shown.contains(&j) {
                     self.msgs_filter.clear();
                     self.msg_scope = None;
@@ -408,6 +409,11 @@ impl App {
         if self.editing {
             self.edit_filter(key);
             return;
+        }
+        if self.view == View::Messages {
+            // The selection as the screen shows it (also before the first draw).
+            let shown = message_indices(live, self.msg_scope, &self.msgs_filter);
+            self.sync_msg_cursor(live, &shown);
         }
         let page = self.page.max(1) as isize;
         match key.code {
@@ -589,6 +595,13 @@ impl App {
                 self.detail_list = Cursor::default();
             }
             Hit::DetailRow(i) => {
+                // On tall screens the Opens list shows under a chart tab.
+                if matches!(
+                    self.detail_tab,
+                    DetailTab::Iops | DetailTab::Bandwidth | DetailTab::Latency
+                ) {
+                    self.detail_tab = DetailTab::Opens;
+                }
                 if self.detail_list.sel == i {
                     self.enter(live);
                 } else {

@@ -236,9 +236,11 @@ impl FlowBook {
                         observed_iops: Some(f.observed_since as f64 / dt),
                         latency_ms: (io > 0)
                             .then(|| r.latency_increment as f64 / io as f64 / 10_000.0),
-                        kbps: kb
-                            .map(|k| k as f64 / dt)
-                            .or(Some(f.observed_bytes_since as f64 / 1024.0 / dt)),
+                        // Reported by 1.1 clients; else what was seen, when anything was.
+                        kbps: kb.map(|k| k as f64 / dt).or_else(|| {
+                            (f.observed_bytes_since > 0)
+                                .then(|| f.observed_bytes_since as f64 / 1024.0 / dt)
+                        }),
                         max_rate: f.server.as_ref().map(|s| s.max),
                         min_rate: f.server.as_ref().map(|s| s.min),
                         max_bandwidth: f.server.as_ref().and_then(|s| s.max_bw),

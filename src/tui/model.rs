@@ -45,7 +45,7 @@ impl PolicyCell {
         match self {
             PolicyCell::None => "-".into(),
             PolicyCell::Limits { limit, reservation } => format!("{limit}/{reservation}"),
-            PolicyCell::Policy(p) => format!("pol {}", short_id(p)),
+            PolicyCell::Policy(p) => format!("#{}", short_id(p)),
         }
     }
     /// Sort key: limit first, policies after limits, nothing last.

@@ -167,6 +167,14 @@ fn level(series: &[SeriesPoint], pick: impl Fn(&SeriesPoint) -> Option<u64>) -> 
         .collect()
 }
 
+fn axis_value(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: DetailTab) {
     let t = app.theme;
     let s = &d.series;
@@ -248,8 +256,8 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
                 .bounds([0.0, y1])
                 .labels([
                     "0".to_string(),
-                    format!("{:.0}", y1 / 2.0),
-                    format!("{:.0} {unit}", y1),
+                    axis_value(y1 / 2.0),
+                    format!("{} {unit}", axis_value(y1)),
                 ])
                 .style(t.dim()),
         )

@@ -14,8 +14,8 @@ use crate::tui::model::{rate_cell, status_label, FlowRow};
 
 fn widths() -> Vec<Constraint> {
     vec![
-        Constraint::Fill(3),
-        Constraint::Fill(2),
+        Constraint::Fill(1),
+        Constraint::Fill(1),
         Constraint::Length(10),
         Constraint::Length(6),
         Constraint::Length(6),
