@@ -264,7 +264,16 @@ fn flows_view_shows_each_flow_with_its_numbers_and_status() {
         assert!(s[0].contains("done · 201 frames · 21 SQOS"), "{}", s[0]);
         assert!(line_with(&s, "Flows 2").contains("Flows 2"));
         let header = line_with(&s, "Initiator");
-        for col in ["Node", "Limit/Resv", "IOPS", "Seen", "Lat ms", "KB/s", "Status", "Find"] {
+        for col in [
+            "Node",
+            "Limit/Resv",
+            "IOPS",
+            "Seen",
+            "Lat ms",
+            "KB/s",
+            "Status",
+            "Find",
+        ] {
             assert!(header.contains(col), "{w}x{h}: {header}");
         }
         // vm01: limit 500/100, 480 IOPS, 1.20 ms, 3840 KB/s, Ok.
@@ -276,7 +285,17 @@ fn flows_view_shows_each_flow_with_its_numbers_and_status() {
         // vm02: 1.0 client (no KB reported, none seen), InsufficientThroughput.
         assert_eq!(
             words(line_with(&s, "vm02")),
-            ["vm02", "hv02", "200/50", "150", "0.0", "5.00", "-", "Insufficient", "-"],
+            [
+                "vm02",
+                "hv02",
+                "200/50",
+                "150",
+                "0.0",
+                "5.00",
+                "-",
+                "Insufficient",
+                "-"
+            ],
             "{w}x{h}"
         );
         let bar = s.last().unwrap();
@@ -312,7 +331,11 @@ fn flows_sort_by_iops_and_filter_by_typing() {
         key(&mut app, &live, KeyCode::Char(c));
     }
     let s = screen(&mut app, &live, 80, 24);
-    assert!(s.last().unwrap().contains("filter: insuff"), "{:?}", s.last());
+    assert!(
+        s.last().unwrap().contains("filter: insuff"),
+        "{:?}",
+        s.last()
+    );
     assert!(line_with(&s, "Flows 1 of 2").contains("filter \"insuff\""));
     assert!(s.iter().any(|l| l.contains("vm02")));
     assert!(!s.iter().any(|l| l.contains("vm01")));
@@ -330,7 +353,10 @@ fn detail_view_shows_limits_server_answer_and_iops_chart() {
         assert_eq!(app.view, View::Detail);
         let s = screen(&mut app, &live, w, h);
         let text = s.join("\n");
-        assert!(line_with(&s, "vm01 @ hv01").contains(&FLOW_A.to_string()), "{text}");
+        assert!(
+            line_with(&s, "vm01 @ hv01").contains(&FLOW_A.to_string()),
+            "{text}"
+        );
         assert!(
             line_with(&s, "asked").contains("limit 500  resv 100  bw 10000 KB/s"),
             "{text}"
@@ -379,7 +405,10 @@ fn detail_tabs_show_latency_opens_and_status_timeline() {
     key(&mut app, &live, KeyCode::Right);
     let s = screen(&mut app, &live, 80, 24);
     let open = words(line_with(&s, "vm02\\disk0.vhdx"));
-    assert_eq!(open, ["100", "0.1s", "vms\\vm02\\disk0.vhdx", "10.0.0.2", "-"]);
+    assert_eq!(
+        open,
+        ["100", "0.1s", "vms\\vm02\\disk0.vhdx", "10.0.0.2", "-"]
+    );
     key(&mut app, &live, KeyCode::Right);
     let s = screen(&mut app, &live, 80, 24);
     assert_eq!(
@@ -416,10 +445,7 @@ fn messages_view_has_list_tree_and_hex_with_the_field_lit() {
         assert!(text.contains("STORAGE_QOS_CONTROL_REQUEST"), "{text}");
         assert!(line_with(&s, "Hex · ").contains("bytes"), "{text}");
         // The first line of the buffer: version 0x0101, options 0x03.
-        assert!(
-            text.contains("0000  01 01 00 00 03 00 00 00"),
-            "{text}"
-        );
+        assert!(text.contains("0000  01 01 00 00 03 00 00 00"), "{text}");
     }
     // Move into the tree, select the Options field: the hex title names it.
     let mut app = App::new(Theme::plain());
@@ -433,7 +459,7 @@ fn messages_view_has_list_tree_and_hex_with_the_field_lit() {
 }
 
 #[test]
-fn request_response_jump_and_field_highlight_style() {
+fn request_response_jump_and_the_field_lit_in_hex() {
     let live = known_live();
     let mut app = App::new(Theme { color: true });
     key(&mut app, &live, KeyCode::Char('2'));
@@ -443,6 +469,31 @@ fn request_response_jump_and_field_highlight_style() {
     key(&mut app, &live, KeyCode::Char('p'));
     let s = screen(&mut app, &live, 80, 24);
     assert!(line_with(&s, "Fields · frame 10 request").contains("fields"));
+    // Options (0x0004+4) selected in the tree: exactly its bytes are lit in the hex pane.
+    key(&mut app, &live, KeyCode::Right);
+    key(&mut app, &live, KeyCode::Down);
+    key(&mut app, &live, KeyCode::Down);
+    let mut term = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    term.draw(|f| draw(f, &mut app, &live)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let y = (0..24u16)
+        .find(|&y| {
+            (0..80u16)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+                .starts_with("0000  01 01 00 00 03")
+        })
+        .expect("first hex line");
+    let lit: String = (0..80u16)
+        .filter(|&x| {
+            buf[(x, y)]
+                .modifier
+                .contains(ratatui::style::Modifier::REVERSED)
+        })
+        .map(|x| buf[(x, y)].symbol().to_string())
+        .collect();
+    // Hex "03 00 00 00" (with the spaces between) and its 4 ASCII characters.
+    assert_eq!(lit, "03 00 00 00....");
 }
 
 #[test]
@@ -476,4 +527,41 @@ fn help_lists_the_keys() {
     }
     key(&mut app, &live, KeyCode::Char('x'));
     assert!(!app.help);
+}
+
+#[test]
+fn mouse_clicks_sort_select_and_open_and_the_wheel_scrolls() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let live = known_live();
+    let mut app = App::new(Theme::plain());
+    let mouse = |kind, column, row| MouseEvent {
+        kind,
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    let click = |x, y| mouse(MouseEventKind::Down(MouseButton::Left), x, y);
+    let s = screen(&mut app, &live, 80, 24);
+    let header_y = s.iter().position(|l| l.contains("Initiator")).unwrap() as u16;
+    let iops_x = s[header_y as usize].find("IOPS").unwrap() as u16;
+    app.on_mouse(click(iops_x, header_y), &live);
+    assert_eq!(app.sort.col, Some(sqos::tui::lists::FlowCol::Iops));
+    let s = screen(&mut app, &live, 80, 24);
+    assert!(line_with(&s, "Flows 2").contains("by IOPS ↓"));
+    let vm02_y = s.iter().position(|l| l.contains("vm02")).unwrap() as u16;
+    app.on_mouse(click(3, vm02_y), &live);
+    assert_eq!(app.view, View::Flows, "first click selects");
+    app.on_mouse(click(3, vm02_y), &live);
+    assert_eq!(app.view, View::Detail, "second click opens");
+    let s = screen(&mut app, &live, 80, 24);
+    assert!(line_with(&s, "vm02 @ hv02").contains("b2b2b2b2"));
+    // The title bar's "2 Messages" switches view; the wheel moves the selection by 3.
+    let x = s[0].find("2 Messages").unwrap() as u16;
+    app.on_mouse(click(x, 0), &live);
+    assert_eq!(app.view, View::Messages);
+    let _ = screen(&mut app, &live, 80, 24);
+    app.on_mouse(mouse(MouseEventKind::ScrollDown, 10, 4), &live);
+    let s = screen(&mut app, &live, 80, 24);
+    // Fourth message in frame order: frame 101 (vm02's first response).
+    assert!(line_with(&s, "Fields · frame 101 response").contains("fields"));
 }

@@ -20,7 +20,12 @@ pub struct TuiArgs {
     follow: bool,
     /// Capture live from this interface by running `tcpdump` (needs tcpdump installed, and
     /// root or CAP_NET_RAW + CAP_NET_ADMIN).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE", conflicts_with = "capture")]
+    #[arg(
+        short = 'i',
+        long = "interface",
+        value_name = "IFACE",
+        conflicts_with = "capture"
+    )]
     interface: Option<String>,
     /// Extra TCP ports to treat as SMB (445 always is).
     #[arg(long = "port", value_name = "PORT")]

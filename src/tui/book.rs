@@ -174,9 +174,7 @@ impl FlowBook {
             if let Some(k) = key {
                 if r.logical_flow_id.is_nil() {
                     self.assoc.remove(&k);
-                } else if self.assoc.len() < self.limits.max_opens
-                    || self.assoc.contains_key(&k)
-                {
+                } else if self.assoc.len() < self.limits.max_opens || self.assoc.contains_key(&k) {
                     self.assoc.insert(k, r.logical_flow_id);
                     let t = self.rel(rec.ts);
                     let name = rec
@@ -423,8 +421,7 @@ impl FlowSource for FlowBook {
             status: f.server.as_ref().map(|s| s.status),
             avg_reported_iops: per_sec(tot.io),
             avg_observed_iops: per_sec(tot.observed),
-            avg_latency_ms: (tot.io > 0)
-                .then(|| tot.latency as f64 / tot.io as f64 / 10_000.0),
+            avg_latency_ms: (tot.io > 0).then(|| tot.latency as f64 / tot.io as f64 / 10_000.0),
             avg_kbps: if tot.has_kb {
                 per_sec(tot.kilobytes)
             } else {

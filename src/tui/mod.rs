@@ -90,8 +90,8 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
             })
         }
         Input::Follow(path) => {
-            let f = source::open_follow(path, stop)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let f =
+                source::open_follow(path, stop).map_err(|e| format!("{}: {e}", path.display()))?;
             let (r, bytes) = Counting::new(f);
             let label = path.display().to_string();
             Ok(Prepared {
@@ -174,7 +174,10 @@ pub fn run(opts: TuiOptions) -> i32 {
     let state = shared.lock().progress.state.clone();
     match state {
         ReadState::Damaged(e) => {
-            eprintln!("sqos: {}: {e} (everything before it was decoded)", opts.input.label());
+            eprintln!(
+                "sqos: {}: {e} (everything before it was decoded)",
+                opts.input.label()
+            );
             1
         }
         ReadState::Failed(e) => {

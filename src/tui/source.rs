@@ -15,7 +15,10 @@ pub enum Input {
     Stdin,
     Follow(PathBuf),
     /// Live capture on an interface; extra SMB ports beside 445.
-    Interface { name: String, ports: Vec<u16> },
+    Interface {
+        name: String,
+        ports: Vec<u16>,
+    },
 }
 
 impl Input {

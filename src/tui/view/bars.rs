@@ -40,10 +40,7 @@ pub fn progress_text(live: &Live) -> (String, bool) {
         ReadState::Damaged(e) => (format!("damaged: {e}"), true),
         ReadState::Failed(e) => (format!("failed: {e}"), true),
     };
-    let mut s = format!(
-        "{state} · {} frames · {} SQOS",
-        p.frames, p.sqos_messages
-    );
+    let mut s = format!("{state} · {} frames · {} SQOS", p.frames, p.sqos_messages);
     if live.store.dropped() > 0 {
         s.push_str(&format!(" · last {} kept", live.store.len()));
     }
@@ -62,8 +59,10 @@ pub fn title_bar(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
         let on = app.view == v || (v == View::Flows && app.view == View::Detail);
         let style = if on { t.selected() } else { Style::default() };
         let w = label.len() as u16 + 2;
-        app.hits
-            .push((Rect::new(x, area.y, w.min(area.right().saturating_sub(x)), 1), Hit::View(v)));
+        app.hits.push((
+            Rect::new(x, area.y, w.min(area.right().saturating_sub(x)), 1),
+            Hit::View(v),
+        ));
         spans.push(span(format!(" {label} "), style));
         spans.push(Span::raw(" "));
         x = x.saturating_add(w + 1);

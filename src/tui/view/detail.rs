@@ -140,14 +140,14 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
         let [c, l] =
             Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(body);
         draw_chart(f, c, app, &d, chart_tab);
-        draw_list(f, l, app, live, &d, list_tab);
+        draw_list(f, l, app, &d, list_tab);
     } else if matches!(
         app.detail_tab,
         DetailTab::Iops | DetailTab::Bandwidth | DetailTab::Latency
     ) {
         draw_chart(f, body, app, &d, app.detail_tab);
     } else {
-        draw_list(f, body, app, live, &d, app.detail_tab);
+        draw_list(f, body, app, &d, app.detail_tab);
     }
 }
 
@@ -167,6 +167,11 @@ fn level(series: &[SeriesPoint], pick: impl Fn(&SeriesPoint) -> Option<u64>) -> 
         .collect()
 }
 
+/// A named line of a chart.
+type Series<'a> = (&'a str, Vec<(f64, f64)>);
+/// A list row: its index, its cells, its style.
+type TableRow = (usize, Vec<Cell<'static>>, Style);
+
 fn axis_value(v: f64) -> String {
     if v >= 10.0 {
         format!("{v:.0}")
@@ -178,7 +183,7 @@ fn axis_value(v: f64) -> String {
 fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: DetailTab) {
     let t = app.theme;
     let s = &d.series;
-    let (title, unit, lines): (&str, &str, Vec<(&str, Vec<(f64, f64)>)>) = match tab {
+    let (title, unit, lines): (&str, &str, Vec<Series<'_>>) = match tab {
         DetailTab::Bandwidth => (
             "Bandwidth",
             "KB/s",
@@ -203,12 +208,10 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
             ],
         ),
     };
-    let block = Block::default()
-        .borders(Borders::TOP)
-        .title(Line::styled(
-            format!(" {title} over time ({} intervals) ", s.len()),
-            t.title(),
-        ));
+    let block = Block::default().borders(Borders::TOP).title(Line::styled(
+        format!(" {title} over time ({} intervals) ", s.len()),
+        t.title(),
+    ));
     if lines.iter().all(|(_, p)| p.is_empty()) {
         let msg = if tab == DetailTab::Bandwidth && d.dialect.as_deref() == Some("1.0") {
             "No bandwidth figures: dialect 1.0 clients do not report kilobytes."
@@ -269,7 +272,6 @@ fn draw_list(
     f: &mut Frame<'_>,
     area: Rect,
     app: &mut App,
-    live: &Live,
     d: &FlowDetail,
     tab: DetailTab,
 ) {
@@ -293,85 +295,87 @@ fn draw_list(
     let focused = app.detail_tab == tab;
     let range = app.detail_list.visible(n, height);
     let w = inner.width as usize;
-    let (widths, header, rows): (Vec<Constraint>, Vec<&str>, Vec<(usize, Vec<Cell<'static>>, Style)>) =
-        match tab {
-            DetailTab::Timeline => (
-                vec![Constraint::Length(7), Constraint::Length(8), Constraint::Fill(1)],
-                vec!["Frame", "Time", "Server said"],
-                range
-                    .clone()
-                    .filter_map(|i| d.timeline.get(i).map(|r| (i, r)))
-                    .map(|(i, r)| {
-                        (
-                            i,
-                            vec![
-                                right(r.frame.to_string()),
-                                right(secs(r.t)),
-                                Cell::from(r.text.clone()),
-                            ],
-                            t.status(r.status),
-                        )
-                    })
-                    .collect(),
-            ),
-            DetailTab::Findings => (
-                vec![
-                    Constraint::Length(7),
-                    Constraint::Length(7),
-                    Constraint::Length(8),
-                    Constraint::Fill(1),
-                ],
-                vec!["Sev", "Frame", "Time", "Finding"],
-                range
-                    .clone()
-                    .filter_map(|i| d.findings.get(i).map(|r| (i, r)))
-                    .map(|(i, r)| {
-                        let mut msg = format!("{}: {}", r.code, r.message);
-                        if r.occurrences > 1 {
-                            msg.push_str(&format!(" (×{})", r.occurrences));
-                        }
-                        (
-                            i,
-                            vec![
-                                Cell::from(r.severity.as_str()).style(t.severity(r.severity)),
-                                right(r.frame.to_string()),
-                                right(secs(r.t)),
-                                Cell::from(fit(&msg, w.saturating_sub(25))),
-                            ],
-                            Style::default(),
-                        )
-                    })
-                    .collect(),
-            ),
-            _ => (
-                vec![
-                    Constraint::Length(7),
-                    Constraint::Length(8),
-                    Constraint::Fill(2),
-                    Constraint::Fill(1),
-                    Constraint::Length(8),
-                ],
-                vec!["Frame", "Time", "File", "Host", "Closed"],
-                range
-                    .clone()
-                    .filter_map(|i| d.opens.get(i).map(|r| (i, r)))
-                    .map(|(i, r)| {
-                        (
-                            i,
-                            vec![
-                                right(r.frame.to_string()),
-                                right(secs(r.t)),
-                                Cell::from(r.file_name.clone()),
-                                Cell::from(r.host.clone()),
-                                right(opt(r.ended_frame)),
-                            ],
-                            Style::default(),
-                        )
-                    })
-                    .collect(),
-            ),
-        };
-    let _ = live;
+    let (widths, header, rows): (Vec<Constraint>, Vec<&str>, Vec<TableRow>) = match tab {
+        DetailTab::Timeline => (
+            vec![
+                Constraint::Length(7),
+                Constraint::Length(8),
+                Constraint::Fill(1),
+            ],
+            vec!["Frame", "Time", "Server said"],
+            range
+                .clone()
+                .filter_map(|i| d.timeline.get(i).map(|r| (i, r)))
+                .map(|(i, r)| {
+                    (
+                        i,
+                        vec![
+                            right(r.frame.to_string()),
+                            right(secs(r.t)),
+                            Cell::from(r.text.clone()),
+                        ],
+                        t.status(r.status),
+                    )
+                })
+                .collect(),
+        ),
+        DetailTab::Findings => (
+            vec![
+                Constraint::Length(7),
+                Constraint::Length(7),
+                Constraint::Length(8),
+                Constraint::Fill(1),
+            ],
+            vec!["Sev", "Frame", "Time", "Finding"],
+            range
+                .clone()
+                .filter_map(|i| d.findings.get(i).map(|r| (i, r)))
+                .map(|(i, r)| {
+                    let mut msg = format!("{}: {}", r.code, r.message);
+                    if r.occurrences > 1 {
+                        msg.push_str(&format!(" (×{})", r.occurrences));
+                    }
+                    (
+                        i,
+                        vec![
+                            Cell::from(r.severity.as_str()).style(t.severity(r.severity)),
+                            right(r.frame.to_string()),
+                            right(secs(r.t)),
+                            Cell::from(fit(&msg, w.saturating_sub(25))),
+                        ],
+                        Style::default(),
+                    )
+                })
+                .collect(),
+        ),
+        _ => (
+            vec![
+                Constraint::Length(7),
+                Constraint::Length(8),
+                Constraint::Fill(2),
+                Constraint::Fill(1),
+                Constraint::Length(8),
+            ],
+            vec!["Frame", "Time", "File", "Host", "Closed"],
+            range
+                .clone()
+                .filter_map(|i| d.opens.get(i).map(|r| (i, r)))
+                .map(|(i, r)| {
+                    (
+                        i,
+                        vec![
+                            right(r.frame.to_string()),
+                            right(secs(r.t)),
+                            Cell::from(r.file_name.clone()),
+                            Cell::from(r.host.clone()),
+                            right(opt(r.ended_frame)),
+                        ],
+                        Style::default(),
+                    )
+                })
+                .collect(),
+        ),
+    };
     let table = ListTable {
         widths,
         header: header

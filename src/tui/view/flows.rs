@@ -62,7 +62,11 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     }
     if let Some(c) = app.sort.col {
         let desc = c.numeric() != app.sort.reverse;
-        title.push_str(&format!(" · by {} {}", c.title(), if desc { "↓" } else { "↑" }));
+        title.push_str(&format!(
+            " · by {} {}",
+            c.title(),
+            if desc { "↓" } else { "↑" }
+        ));
     }
     if !app.flows_filter.is_empty() {
         title.push_str(&format!(" · filter \"{}\"", app.flows_filter));

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph};
 use ratatui::Frame;
 
-use super::{fit, right, secs, span, ListTable};
+use super::{fit, right, span, ListTable};
 use crate::output::text::{detail_tree, hex_dump, summary_line};
 use crate::pipeline::{Direction, SqosBody, SqosRecord};
 use crate::sqos::Field;
@@ -133,7 +133,13 @@ fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live, shown: &
     } else {
         t.selected_unfocused()
     };
-    table.draw(f, inner, Some((app.msgs.sel, sel_style)), &mut app.hits, Hit::MsgRow);
+    table.draw(
+        f,
+        inner,
+        Some((app.msgs.sel, sel_style)),
+        &mut app.hits,
+        Hit::MsgRow,
+    );
 }
 
 /// Draw the field tree; returns the selected field (for the hex pane).
@@ -161,7 +167,11 @@ fn draw_tree(
         Direction::Response => "response",
     };
     let block = pane_block(
-        format!(" Fields · frame {} {kind} ({} fields) ", rec.frame, fields.len()),
+        format!(
+            " Fields · frame {} {kind} ({} fields) ",
+            rec.frame,
+            fields.len()
+        ),
         focused,
         t,
     );
@@ -223,10 +233,19 @@ fn byte_columns(j: usize) -> (usize, usize) {
     (6 + 3 * j + usize::from(j > 7), 56 + j)
 }
 
-fn draw_hex(f: &mut Frame<'_>, area: Rect, app: &App, rec: Option<&SqosRecord>, field: Option<&Field>) {
+fn draw_hex(
+    f: &mut Frame<'_>,
+    area: Rect,
+    app: &App,
+    rec: Option<&SqosRecord>,
+    field: Option<&Field>,
+) {
     let t = app.theme;
     let Some(rec) = rec else {
-        f.render_widget(Paragraph::new("").block(pane_block(" Hex ".into(), false, t)), area);
+        f.render_widget(
+            Paragraph::new("").block(pane_block(" Hex ".into(), false, t)),
+            area,
+        );
         return;
     };
     let mut title = format!(" Hex · {} bytes", rec.buffer.len());
@@ -246,8 +265,12 @@ fn draw_hex(f: &mut Frame<'_>, area: Rect, app: &App, rec: Option<&SqosRecord>, 
     let (lo, hi) = field.map_or((0, 0), |fl| (fl.offset, fl.offset.saturating_add(fl.len)));
     let h = inner.height as usize;
     let first = lo / 16;
-    let top = if first >= h { first + 1 - h.max(1) / 2 } else { 0 }
-        .min(lines.len().saturating_sub(h));
+    let top = if first >= h {
+        first + 1 - h.max(1) / 2
+    } else {
+        0
+    }
+    .min(lines.len().saturating_sub(h));
     let mut out = Vec::new();
     for (li, l) in lines.iter().enumerate().skip(top).take(h) {
         let chars: Vec<char> = l.chars().collect();
@@ -277,20 +300,27 @@ fn draw_hex(f: &mut Frame<'_>, area: Rect, app: &App, rec: Option<&SqosRecord>, 
         let mut run_lit = false;
         for (c, on) in chars.iter().zip(lit.iter()) {
             if *on != run_lit && !run.is_empty() {
-                let style = if run_lit { t.field_bytes() } else { Style::default() };
+                let style = if run_lit {
+                    t.field_bytes()
+                } else {
+                    Style::default()
+                };
                 spans.push(span(std::mem::take(&mut run), style));
             }
             run_lit = *on;
             run.push(*c);
         }
         if !run.is_empty() {
-            let style = if run_lit { t.field_bytes() } else { Style::default() };
+            let style = if run_lit {
+                t.field_bytes()
+            } else {
+                Style::default()
+            };
             spans.push(span(run, style));
         }
         out.push(Line::from(spans));
     }
     f.render_widget(Paragraph::new(out), inner);
-    let _ = secs;
 }
 
 #[cfg(test)]
