@@ -136,6 +136,11 @@ impl Analyzer {
         self.flows.len()
     }
 
+    /// A flow followed so far.
+    pub fn flow(&self, id: &Uuid) -> Option<&FlowState> {
+        self.flows.get(id)
+    }
+
     /// Opens followed now.
     pub fn open_count(&self) -> usize {
         self.opens.len()
