@@ -59,9 +59,15 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `../shared/real-captures` beside the repository (present in CI and dev machines).
+/// `shared/real-captures` beside the repository (CI puts `shared/` next to the clone); from a git
+/// worktree deeper down, the nearest ancestor that has it.
 pub fn real_captures_dir() -> PathBuf {
-    repo().join("../shared/real-captures")
+    repo()
+        .ancestors()
+        .skip(1)
+        .map(|a| a.join("shared/real-captures"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| repo().join("../shared/real-captures"))
 }
 
 /// Every file in a directory with one of the capture extensions, sorted.
