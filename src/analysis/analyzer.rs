@@ -558,7 +558,13 @@ impl Analyzer {
     ) {
         let (frame, ts) = (rec.frame, rec.ts);
         let got = status_name(nt);
-        if outcome.violations.iter().any(|v| v.status() == nt) {
+        // Section 3.2.5.1: a server without Storage QoS fails everything this way, before any
+        // other rule.
+        if nt == STATUS_INVALID_DEVICE_REQUEST || nt == STATUS_NOT_SUPPORTED {
+            if let Some(f) = self.flow_mut(home, frame, ts) {
+                f.note_unsupported(&got, frame, ts);
+            }
+        } else if outcome.violations.iter().any(|v| v.status() == nt) {
             // The failure the spec prescribes.
         } else if let Some(rule) = outcome.violations.first() {
             self.finding(
@@ -574,10 +580,6 @@ impl Analyzer {
                 frame,
                 ts,
             );
-        } else if nt == STATUS_INVALID_DEVICE_REQUEST || nt == STATUS_NOT_SUPPORTED {
-            if let Some(f) = self.flow_mut(home, frame, ts) {
-                f.note_unsupported(&got, frame, ts);
-            }
         } else if !outcome.uncertain {
             let unfounded = match nt {
                 STATUS_NOT_FOUND | STATUS_REVISION_MISMATCH => true,

@@ -51,7 +51,7 @@ pub struct ExportArgs {
 /// Where rows go: JSON lines or a CSV table; the first write error stops further output.
 enum Rows {
     Jsonl(Box<dyn Write>),
-    Csv(CsvTable<Box<dyn Write>>),
+    Csv(Box<CsvTable<Box<dyn Write>>>),
 }
 
 struct Sink {
@@ -67,7 +67,7 @@ impl Sink {
     ) -> std::io::Result<Self> {
         let rows = match format {
             ExportFormat::Jsonl => Rows::Jsonl(out),
-            ExportFormat::Csv => Rows::Csv(CsvTable::new(out, columns)?),
+            ExportFormat::Csv => Rows::Csv(Box::new(CsvTable::new(out, columns)?)),
         };
         Ok(Sink { rows, error: None })
     }

@@ -371,7 +371,7 @@ impl Steady {
     }
 }
 
-pub fn flow<'a>(a: &'a Analysis, id: Uuid) -> &'a FlowState {
+pub fn flow(a: &Analysis, id: Uuid) -> &FlowState {
     match a.flows.iter().find(|f| f.id == id) {
         Some(f) => f,
         None => panic!("flow {id} not in the analysis"),
