@@ -842,6 +842,8 @@ local function analyse(msg, pinfo)
         S.pending[pkey] = nil
         p.result.response_frame = frame
         p.result.response_time = m.response_time
+        -- A related compound request names its open only as all-FF: the answer tells which.
+        if p.result.fid == ALL_FF and m.fid and m.fid ~= ALL_FF then p.result.fid = m.fid end
     end
 
     -- Which open and flow.

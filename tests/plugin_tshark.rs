@@ -72,7 +72,11 @@ impl PluginMsg {
         self.get(k).map(parse_num)
     }
     fn findings(&self) -> Vec<String> {
-        let mut v = self.fields.get("sqosa.finding").cloned().unwrap_or_default();
+        let mut v = self
+            .fields
+            .get("sqosa.finding")
+            .cloned()
+            .unwrap_or_default();
         v.sort();
         v
     }
@@ -143,7 +147,7 @@ fn plugin_messages(path: &Path, extra: &[&str]) -> Vec<PluginMsg> {
     out
 }
 
-fn msg_at<'a>(msgs: &'a [PluginMsg], frame: u64, msg_id: u64) -> &'a PluginMsg {
+fn msg_at(msgs: &[PluginMsg], frame: u64, msg_id: u64) -> &PluginMsg {
     msgs.iter()
         .find(|m| m.frame == frame && m.int("sqosa.msg_id") == Some(msg_id))
         .unwrap_or_else(|| panic!("no SQOS message {msg_id} in frame {frame}: {msgs:#?}"))
@@ -167,13 +171,26 @@ fn plugin_codes() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The plugin's codes and severities are exactly the codec's (`FindingCode::ALL`).
+#[test]
+fn plugin_codes_are_the_codecs() {
+    let rust: BTreeMap<String, String> = sqos::sqos::FindingCode::ALL
+        .iter()
+        .map(|c| (c.as_str().to_string(), c.severity().as_str().to_string()))
+        .collect();
+    assert_eq!(plugin_codes(), rust);
+}
+
 #[test]
 fn plugin_code_table_is_well_formed() {
     let codes = plugin_codes();
     assert!(codes.len() >= 27, "only {} codes", codes.len());
     for (c, s) in &codes {
         assert!(c.starts_with("sqos."), "{c}");
-        assert!(["error", "warning", "note"].contains(&s.as_str()), "{c}: {s}");
+        assert!(
+            ["error", "warning", "note"].contains(&s.as_str()),
+            "{c}: {s}"
+        );
     }
     assert_eq!(codes["sqos.short_buffer"], "error");
     assert_eq!(codes["sqos.response_layout_spec_example"], "warning");
@@ -218,7 +235,10 @@ fn plugin_findings_on_malformed_capture() {
             ],
         ),
         (22, &["sqos.reserved_nonzero"]),
-        (24, &["sqos.name_invalid_utf16", "sqos.name_null_terminated"]),
+        (
+            24,
+            &["sqos.name_invalid_utf16", "sqos.name_null_terminated"],
+        ),
         (26, &["sqos.max_output_too_small"]),
         (
             27,
@@ -252,7 +272,10 @@ fn plugin_findings_on_malformed_capture() {
     assert_eq!(err.int("sqosa.finding_count"), Some(0));
     // Compound CREATE + IOCTL (related FileId) and its compound answer.
     let creq = msg_at(&msgs, 32, 16);
-    assert_eq!(creq.get("sqosa.options.names"), Some("SET_LOGICAL_FLOW_ID|GET_STATUS"));
+    assert_eq!(
+        creq.get("sqosa.options.names"),
+        Some("SET_LOGICAL_FLOW_ID|GET_STATUS")
+    );
     let cresp = msg_at(&msgs, 33, 16);
     assert_eq!(cresp.int("sqosa.request_frame"), Some(32));
     assert_eq!(
@@ -260,8 +283,14 @@ fn plugin_findings_on_malformed_capture() {
         Some("00000052-0000-0000-6200-000000000000")
     );
     // Two requests in one segment; the first answer spans two segments (completed in 36).
-    assert_eq!(msg_at(&msgs, 34, 17).get("sqosa.direction"), Some("request"));
-    assert_eq!(msg_at(&msgs, 34, 18).get("sqosa.direction"), Some("request"));
+    assert_eq!(
+        msg_at(&msgs, 34, 17).get("sqosa.direction"),
+        Some("request")
+    );
+    assert_eq!(
+        msg_at(&msgs, 34, 18).get("sqosa.direction"),
+        Some("request")
+    );
     assert_eq!(msg_at(&msgs, 36, 17).int("sqosa.request_frame"), Some(34));
     assert_eq!(msg_at(&msgs, 37, 18).int("sqosa.request_frame"), Some(34));
     assert_eq!(msgs.len(), 32);
@@ -279,7 +308,10 @@ fn plugin_reports_spec_example_layouts() {
     // 1.0 SET_POLICY: InitiatorNameOffset 104 is inside the 112-byte fixed part.
     assert_eq!(
         msg_at(&msgs, 8, 3).findings(),
-        ["sqos.name_layout_spec_example", "sqos.name_offset_in_fixed_part"]
+        [
+            "sqos.name_layout_spec_example",
+            "sqos.name_offset_in_fixed_part"
+        ]
     );
     // 1.1 SET_POLICY: both offsets (104, 118) are inside the 128-byte fixed part.
     assert_eq!(
@@ -341,9 +373,15 @@ fn plugin_flow_figures_on_flows_capture() {
         assert_eq!(m.get("sqosa.flow.source"), Some("open"), "frame {frame}");
         assert!(close(m.num("sqosa.interval"), 1.0), "frame {frame}: {m:?}");
         assert!(close(m.num("sqosa.iops"), iops), "frame {frame}: {m:?}");
-        assert!(close(m.num("sqosa.normalized_iops"), niops), "frame {frame}");
+        assert!(
+            close(m.num("sqosa.normalized_iops"), niops),
+            "frame {frame}"
+        );
         assert!(close(m.num("sqosa.latency_ms"), lat), "frame {frame}");
-        assert!(close(m.num("sqosa.lower_latency_ms"), lower), "frame {frame}");
+        assert!(
+            close(m.num("sqosa.lower_latency_ms"), lower),
+            "frame {frame}"
+        );
         assert!(close(m.num("sqosa.kbps"), kbps), "frame {frame}");
     }
     // Flow B (dialect 1.0, no KB/s) every 2 s.
@@ -378,7 +416,12 @@ fn plugin_second_pass_reproduces_first_pass() {
         if a.get("sqosa.direction") == Some("response") {
             assert_eq!(a, b, "frame {}", a.frame);
         } else {
-            for k in ["sqosa.msg_id", "sqosa.flow", "sqosa.options", "sqosa.finding_count"] {
+            for k in [
+                "sqosa.msg_id",
+                "sqosa.flow",
+                "sqosa.options",
+                "sqosa.finding_count",
+            ] {
                 assert_eq!(a.get(k), b.get(k), "frame {} {k}", a.frame);
             }
         }
@@ -560,7 +603,10 @@ fn dissect_jsonl(path: &Path) -> Vec<Value> {
 fn key_of_cli(v: &Value, sev: &BTreeMap<String, String>) -> (u64, u64, String, Vec<String>) {
     let frame = v["frame"].as_u64().unwrap_or(0);
     let msg_id = v["msg_id"].as_u64().unwrap_or(0);
-    let mut facts = vec![format!("direction={}", v["direction"].as_str().unwrap_or(""))];
+    let mut facts = vec![format!(
+        "direction={}",
+        v["direction"].as_str().unwrap_or("")
+    )];
     for k in ["request_frame", "response_frame", "nt_status"] {
         if let Some(x) = v[k].as_u64() {
             facts.push(format!("{k}={x}"));
@@ -572,7 +618,11 @@ fn key_of_cli(v: &Value, sev: &BTreeMap<String, String>) -> (u64, u64, String, V
     if let Some(f) = v["file_id"].as_str() {
         facts.push(format!("file_id={f}"));
     }
-    if let Some(o) = v["sqos"]["options"].as_u64() {
+    // The plugin shows Options for requests (a response's must be 0: a finding says otherwise).
+    if let Some(o) = v["sqos"]["options"]
+        .as_u64()
+        .filter(|_| v["direction"] == "request")
+    {
         facts.push(format!("options={o}"));
     }
     if let Some(s) = v["sqos"]["status"].as_u64() {
@@ -596,7 +646,12 @@ fn key_of_cli(v: &Value, sev: &BTreeMap<String, String>) -> (u64, u64, String, V
         .collect();
     findings.sort();
     facts.extend(findings.into_iter().map(|c| format!("finding={c}")));
-    (frame, msg_id, v["direction"].as_str().unwrap_or("").into(), facts)
+    (
+        frame,
+        msg_id,
+        v["direction"].as_str().unwrap_or("").into(),
+        facts,
+    )
 }
 
 fn key_of_plugin(m: &PluginMsg) -> (u64, u64, String, Vec<String>) {
@@ -631,7 +686,6 @@ fn key_of_plugin(m: &PluginMsg) -> (u64, u64, String, Vec<String>) {
 /// (frame, MessageId, direction), matching, NT status, FileId, Options/Status and findings
 /// (codes, and the plugin's severity for each code is the CLI's).
 #[test]
-#[ignore = "enabled when the capture reader, pipeline and codec are all on main"]
 fn plugin_matches_sqos_dissect_on_every_capture() {
     if !have_tshark() {
         return;
@@ -646,14 +700,23 @@ fn plugin_matches_sqos_dissect_on_every_capture() {
             .iter()
             .map(|v| key_of_cli(v, &sev))
             .collect();
-        let theirs: Vec<_> = plugin_messages(f, &[])
+        // Two passes, so that requests know their response frame as the CLI's do.
+        let theirs: Vec<_> = plugin_messages(f, &["-2"])
             .iter()
             .map(key_of_plugin)
             .collect();
         compared += ours.len();
         if ours != theirs {
-            let only_cli: Vec<_> = ours.iter().filter(|k| !theirs.contains(k)).take(4).collect();
-            let only_plugin: Vec<_> = theirs.iter().filter(|k| !ours.contains(k)).take(4).collect();
+            let only_cli: Vec<_> = ours
+                .iter()
+                .filter(|k| !theirs.contains(k))
+                .take(4)
+                .collect();
+            let only_plugin: Vec<_> = theirs
+                .iter()
+                .filter(|k| !ours.contains(k))
+                .take(4)
+                .collect();
             errors.push(format!(
                 "{}:\n  sqos dissect only: {only_cli:?}\n  plugin only:       {only_plugin:?}",
                 f.display()
