@@ -21,8 +21,8 @@ use super::{ConnId, ConnKey, Dir, TcpSegment};
 
 #[derive(Clone, Debug)]
 pub struct ReassemblyConfig {
-    /// Server ports (445, and 139 for SMB over the NetBIOS session service, by default).
-    /// Segments with neither port on this list are ignored.
+    /// Server ports (445, and 139 where SMB2 runs over NetBIOS sessions as Wireshark also
+    /// assumes). Segments with neither port on this list are ignored.
     pub ports: Vec<u16>,
     /// Most out-of-order bytes held per direction before data is given up (noted).
     pub max_buffered_per_dir: usize,

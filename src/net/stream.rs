@@ -127,9 +127,13 @@ impl HalfStream {
             stats.retransmissions += 1;
             return;
         }
-        let limit = self.fin.map(i128::from);
+        if self.fin.is_some_and(|f| start >= i128::from(f)) {
+            // Nothing follows a FIN in its direction.
+            stats.dropped_bytes += len;
+            return;
+        }
         if start > next {
-            if (start - next) as u64 > MAX_AHEAD || limit.is_some_and(|f| start >= f) {
+            if (start - next) as u64 > MAX_AHEAD {
                 stats.dropped_bytes += len;
                 return;
             }
@@ -139,7 +143,7 @@ impl HalfStream {
             }
             return;
         }
-        if start < next {
+        if start < next || self.first_pending().is_some_and(|p| i128::from(p) < end) {
             stats.overlaps += 1;
         }
         // In order (possibly after trimming bytes already delivered): hand the frame's bytes
@@ -312,11 +316,13 @@ impl HalfStream {
         let Some(since) = self.acked_hole_since else {
             return;
         };
-        if now.saturating_sub(since) < window {
+        let Some(to) = self.acked_hole_end() else {
+            // The bytes arrived after their ACK after all.
+            self.acked_hole_since = None;
             return;
-        }
-        self.acked_hole_since = None;
-        if let Some(to) = self.acked_hole_end() {
+        };
+        if now.saturating_sub(since) >= window {
+            self.acked_hole_since = None;
             self.skip_to(to, stats, emit);
         }
     }

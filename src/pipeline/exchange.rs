@@ -114,6 +114,12 @@ impl Exchange {
                 Body::NotDecoded
             }
         };
+        if matches!(body, Body::Error(_)) {
+            *stats
+                .error_bodies_by_command
+                .entry(h.command.to_string())
+                .or_insert(0) += 1;
+        }
         if h.is_response() {
             self.on_response(ctx, part, body, chain, outbox, stats);
         } else {

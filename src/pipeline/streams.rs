@@ -63,6 +63,17 @@ impl Smb2Layer {
         }
     }
 
+    /// "connection N, a → b": the direction the bytes travel.
+    fn dir_label(&self, conn: ConnId, dir: Dir) -> String {
+        match self.conns.get(&conn) {
+            Some(k) => {
+                let (src, dst) = k.endpoints(dir);
+                format!("connection {}, {src} → {dst}", conn.0)
+            }
+            None => format!("connection {}", conn.0),
+        }
+    }
+
     fn handle_events(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp) {
         let events = std::mem::take(&mut self.events);
         for ev in &events {
@@ -93,7 +104,7 @@ impl Smb2Layer {
             FramerEvent::Resynced { skipped } => {
                 self.stats.resyncs += 1;
                 self.stats.resync_skipped_bytes += skipped;
-                let label = self.conn_label(conn);
+                let label = self.dir_label(conn, dir);
                 self.note(
                     frame,
                     format!(
@@ -103,7 +114,7 @@ impl Smb2Layer {
             }
             FramerEvent::Gap { bytes, in_step } => {
                 self.stats.gap_bytes += bytes;
-                let label = self.conn_label(conn);
+                let label = self.dir_label(conn, dir);
                 let what = if *in_step {
                     "inside data that is skipped anyway; framing kept"
                 } else {
