@@ -21,7 +21,8 @@ use super::{ConnId, ConnKey, Dir, TcpSegment};
 
 #[derive(Clone, Debug)]
 pub struct ReassemblyConfig {
-    /// Server ports (445 by default). Segments with neither port on this list are ignored.
+    /// Server ports (445, and 139 where SMB2 runs over NetBIOS sessions as Wireshark also
+    /// assumes). Segments with neither port on this list are ignored.
     pub ports: Vec<u16>,
     /// Most out-of-order bytes held per direction before data is given up (noted).
     pub max_buffered_per_dir: usize,
@@ -38,7 +39,7 @@ pub struct ReassemblyConfig {
 impl Default for ReassemblyConfig {
     fn default() -> Self {
         ReassemblyConfig {
-            ports: vec![445],
+            ports: vec![445, 139],
             max_buffered_per_dir: 4 << 20,
             max_buffered_total: 64 << 20,
             max_connections: 100_000,
