@@ -126,11 +126,11 @@ fn navigate_flows_detail_chart_messages_and_filter() {
     assert!(line(&s, "vm04").contains("HV02"), "{s}");
     assert!(s.contains("q quit"), "{s}");
 
-    // Second flow → its detail with the IOPS chart and the server's limit lines.
-    pane.keys(&["j", "Enter"]);
+    // Sorted by name, the second flow → its detail with the chart and the server's limit lines.
+    pane.keys(&["s", "j", "Enter"]);
     let s = pane.wait_for("the detail of vm02", 5, |t| t.contains("vm02 @ HV01"));
     assert!(line(&s, "server").contains("Ok  max 100"), "{s}");
-    assert!(s.contains("IOPS over time"), "{s}");
+    assert!(s.contains("Normalized IOPS over time"), "{s}");
     assert!(s.contains("MaximumIoRate"), "{s}");
 
     // Its messages: the list, the field tree, the hex.

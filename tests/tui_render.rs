@@ -17,7 +17,6 @@ use sqos::sqos::{
     RequestV11, Response, Status,
 };
 use sqos::tui::app::{App, View};
-use sqos::tui::book::{BookLimits, FlowBook};
 use sqos::tui::live::Live;
 use sqos::tui::store::MessageStore;
 use sqos::tui::theme::Theme;
@@ -109,6 +108,7 @@ fn flow_records(f: &FlowSpec, first_frame: u64) -> Vec<SqosRecord> {
     let mut out = Vec::new();
     let mut resp = Response::new(f.dialect);
     resp.logical_flow_id = f.id;
+    resp.initiator_id = Uuid::from_u128(0x1111);
     resp.status = f.status;
     resp.maximum_io_rate = f.limit;
     resp.minimum_io_rate = f.reservation;
@@ -201,7 +201,7 @@ fn known_live() -> Live {
     let mut live = Live::new(
         "known.pcap".into(),
         MessageStore::new(1000),
-        Box::new(FlowBook::new(BookLimits::default())),
+        sqos::tui::flow_source(),
     );
     live.on_first_frame(ts(0.0));
     for r in recs {
@@ -220,6 +220,7 @@ fn known_live() -> Live {
     short.body = SqosBody::Request(parse_request(&short.buffer));
     short.response_frame = None;
     live.on_sqos(short);
+    live.flows.finish();
     live.progress.frames = 201;
     live.progress.state = sqos::tui::live::ReadState::Done;
     live
@@ -279,10 +280,12 @@ fn flows_view_shows_each_flow_with_its_numbers_and_status() {
         // vm01: limit 500/100, 480 IOPS, 1.20 ms, 3840 KB/s, Ok.
         assert_eq!(
             words(line_with(&s, "vm01")),
-            ["vm01", "hv01", "500/100", "480", "0.0", "1.20", "3840", "Ok", "-"],
+            ["vm01", "hv01", "500/100", "480", "0.0", "1.20", "3840", "Ok", "1"],
             "{w}x{h}"
         );
-        // vm02: 1.0 client (no KB reported, none seen), InsufficientThroughput.
+        // vm02: 1.0 client (no KB reported; 0 KB/s seen), InsufficientThroughput. No READ or
+        // WRITE is in the records, so each flow has a counters-mismatch finding; vm02 also one
+        // for its status.
         assert_eq!(
             words(line_with(&s, "vm02")),
             [
@@ -292,9 +295,9 @@ fn flows_view_shows_each_flow_with_its_numbers_and_status() {
                 "150",
                 "0.0",
                 "5.00",
-                "-",
+                "0.0",
                 "Insufficient",
-                "-"
+                "2"
             ],
             "{w}x{h}"
         );
@@ -317,7 +320,7 @@ fn flows_sort_by_iops_and_filter_by_typing() {
         key(&mut app, &live, KeyCode::Char('s'));
     }
     let s = screen(&mut app, &live, 80, 24);
-    assert!(line_with(&s, "Flows 2").contains("by IOPS ↓"));
+    assert!(line_with(&s, "Flows 2").contains("by NIOPS ↓"));
     let a = s.iter().position(|l| l.contains("vm01")).unwrap();
     let b = s.iter().position(|l| l.contains("vm02")).unwrap();
     assert!(a < b, "480 IOPS before 150 IOPS");
@@ -365,15 +368,15 @@ fn detail_view_shows_limits_server_answer_and_iops_chart() {
             line_with(&s, "server").contains("Ok  max 500  min 100  maxbw 10000"),
             "{text}"
         );
-        assert!(line_with(&s, "average").contains("480 IOPS"), "{text}");
+        assert!(line_with(&s, "average").contains("480 NIOPS"), "{text}");
         assert!(line_with(&s, "average").contains("lat 1.20 ms"), "{text}");
         assert!(line_with(&s, "average").contains("3840 KB/s"), "{text}");
         assert!(
-            line_with(&s, "IOPS over time").contains("(3 intervals)"),
+            line_with(&s, "Normalized IOPS over time").contains("(3 intervals)"),
             "{text}"
         );
         // y axis: 15% above the highest line (max 500).
-        assert!(text.contains("575 IOPS"), "{text}");
+        assert!(text.contains("575 NIOPS"), "{text}");
         assert!(text.contains("MaximumIoRate"), "{text}");
         assert!(text.contains("MinimumIoRate"), "{text}");
         if h >= 48 {
@@ -392,12 +395,9 @@ fn detail_tabs_show_latency_opens_and_status_timeline() {
     key(&mut app, &live, KeyCode::Enter);
     key(&mut app, &live, KeyCode::Right);
     let s = screen(&mut app, &live, 80, 24);
-    assert!(
-        s.join("\n")
-            .contains("No bandwidth figures: dialect 1.0 clients do not report kilobytes."),
-        "{}",
-        s.join("\n")
-    );
+    // A 1.0 client reports no kilobytes: the chart shows what was seen on the wire.
+    assert!(line_with(&s, "Bandwidth over time").contains("(3 intervals)"));
+    assert!(s.join("\n").contains("KB/s"));
     key(&mut app, &live, KeyCode::Right);
     let s = screen(&mut app, &live, 80, 24);
     assert!(line_with(&s, "Latency over time").contains("3 intervals"));
@@ -407,15 +407,26 @@ fn detail_tabs_show_latency_opens_and_status_timeline() {
     let open = words(line_with(&s, "vm02\\disk0.vhdx"));
     assert_eq!(
         open,
-        ["100", "0.1s", "vms\\vm02\\disk0.vhdx", "10.0.0.2", "-"]
+        ["101", "0.1s", "vms\\vm02\\disk0.vhdx", "10.0.0.2", "-"]
     );
     key(&mut app, &live, KeyCode::Right);
     let s = screen(&mut app, &live, 80, 24);
     assert_eq!(
         words(line_with(&s, "Insufficient max=200")),
-        ["101", "0.1s", "Insufficient", "max=200", "min=50"]
+        [
+            "103",
+            "1.0s",
+            "Insufficient",
+            "max=200",
+            "min=50",
+            "ttl=1000ms"
+        ]
     );
-    // Enter on the status change goes to its frame in the Messages view.
+    assert_eq!(
+        words(line_with(&s, "policy set:")),
+        ["101", "0.1s", "policy", "set:", "limit=200", "resv=50"]
+    );
+    // Enter on the policy change (the first row) goes to its frame in the Messages view.
     key(&mut app, &live, KeyCode::Enter);
     assert_eq!(app.view, View::Messages);
     let s = screen(&mut app, &live, 80, 24);
@@ -547,7 +558,7 @@ fn mouse_clicks_sort_select_and_open_and_the_wheel_scrolls() {
     app.on_mouse(click(iops_x, header_y), &live);
     assert_eq!(app.sort.col, Some(sqos::tui::lists::FlowCol::Iops));
     let s = screen(&mut app, &live, 80, 24);
-    assert!(line_with(&s, "Flows 2").contains("by IOPS ↓"));
+    assert!(line_with(&s, "Flows 2").contains("by NIOPS ↓"));
     let vm02_y = s.iter().position(|l| l.contains("vm02")).unwrap() as u16;
     app.on_mouse(click(3, vm02_y), &live);
     assert_eq!(app.view, View::Flows, "first click selects");

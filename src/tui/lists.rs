@@ -43,7 +43,7 @@ impl FlowCol {
             FlowCol::Initiator => "Initiator",
             FlowCol::Node => "Node",
             FlowCol::Policy => "Limit/Resv",
-            FlowCol::Iops => "IOPS",
+            FlowCol::Iops => "NIOPS",
             FlowCol::Observed => "Seen",
             FlowCol::Latency => "Lat ms",
             FlowCol::Kbps => "KB/s",

@@ -6,8 +6,8 @@
 //! under its lock. Memory stays bounded: messages are kept up to a cap (the oldest go first,
 //! and the views say so), the flow state has its own bounds.
 
+pub mod analyzed;
 pub mod app;
-pub mod book;
 pub mod flows;
 pub mod lists;
 pub mod live;
@@ -26,10 +26,11 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
 use ratatui::crossterm::execute;
 
+use crate::analysis::AnalyzerConfig;
 use crate::capture::CaptureReader;
 use crate::pipeline::PipelineConfig;
+use analyzed::Analyzed;
 use app::App;
-use book::{BookLimits, FlowBook};
 use flows::FlowSource;
 use live::{Counting, Live, Opener, ReadState, Shared};
 use source::Input;
@@ -51,7 +52,7 @@ use `sqos dissect FILE` for the messages or `sqos flows FILE` for the flow table
 
 /// The flow analysis the views show.
 pub fn flow_source() -> Box<dyn FlowSource> {
-    Box::new(FlowBook::new(BookLimits::default()))
+    Box::new(Analyzed::new(AnalyzerConfig::default()))
 }
 
 /// A prepared input: the reader (or how to open it), its byte counter, size, and the tcpdump

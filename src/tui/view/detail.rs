@@ -56,7 +56,7 @@ fn header_lines(d: &FlowDetail, app: &App) -> Vec<Line<'static>> {
         d.ttl_ms.map_or_else(|| "-".into(), |t| format!("{t}ms"))
     )));
     let mut avg = format!(
-        "average {} IOPS  seen {}  lat {}",
+        "average {} NIOPS  seen {}  lat {}",
         rate_cell(d.avg_reported_iops),
         rate_cell(d.avg_observed_iops),
         d.avg_latency_ms
@@ -198,8 +198,8 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
             vec![("latency ms", points(s, |p| p.latency_ms))],
         ),
         _ => (
-            "IOPS",
-            "IOPS",
+            "Normalized IOPS",
+            "NIOPS",
             vec![
                 ("reported", points(s, |p| p.reported_iops)),
                 ("seen", points(s, |p| p.observed_iops)),
@@ -268,13 +268,7 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
     f.render_widget(chart, area);
 }
 
-fn draw_list(
-    f: &mut Frame<'_>,
-    area: Rect,
-    app: &mut App,
-    d: &FlowDetail,
-    tab: DetailTab,
-) {
+fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, d: &FlowDetail, tab: DetailTab) {
     let t = app.theme;
     let (title, n) = match tab {
         DetailTab::Timeline => ("Status timeline", d.timeline.len()),

@@ -28,7 +28,7 @@ pub const KEYS: &[(&str, &str)] = &[
 pub fn draw(f: &mut Frame<'_>, area: Rect, app: &App) {
     let t = app.theme;
     let w = 62.min(area.width);
-    let h = (KEYS.len() as u16 + 4).min(area.height);
+    let h = (KEYS.len() as u16 + 5).min(area.height);
     let popup = Rect::new(
         area.x + (area.width - w) / 2,
         area.y + (area.height - h) / 2,
@@ -44,6 +44,10 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &App) {
             ])
         })
         .collect();
+    lines.push(Line::styled(
+        " NIOPS: normalized IOPS (8 KiB units), as MaximumIoRate",
+        t.dim(),
+    ));
     lines.push(Line::styled(" any key closes", t.dim()));
     f.render_widget(Clear, popup);
     f.render_widget(

@@ -1,0 +1,341 @@
+//! The flow views fed by the flow analysis (`crate::analysis`): the analyzer follows the
+//! capture while it is read; at the end of input its final analysis (unanswered requests,
+//! deadlines, unfinished intervals) replaces it. Rates are normalized IOPS, the unit the
+//! server's MaximumIoRate / MinimumIoRate are in (section 4.1), as `sqos flows` shows them.
+
+use std::collections::{HashMap, HashSet};
+
+use uuid::Uuid;
+
+use super::flows::FlowSource;
+use super::model::{
+    short_id, FindingRow, FlowDetail, FlowRow, OpenRow, PolicyCell, SeriesPoint, TimelineRow,
+};
+use super::store::message_flow;
+use crate::analysis::{
+    Analysis, Analyzer, AnalyzerConfig, FlowState, IntervalRow, TimelineEntry, TimelineEvent,
+};
+use crate::capture::Timestamp;
+use crate::net::ConnId;
+use crate::pipeline::{
+    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosRecord,
+};
+use crate::run::CaptureSink;
+use crate::sqos::Dialect;
+
+/// Client addresses remembered per connection (for the opens' host column).
+const MAX_HOSTS: usize = 100_000;
+
+enum Stage {
+    Running(Box<Analyzer>),
+    Done(Analysis),
+    /// Only between taking the analyzer and storing its analysis.
+    Finishing,
+}
+
+pub struct Analyzed {
+    stage: Stage,
+    /// Flow ids in order of first appearance (the analyzer is asked by id while it runs).
+    order: Vec<Uuid>,
+    known: HashSet<Uuid>,
+    max_flows: usize,
+    hosts: HashMap<ConnId, String>,
+    start: Option<Timestamp>,
+}
+
+impl Analyzed {
+    pub fn new(cfg: AnalyzerConfig) -> Self {
+        let max_flows = cfg.max_flows;
+        Analyzed {
+            stage: Stage::Running(Box::new(Analyzer::new(cfg))),
+            order: Vec::new(),
+            known: HashSet::new(),
+            max_flows,
+            hosts: HashMap::new(),
+            start: None,
+        }
+    }
+
+    fn rel(&self, ts: Timestamp) -> f64 {
+        self.start.map_or(0.0, |s| ts.secs_since(s))
+    }
+
+    fn analyzer(&mut self) -> Option<&mut Analyzer> {
+        match &mut self.stage {
+            Stage::Running(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The flows, in order of appearance; the catch-all flow (findings of no flow) included.
+    fn flows(&self) -> Vec<&FlowState> {
+        match &self.stage {
+            Stage::Running(a) => self
+                .order
+                .iter()
+                .chain(std::iter::once(&Uuid::nil()))
+                .filter_map(|id| a.flow(id))
+                .collect(),
+            Stage::Done(an) => {
+                // The order the rows had while reading, so nothing jumps at the end.
+                let pos: HashMap<Uuid, usize> = self
+                    .order
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| (*id, i))
+                    .collect();
+                let mut v: Vec<&FlowState> = an.flows.iter().collect();
+                v.sort_by_key(|f| pos.get(&f.id).copied().unwrap_or(usize::MAX));
+                v
+            }
+            Stage::Finishing => Vec::new(),
+        }
+    }
+
+    fn flow(&self, id: &Uuid) -> Option<&FlowState> {
+        match &self.stage {
+            Stage::Running(a) => a.flow(id),
+            Stage::Done(an) => an.flows.iter().find(|f| f.id == *id),
+            Stage::Finishing => None,
+        }
+    }
+
+    fn point(&self, row: &IntervalRow) -> SeriesPoint {
+        let rep = row.reported_rates();
+        let obs = row.observed_rates();
+        SeriesPoint {
+            t: self.rel(row.end),
+            reported_iops: rep.map(|r| r.normalized_iops),
+            observed_iops: obs.map(|o| o.normalized_iops),
+            latency_ms: rep.and_then(|r| r.avg_latency_ms),
+            kbps: rep
+                .and_then(|r| r.kilobytes_per_second)
+                .or(obs.map(|o| o.kilobytes_per_second)),
+            max_rate: row.in_effect.maximum_io_rate,
+            min_rate: row.in_effect.minimum_io_rate,
+            max_bandwidth: row.in_effect.maximum_bandwidth,
+        }
+    }
+
+    fn row(&self, f: &FlowState) -> FlowRow {
+        let last = f.series.rows.last().map(|r| self.point(r));
+        let rep = f.reported_rates();
+        let obs = f.observed_rates();
+        FlowRow {
+            id: f.id,
+            initiator: f.initiator_name.clone().unwrap_or_else(|| short_id(&f.id)),
+            node: f.initiator_node_name.clone().unwrap_or_else(|| "-".into()),
+            policy: match f.policy {
+                None => PolicyCell::None,
+                Some(p) if !p.policy_id.is_nil() => PolicyCell::Policy(p.policy_id),
+                Some(p) => PolicyCell::Limits {
+                    limit: p.limit,
+                    reservation: p.reservation,
+                },
+            },
+            // The latest interval; before a whole interval, what the flow has so far.
+            reported_iops: last
+                .and_then(|p| p.reported_iops)
+                .or(rep.map(|r| r.normalized_iops)),
+            observed_iops: last
+                .and_then(|p| p.observed_iops)
+                .or(obs.map(|o| o.normalized_iops)),
+            latency_ms: last
+                .and_then(|p| p.latency_ms)
+                .or(rep.and_then(|r| r.avg_latency_ms)),
+            kbps: last.and_then(|p| p.kbps).or(rep
+                .and_then(|r| r.kilobytes_per_second)
+                .or(obs.map(|o| o.kilobytes_per_second))),
+            status: f.server.map(|s| s.status),
+            findings: f.findings_total(),
+            worst: f.findings.iter().map(|x| x.severity).max(),
+        }
+    }
+
+    fn timeline_row(&self, e: &TimelineEntry) -> TimelineRow {
+        let (text, status) = match e.event {
+            TimelineEvent::Policy(p) => {
+                let mut s = if p.policy_id.is_nil() {
+                    format!("policy set: limit={} resv={}", p.limit, p.reservation)
+                } else {
+                    format!("policy set: {}", short_id(&p.policy_id))
+                };
+                if let Some(bw) = p.bandwidth_limit.filter(|b| *b > 0) {
+                    s.push_str(&format!(" bw={bw}KB/s"));
+                }
+                (s, None)
+            }
+            TimelineEvent::Server(s) => {
+                let mut t = format!(
+                    "{} max={} min={}",
+                    super::model::status_label(Some(s.status)),
+                    s.maximum_io_rate,
+                    s.minimum_io_rate
+                );
+                if let Some(bw) = s.maximum_bandwidth {
+                    t.push_str(&format!(" maxbw={bw}KB/s"));
+                }
+                t.push_str(&format!(" ttl={}ms", s.time_to_live));
+                (t, Some(s.status))
+            }
+        };
+        TimelineRow {
+            frame: e.frame,
+            t: self.rel(e.ts),
+            text,
+            status,
+        }
+    }
+
+    fn finding_rows(&self, f: &FlowState) -> Vec<FindingRow> {
+        let mut v: Vec<FindingRow> = f
+            .findings
+            .iter()
+            .map(|x| FindingRow {
+                severity: x.severity,
+                code: x.code.as_str().to_string(),
+                message: x.message.clone(),
+                frame: x.frame,
+                t: self.rel(x.time),
+                flow: (!f.id.is_nil()).then_some(f.id),
+                occurrences: x.occurrences,
+            })
+            .collect();
+        v.sort_by_key(|r| r.frame);
+        v
+    }
+
+    fn remember(&mut self, rec: &SqosRecord) {
+        if let Some(id) = message_flow(rec) {
+            if self.known.len() < self.max_flows && self.known.insert(id) {
+                self.order.push(id);
+            }
+        }
+        if rec.direction == Direction::Request
+            && (self.hosts.len() < MAX_HOSTS || self.hosts.contains_key(&rec.conn))
+        {
+            self.hosts.insert(rec.conn, rec.src.ip().to_string());
+        }
+    }
+}
+
+impl RecordSink for Analyzed {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.remember(&rec);
+        if let Some(a) = self.analyzer() {
+            a.on_sqos(rec);
+        }
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        if let Some(a) = self.analyzer() {
+            a.on_open(rec);
+        }
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        if let Some(a) = self.analyzer() {
+            a.on_close(rec);
+        }
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        if let Some(a) = self.analyzer() {
+            a.on_io(rec);
+        }
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        if let Some(a) = self.analyzer() {
+            a.on_note(note);
+        }
+    }
+}
+
+impl FlowSource for Analyzed {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.start = Some(ts);
+        if let Some(a) = self.analyzer() {
+            CaptureSink::on_first_frame(a, ts);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Stage::Running(a) = std::mem::replace(&mut self.stage, Stage::Finishing) {
+            self.stage = Stage::Done(a.finish());
+        }
+    }
+
+    fn rows(&self) -> Vec<FlowRow> {
+        self.flows()
+            .into_iter()
+            .filter(|f| !f.id.is_nil())
+            .map(|f| self.row(f))
+            .collect()
+    }
+
+    fn detail(&self, id: Uuid) -> Option<FlowDetail> {
+        let f = self.flow(&id)?;
+        let rep = f.reported_rates();
+        let obs = f.observed_rates();
+        Some(FlowDetail {
+            id,
+            initiator_name: f.initiator_name.clone(),
+            node_name: f.initiator_node_name.clone(),
+            initiator_id: f.initiator_id,
+            policy_id: f.policy.map(|p| p.policy_id),
+            dialect: f.protocol_version.map(|v| match v.dialect() {
+                Some(Dialect::V1_0) => "1.0".to_string(),
+                Some(Dialect::V1_1) => "1.1".to_string(),
+                None => format!("0x{:04x}", v.0),
+            }),
+            limit: f.policy.map(|p| p.limit),
+            reservation: f.policy.map(|p| p.reservation),
+            bandwidth_limit: f.policy.and_then(|p| p.bandwidth_limit),
+            max_rate: f.server.map(|s| s.maximum_io_rate),
+            min_rate: f.server.map(|s| s.minimum_io_rate),
+            max_bandwidth: f.server.and_then(|s| s.maximum_bandwidth),
+            base_io_size: f.server.map(|s| s.base_io_size),
+            ttl_ms: f.server.map(|s| s.time_to_live),
+            status: f.server.map(|s| s.status),
+            avg_reported_iops: rep.map(|r| r.normalized_iops),
+            avg_observed_iops: obs.map(|o| o.normalized_iops),
+            avg_latency_ms: rep.and_then(|r| r.avg_latency_ms),
+            avg_kbps: rep
+                .and_then(|r| r.kilobytes_per_second)
+                .or(obs.map(|o| o.kilobytes_per_second)),
+            series: f.series.rows.iter().map(|r| self.point(r)).collect(),
+            opens: f
+                .opens
+                .iter()
+                .map(|o| OpenRow {
+                    frame: o.frame,
+                    t: self.rel(o.ts),
+                    file_name: o
+                        .file_name
+                        .as_deref()
+                        .unwrap_or("(name not seen)")
+                        .to_string(),
+                    host: self
+                        .hosts
+                        .get(&o.open.conn)
+                        .cloned()
+                        .unwrap_or_else(|| format!("conn {}", o.open.conn.0)),
+                    ended_frame: o.ended_frame,
+                })
+                .collect(),
+            timeline: f.timeline.iter().map(|e| self.timeline_row(e)).collect(),
+            findings: self.finding_rows(f),
+        })
+    }
+
+    fn findings(&self) -> Vec<FindingRow> {
+        self.flows()
+            .into_iter()
+            .flat_map(|f| self.finding_rows(f))
+            .collect()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        match &self.stage {
+            Stage::Done(a) => a.notes.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
