@@ -1376,15 +1376,17 @@ function A.on_response(m, p, s, nt, key, frame, t)
         for _, r in ipairs(outcome.violations) do
             if r.status == nt then prescribed = true end
         end
-        if prescribed then
+        if nt == NT.INVALID_DEVICE_REQUEST or nt == NT.NOT_SUPPORTED then
+            -- Section 3.2.5.1: a server without Storage QoS fails everything this way, before
+            -- any other rule.
+            A.note_unsupported(A.flow_mut(home, frame, t), got, frame, t)
+        elseif prescribed then
             -- The failure the spec prescribes.
         elseif outcome.violations[1] then
             local r = outcome.violations[1]
             A.finding(A.flow_mut(home, frame, t), "flow.server_wrong_error", "warning",
                 string.format("the request in frame %d failed with %s; the spec prescribes %s " ..
                     "because %s", p.frame, got, nt_name(r.status), r.text), frame, t)
-        elseif nt == NT.INVALID_DEVICE_REQUEST or nt == NT.NOT_SUPPORTED then
-            A.note_unsupported(A.flow_mut(home, frame, t), got, frame, t)
         elseif not outcome.uncertain then
             local unfounded = nt == NT.NOT_FOUND or nt == NT.REVISION_MISMATCH or
                 (nt == NT.INVALID_PARAMETER and not outcome.applies_policy)

@@ -181,6 +181,23 @@ fn plugin_codes_are_the_codecs() {
     assert_eq!(plugin_codes(), rust);
 }
 
+/// The plugin's flow finding codes are exactly the analysis's (`FlowFindingCode::ALL`).
+#[test]
+fn plugin_flow_codes_are_the_analysis() {
+    let src = std::fs::read_to_string(plugin()).expect("read plugin");
+    let start = src.find("-- BEGIN FLOW FINDING CODES").expect("BEGIN marker");
+    let end = src.find("-- END FLOW FINDING CODES").expect("END marker");
+    let ours: Vec<&str> = src[start..end]
+        .lines()
+        .filter_map(|l| l.split('"').nth(1))
+        .collect();
+    let rust: Vec<&str> = sqos::analysis::FlowFindingCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(ours, rust);
+}
+
 #[test]
 fn plugin_code_table_is_well_formed() {
     let codes = plugin_codes();
