@@ -185,7 +185,9 @@ fn plugin_codes_are_the_codecs() {
 #[test]
 fn plugin_flow_codes_are_the_analysis() {
     let src = std::fs::read_to_string(plugin()).expect("read plugin");
-    let start = src.find("-- BEGIN FLOW FINDING CODES").expect("BEGIN marker");
+    let start = src
+        .find("-- BEGIN FLOW FINDING CODES")
+        .expect("BEGIN marker");
     let end = src.find("-- END FLOW FINDING CODES").expect("END marker");
     let ours: Vec<&str> = src[start..end]
         .lines()
