@@ -7,6 +7,7 @@
 //! `synth` generates captures; it uses `sqos` to encode messages and nothing downstream.
 
 pub mod capture;
+pub mod check;
 pub mod net;
 pub mod output;
 pub mod pipeline;

@@ -1,6 +1,7 @@
 //! Subcommands. Exit codes: 0 ok, 1 capture damaged but read (or, for checks, a check failed),
 //! 2 unusable input or usage error.
 
+mod check;
 mod dissect;
 mod stats;
 
@@ -28,6 +29,8 @@ enum Command {
     Dissect(dissect::DissectArgs),
     /// Connections, SMB2 messages per command, encrypted, gaps, resyncs, SQOS messages.
     Stats(stats::StatsArgs),
+    /// Judge captures against a rules file and/or a saved flow table, for CI (exit 0/1/2).
+    Check(check::CheckArgs),
 }
 
 /// Options every command that reads a capture shares.
@@ -67,6 +70,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Dissect(a) => dissect::run(&a),
         Command::Stats(a) => stats::run(&a),
+        Command::Check(a) => check::run(&a),
     }
 }
 
