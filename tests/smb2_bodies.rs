@@ -42,10 +42,17 @@ fn header_errors_are_typed() {
     );
     let mut bad = b.clone();
     bad[4] = 65;
-    assert!(matches!(
-        parse_header(&bad),
-        Err(Smb2Error::StructureSize { found: 65, .. })
-    ));
+    // Kept (NBSS framing is trusted, as Wireshark does), and reported on request.
+    let h = parse_header(&bad).unwrap();
+    assert_eq!(h.structure_size, 65);
+    assert_eq!(
+        h.check_structure_size(),
+        Err(Smb2Error::StructureSize {
+            what: "SMB2 header",
+            expected: 64,
+            found: 65
+        })
+    );
     let mut smb1 = b;
     smb1[0] = 0xFF;
     assert_eq!(

@@ -120,9 +120,13 @@ fn bad_next_command_keeps_first_part_and_reports() {
     assert_eq!(m[1].parts[0].header.message_id, 1);
     assert!(m[1].malformed.is_some());
     assert_eq!(m[2].parts[0].header.message_id, 3);
-    // At the start of a stream, the same chain is not a plausible message start: skipped.
-    let ev = run(&[&nbss(&chain), &framed(&Msg::request(ECHO, 3, echo()))]);
-    assert_eq!(ev[0], FramerEvent::Resynced { skipped: 144 });
+    // Picked up mid-stream, the same chain is no plausible start: scanning skips it.
+    let mut stream = vec![0x11, 0x22, 0x33];
+    stream.extend(nbss(&chain));
+    stream.extend(framed(&Msg::request(ECHO, 3, echo())));
+    let ev = run(&[&stream]);
+    assert_eq!(ev[0], FramerEvent::Resynced { skipped: 147 });
+    assert_eq!(parts(&ev), vec![(Command::ECHO, 3, false)]);
 }
 
 #[test]

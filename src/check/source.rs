@@ -1,29 +1,19 @@
-//! The flow analysis `sqos check` runs alongside its own message facts.
-//! Until the analysis of issue 5 is in the crate, it reports that it is missing.
+//! The flow analysis `sqos check` runs alongside its own message facts: the same analyzer and
+//! JSON as `sqos flows --format json`, so a saved baseline compares like with like.
 
 use serde_json::Value;
 
 use super::facts::FlowAnalysis;
-use crate::pipeline::{RecordSink, SqosRecord};
-use crate::run::CaptureSink;
+use crate::analysis::Analyzer;
+use crate::output::flows::flows_json;
 
-/// Stand-in for the flow analysis: takes no records and yields no table.
-#[derive(Debug, Default)]
-pub struct MissingAnalysis;
-
-impl RecordSink for MissingAnalysis {
-    fn on_sqos(&mut self, _rec: SqosRecord) {}
-}
-
-impl CaptureSink for MissingAnalysis {}
-
-impl FlowAnalysis for MissingAnalysis {
+impl FlowAnalysis for Analyzer {
     fn into_flows_json(self) -> Result<Value, String> {
-        Err("the flow analysis is not in this build".into())
+        Ok(flows_json(&self.finish()))
     }
 }
 
-/// A fresh flow analysis for one capture.
-pub fn flow_analysis() -> MissingAnalysis {
-    MissingAnalysis
+/// A fresh flow analysis for one capture, configured as `sqos flows` is.
+pub fn flow_analysis() -> Analyzer {
+    Analyzer::default()
 }

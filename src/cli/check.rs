@@ -33,7 +33,7 @@ pub struct CheckArgs {
     /// Also write the results as JUnit XML (one testsuite per capture, one testcase per rule).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// Extra TCP ports to treat as SMB (445 always is).
+    /// Extra TCP ports to treat as SMB (445 and 139 always are).
     #[arg(long = "port", value_name = "PORT")]
     ports: Vec<u16>,
     /// No progress bar on stderr.

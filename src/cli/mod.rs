@@ -3,6 +3,9 @@
 
 mod check;
 mod dissect;
+mod export;
+mod flows;
+mod plot;
 mod stats;
 
 use std::path::PathBuf;
@@ -29,6 +32,12 @@ enum Command {
     Dissect(dissect::DissectArgs),
     /// Connections, SMB2 messages per command, encrypted, gaps, resyncs, SQOS messages.
     Stats(stats::StatsArgs),
+    /// One row per logical flow (VM disk): policy, IOPS reported and observed, findings.
+    Flows(flows::FlowsArgs),
+    /// Messages, flows or per-interval series as JSON lines or CSV.
+    Export(export::ExportArgs),
+    /// Per-flow IOPS over time with MaximumIoRate / MinimumIoRate, as SVG.
+    Plot(plot::PlotArgs),
     /// Judge captures against a rules file and/or a saved flow table, for CI (exit 0/1/2).
     Check(check::CheckArgs),
 }
@@ -38,7 +47,7 @@ enum Command {
 pub struct InputArgs {
     /// pcap or pcapng file (gzip allowed); `-` reads standard input.
     pub capture: PathBuf,
-    /// Extra TCP ports to treat as SMB (445 always is).
+    /// Extra TCP ports to treat as SMB (445 and 139 always are).
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
     /// No progress bar on stderr.
@@ -70,6 +79,9 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Dissect(a) => dissect::run(&a),
         Command::Stats(a) => stats::run(&a),
+        Command::Flows(a) => flows::run(&a),
+        Command::Export(a) => export::run(&a),
+        Command::Plot(a) => plot::run(&a),
         Command::Check(a) => check::run(&a),
     }
 }

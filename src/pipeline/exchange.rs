@@ -114,6 +114,12 @@ impl Exchange {
                 Body::NotDecoded
             }
         };
+        if matches!(body, Body::Error(_)) {
+            *stats
+                .error_bodies_by_command
+                .entry(h.command.to_string())
+                .or_insert(0) += 1;
+        }
         if h.is_response() {
             self.on_response(ctx, part, body, chain, outbox, stats);
         } else {
@@ -168,7 +174,7 @@ impl Exchange {
                         outbox.push(Out::Note(CaptureNote {
                             frame: ctx.frame,
                             message: format!(
-                                "SQOS request msg id {}: buffer incomplete in the capture ({} of {} bytes)",
+                                "SQOS request msg id {}: buffer incomplete ({} of {} bytes in the capture)",
                                 h.message_id,
                                 rec.buffer.len(),
                                 io.input_count
@@ -370,7 +376,7 @@ impl Exchange {
             outbox.push(Out::Note(CaptureNote {
                 frame: ctx.frame,
                 message: format!(
-                    "SQOS response msg id {}: buffer incomplete in the capture ({} bytes present)",
+                    "SQOS response msg id {}: buffer incomplete ({} bytes in the capture)",
                     h.message_id,
                     rec.buffer.len()
                 ),

@@ -156,6 +156,10 @@ pub struct Stats {
     pub resyncs: u64,
     pub truncated_frames: u64,
     pub sqos_messages: u64,
+    /// Responses with the SMB2 ERROR body (StructureSize 9: failures and interim responses), per
+    /// command. `by_command` minus these is what Wireshark shows with a command body
+    /// (e.g. `smb2.ioctl.function` occurrences for IOCTL).
+    pub error_bodies_by_command: BTreeMap<String, u64>,
     /// Encrypted (0xFD) messages per connection ("encrypted: no keys").
     pub encrypted_by_connection: BTreeMap<String, u64>,
     /// Stream bytes reported missing by TCP reassembly.

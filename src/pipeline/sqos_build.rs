@@ -67,7 +67,7 @@ pub fn request_record(
     rec.max_output_response = Some(req.max_output_response);
     let mut d = sqos::parse_request(&rec.buffer);
     if let Some(m) = &d.message {
-        let extra = check_max_output(m, req.max_output_response);
+        let extra = sqos::check_max_output(m, req.max_output_response);
         d.findings.extend(extra);
     }
     rec.body = SqosBody::Request(d);
@@ -96,18 +96,10 @@ pub fn response_record(
         take_buffer(&mut rec, resp.output(&part.bytes), part);
         let mut d = sqos::parse_response(&rec.buffer);
         if let (Some(q), Some(m)) = (request, &d.message) {
-            let extra = check_response_against_request(q, m);
+            let extra = sqos::check_response_against_request(q, m);
             d.findings.extend(extra);
         }
         rec.body = SqosBody::Response(d);
     }
     rec
-}
-
-// Until the codec's cross-checks land on main (issue 2), no findings.
-fn check_max_output(_req: &sqos::Request, _max: u32) -> Vec<sqos::Finding> {
-    Vec::new()
-}
-fn check_response_against_request(_q: &sqos::Request, _r: &sqos::Response) -> Vec<sqos::Finding> {
-    Vec::new()
 }

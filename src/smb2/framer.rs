@@ -16,8 +16,8 @@ use super::error::Smb2Error;
 use super::header::{parse_header, Header, ProtocolId, HEADER_LEN};
 use super::names::Command;
 use super::netbios::{
-    parse_nbss_header, plausible_message_start, NbssType, MAX_MESSAGE_LEN, NBSS_HEADER_LEN,
-    PROBE_LEN,
+    parse_nbss_header, plausible_message_start, NbssType, MAX_CONTROL_LEN, MAX_MESSAGE_LEN,
+    NBSS_HEADER_LEN, PROBE_LEN,
 };
 use crate::sqos::FSCTL_STORAGE_QOS_CONTROL;
 
@@ -175,15 +175,13 @@ pub struct Framer {
 }
 
 impl Framer {
-    /// A framer for a stream whose first byte may or may not start a message: it scans until
-    /// a plausible start (immediately, for a stream captured from its beginning).
+    /// A framer for a stream whose first byte may or may not start a message. The first bytes
+    /// are tried as an NBSS header (a stream captured from its start); if they are not one, the
+    /// framer scans for a plausible message start (a stream picked up in the middle).
     pub fn new(cfg: FramerConfig) -> Self {
         Framer {
             cfg,
-            state: State::Scan {
-                carry: Vec::new(),
-                skipped: 0,
-            },
+            state: State::NbHeader { buf: Vec::new() },
             replay: Vec::new(),
             giveback: Vec::new(),
         }
@@ -354,7 +352,7 @@ impl Framer {
                     },
                 }))
             }
-            Some(h) => {
+            Some(h) if h.length <= MAX_CONTROL_LEN => {
                 out.push(FramerEvent::SessionControl {
                     kind: h.kind,
                     len: h.length,
@@ -367,7 +365,7 @@ impl Framer {
                     }
                 }
             }
-            None => {
+            Some(_) | None => {
                 self.giveback.extend_from_slice(&nb[1..]);
                 State::Scan {
                     carry: Vec::new(),

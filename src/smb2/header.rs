@@ -83,6 +83,9 @@ pub enum HeaderForm {
 /// A decoded SMB2 header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Header {
+    /// 64 per the spec; other values are kept (Wireshark decodes such headers too) and reported
+    /// by [`Header::check_structure_size`].
+    pub structure_size: u16,
     pub credit_charge: u16,
     /// Status in responses; ChannelSequence/Reserved in requests (kept raw).
     pub status: NtStatus,
@@ -114,6 +117,18 @@ impl Header {
             HeaderForm::Sync { .. } => None,
         }
     }
+    /// The typed error for a StructureSize other than 64.
+    pub fn check_structure_size(&self) -> Result<(), Smb2Error> {
+        if usize::from(self.structure_size) == HEADER_LEN {
+            Ok(())
+        } else {
+            Err(Smb2Error::StructureSize {
+                what: "SMB2 header",
+                expected: 64,
+                found: self.structure_size,
+            })
+        }
+    }
     /// An interim response: async, STATUS_PENDING; the final response follows later.
     pub fn is_interim(&self) -> bool {
         self.is_response() && self.flags.is_async() && self.status == NtStatus::PENDING
@@ -123,7 +138,9 @@ impl Header {
 /// MessageId of unsolicited server messages (oplock/lease breaks); never matched to a request.
 pub const UNSOLICITED_MESSAGE_ID: u64 = u64::MAX;
 
-/// Decode the 64-byte SMB2 header at the start of `buf`.
+/// Decode the 64-byte SMB2 header at the start of `buf`. A StructureSize other than 64 is not
+/// an error here (the NBSS framing already says where the message is); see
+/// [`Header::check_structure_size`].
 pub fn parse_header(buf: &[u8]) -> Result<Header, Smb2Error> {
     let fixed = buf
         .get(..HEADER_LEN)
@@ -166,13 +183,6 @@ pub fn parse_header(buf: &[u8]) -> Result<Header, Smb2Error> {
     if ProtocolId::from_bytes(proto) != Some(ProtocolId::Smb2) {
         return Err(Smb2Error::UnknownProtocol(proto));
     }
-    if usize::from(structure_size) != HEADER_LEN {
-        return Err(Smb2Error::StructureSize {
-            what: "SMB2 header",
-            expected: 64,
-            found: structure_size,
-        });
-    }
     let flags = HeaderFlags(flags);
     let form = if flags.is_async() {
         HeaderForm::Async { async_id: form_raw }
@@ -187,6 +197,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Header, Smb2Error> {
         .try_into()
         .map_err(|_| truncated("SMB2 signature", 16, sig.len()))?;
     Ok(Header {
+        structure_size,
         credit_charge,
         status: NtStatus(status),
         command: Command(command),

@@ -38,6 +38,10 @@ impl NbssType {
     }
 }
 
+/// Longest NBSS packet other than a session message: a session request holds two encoded
+/// NetBIOS names (2 × 34 bytes); responses are shorter. Longer means we are not in step.
+pub const MAX_CONTROL_LEN: u32 = 128;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NbssHeader {
     pub kind: NbssType,
