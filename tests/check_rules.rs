@@ -14,7 +14,11 @@ const VM01: &str = "11111111-0000-4000-8000-000000000001";
 const VM02: &str = "22222222-0000-4000-8000-000000000002";
 
 fn flows() -> FlowTable {
-    FlowTable::from_json(json!([
+    FlowTable::from_json(flows_json()).unwrap()
+}
+
+fn flows_json() -> serde_json::Value {
+    json!([
         {
             "logical_flow_id": VM01,
             "initiator_id": "aaaaaaaa-0000-4000-8000-000000000001",
@@ -51,8 +55,7 @@ fn flows() -> FlowTable {
                 {"code": "flow.exceeds_max_io_rate", "severity": "warning", "message": "190 > 60", "frame": 42, "time": 3.5}
             ]
         }
-    ]))
-    .unwrap()
+    ])
 }
 
 fn facts() -> MessageFacts {
@@ -211,6 +214,14 @@ fn flow_metric_bounds_numbers_and_fields() {
     let o = one("[[flow_metric]]\nmetric = \"maximum_bandwidth\"\nmax = 10000\n");
     assert!(!o.passed);
     assert_eq!(o.measured, "1 of 2 flows off: vm02 [22222222]: none");
+    // … unless told to skip flows without it.
+    let o =
+        one("[[flow_metric]]\nmetric = \"maximum_bandwidth\"\nmax = 10000\nskip_missing = true\n");
+    assert!(o.passed, "{o:?}");
+    assert_eq!(
+        o.measured,
+        "vm01 [11111111]: 2048; vm02 [22222222]: none (skipped)"
+    );
 }
 
 #[test]
@@ -242,6 +253,29 @@ fn flow_agreement_reported_vs_observed() {
     let o = one("[[flow_agreement]]\nmetric = \"kilobytes_per_second\"\n");
     assert!(!o.passed);
     assert_eq!(o.details.len(), 2);
+    // A flow missing a figure fails unless skipped; vm02 has no reported KB/s here.
+    let mut t = flows_json();
+    t[1]["kilobytes_per_second"] = serde_json::Value::Null;
+    let table = FlowTable::from_json(t).unwrap();
+    let rules = Rules::parse(
+        "[[flow_agreement]]\nmetric = \"kilobytes_per_second\"\nrelative = 0.01\n[[flow_agreement]]\nmetric = \"kilobytes_per_second\"\nrelative = 0.01\nskip_missing = true\n",
+        "t",
+    )
+    .unwrap();
+    let f = facts();
+    let out = evaluate(
+        &rules.rules,
+        &Evidence {
+            facts: &f,
+            flows: &table,
+        },
+    );
+    assert!(!out[0].passed);
+    assert_eq!(
+        out[0].details,
+        vec!["vm02 [22222222]: none reported vs 1000 observed"]
+    );
+    assert!(out[1].passed, "{:?}", out[1]);
 }
 
 #[test]

@@ -37,20 +37,28 @@ pub fn judge(rule: &Rule, ev: &Evidence<'_>) -> Outcome {
             figure,
             min,
             max,
-        } => per_flow(ev.flows, select, &bounds_text(*figure, *min, *max), |f| {
-            flow_metric(f, *figure, *min, *max)
-        }),
+            skip_missing,
+        } => per_flow(
+            ev.flows,
+            select,
+            &bounds_text(*figure, *min, *max),
+            |f| match f.figure(*figure) {
+                None => (*skip_missing, missing(*skip_missing)),
+                Some(v) => flow_metric(f, v, *min, *max),
+            },
+        ),
         Check::FlowAgreement {
             select,
             metric,
             tolerance,
+            skip_missing,
         } => {
             let (rep, obs) = metric.figures();
             per_flow(
                 ev.flows,
                 select,
                 &format!("{rep} within {tolerance} of {obs}"),
-                |f| agreement(f, rep, obs, *tolerance),
+                |f| agreement(f, rep, obs, *tolerance, *skip_missing),
             )
         }
         Check::FlowEquals {
@@ -239,10 +247,16 @@ fn bounds_text(figure: Figure, min: Option<Bound>, max: Option<Bound>) -> String
     }
 }
 
-fn flow_metric(f: &Flow, figure: Figure, min: Option<Bound>, max: Option<Bound>) -> (bool, String) {
-    let Some(v) = f.figure(figure) else {
-        return (false, "none".into());
-    };
+/// How a flow without the figure is shown.
+fn missing(skipped: bool) -> String {
+    if skipped {
+        "none (skipped)".into()
+    } else {
+        "none".into()
+    }
+}
+
+fn flow_metric(f: &Flow, v: f64, min: Option<Bound>, max: Option<Bound>) -> (bool, String) {
     let mut ok = true;
     let mut text = fmt_num(v);
     if let Some(lo) = min.and_then(|b| resolve(b, f)) {
@@ -260,18 +274,25 @@ fn flow_metric(f: &Flow, figure: Figure, min: Option<Bound>, max: Option<Bound>)
     (ok, text)
 }
 
-fn agreement(f: &Flow, rep: Figure, obs: Figure, t: Tolerance) -> (bool, String) {
+fn agreement(
+    f: &Flow,
+    rep: Figure,
+    obs: Figure,
+    t: Tolerance,
+    skip_missing: bool,
+) -> (bool, String) {
     match (f.figure(rep), f.figure(obs)) {
         (Some(r), Some(o)) => (
             t.accepts(r, o),
             format!("{} reported vs {} observed", fmt_num(r), fmt_num(o)),
         ),
         (r, o) => (
-            false,
+            skip_missing,
             format!(
-                "{} reported vs {} observed",
+                "{} reported vs {} observed{}",
                 r.map_or("none".into(), fmt_num),
-                o.map_or("none".into(), fmt_num)
+                o.map_or("none".into(), fmt_num),
+                if skip_missing { " (skipped)" } else { "" }
             ),
         ),
     }

@@ -79,6 +79,8 @@ pub struct FlowMetric {
     pub metric: Figure,
     pub min: Option<Bound>,
     pub max: Option<Bound>,
+    #[serde(default)]
+    pub skip_missing: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +94,8 @@ pub struct FlowAgreement {
     pub relative: f64,
     #[serde(default)]
     pub absolute: f64,
+    #[serde(default)]
+    pub skip_missing: bool,
 }
 
 #[derive(Debug, Deserialize)]

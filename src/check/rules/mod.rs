@@ -95,11 +95,15 @@ pub enum Check {
         figure: Figure,
         min: Option<Bound>,
         max: Option<Bound>,
+        /// Flows without the figure pass instead of failing.
+        skip_missing: bool,
     },
     FlowAgreement {
         select: Selector,
         metric: Agreement,
         tolerance: Tolerance,
+        /// Flows without one of the two figures pass instead of failing.
+        skip_missing: bool,
     },
     FlowEquals {
         select: Selector,
@@ -399,6 +403,7 @@ impl Builder<'_> {
                     figure: r.metric,
                     min: r.min,
                     max: r.max,
+                    skip_missing: r.skip_missing,
                 },
             ))
         })?;
@@ -419,6 +424,7 @@ impl Builder<'_> {
                     select: selector(r.flow, r.initiator)?,
                     metric: r.metric,
                     tolerance,
+                    skip_missing: r.skip_missing,
                 },
             ))
         })?;
