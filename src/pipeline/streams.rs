@@ -123,7 +123,7 @@ impl Smb2Layer {
                 let what = if *in_step {
                     "inside data that is skipped anyway; framing kept"
                 } else {
-                    "messages around it are lost; resynchronising"
+                    "what they held is lost; framing resumes at the next message start"
                 };
                 self.note(frame, format!("{label}: {bytes} bytes missing ({what})"));
             }
