@@ -95,7 +95,10 @@ impl Parsed {
             };
             let r = parse_sqos_request(buf);
             // Only updates the server accepted (failed ones change nothing).
-            let accepted = exchanges_ok.get(&(m.conn, m.message_id())).copied().unwrap_or(false);
+            let accepted = exchanges_ok
+                .get(&(m.conn, m.message_id()))
+                .copied()
+                .unwrap_or(false);
             if r.options & 0x10 == 0 || !accepted {
                 continue;
             }
@@ -104,7 +107,9 @@ impl Parsed {
             };
             let from = prev.insert(flow.clone(), m.first_frame).unwrap_or(0);
             let mine = ios.iter().filter(|io| {
-                opens.get(&io.key) == Some(&flow) && io.resp_frame > from && io.resp_frame < m.first_frame
+                opens.get(&io.key) == Some(&flow)
+                    && io.resp_frame > from
+                    && io.resp_frame < m.first_frame
             });
             let mut obs = (0, 0, 0, 0);
             for io in mine {
@@ -144,19 +149,39 @@ fn assert_counters_match(bytes: Vec<u8>, truth: &serde_json::Value) -> usize {
     let mut with_io = 0;
     for u in &updates {
         let (io, norm, lower, kb) = u.reported;
-        assert_eq!((io, norm, lower), (u.observed.0, u.observed.1, u.observed.2), "update in frame {} of {}", u.first_frame, u.flow);
+        assert_eq!(
+            (io, norm, lower),
+            (u.observed.0, u.observed.1, u.observed.2),
+            "update in frame {} of {}",
+            u.first_frame,
+            u.flow
+        );
         if let Some(kb) = kb {
-            assert_eq!(kb, u.observed.3, "KilobyteCountIncrement in frame {}", u.first_frame);
+            assert_eq!(
+                kb, u.observed.3,
+                "KilobyteCountIncrement in frame {}",
+                u.first_frame
+            );
         }
-        assert!(u.latency >= lower, "LatencyIncrement below LowerLatencyIncrement in frame {}", u.first_frame);
-        let t = by_frame.get(&u.last_frame).unwrap_or_else(|| panic!("truth has no update at frame {}", u.last_frame));
+        assert!(
+            u.latency >= lower,
+            "LatencyIncrement below LowerLatencyIncrement in frame {}",
+            u.first_frame
+        );
+        let t = by_frame
+            .get(&u.last_frame)
+            .unwrap_or_else(|| panic!("truth has no update at frame {}", u.last_frame));
         assert_eq!(t["io_count_increment"].as_u64(), Some(io));
         assert_eq!(t["normalized_io_count_increment"].as_u64(), Some(norm));
         assert_eq!(t["lower_latency_increment"].as_u64(), Some(lower));
         assert_eq!(t["ios"].as_array().unwrap().len() as u64, io);
         with_io += usize::from(io > 0);
     }
-    assert_eq!(updates.len(), by_frame.len(), "every update of the truth is on the wire");
+    assert_eq!(
+        updates.len(),
+        by_frame.len(),
+        "every update of the truth is on the wire"
+    );
     with_io
 }
 
@@ -167,13 +192,23 @@ fn steady_counters_equal_the_io_on_the_wire() {
     // 4 flows × ~5 intervals in 20 s.
     assert!(n >= 16, "only {n} updates with I/O");
     assert_eq!(truth["flows"].as_array().unwrap().len(), 4);
-    let dialects: Vec<&str> = truth["flows"].as_array().unwrap().iter().map(|f| f["dialect"].as_str().unwrap()).collect();
+    let dialects: Vec<&str> = truth["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["dialect"].as_str().unwrap())
+        .collect();
     assert!(dialects.contains(&"1.0") && dialects.contains(&"1.1"));
 }
 
 #[test]
 fn other_scenarios_keep_counters_exact() {
-    for s in [Scenario::PolicyChange, Scenario::NoisyNeighbour, Scenario::MisbehavingClient, Scenario::InsufficientThroughput] {
+    for s in [
+        Scenario::PolicyChange,
+        Scenario::NoisyNeighbour,
+        Scenario::MisbehavingClient,
+        Scenario::InsufficientThroughput,
+    ] {
         let (bytes, truth) = generate(&args(s));
         assert!(assert_counters_match(bytes, &truth) >= 8, "{s:?}");
     }
@@ -207,7 +242,10 @@ fn issued_per_interval(bytes: Vec<u8>) -> Vec<(String, u64, u64, u64, u64)> {
     let mut last: HashMap<String, u64> = HashMap::new();
     let mut out = Vec::new();
     let exs = exchanges(&p.msgs);
-    let mut sqos: Vec<_> = exs.iter().filter(|e| sqos_request(e.req).is_some()).collect();
+    let mut sqos: Vec<_> = exs
+        .iter()
+        .filter(|e| sqos_request(e.req).is_some())
+        .collect();
     sqos.sort_by_key(|e| e.req.first_frame);
     for ex in sqos {
         let (fid, buf, _) = sqos_request(ex.req).unwrap();
@@ -219,11 +257,20 @@ fn issued_per_interval(bytes: Vec<u8>) -> Vec<(String, u64, u64, u64, u64)> {
             if let (Some(&from), Some(&max_rate)) = (last.get(&flow), rate.get(&flow)) {
                 let mine: Vec<&WireIo> = ios
                     .iter()
-                    .filter(|io| opens.get(&io.key) == Some(&flow) && io.req_first > from && io.req_first < ex.req.first_frame)
+                    .filter(|io| {
+                        opens.get(&io.key) == Some(&flow)
+                            && io.req_first > from
+                            && io.req_first < ex.req.first_frame
+                    })
                     .collect();
                 let norm: u64 = mine.iter().map(|io| u64::from(io.len).div_ceil(8192)).sum();
-                let biggest = mine.iter().map(|io| u64::from(io.len).div_ceil(8192)).max().unwrap_or(0);
-                let span = ex.req.last_ts - frames_ts.range(..=from).next_back().map_or(0, |x| *x.1);
+                let biggest = mine
+                    .iter()
+                    .map(|io| u64::from(io.len).div_ceil(8192))
+                    .max()
+                    .unwrap_or(0);
+                let span =
+                    ex.req.last_ts - frames_ts.range(..=from).next_back().map_or(0, |x| *x.1);
                 out.push((flow.clone(), norm, span, max_rate, biggest));
             }
             last.insert(flow.clone(), ex.req.first_frame);
@@ -246,7 +293,10 @@ fn steady_clients_stay_under_maximum_io_rate() {
     for (flow, norm, span_us, rate, biggest) in rows {
         // GCRA with 250 ms burst tolerance: at most rate × (T + 0.25 s) plus one I/O.
         let allowed = rate * (span_us + 250_000) / 1_000_000 + biggest;
-        assert!(rate == 0 || norm <= allowed, "{flow}: {norm} normalized I/Os in {span_us} µs at {rate}/s");
+        assert!(
+            rate == 0 || norm <= allowed,
+            "{flow}: {norm} normalized I/Os in {span_us} µs at {rate}/s"
+        );
     }
 }
 
@@ -255,9 +305,14 @@ fn noisy_neighbour_exceeds_its_limit_and_others_do_not() {
     let rows = issued_per_interval(generate(&args(Scenario::NoisyNeighbour)).0);
     let over: Vec<_> = rows
         .iter()
-        .filter(|(_, norm, span, rate, _)| *rate > 0 && *norm as f64 > 1.5 * *rate as f64 * *span as f64 / 1e6)
+        .filter(|(_, norm, span, rate, _)| {
+            *rate > 0 && *norm as f64 > 1.5 * *rate as f64 * *span as f64 / 1e6
+        })
         .collect();
-    assert!(over.len() >= 3, "the noisy VM should exceed 1.5× its MaximumIoRate in several intervals");
+    assert!(
+        over.len() >= 3,
+        "the noisy VM should exceed 1.5× its MaximumIoRate in several intervals"
+    );
     let flows: std::collections::BTreeSet<&String> = over.iter().map(|r| &r.0).collect();
     assert_eq!(flows.len(), 1, "only the noisy VM exceeds its limit");
 }
@@ -274,7 +329,10 @@ fn misbehaving_client_gets_the_statuses_the_rules_require() {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for m in truth["messages"].as_array().unwrap() {
         let purpose = m["purpose"].as_str().unwrap();
-        let Some(expected) = purpose.split_whitespace().find(|w| w.starts_with("STATUS_")) else {
+        let Some(expected) = purpose
+            .split_whitespace()
+            .find(|w| w.starts_with("STATUS_"))
+        else {
             continue;
         };
         let expected = expected.trim_end_matches(',');
@@ -286,14 +344,23 @@ fn misbehaving_client_gets_the_statuses_the_rules_require() {
             other => panic!("unexpected {other}"),
         };
         let frame = m["request_frame"].as_u64().unwrap();
-        assert_eq!(on_wire.get(&frame), Some(&code), "{purpose} (frame {frame})");
+        assert_eq!(
+            on_wire.get(&frame),
+            Some(&code),
+            "{purpose} (frame {frame})"
+        );
         *counts.entry(expected).or_default() += 1;
     }
     assert_eq!(counts.get("STATUS_NOT_FOUND"), Some(&3));
     assert_eq!(counts.get("STATUS_INVALID_PARAMETER"), Some(&8));
     assert_eq!(counts.get("STATUS_REVISION_MISMATCH"), Some(&1));
     // The misbehaving host polls at 3× TimeToLive.
-    let late = truth["hosts"].as_array().unwrap().iter().filter(|h| h["poll_factor"] == 3).count();
+    let late = truth["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["poll_factor"] == 3)
+        .count();
     assert_eq!(late, 1);
 }
 
@@ -314,12 +381,20 @@ fn insufficient_throughput_is_reported_and_real() {
     // every answer is InsufficientThroughput.
     let first_bad = statuses.iter().position(|&s| s == 1).unwrap();
     assert!(first_bad <= 4, "{statuses:?}");
-    assert!(statuses[first_bad..].iter().all(|&s| s == 1), "{statuses:?}");
+    assert!(
+        statuses[first_bad..].iter().all(|&s| s == 1),
+        "{statuses:?}"
+    );
     // Observed normalized IOPS per flow stays below the 30 reserved.
     let secs = truth["capture"]["duration_s"].as_f64().unwrap();
     for f in truth["flows"].as_array().unwrap() {
         let norm = f["totals"]["normalized_io_count"].as_f64().unwrap();
-        assert!(norm / secs < 30.0, "{} got {} normalized IOPS", f["initiator_name"], norm / secs);
+        assert!(
+            norm / secs < 30.0,
+            "{} got {} normalized IOPS",
+            f["initiator_name"],
+            norm / secs
+        );
     }
 }
 
@@ -334,7 +409,9 @@ fn lossy_network_has_retransmissions_reordering_and_gaps() {
     assert!(c["missing_segments"].as_u64().unwrap() > 0);
     assert_eq!(&bytes[0..4], &[0x0a, 0x0d, 0x0d, 0x0a]);
     let frames = read_capture(bytes);
-    assert!(frames.iter().all(|f| f.data[12..14] == [0x81, 0x00] && f.data[15] == 100));
+    assert!(frames
+        .iter()
+        .all(|f| f.data[12..14] == [0x81, 0x00] && f.data[15] == 100));
 }
 
 #[test]

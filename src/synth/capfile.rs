@@ -38,7 +38,11 @@ const MAX_SNAPLEN: u32 = 262_144;
 
 impl<W: Write> CaptureWriter<W> {
     pub fn new(mut out: W, cfg: FileConfig) -> io::Result<CaptureWriter<W>> {
-        let snaplen = if cfg.snaplen == 0 { MAX_SNAPLEN } else { cfg.snaplen };
+        let snaplen = if cfg.snaplen == 0 {
+            MAX_SNAPLEN
+        } else {
+            cfg.snaplen
+        };
         let mut header = Vec::with_capacity(128);
         match cfg.format {
             Format::Pcap => {
@@ -117,7 +121,11 @@ impl<W: Write> CaptureWriter<W> {
                 let pad = (4 - cap_len % 4) % 4;
                 let total = 32 + cap_len + pad;
                 let total32 = u32::try_from(total).map_err(|_| too_big())?;
-                let units = if self.cfg.nanos { 1_000_000_000 } else { 1_000_000 };
+                let units = if self.cfg.nanos {
+                    1_000_000_000
+                } else {
+                    1_000_000
+                };
                 let t = hi * units + lo;
                 let mut blk = [0u8; 28];
                 blk[0..4].copy_from_slice(&6u32.to_le_bytes());

@@ -81,7 +81,10 @@ pub fn hex(s: &str) -> Vec<u8> {
 }
 
 /// The example buffers of one dialect, in the order they are exchanged: (request, response).
-pub fn example_buffers(dialect: Dialect) -> Vec<(Vec<u8>, Option<Vec<u8>>, &'static str)> {
+/// One example exchange: request buffer, response buffer (if any), where it comes from.
+pub type Example = (Vec<u8>, Option<Vec<u8>>, &'static str);
+
+pub fn example_buffers(dialect: Dialect) -> Vec<Example> {
     let mut assoc = new_request(dialect);
     assoc.options = Options::SET_LOGICAL_FLOW_ID;
     assoc.logical_flow_id = uuid::Uuid::from_u128(0xb13a_32e4_e2ad_5db2_a4f8_5cd3_be9d_696e);
@@ -105,14 +108,21 @@ pub fn example_buffers(dialect: Dialect) -> Vec<(Vec<u8>, Option<Vec<u8>>, &'sta
 }
 
 /// Writes the example exchange of one dialect.
-pub fn generate<W: Write>(mut wire: Wire<W>, ipv6: bool, dialect: Dialect) -> io::Result<(W, SynthSummary, Truth)> {
+pub fn generate<W: Write>(
+    mut wire: Wire<W>,
+    ipv6: bool,
+    dialect: Dialect,
+) -> io::Result<(W, SynthSummary, Truth)> {
     let (client_ip, server_ip) = if ipv6 {
         (
             IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x11)),
             IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x100)),
         )
     } else {
-        (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11)), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)))
+        (
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)),
+        )
     };
     let spec = ConnSpec {
         client: Endpoint {
@@ -139,28 +149,36 @@ pub fn generate<W: Write>(mut wire: Wire<W>, ipv6: bool, dialect: Dialect) -> io
         Dialect::V1_1 => smb2::DIALECT_311,
     };
     let mut mid = 0u64;
-    let mut exchange = |wire: &mut Wire<W>, t: Time, cmd: u16, req: Vec<u8>, status: u32, resp: Vec<u8>| {
-        let h = Header {
-            command: cmd,
-            message_id: mid,
-            credit_charge: u16::from(cmd != smb2::NEGOTIATE),
-            credits: 1,
-            tree_id: if matches!(cmd, smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT) { 0 } else { 1 },
-            session_id: if cmd == smb2::NEGOTIATE { 0 } else { session },
-            ..Header::default()
+    let mut exchange =
+        |wire: &mut Wire<W>, t: Time, cmd: u16, req: Vec<u8>, status: u32, resp: Vec<u8>| {
+            let h = Header {
+                command: cmd,
+                message_id: mid,
+                credit_charge: u16::from(cmd != smb2::NEGOTIATE),
+                credits: 1,
+                tree_id: if matches!(
+                    cmd,
+                    smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT
+                ) {
+                    0
+                } else {
+                    1
+                },
+                session_id: if cmd == smb2::NEGOTIATE { 0 } else { session },
+                ..Header::default()
+            };
+            mid += 1;
+            let d = wire.send(conn, Side::Client, t, vec![smb2::message(&h, &req, 0)]);
+            let at = d.first().map_or(t, |d| d.at) + 25;
+            let rh = Header {
+                status,
+                response: true,
+                ..h
+            };
+            let r = wire.send(conn, Side::Server, at, vec![smb2::message(&rh, &resp, 0)]);
+            let tags = (d.first().map(|d| d.tag), r.first().map(|d| d.tag));
+            (r.first().map_or(at, |d| d.at) + 300, tags)
         };
-        mid += 1;
-        let d = wire.send(conn, Side::Client, t, vec![smb2::message(&h, &req, 0)]);
-        let at = d.first().map_or(t, |d| d.at) + 25;
-        let rh = Header {
-            status,
-            response: true,
-            ..h
-        };
-        let r = wire.send(conn, Side::Server, at, vec![smb2::message(&rh, &resp, 0)]);
-        let tags = (d.first().map(|d| d.tag), r.first().map(|d| d.tag));
-        (r.first().map_or(at, |d| d.at) + 300, tags)
-    };
     let guid = *uuid::Uuid::from_u128(0x3d6a_2b11_7c44_4a0e_9e2f_0c1d_2e3f_4a5b).as_bytes();
     let salt = [0x5a; 32];
     (t, _) = exchange(
@@ -171,11 +189,39 @@ pub fn generate<W: Write>(mut wire: Wire<W>, ipv6: bool, dialect: Dialect) -> io
         0,
         smb2::negotiate_response(smb_dialect, &guid, t, EPOCH_US - 86_400_000_000, &salt),
     );
-    (t, _) = exchange(&mut wire, t, smb2::SESSION_SETUP, smb2::session_setup_request(), smb2::STATUS_MORE_PROCESSING_REQUIRED, smb2::session_setup_response());
-    (t, _) = exchange(&mut wire, t, smb2::SESSION_SETUP, smb2::session_setup_request(), 0, smb2::session_setup_response());
-    (t, _) = exchange(&mut wire, t, smb2::TREE_CONNECT, smb2::tree_connect_request("\\\\sofs\\vms"), 0, smb2::tree_connect_response());
+    (t, _) = exchange(
+        &mut wire,
+        t,
+        smb2::SESSION_SETUP,
+        smb2::session_setup_request(),
+        smb2::STATUS_MORE_PROCESSING_REQUIRED,
+        smb2::session_setup_response(),
+    );
+    (t, _) = exchange(
+        &mut wire,
+        t,
+        smb2::SESSION_SETUP,
+        smb2::session_setup_request(),
+        0,
+        smb2::session_setup_response(),
+    );
+    (t, _) = exchange(
+        &mut wire,
+        t,
+        smb2::TREE_CONNECT,
+        smb2::tree_connect_request("\\\\sofs\\vms"),
+        0,
+        smb2::tree_connect_response(),
+    );
     let file = "TEST-VM\\disk0.vhdx";
-    (t, _) = exchange(&mut wire, t, smb2::CREATE, smb2::create_request(file), 0, smb2::create_response(&fid, t, 40 << 30));
+    (t, _) = exchange(
+        &mut wire,
+        t,
+        smb2::CREATE,
+        smb2::create_request(file),
+        0,
+        smb2::create_response(&fid, t, 40 << 30),
+    );
     let mut pending = Vec::new();
     for (req, resp, purpose) in example_buffers(dialect) {
         let out = resp.clone().unwrap_or_default();
@@ -202,12 +248,18 @@ pub fn generate<W: Write>(mut wire: Wire<W>, ipv6: bool, dialect: Dialect) -> io
     truth.capture.start_time = truth::secs(EPOCH_US);
     for (req, resp, purpose, (qt, rt), start) in pending {
         let tr = |tag: Option<u32>| tag.and_then(|t| traces.get(t as usize)).copied();
-        let options = req.get(4..8).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let version = req.get(0..2).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+        let options = req
+            .get(4..8)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let version = req
+            .get(0..2)
+            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
         truth.totals.sqos_requests += 1;
         truth.messages.push(MessageTruth {
             host: "HYPERV-TEST".into(),
-            logical_flow_id: Some(uuid::Uuid::from_u128(0xb13a_32e4_e2ad_5db2_a4f8_5cd3_be9d_696e)),
+            logical_flow_id: Some(uuid::Uuid::from_u128(
+                0xb13a_32e4_e2ad_5db2_a4f8_5cd3_be9d_696e,
+            )),
             file_name: Some(file.into()),
             request_frame: tr(qt).and_then(|x| x.frame),
             request_time: truth::secs(tr(qt).map_or(start, |x| x.ts)),
@@ -234,7 +286,10 @@ pub fn generate<W: Write>(mut wire: Wire<W>, ipv6: bool, dialect: Dialect) -> io
 
 /// The response fields as the structure layout places them (MaximumBandwidth at 88).
 fn decode_response(b: &[u8]) -> ResponseTruth {
-    let u32_at = |o: usize| b.get(o..o + 4).map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+    let u32_at = |o: usize| {
+        b.get(o..o + 4)
+            .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+    };
     let u64_at = |o: usize| {
         b.get(o..o + 8).map_or(0, |x| {
             let mut a = [0u8; 8];
@@ -272,7 +327,10 @@ mod tests {
         assert_eq!(&v11[1].0[0..8], &[0x01, 0x01, 0, 0, 0x02, 0, 0, 0]);
         assert_eq!(&v11[1].0[96..104], &[0x68, 0, 0x0e, 0, 0x76, 0, 0x48, 0]);
         assert_eq!(&v10[2].0[88..96], &[0x8f, 0x01, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(&v11[2].1.as_ref().unwrap()[80..88], &[0xc8, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            &v11[2].1.as_ref().unwrap()[80..88],
+            &[0xc8, 0, 0, 0, 0, 0, 0, 0]
+        );
     }
 
     #[test]

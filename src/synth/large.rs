@@ -14,11 +14,11 @@ use crate::sqos::{Dialect, Options, FSCTL_STORAGE_QOS_CONTROL};
 use super::capfile::CaptureWriter;
 use super::packet::Endpoint;
 use super::qos::{encode_request, encode_response, new_request, new_response, with_names};
+use super::rng::Rng;
 use super::scenario::EPOCH_US;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
 use super::wire::{ConnSpec, NetConfig, Side, Time, Wire};
-use super::rng::Rng;
 use super::SynthSummary;
 
 pub const IO_SIZE: u32 = 65_536;
@@ -37,7 +37,12 @@ struct Pending {
     inc: [u64; 5],
 }
 
-pub fn generate<W: Write>(writer: CaptureWriter<W>, net: &NetConfig, size: u64, ipv6: bool) -> io::Result<(W, SynthSummary, Truth)> {
+pub fn generate<W: Write>(
+    writer: CaptureWriter<W>,
+    net: &NetConfig,
+    size: u64,
+    ipv6: bool,
+) -> io::Result<(W, SynthSummary, Truth)> {
     let mut wire = Wire::new(writer, net.clone(), Rng::new(0x1a76e));
     let (cip, sip) = if ipv6 {
         (
@@ -45,7 +50,10 @@ pub fn generate<W: Write>(writer: CaptureWriter<W>, net: &NetConfig, size: u64, 
             IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x100)),
         )
     } else {
-        (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11)), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)))
+        (
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)),
+        )
     };
     let spec = ConnSpec {
         client: Endpoint {
@@ -87,10 +95,30 @@ pub fn generate<W: Write>(writer: CaptureWriter<W>, net: &NetConfig, size: u64, 
             0,
             smb2::negotiate_response(d311, &guid, t, EPOCH_US - 86_400_000_000, &salt),
         ),
-        (smb2::SESSION_SETUP, smb2::session_setup_request(), smb2::STATUS_MORE_PROCESSING_REQUIRED, smb2::session_setup_response()),
-        (smb2::SESSION_SETUP, smb2::session_setup_request(), 0, smb2::session_setup_response()),
-        (smb2::TREE_CONNECT, smb2::tree_connect_request("\\\\sofs\\vms"), 0, smb2::tree_connect_response()),
-        (smb2::CREATE, smb2::create_request("vm01\\disk0.vhdx"), 0, smb2::create_response(&fid, t, 127 << 30)),
+        (
+            smb2::SESSION_SETUP,
+            smb2::session_setup_request(),
+            smb2::STATUS_MORE_PROCESSING_REQUIRED,
+            smb2::session_setup_response(),
+        ),
+        (
+            smb2::SESSION_SETUP,
+            smb2::session_setup_request(),
+            0,
+            smb2::session_setup_response(),
+        ),
+        (
+            smb2::TREE_CONNECT,
+            smb2::tree_connect_request("\\\\sofs\\vms"),
+            0,
+            smb2::tree_connect_response(),
+        ),
+        (
+            smb2::CREATE,
+            smb2::create_request("vm01\\disk0.vhdx"),
+            0,
+            smb2::create_response(&fid, t, 127 << 30),
+        ),
     ];
     for (cmd, req, status, resp) in steps {
         let h = st.header(cmd, u16::from(cmd != smb2::NEGOTIATE));
@@ -155,7 +183,14 @@ pub fn generate<W: Write>(writer: CaptureWriter<W>, net: &NetConfig, size: u64, 
         t = done + 15;
         if n % IOS_PER_UPDATE == 0 || moved >= size {
             let prev = last_update.replace(t);
-            let (next, p) = status_exchange(&mut st, ids, t, Options::GET_STATUS | Options::UPDATE_COUNTERS, inc, prev)?;
+            let (next, p) = status_exchange(
+                &mut st,
+                ids,
+                t,
+                Options::GET_STATUS | Options::UPDATE_COUNTERS,
+                inc,
+                prev,
+            )?;
             updates.push(p);
             inc = [0; 5];
             t = next;
@@ -260,8 +295,19 @@ impl<W: Write> Stream<W> {
             message_id: self.mid,
             credit_charge: charge,
             credits: charge.max(1),
-            tree_id: if matches!(cmd, smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT) { 0 } else { 1 },
-            session_id: if cmd == smb2::NEGOTIATE { 0 } else { self.session },
+            tree_id: if matches!(
+                cmd,
+                smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT
+            ) {
+                0
+            } else {
+                1
+            },
+            session_id: if cmd == smb2::NEGOTIATE {
+                0
+            } else {
+                self.session
+            },
             ..Header::default()
         };
         self.mid += u64::from(charge.max(1));
@@ -270,9 +316,21 @@ impl<W: Write> Stream<W> {
 
     /// Request → response with one outstanding: (request tag, request's last frame time,
     /// response tag, time the client has the response). Bodies come with their filler length.
-    fn exchange(&mut self, t: Time, h: Header, req: (Vec<u8>, usize), status: u32, resp: (Vec<u8>, usize)) -> io::Result<(u32, Time, u32, Time)> {
+    fn exchange(
+        &mut self,
+        t: Time,
+        h: Header,
+        req: (Vec<u8>, usize),
+        status: u32,
+        resp: (Vec<u8>, usize),
+    ) -> io::Result<(u32, Time, u32, Time)> {
         self.wire.flush_before(t)?;
-        let d = self.wire.send(self.conn, Side::Client, t, vec![smb2::message(&h, &req.0, req.1)]);
+        let d = self.wire.send(
+            self.conn,
+            Side::Client,
+            t,
+            vec![smb2::message(&h, &req.0, req.1)],
+        );
         let (qtag, qat) = d.first().map_or((0, t), |d| (d.tag, d.at));
         let rh = Header {
             status,
@@ -281,7 +339,12 @@ impl<W: Write> Stream<W> {
         };
         let server_t = qat + 90 + (resp.1 + req.1) as u64 / 2500;
         self.wire.flush_before(qat)?;
-        let r = self.wire.send(self.conn, Side::Server, server_t, vec![smb2::message(&rh, &resp.0, resp.1)]);
+        let r = self.wire.send(
+            self.conn,
+            Side::Server,
+            server_t,
+            vec![smb2::message(&rh, &resp.0, resp.1)],
+        );
         let (rtag, rat) = r.first().map_or((0, server_t), |d| (d.tag, d.at));
         Ok((qtag, qat.saturating_sub(self.owd), rtag, rat))
     }
@@ -289,7 +352,14 @@ impl<W: Write> Stream<W> {
 
 /// One status request (with the counters `inc`: count, normalized, latency, lower latency,
 /// bytes) and the server's answer.
-fn status_exchange<W: Write>(st: &mut Stream<W>, ids: (Uuid, Uuid, FileId), t: Time, opts: Options, inc: [u64; 5], prev: Option<Time>) -> io::Result<(Time, Pending)> {
+fn status_exchange<W: Write>(
+    st: &mut Stream<W>,
+    ids: (Uuid, Uuid, FileId),
+    t: Time,
+    opts: Options,
+    inc: [u64; 5],
+    prev: Option<Time>,
+) -> io::Result<(Time, Pending)> {
     let (flow_id, initiator, fid) = ids;
     let mut r = new_request(Dialect::V1_1);
     if opts.contains(Options::SET_POLICY) {
@@ -316,9 +386,15 @@ fn status_exchange<W: Write>(st: &mut Stream<W>, ids: (Uuid, Uuid, FileId), t: T
     let (qtag, _, rtag, done) = st.exchange(
         t,
         h,
-        (smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &encode_request(&r), 4096), 0),
+        (
+            smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &encode_request(&r), 4096),
+            0,
+        ),
         0,
-        (smb2::ioctl_response(FSCTL_STORAGE_QOS_CONTROL, &fid, &out), 0),
+        (
+            smb2::ioctl_response(FSCTL_STORAGE_QOS_CONTROL, &fid, &out),
+            0,
+        ),
     )?;
     let p = Pending {
         tag: Some(qtag),

@@ -198,7 +198,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "gb" => 1_000_000_000,
         _ => return Err(format!("unknown size unit in {s}")),
     };
-    n.checked_mul(mult).ok_or_else(|| format!("size too large: {s}"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size too large: {s}"))
 }
 
 /// The file format an output name implies (`.pcapng` / `.pcapng.gz` → pcapng).
@@ -256,7 +257,8 @@ impl<W: Write> Sink<W> {
 pub fn command_line(args: &SynthArgs) -> String {
     let mut s = format!(
         "sqos synth --scenario {} --seed {}",
-        clap::ValueEnum::to_possible_value(&args.scenario).map_or_else(String::new, |v| v.get_name().to_string()),
+        clap::ValueEnum::to_possible_value(&args.scenario)
+            .map_or_else(String::new, |v| v.get_name().to_string()),
         args.seed
     );
     let mut opt = |name: &str, v: Option<String>| {
@@ -300,24 +302,41 @@ pub fn command_line(args: &SynthArgs) -> String {
 
 /// Generates the capture described by `args` into `out` (compressed if the output name ends in
 /// `.gz`). Returns the writer, a summary and the ground truth.
-pub fn generate<W: Write>(args: &SynthArgs, out: W) -> Result<(W, SynthSummary, Truth), SynthError> {
+pub fn generate<W: Write>(
+    args: &SynthArgs,
+    out: W,
+) -> Result<(W, SynthSummary, Truth), SynthError> {
     let io_err = |source| SynthError::Io {
         path: args.output.display().to_string(),
         source,
     };
     if args.mss < 64 || args.mss > 65_000 {
-        return Err(SynthError::InvalidArgs(format!("--mss {} is outside 64..65000", args.mss)));
+        return Err(SynthError::InvalidArgs(format!(
+            "--mss {} is outside 64..65000",
+            args.mss
+        )));
     }
     for (name, p) in [("loss", args.loss), ("reorder", args.reorder)] {
         if p.is_some_and(|p| !(0.0..=0.5).contains(&p)) {
-            return Err(SynthError::InvalidArgs(format!("--{name} must be between 0 and 0.5")));
+            return Err(SynthError::InvalidArgs(format!(
+                "--{name} must be between 0 and 0.5"
+            )));
         }
     }
     let lossy = args.scenario == Scenario::LossyNetwork;
     let format = args.format.unwrap_or_else(|| format_of(&args.output));
-    let interfaces = args.interfaces.unwrap_or(if lossy { 2 } else { 1 }).max(1);
+    let interfaces = args
+        .interfaces
+        .unwrap_or(if lossy && format == Format::Pcapng {
+            2
+        } else {
+            1
+        })
+        .max(1);
     if format == Format::Pcap && interfaces > 1 {
-        return Err(SynthError::InvalidArgs("several --interfaces need pcapng".into()));
+        return Err(SynthError::InvalidArgs(
+            "several --interfaces need pcapng".into(),
+        ));
     }
     let file_cfg = FileConfig {
         format,
@@ -351,7 +370,9 @@ pub fn generate<W: Write>(args: &SynthArgs, out: W) -> Result<(W, SynthSummary, 
     let (sink, summary, mut truth) = match args.scenario {
         Scenario::SpecExamples => {
             let wire = Wire::new(writer, net, rng.fork(7));
-            let dialect = args.sqos_dialect.map_or(crate::sqos::Dialect::V1_1, DialectArg::dialect);
+            let dialect = args
+                .sqos_dialect
+                .map_or(crate::sqos::Dialect::V1_1, DialectArg::dialect);
             examples::generate(wire, args.ipv6, dialect).map_err(io_err)?
         }
         Scenario::Large => {

@@ -151,7 +151,10 @@ mod tests {
 
     #[test]
     fn response_lengths() {
-        assert_eq!(encode_response(&new_response(ProtocolVersion::V1_0)).len(), 88);
+        assert_eq!(
+            encode_response(&new_response(ProtocolVersion::V1_0)).len(),
+            88
+        );
         let mut r = new_response(ProtocolVersion::V1_1);
         r.maximum_bandwidth = Some(200);
         let b = encode_response(&r);

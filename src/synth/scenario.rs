@@ -126,7 +126,10 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn flows(&self) -> impl Iterator<Item = (usize, &FlowSpec)> {
-        self.hosts.iter().enumerate().flat_map(|(h, host)| host.flows.iter().map(move |f| (h, f)))
+        self.hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(h, host)| host.flows.iter().map(move |f| (h, f)))
     }
 }
 
@@ -158,7 +161,16 @@ const ALL_SIZES: &[(u32, u32)] = &[
 
 fn host_ip(i: u32, v6: bool) -> IpAddr {
     if v6 {
-        IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x11 + i as u16))
+        IpAddr::V6(Ipv6Addr::new(
+            0xfd00,
+            0x5105,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0x11 + i as u16,
+        ))
     } else {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11 + i as u8))
     }
@@ -166,16 +178,20 @@ fn host_ip(i: u32, v6: bool) -> IpAddr {
 
 pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
     let (def_hosts, def_vms, def_secs) = match scenario {
-        Scenario::InsufficientThroughput => (2, 3, 16.0),
-        Scenario::MisbehavingClient => (2, 2, 24.0),
-        Scenario::PolicyChange => (2, 2, 24.0),
+        Scenario::InsufficientThroughput => (2, 3, 12.0),
+        Scenario::MisbehavingClient => (2, 2, 18.0),
+        Scenario::NoisyNeighbour => (2, 2, 12.0),
         _ => (2, 2, 20.0),
     };
     let n_hosts = shape.hosts.unwrap_or(def_hosts).max(1);
     let n_vms = shape.vms.unwrap_or(def_vms).max(1);
     let n_disks = shape.disks.unwrap_or(1).max(1);
     let duration_us = (shape.duration_s.unwrap_or(def_secs).max(1.0) * 1e6) as u64;
-    let sizes = if shape.sizes_up_to_1mib { ALL_SIZES } else { SMALL_SIZES };
+    let sizes = if shape.sizes_up_to_1mib {
+        ALL_SIZES
+    } else {
+        SMALL_SIZES
+    };
     let gold = Uuid::from_u128(0x6f2e_1a3c_9b47_4d1e_8a55_c0ff_ee00_0001);
     let silver = Uuid::from_u128(0x6f2e_1a3c_9b47_4d1e_8a55_c0ff_ee00_0002);
     let mut policies = vec![
@@ -283,22 +299,22 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
         Scenario::NoisyNeighbour => {
             // The first VM wants three times its limit and its host does not throttle it; the
             // shared storage is small, so everyone's latency grows.
-            c.storage_iops = 900;
+            c.storage_iops = 170;
             if let Some(host) = c.hosts.first_mut() {
                 host.obeys_limits = false;
                 for f in host.flows.iter_mut().take(1) {
                     f.policy = PolicySpec {
-                        limit: 60,
+                        limit: 25,
                         reservation: 10,
                         bandwidth_limit: 0,
                         ..PolicySpec::default()
                     };
-                    f.demand.iops = 180.0;
+                    f.demand.iops = 50.0;
                     f.demand.queue_depth = 32;
                 }
                 // The host's other VMs stay under their limits.
                 for f in host.flows.iter_mut().skip(1) {
-                    f.demand.iops = f.demand.iops.min(25.0);
+                    f.demand.iops = f.demand.iops.min(12.0);
                 }
             }
         }
@@ -348,17 +364,20 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
                 host.poll_factor = 3;
                 for f in host.flows.iter_mut() {
                     f.policy = PolicySpec {
-                        limit: 15,
+                        limit: 10,
                         ..PolicySpec::default()
                     };
-                    f.demand.iops = 30.0;
+                    f.demand.iops = 18.0;
                 }
             }
             let dialect = c.hosts.get(bad).map_or(Dialect::V1_0, |h| h.sqos);
             let first_bad_flow = c.flows().position(|(h, _)| h == bad);
-            for (i, raw) in misbehaving_requests(dialect, first_bad_flow, rng).into_iter().enumerate() {
+            for (i, raw) in misbehaving_requests(dialect, first_bad_flow, rng)
+                .into_iter()
+                .enumerate()
+            {
                 c.script.push((
-                    at(0.15) + i as u64 * 900_000,
+                    at(0.15) + i as u64 * 700_000,
                     Action::Raw {
                         host: bad,
                         raw: Box::new(raw),
@@ -402,25 +421,45 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
     r.options = Options::SET_POLICY | Options::GET_STATUS;
     r.logical_flow_id = fresh;
     r.limit = 100;
-    out.push(raw(r, None, "SET_POLICY on an open never associated: STATUS_NOT_FOUND"));
+    out.push(raw(
+        r,
+        None,
+        "SET_POLICY on an open never associated: STATUS_NOT_FOUND",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::GET_STATUS | Options::UPDATE_COUNTERS;
     r.logical_flow_id = fresh;
     r.io_count_increment = 12;
     r.normalized_io_count_increment = 12;
-    out.push(raw(r, None, "UPDATE_COUNTERS on an unassociated open: STATUS_NOT_FOUND"));
+    out.push(raw(
+        r,
+        None,
+        "UPDATE_COUNTERS on an unassociated open: STATUS_NOT_FOUND",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::PROBE_POLICY | Options::GET_STATUS;
-    out.push(raw(r, None, "PROBE_POLICY with a null LogicalFlowID: STATUS_INVALID_PARAMETER"));
+    out.push(raw(
+        r,
+        None,
+        "PROBE_POLICY with a null LogicalFlowID: STATUS_INVALID_PARAMETER",
+    ));
     let mut r = new_request(dialect);
     r.protocol_version = ProtocolVersion(0x0200);
     r.options = Options::SET_LOGICAL_FLOW_ID;
     r.logical_flow_id = fresh;
-    out.push(raw(r, None, "unknown ProtocolVersion 0x0200: STATUS_REVISION_MISMATCH"));
+    out.push(raw(
+        r,
+        None,
+        "unknown ProtocolVersion 0x0200: STATUS_REVISION_MISMATCH",
+    ));
     let mut r = new_request(dialect);
     r.options = Options(0x20);
     r.logical_flow_id = fresh;
-    out.push(raw(r, None, "no known Options flag: STATUS_INVALID_PARAMETER"));
+    out.push(raw(
+        r,
+        None,
+        "no known Options flag: STATUS_INVALID_PARAMETER",
+    ));
     // Associate the spare open, then break rules that need an association.
     let mut r = new_request(dialect);
     r.options = Options::SET_LOGICAL_FLOW_ID;
@@ -430,54 +469,94 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.initiator_name_offset = 40;
-    out.push(raw(r, None, "InitiatorNameOffset 40 (< 104): STATUS_INVALID_PARAMETER"));
+    out.push(raw(
+        r,
+        None,
+        "InitiatorNameOffset 40 (< 104): STATUS_INVALID_PARAMETER",
+    ));
     let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.initiator_node_name_length = 400;
-    out.push(raw(r, None, "InitiatorNodeName runs past the request: STATUS_INVALID_PARAMETER"));
+    out.push(raw(
+        r,
+        None,
+        "InitiatorNodeName runs past the request: STATUS_INVALID_PARAMETER",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.limit = 50;
     r.reservation = 80;
-    out.push(raw(r, None, "Reservation above Limit (note <8>): STATUS_INVALID_PARAMETER"));
+    out.push(raw(
+        r,
+        None,
+        "Reservation above Limit (note <8>): STATUS_INVALID_PARAMETER",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.policy_id = rng.uuid();
     r.limit = 50;
-    out.push(raw(r, None, "Limit together with a PolicyID (note <8>): STATUS_INVALID_PARAMETER"));
+    out.push(raw(
+        r,
+        None,
+        "Limit together with a PolicyID (note <8>): STATUS_INVALID_PARAMETER",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.limit = 2_000_000_000;
-    out.push(raw(r, None, "Limit above 10^9 (note <8>): STATUS_INVALID_PARAMETER"));
+    out.push(raw(
+        r,
+        None,
+        "Limit above 10^9 (note <8>): STATUS_INVALID_PARAMETER",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::GET_STATUS;
     r.logical_flow_id = fresh;
-    let mut x = raw(r, None, "GET_STATUS with MaxOutputResponse 64 (< 80): STATUS_INVALID_PARAMETER");
+    let mut x = raw(
+        r,
+        None,
+        "GET_STATUS with MaxOutputResponse 64 (< 80): STATUS_INVALID_PARAMETER",
+    );
     x.max_output = 64;
     out.push(x);
     let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.limit = 40;
-    out.push(raw(r, None, "SET_POLICY without GET_STATUS and no status request within 1 s: STATUS_SUCCESS"));
+    out.push(raw(
+        r,
+        None,
+        "SET_POLICY without GET_STATUS and no status request within 1 s: STATUS_SUCCESS",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::SET_LOGICAL_FLOW_ID;
-    out.push(raw(r, None, "null LogicalFlowID: dissociates the spare open, STATUS_SUCCESS"));
+    out.push(raw(
+        r,
+        None,
+        "null LogicalFlowID: dissociates the spare open, STATUS_SUCCESS",
+    ));
     let mut r = new_request(dialect);
     r.options = Options::GET_STATUS | Options::UPDATE_COUNTERS;
     r.logical_flow_id = fresh;
     r.io_count_increment = 3;
     r.normalized_io_count_increment = 3;
-    out.push(raw(r, None, "UPDATE_COUNTERS after dissociation: STATUS_NOT_FOUND"));
+    out.push(raw(
+        r,
+        None,
+        "UPDATE_COUNTERS after dissociation: STATUS_NOT_FOUND",
+    ));
     if let Some(f) = flow {
         let mut r = new_request(dialect);
         r.options = Options::PROBE_POLICY | Options::GET_STATUS;
         r.logical_flow_id = rng.uuid();
-        let mut x = raw(r, Some(f), "PROBE_POLICY on an associated open: ignored, status of the open's own flow");
+        let mut x = raw(
+            r,
+            Some(f),
+            "PROBE_POLICY on an associated open: ignored, status of the open's own flow",
+        );
         x.on_flow = Some(f);
         out.push(x);
     }

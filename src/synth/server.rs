@@ -125,7 +125,8 @@ impl SqosServer {
     pub fn assigned(&self, flow: &Uuid) -> Option<Assigned> {
         let f = self.flows.get(flow)?;
         let mut a = self.base_assignment(f);
-        if a.status == Status::OK && a.minimum_io_rate > 0 && self.reserved_total() > self.capacity {
+        if a.status == Status::OK && a.minimum_io_rate > 0 && self.reserved_total() > self.capacity
+        {
             a.status = Status::INSUFFICIENT_THROUGHPUT;
         }
         Some(a)
@@ -277,7 +278,10 @@ impl SqosServer {
 fn validate_policy(req: &Request, request_size: usize) -> Result<(), u32> {
     let names = [
         (req.initiator_name_offset, req.initiator_name_length),
-        (req.initiator_node_name_offset, req.initiator_node_name_length),
+        (
+            req.initiator_node_name_offset,
+            req.initiator_node_name_length,
+        ),
     ];
     for (off, len) in names {
         if len > STORAGE_QOS_INITIATOR_NAME_SIZE
@@ -334,8 +338,15 @@ mod tests {
     fn associate_then_status_reports_limits_with_short_ttl_after_policy() {
         let mut s = server();
         let id = Uuid::from_u128(5);
-        assert_eq!(s.handle((1, 1), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096), Ok(None));
-        let mut r = with_names(req(Options::SET_POLICY | Options::GET_STATUS, id), "vm01", "hv01");
+        assert_eq!(
+            s.handle((1, 1), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096),
+            Ok(None)
+        );
+        let mut r = with_names(
+            req(Options::SET_POLICY | Options::GET_STATUS, id),
+            "vm01",
+            "hv01",
+        );
         r.limit = 500;
         r.reservation = 100;
         let size = encode_request(&r).len();
@@ -344,7 +355,10 @@ mod tests {
         assert_eq!(resp.maximum_io_rate, 500);
         assert_eq!(resp.minimum_io_rate, 100);
         assert_eq!(resp.maximum_bandwidth, Some(0));
-        let resp = s.handle((1, 1), &req(Options::GET_STATUS, id), 128, 4096).unwrap().unwrap();
+        let resp = s
+            .handle((1, 1), &req(Options::GET_STATUS, id), 128, 4096)
+            .unwrap()
+            .unwrap();
         assert!(resp.time_to_live > 3960 && resp.time_to_live <= 4000);
         assert_eq!(s.flows[&id].initiator_name.as_deref(), Some("vm01"));
     }
@@ -353,25 +367,41 @@ mod tests {
     fn note_8_and_name_rules_give_invalid_parameter() {
         let mut s = server();
         let id = Uuid::from_u128(5);
-        s.handle((1, 1), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096).unwrap();
+        s.handle((1, 1), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096)
+            .unwrap();
         let mut r = req(Options::SET_POLICY, id);
         r.limit = 10;
         r.reservation = 20;
-        assert_eq!(s.handle((1, 1), &r, 128, 4096), Err(STATUS_INVALID_PARAMETER));
+        assert_eq!(
+            s.handle((1, 1), &r, 128, 4096),
+            Err(STATUS_INVALID_PARAMETER)
+        );
         let mut r = req(Options::SET_POLICY, id);
         r.policy_id = Uuid::from_u128(9);
         r.limit = 10;
-        assert_eq!(s.handle((1, 1), &r, 128, 4096), Err(STATUS_INVALID_PARAMETER));
+        assert_eq!(
+            s.handle((1, 1), &r, 128, 4096),
+            Err(STATUS_INVALID_PARAMETER)
+        );
         let mut r = with_names(req(Options::SET_POLICY, id), "vm", "");
         r.initiator_name_offset = 40;
-        assert_eq!(s.handle((1, 1), &r, 132, 4096), Err(STATUS_INVALID_PARAMETER));
+        assert_eq!(
+            s.handle((1, 1), &r, 132, 4096),
+            Err(STATUS_INVALID_PARAMETER)
+        );
         let r = req(Options::PROBE_POLICY, Uuid::nil());
-        assert_eq!(s.handle((2, 2), &r, 128, 4096), Err(STATUS_INVALID_PARAMETER));
+        assert_eq!(
+            s.handle((2, 2), &r, 128, 4096),
+            Err(STATUS_INVALID_PARAMETER)
+        );
         let r = req(Options::GET_STATUS, id);
         assert_eq!(s.handle((1, 1), &r, 128, 64), Err(STATUS_INVALID_PARAMETER));
         let mut r = req(Options::GET_STATUS, id);
         r.protocol_version = crate::sqos::ProtocolVersion(0x0200);
-        assert_eq!(s.handle((1, 1), &r, 128, 4096), Err(STATUS_REVISION_MISMATCH));
+        assert_eq!(
+            s.handle((1, 1), &r, 128, 4096),
+            Err(STATUS_REVISION_MISMATCH)
+        );
     }
 
     #[test]
@@ -379,7 +409,8 @@ mod tests {
         let mut s = server();
         for (n, id) in [(1u64, 11u128), (2, 12)] {
             let id = Uuid::from_u128(id);
-            s.handle((1, n), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096).unwrap();
+            s.handle((1, n), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096)
+                .unwrap();
             let mut r = req(Options::SET_POLICY, id);
             r.reservation = 600;
             s.handle((1, n), &r, 128, 4096).unwrap();

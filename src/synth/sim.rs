@@ -448,16 +448,31 @@ impl<'c, W: Write> Sim<'c, W> {
             message_id: mid,
             credit_charge: charge,
             credits: charge.max(1) + u16::from(command == smb2::NEGOTIATE) * 30,
-            tree_id: if matches!(command, smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT) {
+            tree_id: if matches!(
+                command,
+                smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT
+            ) {
                 0
             } else {
                 host.tree
             },
-            session_id: if command == smb2::NEGOTIATE { 0 } else { host.session },
+            session_id: if command == smb2::NEGOTIATE {
+                0
+            } else {
+                host.session
+            },
         }
     }
 
-    fn client_send(&mut self, h: usize, t: Time, hdr: Header, body: &[u8], fill: usize, kind: ReqKind) {
+    fn client_send(
+        &mut self,
+        h: usize,
+        t: Time,
+        hdr: Header,
+        body: &[u8],
+        fill: usize,
+        kind: ReqKind,
+    ) {
         let parts = smb2::message(&hdr, body, fill);
         self.queue_msg(h, Side::Client, t, parts, Item::Req(ReqItem { hdr, kind }));
     }
@@ -514,20 +529,43 @@ impl<'c, W: Write> Sim<'c, W> {
         match it.kind {
             RespKind::Negotiate => {
                 let hdr = self.client_header(h, smb2::SESSION_SETUP, 1);
-                self.client_send(h, t, hdr, &smb2::session_setup_request(), 0, ReqKind::Session(1));
+                self.client_send(
+                    h,
+                    t,
+                    hdr,
+                    &smb2::session_setup_request(),
+                    0,
+                    ReqKind::Session(1),
+                );
             }
             RespKind::Session(1) => {
                 let hdr = self.client_header(h, smb2::SESSION_SETUP, 1);
-                self.client_send(h, t, hdr, &smb2::session_setup_request(), 0, ReqKind::Session(2));
+                self.client_send(
+                    h,
+                    t,
+                    hdr,
+                    &smb2::session_setup_request(),
+                    0,
+                    ReqKind::Session(2),
+                );
             }
             RespKind::Session(_) => {
                 let path = format!("\\\\{}\\{}", self.c.server_name, self.c.share);
                 let hdr = self.client_header(h, smb2::TREE_CONNECT, 1);
-                self.client_send(h, t, hdr, &smb2::tree_connect_request(&path), 0, ReqKind::Tree);
+                self.client_send(
+                    h,
+                    t,
+                    hdr,
+                    &smb2::tree_connect_request(&path),
+                    0,
+                    ReqKind::Tree,
+                );
             }
             RespKind::Tree => {
                 // Open every disk of the host at once (one write, several messages per segment).
-                let mine: Vec<usize> = (0..self.flows.len()).filter(|&f| self.flows[f].host == h).collect();
+                let mine: Vec<usize> = (0..self.flows.len())
+                    .filter(|&f| self.flows[f].host == h)
+                    .collect();
                 for f in mine {
                     self.send_create(h, t, Target::Flow(f));
                 }
@@ -563,11 +601,22 @@ impl<'c, W: Write> Sim<'c, W> {
 
     fn send_create(&mut self, h: usize, t: Time, target: Target) {
         let name = match target {
-            Target::Flow(f) => self.flows.get(f).map(|f| f.spec.path.clone()).unwrap_or_default(),
+            Target::Flow(f) => self
+                .flows
+                .get(f)
+                .map(|f| f.spec.path.clone())
+                .unwrap_or_default(),
             Target::Spare => "scratch\\probe.vhdx".to_string(),
         };
         let hdr = self.client_header(h, smb2::CREATE, 1);
-        self.client_send(h, t, hdr, &smb2::create_request(&name), 0, ReqKind::Create(target));
+        self.client_send(
+            h,
+            t,
+            hdr,
+            &smb2::create_request(&name),
+            0,
+            ReqKind::Create(target),
+        );
     }
 
     fn flow_request(&self, f: usize, opts: Options) -> Request {
@@ -600,13 +649,25 @@ impl<'c, W: Write> Sim<'c, W> {
                     f,
                     Options::SET_LOGICAL_FLOW_ID | Options::SET_POLICY | Options::GET_STATUS,
                 );
-                self.send_ioctl(f, t, r, Purpose::SetPolicy { with_status: true }, "associate and set policy");
+                self.send_ioctl(
+                    f,
+                    t,
+                    r,
+                    Purpose::SetPolicy { with_status: true },
+                    "associate and set policy",
+                );
             }
             _ => {
                 let mut r = self.flow_request(f, Options::SET_LOGICAL_FLOW_ID);
                 r.policy_id = uuid::Uuid::nil();
                 r.initiator_id = uuid::Uuid::nil();
-                self.send_ioctl(f, t, r, Purpose::SetFlowId(style), "associate the open with its logical flow");
+                self.send_ioctl(
+                    f,
+                    t,
+                    r,
+                    Purpose::SetFlowId(style),
+                    "associate the open with its logical flow",
+                );
             }
         }
     }
@@ -621,10 +682,24 @@ impl<'c, W: Write> Sim<'c, W> {
             let policy = fl.policy;
             let m = self.msgs.len();
             if let Some(fl) = self.flows.get_mut(f) {
-                fl.policies.push(PolRec { time: t, msg: m, policy });
+                fl.policies.push(PolRec {
+                    time: t,
+                    msg: m,
+                    policy,
+                });
             }
         }
-        self.ioctl_on(h, Target::Flow(f), fid, Some(name), t, req, MAX_OUTPUT, purpose, note.to_string());
+        self.ioctl_on(
+            h,
+            Target::Flow(f),
+            fid,
+            Some(name),
+            t,
+            req,
+            MAX_OUTPUT,
+            purpose,
+            note.to_string(),
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -684,11 +759,23 @@ impl<'c, W: Write> Sim<'c, W> {
         match purpose {
             Purpose::SetFlowId(SetupStyle::StatusLater) => {
                 let r = self.policy_request(f, Options::SET_POLICY);
-                self.send_ioctl(f, t, r, Purpose::SetPolicy { with_status: false }, "set policy (status follows within 1 s)");
+                self.send_ioctl(
+                    f,
+                    t,
+                    r,
+                    Purpose::SetPolicy { with_status: false },
+                    "set policy (status follows within 1 s)",
+                );
             }
             Purpose::SetFlowId(_) => {
                 let r = self.policy_request(f, Options::SET_POLICY | Options::GET_STATUS);
-                self.send_ioctl(f, t, r, Purpose::SetPolicy { with_status: true }, "set policy and get status");
+                self.send_ioctl(
+                    f,
+                    t,
+                    r,
+                    Purpose::SetPolicy { with_status: true },
+                    "set policy and get status",
+                );
             }
             Purpose::SetPolicy { with_status: false } => {
                 // Section 3.1.6: the status request must follow within 1 second.
@@ -706,7 +793,12 @@ impl<'c, W: Write> Sim<'c, W> {
 
     /// Section 3.1.5.1.
     fn apply_status(&mut self, f: usize, t: Time, r: &Response) {
-        let poll = u64::from(self.c.hosts.get(self.flows[f].host).map_or(1, |h| h.poll_factor));
+        let poll = u64::from(
+            self.c
+                .hosts
+                .get(self.flows[f].host)
+                .map_or(1, |h| h.poll_factor),
+        );
         let Some(fl) = self.flows.get_mut(f) else {
             return;
         };
@@ -798,8 +890,15 @@ impl<'c, W: Write> Sim<'c, W> {
                 if let Some(fl) = self.flows.get_mut(flow) {
                     fl.policy = policy;
                     if fl.fid.is_some() && !fl.closing {
-                        let r = self.policy_request(flow, Options::SET_POLICY | Options::GET_STATUS);
-                        self.send_ioctl(flow, t, r, Purpose::SetPolicy { with_status: true }, "policy changed on the host");
+                        let r =
+                            self.policy_request(flow, Options::SET_POLICY | Options::GET_STATUS);
+                        self.send_ioctl(
+                            flow,
+                            t,
+                            r,
+                            Purpose::SetPolicy { with_status: true },
+                            "policy changed on the host",
+                        );
                     }
                 }
             }
@@ -827,7 +926,17 @@ impl<'c, W: Write> Sim<'c, W> {
                 let Some(fid) = fid else {
                     return;
                 };
-                self.ioctl_on(host, target, fid, name, t, raw.request, raw.max_output, Purpose::Raw, raw.note.to_string());
+                self.ioctl_on(
+                    host,
+                    target,
+                    fid,
+                    name,
+                    t,
+                    raw.request,
+                    raw.max_output,
+                    Purpose::Raw,
+                    raw.note.to_string(),
+                );
             }
         }
     }
@@ -842,7 +951,14 @@ impl<'c, W: Write> Sim<'c, W> {
         fl.ready = false;
         let h = fl.host;
         let hdr = self.client_header(h, smb2::CLOSE, 1);
-        self.client_send(h, t, hdr, &smb2::close_request(&fid), 0, ReqKind::Close(Target::Flow(f), fid));
+        self.client_send(
+            h,
+            t,
+            hdr,
+            &smb2::close_request(&fid),
+            0,
+            ReqKind::Close(Target::Flow(f), fid),
+        );
     }
 
     // ---- I/O ------------------------------------------------------------------------------
@@ -857,7 +973,9 @@ impl<'c, W: Write> Sim<'c, W> {
             let weights: Vec<u32> = d.sizes.iter().map(|s| s.1).collect();
             let size = d.sizes.get(fl.rng.weighted(&weights)).map_or(4096, |s| s.0);
             let write = fl.rng.below(100) >= u64::from(d.read_percent);
-            let blocks = (fl.spec.disk_bytes / 4096).saturating_sub(u64::from(size / 4096) + 1).max(1);
+            let blocks = (fl.spec.disk_bytes / 4096)
+                .saturating_sub(u64::from(size / 4096) + 1)
+                .max(1);
             let offset = fl.rng.below(blocks) * 4096;
             fl.queue.push_back((t, write, size, offset));
         }
@@ -877,13 +995,21 @@ impl<'c, W: Write> Sim<'c, W> {
         let (obey, dialect) = (host.obeys_limits, host.sqos);
         loop {
             let fl = &mut self.flows[f];
-            if !fl.ready || fl.closing || fl.fid.is_none() || fl.outstanding >= fl.spec.demand.queue_depth {
+            if !fl.ready
+                || fl.closing
+                || fl.fid.is_none()
+                || fl.outstanding >= fl.spec.demand.queue_depth
+            {
                 return;
             }
             let Some(&(gen, write, len, offset)) = fl.queue.front() else {
                 return;
             };
-            let rate = if obey { effective_rate(fl, dialect) } else { None };
+            let rate = if obey {
+                effective_rate(fl, dialect)
+            } else {
+                None
+            };
             if let Some(rate) = rate {
                 // GCRA (a token bucket): `next_allowed` is the flow's theoretical time; an I/O
                 // may start up to BURST_US ahead of it, then pushes it by its normalized cost.
@@ -969,12 +1095,13 @@ impl<'c, W: Write> Sim<'c, W> {
 
     // ---- server ---------------------------------------------------------------------------
 
-    fn server_send(&mut self, h: usize, t: Time, req_hdr: Header, status: u32, body: &[u8], fill: usize, kind: RespKind) {
+    /// Sends a response: `hdr` is the request's header with the status to answer.
+    fn server_send(&mut self, h: usize, t: Time, hdr: Header, body: &[u8], fill: usize, kind: RespKind) {
+        let status = hdr.status;
         let hdr = Header {
-            status,
             response: true,
-            credits: req_hdr.credit_charge.max(1),
-            ..req_hdr
+            credits: hdr.credit_charge.max(1),
+            ..hdr
         };
         let parts = smb2::message(&hdr, body, fill);
         self.queue_msg(h, Side::Server, t, parts, Item::Resp(RespItem { status, kind }));
@@ -988,27 +1115,44 @@ impl<'c, W: Write> Sim<'c, W> {
         let hdr = it.hdr;
         match it.kind {
             ReqKind::Negotiate => {
-                let guid = *uuid::Uuid::from_u128(0x5f0f_5e77_0000_4000_8000_0000_0000_0100).as_bytes();
+                let guid =
+                    *uuid::Uuid::from_u128(0x5f0f_5e77_0000_4000_8000_0000_0000_0100).as_bytes();
                 let salt = self.salt();
-                let body = smb2::negotiate_response(spec.smb_dialect, &guid, reply, self.c.start - 3_600_000_000 * 30, &salt);
-                self.server_send(h, reply, hdr, 0, &body, 0, RespKind::Negotiate);
+                let body = smb2::negotiate_response(
+                    spec.smb_dialect,
+                    &guid,
+                    reply,
+                    self.c.start - 3_600_000_000 * 30,
+                    &salt,
+                );
+                self.server_send(h, reply, hdr, &body, 0, RespKind::Negotiate);
             }
             ReqKind::Session(round) => {
                 let session = 0x0000_4400_0000_0011 + ((h as u64) << 8);
                 if let Some(host) = self.hosts.get_mut(h) {
                     host.session = session;
                 }
-                let status = if round == 1 { smb2::STATUS_MORE_PROCESSING_REQUIRED } else { 0 };
-                let hdr = Header { session_id: session, ..hdr };
-                self.server_send(h, reply, hdr, status, &smb2::session_setup_response(), 0, RespKind::Session(round));
+                let status = if round == 1 {
+                    smb2::STATUS_MORE_PROCESSING_REQUIRED
+                } else {
+                    0
+                };
+                let hdr = Header {
+                    session_id: session,
+                    ..hdr
+                };
+                self.server_send(h, reply, Header { status, ..hdr }, &smb2::session_setup_response(), 0, RespKind::Session(round));
             }
             ReqKind::Tree => {
                 let tree = 1 + h as u32;
                 if let Some(host) = self.hosts.get_mut(h) {
                     host.tree = tree;
                 }
-                let hdr = Header { tree_id: tree, ..hdr };
-                self.server_send(h, reply, hdr, 0, &smb2::tree_connect_response(), 0, RespKind::Tree);
+                let hdr = Header {
+                    tree_id: tree,
+                    ..hdr
+                };
+                self.server_send(h, reply, hdr, &smb2::tree_connect_response(), 0, RespKind::Tree);
             }
             ReqKind::Create(target) => {
                 let Some(host) = self.hosts.get_mut(h) else {
@@ -1016,7 +1160,9 @@ impl<'c, W: Write> Sim<'c, W> {
                 };
                 let fid = FileId {
                     persistent: 0x0000_0800_0000_0000 | ((h as u64) << 24) | host.next_volatile,
-                    volatile: 0x0000_0c00_0000_0000 | ((h as u64) << 32) | (host.next_volatile * 0x41),
+                    volatile: 0x0000_0c00_0000_0000
+                        | ((h as u64) << 32)
+                        | (host.next_volatile * 0x41),
                 };
                 host.next_volatile += 1;
                 let size = match target {
@@ -1024,11 +1170,11 @@ impl<'c, W: Write> Sim<'c, W> {
                     Target::Spare => 4 << 20,
                 };
                 let body = smb2::create_response(&fid, reply, size);
-                self.server_send(h, reply, hdr, 0, &body, 0, RespKind::Create(target, fid));
+                self.server_send(h, reply, hdr, &body, 0, RespKind::Create(target, fid));
             }
             ReqKind::Close(target, fid) => {
                 self.server.close((h as u32, fid.volatile));
-                self.server_send(h, reply, hdr, 0, &smb2::close_response(), 0, RespKind::Close(target));
+                self.server_send(h, reply, hdr, &smb2::close_response(), 0, RespKind::Close(target));
             }
             ReqKind::Io(io) => {
                 let Some(rec) = self.ios.get(io) else {
@@ -1055,9 +1201,9 @@ impl<'c, W: Write> Sim<'c, W> {
         };
         let (len, hdr) = (rec.len, rec.hdr);
         if rec.write {
-            self.server_send(h, t, hdr, 0, &smb2::write_response(len), 0, RespKind::Io(io));
+            self.server_send(h, t, hdr, &smb2::write_response(len), 0, RespKind::Io(io));
         } else {
-            self.server_send(h, t, hdr, 0, &smb2::read_response(len), len as usize, RespKind::Io(io));
+            self.server_send(h, t, hdr, &smb2::read_response(len), len as usize, RespKind::Io(io));
         }
     }
 
@@ -1071,7 +1217,9 @@ impl<'c, W: Write> Sim<'c, W> {
         }
         .unwrap_or_default();
         let size = encode_request(&rec.req).len();
-        let result = self.server.handle((h as u32, fid.volatile), &rec.req, size, rec.max_out);
+        let result = self
+            .server
+            .handle((h as u32, fid.volatile), &rec.req, size, rec.max_out);
         let rec = &mut self.msgs[m];
         match result {
             Ok(resp) => {
@@ -1079,11 +1227,11 @@ impl<'c, W: Write> Sim<'c, W> {
                 let out = resp.as_ref().map(encode_response).unwrap_or_default();
                 rec.resp = resp;
                 let body = smb2::ioctl_response(FSCTL_STORAGE_QOS_CONTROL, &fid, &out);
-                self.server_send(h, t, hdr, 0, &body, 0, RespKind::Ioctl(m));
+                self.server_send(h, t, hdr, &body, 0, RespKind::Ioctl(m));
             }
             Err(status) => {
                 rec.nt = Some(status);
-                self.server_send(h, t, hdr, status, &smb2::error_response(), 0, RespKind::Ioctl(m));
+                self.server_send(h, t, Header { status, ..hdr }, &smb2::error_response(), 0, RespKind::Ioctl(m));
             }
         }
     }
@@ -1135,7 +1283,12 @@ impl SimResult {
             t.hosts.push(truth::HostTruth {
                 name: h.name.clone(),
                 address: h.ip.to_string(),
-                smb_dialect: format!("{}.{}.{}", h.smb_dialect >> 8, (h.smb_dialect >> 4) & 0xf, h.smb_dialect & 0xf),
+                smb_dialect: format!(
+                    "{}.{}.{}",
+                    h.smb_dialect >> 8,
+                    (h.smb_dialect >> 4) & 0xf,
+                    h.smb_dialect & 0xf
+                ),
                 sqos_dialect: h.sqos,
                 obeys_limits: h.obeys_limits,
                 poll_factor: h.poll_factor,
@@ -1148,8 +1301,15 @@ impl SimResult {
                 t.totals.sqos_errors += 1;
             }
             t.messages.push(truth::MessageTruth {
-                host: c.hosts.get(m.host).map(|h| h.name.clone()).unwrap_or_default(),
-                logical_flow_id: m.flow.and_then(|f| self.flows.get(f)).map(|f| f.spec.flow_id),
+                host: c
+                    .hosts
+                    .get(m.host)
+                    .map(|h| h.name.clone())
+                    .unwrap_or_default(),
+                logical_flow_id: m
+                    .flow
+                    .and_then(|f| self.flows.get(f))
+                    .map(|f| f.spec.flow_id),
                 file_name: m.file_name.clone(),
                 request_frame: self.frame(m.req_tag),
                 request_time: secs(self.trace(m.req_tag).map_or(m.sent, |x| x.ts)),

@@ -143,7 +143,13 @@ fn negotiate_contexts(b: &mut Vec<u8>, salt: &[u8; 32], ciphers: &[u16]) {
     }
 }
 
-pub fn negotiate_response(dialect: u16, server_guid: &[u8; 16], now_us: u64, boot_us: u64, salt: &[u8; 32]) -> Vec<u8> {
+pub fn negotiate_response(
+    dialect: u16,
+    server_guid: &[u8; 16],
+    now_us: u64,
+    boot_us: u64,
+    salt: &[u8; 32],
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(200);
     b.extend_from_slice(&65u16.to_le_bytes());
     b.extend_from_slice(&1u16.to_le_bytes()); // SecurityMode: signing enabled
@@ -395,7 +401,11 @@ mod tests {
             message_id: 7,
             ..Header::default()
         };
-        let m = bytes(&message(&h, &write_request(&FileId::default(), 0, 4096), 4096));
+        let m = bytes(&message(
+            &h,
+            &write_request(&FileId::default(), 0, 4096),
+            4096,
+        ));
         assert_eq!(m.len(), 4 + 64 + 48 + 4096);
         assert_eq!(&m[0..4], &[0, 0, 0x10, 0x70]);
         assert_eq!(&m[4..8], b"\xfeSMB");
@@ -416,6 +426,9 @@ mod tests {
         assert_eq!(create_request("a").len(), 58);
         assert_eq!(close_response().len(), 60);
         assert_eq!(error_response().len(), 9);
-        assert_eq!(negotiate_response(DIALECT_302, &[0; 16], 0, 0, &[0; 32]).len(), 64);
+        assert_eq!(
+            negotiate_response(DIALECT_302, &[0; 16], 0, 0, &[0; 32]).len(),
+            64
+        );
     }
 }

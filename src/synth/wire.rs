@@ -715,7 +715,11 @@ mod tests {
 
     #[test]
     fn gather_spans_parts() {
-        let parts = vec![Part::Bytes(vec![1, 2, 3]), Part::Fill(4), Part::Bytes(vec![9])];
+        let parts = vec![
+            Part::Bytes(vec![1, 2, 3]),
+            Part::Fill(4),
+            Part::Bytes(vec![9]),
+        ];
         let mut out = Vec::new();
         gather(&parts, 2, 5, b"abcdef", &mut out);
         assert_eq!(out, vec![3, b'a', b'b', b'c', b'd']);

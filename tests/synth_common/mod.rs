@@ -32,7 +32,9 @@ fn u32be(b: &[u8], o: usize) -> u32 {
 pub fn gunzip_if_needed(bytes: Vec<u8>) -> Vec<u8> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut out).unwrap();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .unwrap();
         out
     } else {
         bytes
@@ -48,7 +50,11 @@ pub fn read_capture(bytes: Vec<u8>) -> Vec<Frame> {
             let nanos = u32le(&b, 0) == 0xa1b2_3c4d;
             let mut o = 24;
             while o + 16 <= b.len() {
-                let (s, frac, cap) = (u32le(&b, o) as u64, u32le(&b, o + 4) as u64, u32le(&b, o + 8) as usize);
+                let (s, frac, cap) = (
+                    u32le(&b, o) as u64,
+                    u32le(&b, o + 4) as u64,
+                    u32le(&b, o + 8) as usize,
+                );
                 let ts = s * 1_000_000 + if nanos { frac / 1000 } else { frac };
                 frames.push(Frame {
                     no: frames.len() as u64 + 1,
@@ -143,11 +149,19 @@ pub fn smb2_messages(frames: &[Frame]) -> Vec<Msg> {
             0x0800 => {
                 let ihl = (d[o] & 0xf) as usize * 4;
                 let total = u16be(d, o + 2) as usize;
-                (d[o + 12..o + 16].to_vec(), d[o + 16..o + 20].to_vec(), &d[o + ihl..o + total])
+                (
+                    d[o + 12..o + 16].to_vec(),
+                    d[o + 16..o + 20].to_vec(),
+                    &d[o + ihl..o + total],
+                )
             }
             0x86dd => {
                 let plen = u16be(d, o + 4) as usize;
-                (d[o + 8..o + 24].to_vec(), d[o + 24..o + 40].to_vec(), &d[o + 40..o + 40 + plen])
+                (
+                    d[o + 8..o + 24].to_vec(),
+                    d[o + 24..o + 40].to_vec(),
+                    &d[o + 40..o + 40 + plen],
+                )
             }
             _ => continue,
         };
@@ -185,7 +199,11 @@ pub fn smb2_messages(frames: &[Frame]) -> Vec<Msg> {
         dir.buf.extend_from_slice(&payload[skip..]);
         let mut nx = next.wrapping_add((payload.len() - skip) as u32);
         // Out-of-order segments that are now in order arrived earlier; this frame completes them.
-        while let Some((&s, _)) = dir.ooo.iter().find(|(&s, _)| (s.wrapping_sub(nx) as i32) <= 0) {
+        while let Some((&s, _)) = dir
+            .ooo
+            .iter()
+            .find(|(&s, _)| (s.wrapping_sub(nx) as i32) <= 0)
+        {
             let (p, _) = dir.ooo.remove(&s).unwrap();
             let skip = nx.wrapping_sub(s) as usize;
             if skip < p.len() {
@@ -203,7 +221,12 @@ pub fn smb2_messages(frames: &[Frame]) -> Vec<Msg> {
             if dir.buf.len() < 4 + len {
                 break;
             }
-            let first = dir.marks.iter().rev().find(|m| m.0 == 0).map_or(f.no, |m| m.1);
+            let first = dir
+                .marks
+                .iter()
+                .rev()
+                .find(|m| m.0 == 0)
+                .map_or(f.no, |m| m.1);
             let bytes = dir.buf[4..4 + len].to_vec();
             dir.buf.drain(..4 + len);
             let cut = 4 + len;
@@ -248,7 +271,10 @@ pub struct Exchange<'a> {
 
 pub fn exchanges(msgs: &[Msg]) -> Vec<Exchange<'_>> {
     let mut by_id: HashMap<(usize, u64), &Msg> = HashMap::new();
-    for m in msgs.iter().filter(|m| m.is_response() && m.status() != 0x103) {
+    for m in msgs
+        .iter()
+        .filter(|m| m.is_response() && m.status() != 0x103)
+    {
         by_id.insert((m.conn, m.message_id()), m);
     }
     msgs.iter()
@@ -317,7 +343,12 @@ pub fn parse_sqos_request(b: &[u8]) -> SqosReq {
 
 /// (TimeToLive, Status, MaximumIoRate, MaximumBandwidth) of a response buffer.
 pub fn parse_sqos_response(b: &[u8]) -> (u32, u32, u64, Option<u64>) {
-    (u32le(b, 56), u32le(b, 60), u64le(b, 64), (b.len() >= 96).then(|| u64le(b, 88)))
+    (
+        u32le(b, 56),
+        u32le(b, 60),
+        u64le(b, 64),
+        (b.len() >= 96).then(|| u64le(b, 88)),
+    )
 }
 
 /// The GUID in the textual form serde writes (from its little-endian wire bytes).
