@@ -10,6 +10,7 @@ pub mod capture;
 pub mod net;
 pub mod output;
 pub mod pipeline;
+pub mod run;
 pub mod smb2;
 pub mod sqos;
 pub mod synth;

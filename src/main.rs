@@ -1,3 +1,7 @@
+//! The `sqos` command line.
+
+mod cli;
+
 fn main() {
-    println!("sqos");
+    std::process::exit(cli::main());
 }

@@ -1,11 +1,42 @@
-//! Streaming pcap / pcapng reader. STUB: owned by the capture/net work.
+//! Streaming pcap / pcapng reader on top of pcap-parser's buffered readers.
+//!
+//! The reader looks at each record's length itself before asking pcap-parser to parse it, so it
+//! knows whether it needs more input (a short read from a pipe is "need more", only a read of 0
+//! bytes is the end), whether the input ended inside a record (cut-off capture), or whether the
+//! record is broken. Records are consumed lazily: a returned [`Frame`] borrows the reader's
+//! buffer until the next call.
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::{PcapNGPacketBlock, PcapReaderIterator};
+use pcap_parser::{
+    parse_pcap_header, LegacyPcapReader, OptionCode, PcapBlockOwned, PcapError, PcapHeader,
+    PcapNGReader,
+};
 use thiserror::Error;
 
-use super::Frame;
+use super::input::{maybe_gunzip, read_full, rewind, Tap, TapState};
+use super::{Frame, Timestamp};
+
+/// Largest record (pcap record or pcapng block) accepted. Bigger ones are reported as corrupt
+/// rather than growing the buffer: real frames stay far below (Wireshark's own limit for a
+/// packet is 256 KiB), so such a length is almost always damage.
+pub const MAX_BLOCK_LEN: usize = 1 << 20;
+/// The read buffer: one maximal record plus slack, allocated once.
+const BUFFER_CAPACITY: usize = MAX_BLOCK_LEN + 64 * 1024;
+/// Interfaces per pcapng section; a file declaring more is treated as damaged.
+const MAX_INTERFACES: usize = 1 << 16;
+
+const SHB_TYPE: u32 = 0x0A0D_0D0A;
+const IDB_TYPE: u32 = 1;
+const PB_TYPE: u32 = 2;
+const SPB_TYPE: u32 = 3;
+const EPB_TYPE: u32 = 6;
+const BOM_LE: [u8; 4] = [0x4d, 0x3c, 0x2b, 0x1a];
+const BOM_BE: [u8; 4] = [0x1a, 0x2b, 0x3c, 0x4d];
 
 #[derive(Debug, Error)]
 pub enum CaptureError {
@@ -28,33 +59,730 @@ pub enum CaptureError {
     },
 }
 
+impl CaptureError {
+    /// True when nothing could be read at all (exit code class "unusable input"); otherwise
+    /// the frames read before the error stand ("damaged but read").
+    pub fn is_unusable(&self) -> bool {
+        match self {
+            CaptureError::Open { .. } | CaptureError::NotACapture { .. } => true,
+            CaptureError::Io { offset, .. } => *offset == 0,
+            CaptureError::Truncated { frame, .. } | CaptureError::Corrupt { frame, .. } => {
+                *frame <= 1
+            }
+        }
+    }
+}
+
+/// The container format of the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureFormat {
+    Pcap { nanosecond: bool, big_endian: bool },
+    PcapNg,
+}
+
+/// A pcapng interface as described by its IDB.
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    link_type: u32,
+    snaplen: u32,
+    /// Timestamp units per second (if_tsresol).
+    units_per_sec: u64,
+    /// Seconds added to every timestamp (if_tsoffset).
+    offset_secs: i64,
+}
+
+enum Format {
+    Pcap {
+        link_type: u32,
+        nanosecond: bool,
+        big_endian: bool,
+        /// pcap-parser hands out the file header as the first "block".
+        header_pending: bool,
+        /// 16, or 24 for the "modified" (Kuznetzov) format.
+        record_header_len: usize,
+    },
+    PcapNg {
+        big_endian: bool,
+        interfaces: Vec<Interface>,
+    },
+}
+
+/// What the next record is, learnt from its header alone.
+enum Peek {
+    /// Not enough bytes buffered to tell; at least this many are needed.
+    NeedHeader(usize),
+    Record {
+        len: usize,
+        kind: u32,
+    },
+}
+
+/// Where a packet's bytes lie in the buffer, and its metadata.
+struct PacketMeta {
+    start: usize,
+    end: usize,
+    ts: Timestamp,
+    interface: u32,
+    link_type: u32,
+    orig_len: u32,
+}
+
 /// Reads frames one at a time from a pcap or pcapng stream, never loading the whole input.
 pub struct CaptureReader {
-    _inner: Box<dyn Read + Send>,
+    rdr: Box<dyn PcapReaderIterator + Send>,
+    format: Format,
+    tap: Arc<TapState>,
+    gzip: bool,
+    /// Length of the record last handed out, consumed at the next call.
+    pending: usize,
+    frames: u64,
+    last_ts: Timestamp,
+    done: bool,
+    follow: bool,
 }
 
 impl CaptureReader {
     /// Open a file (`-` is stdin); gzip-compressed input is detected by its magic bytes.
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
+        if path.as_os_str() == "-" {
+            return Self::from_reader(Box::new(std::io::stdin()));
+        }
         let f = std::fs::File::open(path).map_err(|source| CaptureError::Open {
             path: path.display().to_string(),
             source,
         })?;
         Self::from_reader(Box::new(f))
     }
+
     pub fn from_reader(inner: Box<dyn Read + Send>) -> Result<Self, CaptureError> {
-        Ok(CaptureReader { _inner: inner })
+        let (tap, tap_state) = Tap::new(inner);
+        let io_err = |source| CaptureError::Io { offset: 0, source };
+        let (mut stream, gzip) = maybe_gunzip(Box::new(tap)).map_err(io_err)?;
+
+        let mut prefix = vec![0u8; 12];
+        let n = read_full(&mut stream, &mut prefix).map_err(io_err)?;
+        prefix.truncate(n);
+        let magic = prefix.get(..4).unwrap_or_default();
+        let not_capture = CaptureError::NotACapture { offset: 0 };
+
+        if magic == SHB_TYPE.to_le_bytes() {
+            let big_endian = match prefix.get(8..12) {
+                Some(b) if b == BOM_LE => false,
+                Some(b) if b == BOM_BE => true,
+                _ => return Err(not_capture),
+            };
+            let len = prefix
+                .get(4..8)
+                .map(|b| read_u32(b, big_endian) as usize)
+                .unwrap_or(0);
+            if !(28..=MAX_BLOCK_LEN).contains(&len) || len % 4 != 0 {
+                return Err(not_capture);
+            }
+            prefix.resize(len, 0);
+            let got =
+                read_full(&mut stream, prefix.get_mut(12..).unwrap_or_default()).map_err(io_err)?;
+            if got + 12 < len {
+                return Err(CaptureError::Truncated {
+                    frame: 1,
+                    offset: 0,
+                });
+            }
+            let rdr = PcapNGReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+                .map_err(|e| corrupt_at(1, 0, &e))?;
+            return Ok(Self::with(
+                Box::new(rdr),
+                Format::PcapNg {
+                    big_endian,
+                    interfaces: Vec::new(),
+                },
+                tap_state,
+                gzip,
+            ));
+        }
+
+        if !is_pcap_magic(magic) {
+            return Err(not_capture);
+        }
+        prefix.resize(24, 0);
+        let got =
+            read_full(&mut stream, prefix.get_mut(n..).unwrap_or_default()).map_err(io_err)?;
+        if n + got < 24 {
+            return Err(not_capture);
+        }
+        let header: PcapHeader = match parse_pcap_header(&prefix) {
+            Ok((_, h)) => h,
+            Err(_) => return Err(not_capture),
+        };
+        let format = Format::Pcap {
+            // The upper bits of the link type field carry FCS information, not the type.
+            link_type: (header.network.0 as u32) & 0xffff,
+            nanosecond: header.is_nanosecond_precision(),
+            big_endian: header.is_bigendian(),
+            header_pending: true,
+            record_header_len: if header.is_modified_format() { 24 } else { 16 },
+        };
+        let rdr = LegacyPcapReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+            .map_err(|e| corrupt_at(1, 0, &e))?;
+        Ok(Self::with(Box::new(rdr), format, tap_state, gzip))
     }
+
+    fn with(
+        rdr: Box<dyn PcapReaderIterator + Send>,
+        format: Format,
+        tap: Arc<TapState>,
+        gzip: bool,
+    ) -> Self {
+        CaptureReader {
+            rdr,
+            format,
+            tap,
+            gzip,
+            pending: 0,
+            frames: 0,
+            last_ts: Timestamp::default(),
+            done: false,
+            follow: false,
+        }
+    }
+
+    /// Follow a growing input (`tail -f`): at the end of the input, a partly written record is
+    /// not an error; `next_frame` returns `Ok(None)` and can be called again later.
+    pub fn set_follow(&mut self, follow: bool) {
+        self.follow = follow;
+    }
+
     /// The next frame, `Ok(None)` at the clean end of the capture.
+    ///
+    /// After an error the frames returned so far stand and every later call returns `Ok(None)`.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
-        Ok(None)
+        let meta = match self.advance() {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                self.done = true;
+                return Err(e);
+            }
+        };
+        let data = self
+            .rdr
+            .data()
+            .get(meta.start..meta.end)
+            .unwrap_or_default();
+        Ok(Some(Frame {
+            number: self.frames,
+            ts: meta.ts,
+            interface: meta.interface,
+            link_type: meta.link_type,
+            data,
+            orig_len: meta.orig_len,
+        }))
     }
+
     /// Bytes of the (decompressed) input consumed so far, for progress display.
     pub fn bytes_read(&self) -> u64 {
-        0
+        (self.rdr.consumed() + self.pending) as u64
     }
+
+    /// Bytes read from the underlying file or pipe (compressed bytes for gzip input): compare
+    /// with the file size for a progress bar.
+    pub fn input_bytes_read(&self) -> u64 {
+        self.tap.raw_bytes()
+    }
+
     /// Number of frames returned so far.
     pub fn frames_read(&self) -> u64 {
-        0
+        self.frames
+    }
+
+    pub fn format(&self) -> CaptureFormat {
+        match self.format {
+            Format::Pcap {
+                nanosecond,
+                big_endian,
+                ..
+            } => CaptureFormat::Pcap {
+                nanosecond,
+                big_endian,
+            },
+            Format::PcapNg { .. } => CaptureFormat::PcapNg,
+        }
+    }
+
+    /// True when the input was gzip-compressed.
+    pub fn is_gzip(&self) -> bool {
+        self.gzip
+    }
+
+    fn offset(&self) -> u64 {
+        self.rdr.consumed() as u64
+    }
+
+    fn corrupt(&self, reason: impl Into<String>) -> CaptureError {
+        CaptureError::Corrupt {
+            frame: self.frames + 1,
+            offset: self.offset(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Moves to the next packet record, handling the other records on the way.
+    fn advance(&mut self) -> Result<Option<PacketMeta>, CaptureError> {
+        if self.done {
+            return Ok(None);
+        }
+        if self.pending > 0 {
+            self.rdr.consume_noshift(self.pending);
+            self.pending = 0;
+        }
+        loop {
+            let (len, kind) = match self.peek()? {
+                Peek::NeedHeader(need) => {
+                    if !self.fill(need)? {
+                        return self.end_of_input();
+                    }
+                    continue;
+                }
+                Peek::Record { len, kind } => (len, kind),
+            };
+            if self.rdr.data().len() < len {
+                if !self.fill(len)? {
+                    return self.end_of_input();
+                }
+                continue;
+            }
+            if let Some(meta) = self.take_record(len, kind)? {
+                self.frames += 1;
+                self.last_ts = meta.ts;
+                return Ok(Some(meta));
+            }
+        }
+    }
+
+    /// Reads until `need` bytes are buffered. False when the input ended first.
+    fn fill(&mut self, need: usize) -> Result<bool, CaptureError> {
+        while self.rdr.data().len() < need {
+            let offset = self.offset();
+            if self.rdr.refill().is_err() {
+                let source = self
+                    .tap
+                    .take_error()
+                    .unwrap_or_else(|| std::io::Error::other("read failed"));
+                return Err(CaptureError::Io { offset, source });
+            }
+            if self.rdr.reader_exhausted() {
+                return Ok(self.rdr.data().len() >= need);
+            }
+        }
+        Ok(true)
+    }
+
+    fn end_of_input(&mut self) -> Result<Option<PacketMeta>, CaptureError> {
+        if self.rdr.data().is_empty() || self.follow {
+            return Ok(None);
+        }
+        Err(CaptureError::Truncated {
+            frame: self.frames + 1,
+            offset: self.offset(),
+        })
+    }
+
+    fn peek(&self) -> Result<Peek, CaptureError> {
+        let data = self.rdr.data();
+        match &self.format {
+            Format::Pcap {
+                header_pending: true,
+                ..
+            } => Ok(Peek::Record { len: 0, kind: 0 }),
+            Format::Pcap {
+                big_endian,
+                record_header_len,
+                ..
+            } => {
+                let Some(caplen) = data.get(8..12).filter(|_| data.len() >= *record_header_len)
+                else {
+                    return Ok(Peek::NeedHeader(*record_header_len));
+                };
+                let caplen = read_u32(caplen, *big_endian) as usize;
+                if caplen > MAX_BLOCK_LEN - record_header_len {
+                    return Err(self.corrupt(format!(
+                        "record claims {caplen} captured bytes, more than the {MAX_BLOCK_LEN}-byte limit"
+                    )));
+                }
+                Ok(Peek::Record {
+                    len: record_header_len + caplen,
+                    kind: 0,
+                })
+            }
+            Format::PcapNg { big_endian, .. } => {
+                let (Some(t), Some(l), Some(bom)) =
+                    (data.get(0..4), data.get(4..8), data.get(8..12))
+                else {
+                    return Ok(Peek::NeedHeader(12));
+                };
+                let (kind, big_endian) = if t == SHB_TYPE.to_le_bytes() {
+                    match bom {
+                        b if b == BOM_LE => (SHB_TYPE, false),
+                        b if b == BOM_BE => (SHB_TYPE, true),
+                        _ => return Err(self.corrupt("section header with a bad byte-order mark")),
+                    }
+                } else {
+                    (read_u32(t, *big_endian), *big_endian)
+                };
+                let len = read_u32(l, big_endian) as usize;
+                if len < 12 || len % 4 != 0 {
+                    return Err(self.corrupt(format!("block of type {kind:#x} has length {len}")));
+                }
+                if len > MAX_BLOCK_LEN {
+                    return Err(self.corrupt(format!(
+                        "block of type {kind:#x} is {len} bytes, more than the {MAX_BLOCK_LEN}-byte limit"
+                    )));
+                }
+                Ok(Peek::Record { len, kind })
+            }
+        }
+    }
+
+    /// Parses the fully buffered record at the front of the buffer. Returns the packet it holds,
+    /// or `None` (and consumes it) for records that carry no packet.
+    fn take_record(&mut self, len: usize, kind: u32) -> Result<Option<PacketMeta>, CaptureError> {
+        match &self.format {
+            Format::Pcap { .. } => self.take_pcap_record(),
+            Format::PcapNg { .. } => match kind {
+                SHB_TYPE | IDB_TYPE | EPB_TYPE | SPB_TYPE => self.take_ng_block(len),
+                PB_TYPE => self.take_obsolete_packet(len),
+                _ => {
+                    // Statistics, name resolution, secrets, custom blocks: not needed here.
+                    self.rdr.consume_noshift(len);
+                    Ok(None)
+                }
+            },
+        }
+    }
+
+    fn take_pcap_record(&mut self) -> Result<Option<PacketMeta>, CaptureError> {
+        let (link_type, nanosecond) = match &mut self.format {
+            Format::Pcap {
+                header_pending: pending @ true,
+                ..
+            } => {
+                // The header was parsed while probing; pcap-parser reports it once more.
+                *pending = false;
+                let step = match self.rdr.next() {
+                    Ok((n, _)) => Ok(n),
+                    Err(e) => Err(describe(&e)),
+                };
+                return match step {
+                    Ok(n) => {
+                        self.rdr.consume_noshift(n);
+                        Ok(None)
+                    }
+                    Err(reason) => Err(self.corrupt(reason)),
+                };
+            }
+            Format::Pcap {
+                link_type,
+                nanosecond,
+                ..
+            } => (*link_type, *nanosecond),
+            Format::PcapNg { .. } => return Ok(None),
+        };
+        let base = self.rdr.data().as_ptr() as usize;
+        let parsed = match self.rdr.next() {
+            Ok((n, PcapBlockOwned::Legacy(b))) => {
+                let frac_ns = if nanosecond {
+                    i64::from(b.ts_usec)
+                } else {
+                    i64::from(b.ts_usec) * 1000
+                };
+                let ts = timestamp(i64::from(b.ts_sec), frac_ns);
+                let start = (b.data.as_ptr() as usize).wrapping_sub(base);
+                Ok((n, start, b.data.len(), ts, b.origlen))
+            }
+            Ok((_, _)) => Err("unexpected record".to_string()),
+            Err(e) => Err(describe(&e)),
+        };
+        let (n, start, caplen, ts, orig_len) = parsed.map_err(|r| self.corrupt(r))?;
+        self.pending = n;
+        Ok(Some(PacketMeta {
+            start,
+            end: start + caplen,
+            ts,
+            interface: 0,
+            link_type,
+            orig_len,
+        }))
+    }
+
+    fn take_ng_block(&mut self, len: usize) -> Result<Option<PacketMeta>, CaptureError> {
+        let Format::PcapNg {
+            big_endian,
+            interfaces,
+        } = &mut self.format
+        else {
+            return Ok(None);
+        };
+        let base = self.rdr.data().as_ptr() as usize;
+        let frames = self.frames;
+        let last_ts = self.last_ts;
+        // The outcome is computed while the block borrows the buffer, then acted on after.
+        let outcome: Result<Option<PacketMeta>, String> = match self.rdr.next() {
+            Ok((_, PcapBlockOwned::NG(block))) => match block {
+                Block::SectionHeader(shb) => {
+                    *big_endian = shb.big_endian();
+                    interfaces.clear();
+                    Ok(None)
+                }
+                Block::InterfaceDescription(idb) => {
+                    if interfaces.len() >= MAX_INTERFACES {
+                        Err(format!(
+                            "more than {MAX_INTERFACES} interfaces in a section"
+                        ))
+                    } else {
+                        interface_from_idb(&idb, *big_endian).map(|i| {
+                            interfaces.push(i);
+                            None
+                        })
+                    }
+                }
+                Block::EnhancedPacket(epb) => match interfaces.get(epb.if_id as usize) {
+                    None => Err(format!(
+                        "packet for interface {} but the section describes {}",
+                        epb.if_id,
+                        interfaces.len()
+                    )),
+                    Some(ifc) => {
+                        let data = epb.packet_data();
+                        let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                        let start = (data.as_ptr() as usize).wrapping_sub(base);
+                        Ok(Some(PacketMeta {
+                            start,
+                            end: start + data.len(),
+                            ts: ng_timestamp(units, ifc),
+                            interface: epb.if_id,
+                            link_type: ifc.link_type,
+                            orig_len: epb.origlen,
+                        }))
+                    }
+                },
+                Block::SimplePacket(spb) => match interfaces.first() {
+                    None => Err("simple packet block before any interface".to_string()),
+                    Some(ifc) => {
+                        let mut caplen = (spb.origlen as usize).min(spb.data.len());
+                        if ifc.snaplen > 0 {
+                            caplen = caplen.min(ifc.snaplen as usize);
+                        }
+                        let start = (spb.data.as_ptr() as usize).wrapping_sub(base);
+                        // SPBs carry no time: keep the previous frame's so times stay ordered.
+                        Ok(Some(PacketMeta {
+                            start,
+                            end: start + caplen,
+                            ts: last_ts,
+                            interface: 0,
+                            link_type: ifc.link_type,
+                            orig_len: spb.origlen,
+                        }))
+                    }
+                },
+                _ => Ok(None),
+            },
+            Ok(_) => Ok(None),
+            Err(e) => Err(describe(&e)),
+        };
+        match outcome {
+            Ok(meta) => {
+                if meta.is_some() {
+                    self.pending = len;
+                } else {
+                    self.rdr.consume_noshift(len);
+                }
+                Ok(meta)
+            }
+            Err(reason) => Err(CaptureError::Corrupt {
+                frame: frames + 1,
+                offset: self.offset(),
+                reason,
+            }),
+        }
+    }
+
+    /// The obsolete Packet Block (type 2), still written by old tools; pcap-parser skips it.
+    fn take_obsolete_packet(&mut self, len: usize) -> Result<Option<PacketMeta>, CaptureError> {
+        let Format::PcapNg {
+            big_endian,
+            interfaces,
+        } = &self.format
+        else {
+            return Ok(None);
+        };
+        let block = self.rdr.data().get(..len).unwrap_or_default();
+        let field = |at: usize| block.get(at..at + 4).map(|b| read_u32(b, *big_endian));
+        let if_id = block
+            .get(8..10)
+            .map(|b| u32::from(read_u16(b, *big_endian)));
+        let (Some(if_id), Some(ts_high), Some(ts_low), Some(caplen), Some(orig_len)) =
+            (if_id, field(12), field(16), field(20), field(24))
+        else {
+            return Err(self.corrupt("packet block too short"));
+        };
+        let Some(ifc) = interfaces.get(if_id as usize).copied() else {
+            return Err(self.corrupt(format!("packet for undescribed interface {if_id}")));
+        };
+        let start = 28usize;
+        let end = start + caplen as usize;
+        if end + 4 > len {
+            return Err(self.corrupt("packet block shorter than its captured length"));
+        }
+        let units = (u64::from(ts_high) << 32) | u64::from(ts_low);
+        self.pending = len;
+        Ok(Some(PacketMeta {
+            start,
+            end,
+            ts: ng_timestamp(units, &ifc),
+            interface: if_id,
+            link_type: ifc.link_type,
+            orig_len,
+        }))
+    }
+}
+
+fn is_pcap_magic(magic: &[u8]) -> bool {
+    const MAGICS: [u32; 5] = [
+        0xa1b2_c3d4, // µs, writer's byte order = little endian here
+        0xa1b2_3c4d, // ns
+        0xa1b2_cd34, // "modified" pcap
+        0xd4c3_b2a1, // µs, big endian
+        0x4d3c_b2a1, // ns, big endian
+    ];
+    magic
+        .try_into()
+        .map(|b: [u8; 4]| MAGICS.contains(&u32::from_le_bytes(b)))
+        .unwrap_or(false)
+}
+
+fn read_u32(b: &[u8], big_endian: bool) -> u32 {
+    let a: [u8; 4] = b.get(..4).and_then(|s| s.try_into().ok()).unwrap_or([0; 4]);
+    if big_endian {
+        u32::from_be_bytes(a)
+    } else {
+        u32::from_le_bytes(a)
+    }
+}
+
+fn read_u16(b: &[u8], big_endian: bool) -> u16 {
+    let a: [u8; 2] = b.get(..2).and_then(|s| s.try_into().ok()).unwrap_or([0; 2]);
+    if big_endian {
+        u16::from_be_bytes(a)
+    } else {
+        u16::from_le_bytes(a)
+    }
+}
+
+fn timestamp(secs: i64, frac_ns: i64) -> Timestamp {
+    Timestamp(secs.saturating_mul(1_000_000_000).saturating_add(frac_ns))
+}
+
+/// Converts a pcapng timestamp (units since the epoch, plus the interface's offset) to ns.
+fn ng_timestamp(units: u64, ifc: &Interface) -> Timestamp {
+    let per_sec = u128::from(ifc.units_per_sec.max(1));
+    let units = u128::from(units);
+    let secs = i64::try_from(units / per_sec).unwrap_or(i64::MAX);
+    let frac_ns = i64::try_from((units % per_sec) * 1_000_000_000 / per_sec).unwrap_or(0);
+    timestamp(secs.saturating_add(ifc.offset_secs), frac_ns)
+}
+
+/// if_tsresol: the high bit selects a power of two, otherwise a power of ten.
+fn units_per_sec(tsresol: u8) -> Option<u64> {
+    let exp = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(exp)
+    } else {
+        1u64.checked_shl(exp).filter(|_| exp < 64)
+    }
+}
+
+fn interface_from_idb(
+    idb: &pcap_parser::InterfaceDescriptionBlock<'_>,
+    big_endian: bool,
+) -> Result<Interface, String> {
+    let mut tsresol = 6u8;
+    let mut offset_secs = 0i64;
+    for opt in &idb.options {
+        let value = opt.as_bytes().unwrap_or_default();
+        match opt.code {
+            OptionCode::IfTsresol => {
+                if let Some(&r) = value.first() {
+                    tsresol = r;
+                }
+            }
+            OptionCode::IfTsoffset => {
+                // pcap-parser reads this one as little endian whatever the section says.
+                if let Some(b) = value.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+                    offset_secs = if big_endian {
+                        i64::from_be_bytes(b)
+                    } else {
+                        i64::from_le_bytes(b)
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    let units_per_sec =
+        units_per_sec(tsresol).ok_or_else(|| format!("invalid if_tsresol {tsresol:#x}"))?;
+    Ok(Interface {
+        link_type: u32::from(idb.linktype.0 as u16),
+        snaplen: idb.snaplen,
+        units_per_sec,
+        offset_secs,
+    })
+}
+
+/// pcap-parser's errors print the raw input; keep reports to one readable line.
+fn describe(e: &PcapError<&[u8]>) -> String {
+    match e {
+        PcapError::NomError(_, kind) | PcapError::OwnedNomError(_, kind) => {
+            format!("malformed record ({kind:?})")
+        }
+        PcapError::Incomplete(_) | PcapError::UnexpectedEof => {
+            "record shorter than its contents claim".to_string()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn corrupt_at(frame: u64, offset: u64, e: &PcapError<&[u8]>) -> CaptureError {
+    CaptureError::Corrupt {
+        frame,
+        offset,
+        reason: describe(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsresol_decimal_and_binary() {
+        assert_eq!(units_per_sec(6), Some(1_000_000));
+        assert_eq!(units_per_sec(9), Some(1_000_000_000));
+        assert_eq!(units_per_sec(0x80 | 10), Some(1024));
+        assert_eq!(units_per_sec(20), None);
+        assert_eq!(units_per_sec(0x80 | 64), None);
+    }
+
+    #[test]
+    fn ng_timestamp_uses_resolution_and_offset() {
+        let ifc = Interface {
+            link_type: 1,
+            snaplen: 0,
+            units_per_sec: 1024,
+            offset_secs: 100,
+        };
+        // 3.5 s in 1/1024 units, plus 100 s offset.
+        assert_eq!(
+            ng_timestamp(3 * 1024 + 512, &ifc),
+            Timestamp(103_500_000_000)
+        );
     }
 }

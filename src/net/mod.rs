@@ -3,6 +3,7 @@
 mod conn;
 pub mod reassembly;
 pub mod segment;
+mod stream;
 
 pub use conn::{ConnId, ConnKey, Dir};
 pub use reassembly::{

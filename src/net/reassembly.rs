@@ -1,25 +1,49 @@
-//! TCP stream reassembly. STUB: owned by the capture/net work.
+//! TCP stream reassembly: the connection table (orientation by server port, ids in order of
+//! first sight, SYN / FIN / RST, port reuse, eviction) and the bounds on buffering. Each
+//! direction's byte stream is a [`HalfStream`](super::stream::HalfStream).
+//!
+//! When a hole is given up (reported with `on_gap`, delivery carries on after it):
+//! - the peer's ACK passed the hole, so the receiver got bytes the capture lacks, and that ACK
+//!   has been seen for `reorder_window` segments of the connection (captures may show an ACK
+//!   before the data it acknowledges);
+//! - a buffering bound is hit (per direction or in total; noted with `NetNote::BufferLimit`);
+//! - the connection is reset, evicted, or the capture ends (`finish`).
+//!
+//! A snaplen-truncated segment in order delivers its captured bytes and then a gap of the
+//! bytes it lacks at once: a copy of them cannot come later.
+
+use std::collections::HashMap;
 
 use crate::capture::Timestamp;
 
+use super::stream::{Emit, HalfStream};
 use super::{ConnId, ConnKey, Dir, TcpSegment};
 
 #[derive(Clone, Debug)]
 pub struct ReassemblyConfig {
-    /// Server ports (445 by default). Segments with neither port on this list are ignored.
+    /// Server ports (445, and 139 where SMB2 runs over NetBIOS sessions as Wireshark also
+    /// assumes). Segments with neither port on this list are ignored.
     pub ports: Vec<u16>,
     /// Most out-of-order bytes held per direction before data is given up (noted).
     pub max_buffered_per_dir: usize,
     /// Most out-of-order bytes held over all connections.
     pub max_buffered_total: usize,
+    /// Most connections tracked at once; beyond it closed, then least recently active, ones
+    /// are forgotten.
+    pub max_connections: usize,
+    /// Segments of a connection to wait, after the peer acknowledged bytes that were not
+    /// captured, before giving them up.
+    pub reorder_window: u64,
 }
 
 impl Default for ReassemblyConfig {
     fn default() -> Self {
         ReassemblyConfig {
-            ports: vec![445],
+            ports: vec![445, 139],
             max_buffered_per_dir: 4 << 20,
             max_buffered_total: 64 << 20,
+            max_connections: 100_000,
+            reorder_window: 16,
         }
     }
 }
@@ -33,7 +57,8 @@ pub enum CloseKind {
 /// Something the reassembler wants the user to know about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NetNote {
-    /// A buffering bound was hit and `bytes` of out-of-order data were dropped.
+    /// A buffering bound was hit: rather than hold more out-of-order data, the hole in front
+    /// of it was given up (`bytes` long, also reported as a gap) and the data delivered.
     BufferLimit { dir: Dir, bytes: u64 },
     /// The connection's start (SYN) was not captured.
     MidStream,
@@ -42,12 +67,18 @@ pub enum NetNote {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReassemblyStats {
     pub connections: u64,
+    /// Segments on a tracked port.
     pub segments: u64,
+    /// Segments whose data had all been delivered already.
     pub retransmissions: u64,
+    /// Segments buffered because bytes before them were missing.
     pub out_of_order: u64,
+    /// Segments partly covering bytes delivered or buffered already (the first copy wins).
     pub overlaps: u64,
     pub gaps: u64,
     pub gap_bytes: u64,
+    /// Bytes discarded: segments far outside the stream's window, data after a FIN or on a
+    /// closed connection.
     pub dropped_bytes: u64,
 }
 
@@ -62,18 +93,113 @@ pub trait StreamSink {
     fn on_note(&mut self, _conn: ConnId, _frame: u64, _note: NetNote) {}
 }
 
+/// Routes one direction's deliveries to the sink with the connection's coordinates.
+struct ToSink<'s, S> {
+    sink: &'s mut S,
+    conn: ConnId,
+    dir: Dir,
+    frame: u64,
+    ts: Timestamp,
+}
+
+impl<S: StreamSink> Emit for ToSink<'_, S> {
+    #[inline]
+    fn data(&mut self, bytes: &[u8]) {
+        self.sink
+            .on_data(self.conn, self.dir, self.frame, self.ts, bytes);
+    }
+    fn gap(&mut self, missing: u64) {
+        self.sink
+            .on_gap(self.conn, self.dir, self.frame, self.ts, missing);
+    }
+}
+
+/// Where deliveries come from: connection, and the frame that caused them.
+#[derive(Clone, Copy)]
+struct At {
+    conn: ConnId,
+    frame: u64,
+    ts: Timestamp,
+}
+
+impl At {
+    fn sink<S>(self, dir: Dir, sink: &mut S) -> ToSink<'_, S> {
+        ToSink {
+            sink,
+            conn: self.conn,
+            dir,
+            frame: self.frame,
+            ts: self.ts,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ConnState {
+    Open,
+    Closed(CloseKind),
+}
+
+struct Conn {
+    id: ConnId,
+    key: ConnKey,
+    to_server: HalfStream,
+    to_client: HalfStream,
+    state: ConnState,
+    /// The client's initial sequence number, when its SYN was seen (to tell a retransmitted
+    /// SYN from a new connection on the same ports).
+    client_isn: Option<u32>,
+    /// Segments seen on this connection (the clock for the reorder window).
+    segments: u64,
+    /// Frame number of the last segment (for eviction order).
+    last_frame: u64,
+}
+
+impl Conn {
+    fn half(&mut self, dir: Dir) -> &mut HalfStream {
+        match dir {
+            Dir::ToServer => &mut self.to_server,
+            Dir::ToClient => &mut self.to_client,
+        }
+    }
+    fn buffered(&self) -> usize {
+        self.to_server.buffered() + self.to_client.buffered()
+    }
+}
+
 pub struct Reassembler {
-    _cfg: ReassemblyConfig,
+    cfg: ReassemblyConfig,
     stats: ReassemblyStats,
+    /// Connections by slot; freed slots are reused.
+    slots: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    by_key: HashMap<ConnKey, usize>,
+    by_id: HashMap<ConnId, usize>,
+    /// The last lookup: bulk transfers send many segments in a row on one connection.
+    last: Option<(ConnKey, usize)>,
+    next_id: u32,
+    buffered_total: usize,
+    last_frame: u64,
+    last_ts: Timestamp,
 }
 
 impl Reassembler {
     pub fn new(cfg: ReassemblyConfig) -> Self {
         Reassembler {
-            _cfg: cfg,
+            cfg,
             stats: ReassemblyStats::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_key: HashMap::new(),
+            by_id: HashMap::new(),
+            last: None,
+            next_id: 0,
+            buffered_total: 0,
+            last_frame: 0,
+            last_ts: Timestamp::default(),
         }
     }
+
     pub fn push<S: StreamSink>(
         &mut self,
         frame: u64,
@@ -81,18 +207,363 @@ impl Reassembler {
         seg: &TcpSegment<'_>,
         sink: &mut S,
     ) {
-        let _ = (frame, ts, seg, sink);
+        self.last_frame = frame;
+        self.last_ts = ts;
+        let Some((key, dir)) = self.orient(seg) else {
+            return;
+        };
+        self.stats.segments += 1;
+        let Some(slot) = self.slot_for(&key, dir, seg, frame, ts, sink) else {
+            return;
+        };
+        let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let before = conn.buffered();
+        conn.segments += 1;
+        conn.last_frame = frame;
+
+        if let ConnState::Closed(_) = conn.state {
+            // Late segments after FIN/RST: nothing more is delivered.
+            if !seg.payload.is_empty() {
+                self.stats.retransmissions += 1;
+            }
+            return;
+        }
+
+        let (id, now) = (conn.id, conn.segments);
+        let half = conn.half(dir);
+        if seg.flags.syn {
+            // Data, if any, starts after the SYN's own sequence number.
+            // A retransmitted SYN changes nothing; a SYN before any data (re)anchors.
+            let fresh = !half.is_started() || half.base() != seg.seq.wrapping_add(1);
+            if fresh && half.next_offset() == 0 && !half.has_pending() {
+                half.start(seg.seq.wrapping_add(1));
+            }
+        } else if !half.is_started() {
+            half.start(seg.seq);
+        }
+        let data_seq = seg.seq.wrapping_add(u32::from(seg.flags.syn));
+        let stats = &mut self.stats;
+        let to = At {
+            conn: id,
+            frame,
+            ts,
+        };
+        if !seg.flags.rst {
+            let missing = u64::from(seg.missing);
+            half.push(
+                data_seq,
+                seg.payload,
+                missing,
+                stats,
+                &mut to.sink(dir, sink),
+            );
+            if seg.flags.fin {
+                let data_len = seg.payload.len() as u64 + missing;
+                half.set_fin(data_seq.wrapping_add(data_len as u32));
+            }
+        }
+        if seg.flags.ack {
+            conn.half(dir.reverse()).on_peer_ack(seg.ack, now);
+        }
+        let window = self.cfg.reorder_window;
+        for d in [Dir::ToServer, Dir::ToClient] {
+            conn.half(d)
+                .resolve_acked_hole(now, window, stats, &mut to.sink(d, sink));
+        }
+        if seg.flags.rst {
+            // Nothing buffered can be completed any more.
+            for d in [Dir::ToServer, Dir::ToClient] {
+                conn.half(d).flush(stats, &mut to.sink(d, sink));
+            }
+            conn.state = ConnState::Closed(CloseKind::Rst);
+            sink.on_close(id, CloseKind::Rst, frame, ts);
+        } else if conn.to_server.fin_reached() && conn.to_client.fin_reached() {
+            conn.state = ConnState::Closed(CloseKind::Fin);
+            sink.on_close(id, CloseKind::Fin, frame, ts);
+        }
+
+        let after = conn.buffered();
+        self.buffered_total = (self.buffered_total + after).saturating_sub(before);
+        self.enforce_bounds(slot, dir, frame, ts, sink);
     }
+
     /// End of capture: deliver what can be delivered, report what is missing.
     pub fn finish<S: StreamSink>(&mut self, sink: &mut S) {
-        let _ = sink;
+        let (frame, ts) = (self.last_frame, self.last_ts);
+        let mut order: Vec<(ConnId, usize)> = self.by_id.iter().map(|(id, s)| (*id, *s)).collect();
+        order.sort_unstable();
+        for (id, slot) in order {
+            let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            for d in [Dir::ToServer, Dir::ToClient] {
+                let mut o = ToSink {
+                    sink: &mut *sink,
+                    conn: id,
+                    dir: d,
+                    frame,
+                    ts,
+                };
+                conn.half(d).finish(&mut self.stats, &mut o);
+            }
+        }
+        self.buffered_total = 0;
     }
+
     pub fn stats(&self) -> &ReassemblyStats {
         &self.stats
     }
-    /// Connection endpoints by id.
+
+    /// Connection endpoints by id (`None` once the connection was forgotten).
     pub fn conn_key(&self, conn: ConnId) -> Option<&ConnKey> {
-        let _ = conn;
-        None
+        let slot = *self.by_id.get(&conn)?;
+        self.slots.get(slot)?.as_ref().map(|c| &c.key)
+    }
+
+    /// Out-of-order bytes held over all connections.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_total
+    }
+
+    /// Connections currently tracked.
+    pub fn tracked_connections(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Which side is the server, by port. When both ports are server ports, a SYN tells, or an
+    /// existing connection, or else the destination is taken as the server.
+    fn orient(&self, seg: &TcpSegment<'_>) -> Option<(ConnKey, Dir)> {
+        let src_srv = self.cfg.ports.contains(&seg.src.port());
+        let dst_srv = self.cfg.ports.contains(&seg.dst.port());
+        let to_server = (
+            ConnKey {
+                client: seg.src,
+                server: seg.dst,
+            },
+            Dir::ToServer,
+        );
+        let to_client = (
+            ConnKey {
+                client: seg.dst,
+                server: seg.src,
+            },
+            Dir::ToClient,
+        );
+        match (src_srv, dst_srv) {
+            (false, false) => None,
+            (false, true) => Some(to_server),
+            (true, false) => Some(to_client),
+            (true, true) => {
+                if (seg.flags.syn && !seg.flags.ack) || !self.by_key.contains_key(&to_client.0) {
+                    Some(to_server)
+                } else {
+                    Some(to_client)
+                }
+            }
+        }
+    }
+
+    /// The connection a segment belongs to, creating it (or replacing a finished one on port
+    /// reuse) as needed.
+    fn slot_for<S: StreamSink>(
+        &mut self,
+        key: &ConnKey,
+        dir: Dir,
+        seg: &TcpSegment<'_>,
+        frame: u64,
+        ts: Timestamp,
+        sink: &mut S,
+    ) -> Option<usize> {
+        let existing = match self.last {
+            Some((k, s)) if k == *key => Some(s),
+            _ => self.by_key.get(key).copied(),
+        };
+        let is_client_syn = seg.flags.syn && !seg.flags.ack && dir == Dir::ToServer;
+        if let Some(slot) = existing {
+            let conn = self.slots.get(slot).and_then(Option::as_ref)?;
+            let reused = is_client_syn
+                && match conn.state {
+                    ConnState::Closed(_) => true,
+                    // A SYN with a new ISN on a connection that already carried data: the
+                    // close was not captured.
+                    ConnState::Open => {
+                        conn.client_isn != Some(seg.seq)
+                            && (conn.to_server.next_offset() > 0
+                                || conn.to_client.next_offset() > 0)
+                    }
+                };
+            if !reused {
+                self.last = Some((*key, slot));
+                return Some(slot);
+            }
+            self.forget(slot, frame, ts, sink);
+        } else if seg.flags.rst {
+            // A reset of a connection never seen: nothing to track.
+            return None;
+        }
+        if self.by_id.len() >= self.cfg.max_connections.max(1) {
+            self.evict(frame, ts, sink);
+        }
+        let id = ConnId(self.next_id);
+        self.next_id = self.next_id.wrapping_add(1);
+        self.stats.connections += 1;
+        let conn = Conn {
+            id,
+            key: *key,
+            to_server: HalfStream::default(),
+            to_client: HalfStream::default(),
+            state: ConnState::Open,
+            client_isn: is_client_syn.then_some(seg.seq),
+            segments: 0,
+            last_frame: frame,
+        };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                if let Some(place) = self.slots.get_mut(s) {
+                    *place = Some(conn);
+                }
+                s
+            }
+            None => {
+                self.slots.push(Some(conn));
+                self.slots.len() - 1
+            }
+        };
+        self.by_key.insert(*key, slot);
+        self.by_id.insert(id, slot);
+        self.last = Some((*key, slot));
+        sink.on_connection(id, key, frame, ts);
+        if !seg.flags.syn {
+            sink.on_note(id, frame, NetNote::MidStream);
+        }
+        Some(slot)
+    }
+
+    /// Drops a connection from the table, delivering what it still holds.
+    fn forget<S: StreamSink>(&mut self, slot: usize, frame: u64, ts: Timestamp, sink: &mut S) {
+        let Some(mut conn) = self.slots.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        let held = conn.buffered();
+        for d in [Dir::ToServer, Dir::ToClient] {
+            let mut o = ToSink {
+                sink: &mut *sink,
+                conn: conn.id,
+                dir: d,
+                frame,
+                ts,
+            };
+            conn.half(d).flush(&mut self.stats, &mut o);
+        }
+        self.buffered_total = self.buffered_total.saturating_sub(held);
+        if self.by_key.get(&conn.key) == Some(&slot) {
+            self.by_key.remove(&conn.key);
+        }
+        self.by_id.remove(&conn.id);
+        self.free.push(slot);
+        if self.last.is_some_and(|(_, s)| s == slot) {
+            self.last = None;
+        }
+    }
+
+    /// Makes room in a full table: forgets closed connections, then the least recently active
+    /// ones, an eighth of the table at a time so the scan cost is shared by many new ones.
+    fn evict<S: StreamSink>(&mut self, frame: u64, ts: Timestamp, sink: &mut S) {
+        let mut candidates: Vec<(bool, u64, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                c.as_ref()
+                    .map(|c| (c.state == ConnState::Open, c.last_frame, i))
+            })
+            .collect();
+        candidates.sort_unstable();
+        let count = (candidates.len() / 8).max(1);
+        for &(_, _, slot) in candidates.iter().take(count) {
+            self.forget(slot, frame, ts, sink);
+        }
+    }
+
+    /// Applies the per-direction and total buffering bounds after a push to `slot`.
+    fn enforce_bounds<S: StreamSink>(
+        &mut self,
+        slot: usize,
+        dir: Dir,
+        frame: u64,
+        ts: Timestamp,
+        sink: &mut S,
+    ) {
+        let per_dir = self.cfg.max_buffered_per_dir;
+        if let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            let before = conn.buffered();
+            while conn.half(dir).buffered() > per_dir {
+                let id = conn.id;
+                let mut o = ToSink {
+                    sink: &mut *sink,
+                    conn: id,
+                    dir,
+                    frame,
+                    ts,
+                };
+                let given_up = conn.half(dir).skip_first_hole(&mut self.stats, &mut o);
+                sink.on_note(
+                    id,
+                    frame,
+                    NetNote::BufferLimit {
+                        dir,
+                        bytes: given_up,
+                    },
+                );
+            }
+            self.buffered_total = (self.buffered_total + conn.buffered()).saturating_sub(before);
+        }
+        while self.buffered_total > self.cfg.max_buffered_total {
+            // The direction holding the most gives up its first hole.
+            let victim = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+                .flat_map(|(i, c)| {
+                    [
+                        (c.to_server.buffered(), i, Dir::ToServer),
+                        (c.to_client.buffered(), i, Dir::ToClient),
+                    ]
+                })
+                .max_by_key(|&(b, i, _)| (b, std::cmp::Reverse(i)));
+            let Some((held, vslot, vdir)) = victim else {
+                break;
+            };
+            if held == 0 {
+                self.buffered_total = 0;
+                break;
+            }
+            let Some(conn) = self.slots.get_mut(vslot).and_then(Option::as_mut) else {
+                break;
+            };
+            let id = conn.id;
+            let mut o = ToSink {
+                sink: &mut *sink,
+                conn: id,
+                dir: vdir,
+                frame,
+                ts,
+            };
+            let half = conn.half(vdir);
+            let given_up = half.skip_first_hole(&mut self.stats, &mut o);
+            let now_held = half.buffered();
+            self.buffered_total = self.buffered_total.saturating_sub(held - now_held);
+            sink.on_note(
+                id,
+                frame,
+                NetNote::BufferLimit {
+                    dir: vdir,
+                    bytes: given_up,
+                },
+            );
+        }
     }
 }

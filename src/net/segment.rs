@@ -1,7 +1,9 @@
-//! IPv4 / IPv6 + TCP header decoding. STUB: owned by the capture/net work.
+//! IPv4 / IPv6 + TCP header decoding, with etherparse's lax slicers so that a frame cut by the
+//! snaplen still yields its TCP header and the captured part of the payload.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
+use etherparse::{IpNumber, LaxIpv4Slice, LaxIpv6Slice, TcpSlice};
 use thiserror::Error;
 
 use crate::capture::L3Packet;
@@ -30,6 +32,16 @@ pub struct TcpSegment<'a> {
     pub missing: u32,
 }
 
+impl TcpSegment<'_> {
+    /// Sequence space the segment occupies: payload (captured or not), plus SYN and FIN.
+    pub fn seq_len(&self) -> u64 {
+        self.payload.len() as u64
+            + u64::from(self.missing)
+            + u64::from(self.flags.syn)
+            + u64::from(self.flags.fin)
+    }
+}
+
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum NetError {
     #[error("IP header truncated or malformed: {0}")]
@@ -40,8 +52,186 @@ pub enum NetError {
     Fragment,
 }
 
+/// What the IP layer yields: addresses, the transport payload as captured, the bytes the IP
+/// length announces beyond the capture.
+struct IpPayload<'a> {
+    src: IpAddr,
+    dst: IpAddr,
+    protocol: IpNumber,
+    payload: &'a [u8],
+    missing: usize,
+}
+
 /// The TCP segment in an L3 packet, `Ok(None)` if it is not TCP.
 pub fn decode_tcp(l3: L3Packet<'_>) -> Result<Option<TcpSegment<'_>>, NetError> {
-    let _ = l3;
-    Ok(None)
+    let ip = match l3 {
+        L3Packet::Ipv4(data) => ipv4(data)?,
+        L3Packet::Ipv6(data) => ipv6(data)?,
+        L3Packet::Other { .. } => return Ok(None),
+    };
+    if ip.protocol != IpNumber::TCP {
+        return Ok(None);
+    }
+    let tcp = TcpSlice::from_slice(ip.payload).map_err(|e| NetError::BadTcp(e.to_string()))?;
+    Ok(Some(TcpSegment {
+        src: SocketAddr::new(ip.src, tcp.source_port()),
+        dst: SocketAddr::new(ip.dst, tcp.destination_port()),
+        seq: tcp.sequence_number(),
+        ack: tcp.acknowledgment_number(),
+        flags: TcpFlags {
+            syn: tcp.syn(),
+            ack: tcp.ack(),
+            fin: tcp.fin(),
+            rst: tcp.rst(),
+            psh: tcp.psh(),
+        },
+        window: tcp.window_size(),
+        payload: tcp.payload(),
+        missing: u32::try_from(ip.missing).unwrap_or(u32::MAX),
+    }))
+}
+
+fn ipv4(data: &[u8]) -> Result<IpPayload<'_>, NetError> {
+    let (ip, ext_err) =
+        LaxIpv4Slice::from_slice(data).map_err(|e| NetError::BadIp(e.to_string()))?;
+    if let Some(e) = ext_err {
+        return Err(NetError::BadIp(e.to_string()));
+    }
+    let h = ip.header();
+    if h.is_fragmenting_payload() {
+        return Err(NetError::Fragment);
+    }
+    // total_len is honoured (so Ethernet padding and trailers are left out); what it announces
+    // beyond the captured bytes is the snaplen loss.
+    let announced = usize::from(h.total_len());
+    let missing = if ip.payload().incomplete {
+        announced.saturating_sub(data.len())
+    } else {
+        0
+    };
+    Ok(IpPayload {
+        src: IpAddr::V4(h.source_addr()),
+        dst: IpAddr::V4(h.destination_addr()),
+        protocol: ip.payload().ip_number,
+        payload: ip.payload().payload,
+        missing,
+    })
+}
+
+fn ipv6(data: &[u8]) -> Result<IpPayload<'_>, NetError> {
+    let (ip, ext_err) =
+        LaxIpv6Slice::from_slice(data).map_err(|e| NetError::BadIp(e.to_string()))?;
+    if let Some((e, _)) = ext_err {
+        return Err(NetError::BadIp(e.to_string()));
+    }
+    if ip.is_payload_fragmented() {
+        return Err(NetError::Fragment);
+    }
+    let h = ip.header();
+    let announced = 40 + usize::from(h.payload_length());
+    let missing = if ip.payload().incomplete {
+        announced.saturating_sub(data.len())
+    } else {
+        0
+    };
+    Ok(IpPayload {
+        src: IpAddr::V6(h.source_addr()),
+        dst: IpAddr::V6(h.destination_addr()),
+        protocol: ip.payload().ip_number,
+        payload: ip.payload().payload,
+        missing,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+
+    fn v4_packet(payload: &[u8]) -> Vec<u8> {
+        let b = PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(50000, 445, 1000, 64000)
+            .ack(77)
+            .psh();
+        let mut out = Vec::new();
+        b.write(&mut out, payload).unwrap();
+        out
+    }
+
+    #[test]
+    fn ipv4_tcp_fields() {
+        let pkt = v4_packet(b"hello");
+        let seg = decode_tcp(L3Packet::Ipv4(&pkt)).unwrap().unwrap();
+        assert_eq!(seg.src, "10.0.0.1:50000".parse().unwrap());
+        assert_eq!(seg.dst, "10.0.0.2:445".parse().unwrap());
+        assert_eq!((seg.seq, seg.ack, seg.window), (1000, 77, 64000));
+        assert!(seg.flags.ack && seg.flags.psh && !seg.flags.syn && !seg.flags.fin);
+        assert_eq!(seg.payload, b"hello");
+        assert_eq!(seg.missing, 0);
+        assert_eq!(seg.seq_len(), 5);
+    }
+
+    #[test]
+    fn padding_removed_and_snaplen_counted() {
+        let mut padded = v4_packet(b"ab");
+        padded.extend_from_slice(&[0, 0, 0, 0]); // Ethernet padding / FCS
+        let seg = decode_tcp(L3Packet::Ipv4(&padded)).unwrap().unwrap();
+        assert_eq!((seg.payload, seg.missing), (&b"ab"[..], 0));
+
+        let full = v4_packet(&[7u8; 100]);
+        let seg = decode_tcp(L3Packet::Ipv4(&full[..20 + 20 + 30]))
+            .unwrap()
+            .unwrap();
+        assert_eq!((seg.payload.len(), seg.missing), (30, 70));
+
+        // Cut inside the TCP header: nothing to decode.
+        assert!(matches!(
+            decode_tcp(L3Packet::Ipv4(&full[..30])),
+            Err(NetError::BadTcp(_))
+        ));
+    }
+
+    #[test]
+    fn fragment_and_non_tcp() {
+        let mut pkt = v4_packet(b"x");
+        pkt[6] |= 0x20; // more fragments
+        assert_eq!(
+            decode_tcp(L3Packet::Ipv4(&pkt)).err(),
+            Some(NetError::Fragment)
+        );
+        assert!(decode_tcp(L3Packet::Other { ethertype: 0x806 })
+            .unwrap()
+            .is_none());
+        let udp = {
+            let mut out = Vec::new();
+            PacketBuilder::ipv4([1, 1, 1, 1], [2, 2, 2, 2], 9)
+                .udp(1, 2)
+                .write(&mut out, b"u")
+                .unwrap();
+            out
+        };
+        assert!(decode_tcp(L3Packet::Ipv4(&udp)).unwrap().is_none());
+    }
+
+    #[test]
+    fn ipv6_with_hop_by_hop_extension() {
+        let mut pkt = Vec::new();
+        PacketBuilder::ipv6([0xfe; 16], [0xfd; 16], 64)
+            .tcp(445, 51000, 5, 100)
+            .write(&mut pkt, b"smb")
+            .unwrap();
+        // Insert an 8-byte hop-by-hop header (next header TCP) after the fixed header.
+        pkt[6] = 0; // next header: hop-by-hop
+        let plen = u16::from_be_bytes([pkt[4], pkt[5]]) + 8;
+        pkt[4..6].copy_from_slice(&plen.to_be_bytes());
+        pkt.splice(40..40, [6u8, 0, 1, 4, 0, 0, 0, 0]);
+        let seg = decode_tcp(L3Packet::Ipv6(&pkt)).unwrap().unwrap();
+        assert_eq!(seg.src.port(), 445);
+        assert_eq!(seg.payload, b"smb");
+        // Cut two payload bytes off.
+        let seg = decode_tcp(L3Packet::Ipv6(&pkt[..pkt.len() - 2]))
+            .unwrap()
+            .unwrap();
+        assert_eq!((seg.payload, seg.missing), (&b"s"[..], 2));
+    }
 }

@@ -1,1 +1,6 @@
-//! The faces that print: tshark-like text, JSON / JSONL.
+//! The faces that print: tshark-like text, JSON / JSONL, statistics.
+
+pub mod json;
+pub mod names;
+pub mod stats;
+pub mod text;

@@ -43,6 +43,19 @@ impl Dialect {
             Dialect::V1_1 => ProtocolVersion(0x0101),
         }
     }
+    /// "1.0" / "1.1", as the spec writes the dialects.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Dialect::V1_0 => "1.0",
+            Dialect::V1_1 => "1.1",
+        }
+    }
+}
+
+impl std::fmt::Display for Dialect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ProtocolVersion {
@@ -184,4 +197,203 @@ pub struct Response {
     pub reserved2: u32,
     /// Present only in dialect 1.1, at offset 88 (structure layout, not the section 4.3 example).
     pub maximum_bandwidth: Option<u64>,
+}
+
+impl Request {
+    /// A request of `dialect` with every field zero (section 3.1.4.1: "All fields ... SHOULD
+    /// initially be set to zero"), no names, and the 1.1 fields present for dialect 1.1.
+    pub fn new(dialect: Dialect) -> Request {
+        Request {
+            protocol_version: dialect.version(),
+            reserved: 0,
+            options: Options(0),
+            logical_flow_id: Uuid::nil(),
+            policy_id: Uuid::nil(),
+            initiator_id: Uuid::nil(),
+            limit: 0,
+            reservation: 0,
+            initiator_name_offset: 0,
+            initiator_name_length: 0,
+            initiator_node_name_offset: 0,
+            initiator_node_name_length: 0,
+            io_count_increment: 0,
+            normalized_io_count_increment: 0,
+            latency_increment: 0,
+            lower_latency_increment: 0,
+            v1_1: match dialect {
+                Dialect::V1_0 => None,
+                Dialect::V1_1 => Some(RequestV11::default()),
+            },
+            initiator_name: None,
+            initiator_node_name: None,
+        }
+    }
+
+    /// The dialect named by ProtocolVersion, `None` for an unknown version.
+    pub fn dialect(&self) -> Option<Dialect> {
+        self.protocol_version.dialect()
+    }
+
+    /// Length of the fixed part as the encoder writes it: 128 bytes when the 1.1 fields are
+    /// present, else 112.
+    pub fn encoded_fixed_len(&self) -> usize {
+        match self.v1_1 {
+            Some(_) => Dialect::V1_1.request_fixed_len(),
+            None => Dialect::V1_0.request_fixed_len(),
+        }
+    }
+
+    /// Sets InitiatorName and InitiatorNodeName, placed one after the other right after the
+    /// fixed part (as Windows and the spec's example bytes do), with their offsets and lengths.
+    /// An empty string means "no name" (offset and length 0). Names too long for the 16-bit
+    /// offset/length fields are cut at a character boundary so the result stays encodable.
+    pub fn with_names(mut self, name: &str, node: &str) -> Request {
+        let fixed = self.encoded_fixed_len();
+        let room = usize::from(u16::MAX).saturating_sub(fixed);
+        let (name, name_len) = utf16_prefix(name, room);
+        let (node, node_len) = utf16_prefix(node, usize::from(u16::MAX));
+        let name_off = if name_len > 0 { fixed } else { 0 };
+        let node_off = if node_len > 0 {
+            fixed + usize::from(name_len)
+        } else {
+            0
+        };
+        // Both offsets are at most u16::MAX by construction of `room`.
+        self.initiator_name_offset = u16::try_from(name_off).unwrap_or(0);
+        self.initiator_name_length = name_len;
+        self.initiator_node_name_offset = u16::try_from(node_off).unwrap_or(0);
+        self.initiator_node_name_length = node_len;
+        self.initiator_name = name;
+        self.initiator_node_name = node;
+        self
+    }
+}
+
+/// The longest prefix of `s` whose UTF-16 encoding fits in `max_bytes` (and in a u16), as the
+/// kept string and its byte length; `None` for an empty result.
+fn utf16_prefix(s: &str, max_bytes: usize) -> (Option<String>, u16) {
+    let max_bytes = max_bytes.min(usize::from(u16::MAX));
+    let mut bytes = 0usize;
+    let mut kept = String::new();
+    for c in s.chars() {
+        let n = c.len_utf16() * 2;
+        if bytes + n > max_bytes {
+            break;
+        }
+        bytes += n;
+        kept.push(c);
+    }
+    if kept.is_empty() {
+        (None, 0)
+    } else {
+        (Some(kept), u16::try_from(bytes).unwrap_or(0))
+    }
+}
+
+impl Response {
+    /// A response of `dialect` with every field zero except ProtocolVersion and BaseIoSize,
+    /// which is 8192 (the value Windows always sends, note <9>, and the client's initial value,
+    /// section 3.1.3). TimeToLive stays 0: the caller has to choose one.
+    pub fn new(dialect: Dialect) -> Response {
+        Response {
+            protocol_version: dialect.version(),
+            reserved: 0,
+            options: 0,
+            logical_flow_id: Uuid::nil(),
+            policy_id: Uuid::nil(),
+            initiator_id: Uuid::nil(),
+            time_to_live: 0,
+            status: Status::OK,
+            maximum_io_rate: 0,
+            minimum_io_rate: 0,
+            base_io_size: DEFAULT_BASE_IO_SIZE,
+            reserved2: 0,
+            maximum_bandwidth: match dialect {
+                Dialect::V1_0 => None,
+                Dialect::V1_1 => Some(0),
+            },
+        }
+    }
+
+    /// The dialect named by ProtocolVersion, `None` for an unknown version.
+    pub fn dialect(&self) -> Option<Dialect> {
+        self.protocol_version.dialect()
+    }
+
+    /// Length as the encoder writes it: 96 bytes when MaximumBandwidth is present, else 88.
+    pub fn encoded_len(&self) -> usize {
+        match self.maximum_bandwidth {
+            Some(_) => Dialect::V1_1.response_len(),
+            None => Dialect::V1_0.response_len(),
+        }
+    }
+}
+
+/// BaseIoSize of every Windows server (note <9>) and initial value on the client (section 3.1.3).
+pub const DEFAULT_BASE_IO_SIZE: u32 = 8192;
+
+/// Section 4.1: NormalizedIoSize = (IoSizeInBytes + BaseIoSize - 1) / BaseIoSize, computed
+/// without overflow. `None` when BaseIoSize is 0 (the formula is undefined).
+pub fn normalized_io_size(io_size_in_bytes: u64, base_io_size: u32) -> Option<u64> {
+    if base_io_size == 0 {
+        return None;
+    }
+    Some(io_size_in_bytes.div_ceil(u64::from(base_io_size)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalized_io_size_matches_section_4_1_table() {
+        // Section 4.1 table, BaseIoSize 8192.
+        let table = [
+            (512, 1),
+            (4096, 1),
+            (8192, 1),
+            (12288, 2),
+            (16384, 2),
+            (65536, 8),
+            (1_048_576, 128),
+        ];
+        for (bytes, normalized) in table {
+            assert_eq!(normalized_io_size(bytes, 8192), Some(normalized), "{bytes}");
+        }
+        assert_eq!(normalized_io_size(0, 8192), Some(0));
+        assert_eq!(normalized_io_size(u64::MAX, 1), Some(u64::MAX));
+        assert_eq!(normalized_io_size(u64::MAX, 2), Some(u64::MAX / 2 + 1));
+        assert_eq!(normalized_io_size(100, 0), None);
+    }
+
+    #[test]
+    fn with_names_places_names_after_fixed_part() {
+        let r = Request::new(Dialect::V1_1).with_names("TEST-VM", "node");
+        assert_eq!(r.initiator_name_offset, 128);
+        assert_eq!(r.initiator_name_length, 14);
+        assert_eq!(r.initiator_node_name_offset, 142);
+        assert_eq!(r.initiator_node_name_length, 8);
+        assert_eq!(r.initiator_name.as_deref(), Some("TEST-VM"));
+
+        let r = Request::new(Dialect::V1_0).with_names("", "n\u{1F600}");
+        assert_eq!((r.initiator_name_offset, r.initiator_name_length), (0, 0));
+        assert_eq!(r.initiator_name, None);
+        assert_eq!(r.initiator_node_name_offset, 112);
+        // 'n' is one UTF-16 unit, the emoji a surrogate pair.
+        assert_eq!(r.initiator_node_name_length, 6);
+    }
+
+    #[test]
+    fn with_names_cuts_overlong_names_at_char_boundary() {
+        let long = "\u{1F600}".repeat(20_000); // 80,000 bytes of UTF-16
+        let r = Request::new(Dialect::V1_0).with_names(&long, &long);
+        // 65535 - 112 = 65423 bytes of room, 4 bytes per char: 16355 chars.
+        assert_eq!(r.initiator_name_length, 65420);
+        assert_eq!(r.initiator_node_name_offset, 112 + 65420);
+        assert_eq!(r.initiator_node_name_length, 65532);
+        assert_eq!(
+            r.initiator_name.as_deref().map(|s| s.chars().count()),
+            Some(16355)
+        );
+    }
 }

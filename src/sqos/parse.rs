@@ -1,10 +1,18 @@
-//! nom parsers: bytes → typed request / response. STUB: owned by the codec work.
+//! Parsers: bytes → typed request / response, with every field's place in the buffer and the
+//! findings about the message. Pure functions; they never panic and never read out of bounds.
+//!
+//! The dialect comes from ProtocolVersion: 0x0100 → 1.0, 0x0101 → 1.1. An unknown version is
+//! decoded with the 1.0 layout (the prefix both dialects share) and reported.
 
 use serde::Serialize;
 use thiserror::Error;
 use uuid::Uuid;
 
-use super::{Finding, Options, ProtocolVersion, Request, Response, Status};
+use super::findings::{Finding, FindingCode};
+use super::names::{self, NameRef};
+use super::reader::FieldReader;
+use super::rules;
+use super::{Dialect, Options, ProtocolVersion, Request, RequestV11, Response, Status};
 
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize)]
 pub enum DecodeError {
@@ -13,6 +21,7 @@ pub enum DecodeError {
 }
 
 /// A decoded wire field with its place in the buffer (for field trees and hex highlighting).
+/// `offset + len` never exceeds the buffer's length.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Field {
     pub name: &'static str,
@@ -44,22 +53,239 @@ pub struct Dissection<T> {
     pub error: Option<DecodeError>,
 }
 
+impl<T> Dissection<T> {
+    /// The first finding with this code.
+    pub fn finding(&self, code: FindingCode) -> Option<&Finding> {
+        self.findings.iter().find(|f| f.code == code)
+    }
+
+    /// The first field with this spec name (e.g. "BaseIoSize").
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+}
+
+fn dialect_label(d: Option<Dialect>) -> String {
+    match d {
+        Some(d) => format!("dialect {d}"),
+        None => "unknown-version (read as 1.0)".to_string(),
+    }
+}
+
+fn short(len: usize, needed: usize, what: &str, d: Option<Dialect>) -> (DecodeError, Finding) {
+    let finding = Finding::new(
+        FindingCode::ShortBuffer,
+        format!(
+            "buffer of {len} bytes is shorter than the {needed}-byte fixed part of a {} {what}",
+            dialect_label(d)
+        ),
+    );
+    (DecodeError::Short { len, needed }, finding)
+}
+
+fn trailing(len: usize, end: usize, what: &str) -> Option<Finding> {
+    (len > end).then(|| {
+        Finding::new(
+            FindingCode::TrailingBytes,
+            format!(
+                "{} bytes after the end of the {what} at offset {end}",
+                len - end
+            ),
+        )
+    })
+}
+
+/// The fixed part of a request, read field by field; `None` when the buffer ends first.
+fn request_fixed(r: &mut FieldReader<'_>, pv: ProtocolVersion) -> Option<Request> {
+    let reserved = r.u16("Reserved")?;
+    let options = r.options()?;
+    let logical_flow_id = r.guid("LogicalFlowID")?;
+    let policy_id = r.guid("PolicyID")?;
+    let initiator_id = r.guid("InitiatorID")?;
+    let limit = r.u64("Limit")?;
+    let reservation = r.u64("Reservation")?;
+    let initiator_name_offset = r.u16("InitiatorNameOffset")?;
+    let initiator_name_length = r.u16("InitiatorNameLength")?;
+    let initiator_node_name_offset = r.u16("InitiatorNodeNameOffset")?;
+    let initiator_node_name_length = r.u16("InitiatorNodeNameLength")?;
+    let io_count_increment = r.u64("IoCountIncrement")?;
+    let normalized_io_count_increment = r.u64("NormalizedIoCountIncrement")?;
+    let latency_increment = r.u64("LatencyIncrement")?;
+    let lower_latency_increment = r.u64("LowerLatencyIncrement")?;
+    let v1_1 = match pv.dialect() {
+        Some(Dialect::V1_1) => Some(RequestV11 {
+            bandwidth_limit: r.u64("BandwidthLimit")?,
+            kilobyte_count_increment: r.u64("KilobyteCountIncrement")?,
+        }),
+        _ => None,
+    };
+    Some(Request {
+        protocol_version: pv,
+        reserved,
+        options,
+        logical_flow_id,
+        policy_id,
+        initiator_id,
+        limit,
+        reservation,
+        initiator_name_offset,
+        initiator_name_length,
+        initiator_node_name_offset,
+        initiator_node_name_length,
+        io_count_increment,
+        normalized_io_count_increment,
+        latency_increment,
+        lower_latency_increment,
+        v1_1,
+        initiator_name: None,
+        initiator_node_name: None,
+    })
+}
+
+/// Decodes a STORAGE_QOS_CONTROL_REQUEST (the IOCTL's input buffer).
 pub fn parse_request(buf: &[u8]) -> Dissection<Request> {
-    let _ = buf;
+    let mut r = FieldReader::new(buf);
+    let mut findings = Vec::new();
+    let pv = r.version();
+    let dialect = pv.and_then(ProtocolVersion::dialect);
+    let fixed_len = dialect.unwrap_or(Dialect::V1_0).request_fixed_len();
+    if let Some(v) = pv.filter(|v| v.dialect().is_none()) {
+        findings.push(rules::unknown_request_version(v.0));
+    }
+    let Some(mut req) = pv.and_then(|pv| request_fixed(&mut r, pv)) else {
+        let (error, finding) = short(buf.len(), fixed_len, "request", dialect);
+        findings.insert(0, finding);
+        return Dissection {
+            message: None,
+            fields: r.into_fields(),
+            findings,
+            error: Some(error),
+        };
+    };
+    findings.extend(rules::check_request(&req));
+
+    let declared = [
+        NameRef {
+            label: "InitiatorName",
+            offset: req.initiator_name_offset,
+            length: req.initiator_name_length,
+        },
+        NameRef {
+            label: "InitiatorNodeName",
+            offset: req.initiator_node_name_offset,
+            length: req.initiator_node_name_length,
+        },
+    ];
+    let mut name_fields = Vec::new();
+    let [name, node] =
+        declared.map(|n| names::read_name(buf, fixed_len, n, &mut name_fields, &mut findings));
+    // The name fields follow the fixed fields, in buffer order.
+    name_fields.sort_by_key(|f| f.offset);
+    for f in name_fields {
+        r.record(f);
+    }
+
+    let mut end = fixed_len;
+    for range in [&name.range, &node.range].into_iter().flatten() {
+        end = end.max(range.end);
+    }
+    req.initiator_name = name.text;
+    req.initiator_node_name = node.text;
+
+    let in_fixed_part = declared
+        .iter()
+        .any(|n| n.length > 0 && usize::from(n.offset) < fixed_len);
+    let packed = if in_fixed_part {
+        names::packed_after_fixed_part(buf, fixed_len, &declared)
+    } else {
+        None
+    };
+    match packed {
+        Some(alt) => {
+            let alt_text: Vec<String> = alt
+                .iter()
+                .map(|(label, at, s)| format!("{label} {s:?} at offset {at}"))
+                .collect();
+            findings.push(Finding::new(
+                FindingCode::NameLayoutSpecExample,
+                format!(
+                    "the name offsets point inside the {fixed_len}-byte fixed part, like the \
+                     spec's section 4.2 example (offsets 104/118); read right after the fixed \
+                     part, the bytes give {}",
+                    alt_text.join(" and ")
+                ),
+            ));
+        }
+        None => findings.extend(trailing(buf.len(), end, "request")),
+    }
+
     Dissection {
-        message: None,
-        fields: vec![],
-        findings: vec![],
+        message: Some(req),
+        fields: r.into_fields(),
+        findings,
         error: None,
     }
 }
 
+fn response_fixed(r: &mut FieldReader<'_>, pv: ProtocolVersion) -> Option<Response> {
+    let reserved = r.u16("Reserved")?;
+    let options = r.u32("Options")?;
+    let logical_flow_id = r.guid("LogicalFlowID")?;
+    let policy_id = r.guid("PolicyID")?;
+    let initiator_id = r.guid("InitiatorID")?;
+    let time_to_live = r.u32("TimeToLive")?;
+    let status = r.status()?;
+    let maximum_io_rate = r.u64("MaximumIoRate")?;
+    let minimum_io_rate = r.u64("MinimumIoRate")?;
+    let base_io_size = r.u32("BaseIoSize")?;
+    let reserved2 = r.u32("Reserved2")?;
+    let maximum_bandwidth = match pv.dialect() {
+        Some(Dialect::V1_1) => Some(r.u64("MaximumBandwidth")?),
+        _ => None,
+    };
+    Some(Response {
+        protocol_version: pv,
+        reserved,
+        options,
+        logical_flow_id,
+        policy_id,
+        initiator_id,
+        time_to_live,
+        status,
+        maximum_io_rate,
+        minimum_io_rate,
+        base_io_size,
+        reserved2,
+        maximum_bandwidth,
+    })
+}
+
+/// Decodes a STORAGE_QOS_CONTROL_RESPONSE (the IOCTL's output buffer).
 pub fn parse_response(buf: &[u8]) -> Dissection<Response> {
-    let _ = buf;
+    let mut r = FieldReader::new(buf);
+    let mut findings = Vec::new();
+    let pv = r.version();
+    let dialect = pv.and_then(ProtocolVersion::dialect);
+    let len = dialect.unwrap_or(Dialect::V1_0).response_len();
+    if let Some(v) = pv.filter(|v| v.dialect().is_none()) {
+        findings.push(rules::unknown_response_version(v.0));
+    }
+    let Some(resp) = pv.and_then(|pv| response_fixed(&mut r, pv)) else {
+        let (error, finding) = short(buf.len(), len, "response", dialect);
+        findings.insert(0, finding);
+        return Dissection {
+            message: None,
+            fields: r.into_fields(),
+            findings,
+            error: Some(error),
+        };
+    };
+    findings.extend(rules::check_response(&resp));
+    findings.extend(trailing(buf.len(), len, "response"));
     Dissection {
-        message: None,
-        fields: vec![],
-        findings: vec![],
+        message: Some(resp),
+        fields: r.into_fields(),
+        findings,
         error: None,
     }
 }

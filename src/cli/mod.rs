@@ -1,0 +1,88 @@
+//! Subcommands. Exit codes: 0 ok, 1 capture damaged but read (or, for checks, a check failed),
+//! 2 unusable input or usage error.
+
+mod dissect;
+mod stats;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use sqos::net::ReassemblyConfig;
+use sqos::pipeline::PipelineConfig;
+
+#[derive(Parser)]
+#[command(
+    name = "sqos",
+    version,
+    about = "Dissect and analyze MS-SQOS (Storage QoS over SMB3) in pcap/pcapng captures"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// One line per SQOS message (tshark-like), or the full tree (-V), hex (-x), JSON.
+    Dissect(dissect::DissectArgs),
+    /// Connections, SMB2 messages per command, encrypted, gaps, resyncs, SQOS messages.
+    Stats(stats::StatsArgs),
+}
+
+/// Options every command that reads a capture shares.
+#[derive(Args, Clone)]
+pub struct InputArgs {
+    /// pcap or pcapng file (gzip allowed); `-` reads standard input.
+    pub capture: PathBuf,
+    /// Extra TCP ports to treat as SMB (445 always is).
+    #[arg(long = "port", value_name = "PORT")]
+    pub ports: Vec<u16>,
+    /// No progress bar on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl InputArgs {
+    pub fn pipeline_config(&self) -> PipelineConfig {
+        let mut reassembly = ReassemblyConfig::default();
+        for p in &self.ports {
+            if !reassembly.ports.contains(p) {
+                reassembly.ports.push(*p);
+            }
+        }
+        PipelineConfig { reassembly }
+    }
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Dissect(a) => dissect::run(&a),
+        Command::Stats(a) => stats::run(&a),
+    }
+}
+
+/// Report how the input ended on stderr and turn it into the exit code.
+pub fn finish(path: &std::path::Path, result: &sqos::run::RunResult) -> i32 {
+    if let sqos::run::Ending::Damaged(e) = &result.ending {
+        eprintln!(
+            "sqos: {}: {e} (everything before it was decoded)",
+            path.display()
+        );
+    }
+    sqos::run::exit_code(&result.ending)
+}
+
+/// Print the unusable-input error and return exit code 2.
+pub fn unusable(e: &sqos::run::Unusable) -> i32 {
+    eprintln!("sqos: {e}");
+    2
+}

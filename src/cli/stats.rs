@@ -1,0 +1,47 @@
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+
+use sqos::output::stats::{stats_json, stats_text};
+use sqos::pipeline::{RecordSink, SqosRecord};
+use sqos::run::{run_capture, CaptureSink};
+
+use super::InputArgs;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum StatsFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    #[arg(long, value_enum, default_value = "text")]
+    format: StatsFormat,
+}
+
+struct Discard;
+impl RecordSink for Discard {
+    fn on_sqos(&mut self, _rec: SqosRecord) {}
+}
+impl CaptureSink for Discard {}
+
+pub fn run(a: &StatsArgs) -> i32 {
+    let result = match run_capture(
+        &a.input.capture,
+        a.input.pipeline_config(),
+        &mut Discard,
+        !a.input.quiet,
+    ) {
+        Ok(r) => r,
+        Err(e) => return super::unusable(&e),
+    };
+    let text = match a.format {
+        StatsFormat::Text => stats_text(&result.stats),
+        StatsFormat::Json => format!("{:#}\n", stats_json(&result.stats)),
+    };
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    super::finish(&a.input.capture, &result)
+}

@@ -1,0 +1,455 @@
+//! SMB2 messages → records: request/response matching, opens (FileId ↔ name), related compound
+//! operations, and the SQOS / open / close / I/O records.
+
+use super::outbox::{Out, Outbox, Seq};
+use super::sqos_build::{request_record, response_record, MsgCtx};
+use super::{CaptureNote, CloseRecord, IoKind, IoRecord, OpenRecord, Stats};
+use crate::capture::Timestamp;
+use crate::net::ConnId;
+use crate::smb2::header::UNSOLICITED_MESSAGE_ID;
+use crate::smb2::{parse_body, Body, Command, FileId, Header, OpenTable, Part, PendingTable};
+use crate::sqos::{self, FSCTL_STORAGE_QOS_CONTROL};
+
+/// Most requests waiting for a response, over all connections.
+pub const MAX_PENDING: usize = 65_536;
+/// Most opens remembered, over all sessions.
+pub const MAX_OPENS: usize = 65_536;
+/// Eviction notes are given for the first few only; the rest are counted in the stats.
+const MAX_EVICTION_NOTES: u64 = 10;
+
+/// What a request waits for, with what its response needs to make a record.
+#[derive(Debug)]
+enum Awaiting {
+    Create {
+        name: Option<String>,
+    },
+    Close,
+    Io {
+        kind: IoKind,
+        requested: u32,
+    },
+    Sqos {
+        seq: Seq,
+        request: Option<Box<sqos::Request>>,
+    },
+    Other,
+}
+
+#[derive(Debug)]
+struct PendingReq {
+    frame: u64,
+    ts: Timestamp,
+    command: Command,
+    file_id: Option<FileId>,
+    file_name: Option<String>,
+    awaiting: Awaiting,
+}
+
+/// The file a compound chain is working on, for related operations (FileId all ones).
+#[derive(Clone, Debug, Default)]
+pub struct Chain {
+    file_id: Option<FileId>,
+    name: Option<String>,
+}
+
+pub struct Exchange {
+    pending: PendingTable<PendingReq>,
+    opens: OpenTable,
+}
+
+impl Exchange {
+    pub fn new() -> Self {
+        Exchange {
+            pending: PendingTable::new(MAX_PENDING),
+            opens: OpenTable::new(MAX_OPENS),
+        }
+    }
+
+    /// The file a FileId names: related placeholders resolve to the chain's file.
+    fn resolve(&self, h: &Header, fid: FileId, chain: &Chain) -> (Option<FileId>, Option<String>) {
+        if fid.is_related_placeholder() {
+            if h.flags.is_related() {
+                (chain.file_id, chain.name.clone())
+            } else {
+                (None, None)
+            }
+        } else {
+            let name = self
+                .opens
+                .name(h.session_id, fid)
+                .map(str::to_owned)
+                .or_else(|| chain.name.clone().filter(|_| chain.file_id == Some(fid)));
+            (Some(fid), name)
+        }
+    }
+
+    /// One part of a message (`chain` is shared by the parts of one message).
+    pub fn on_part(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        chain: &mut Chain,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let h = &part.header;
+        let body = match parse_body(h, &part.bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                stats.malformed_bodies += 1;
+                if h.command == Command::IOCTL {
+                    outbox.push(Out::Note(CaptureNote {
+                        frame: ctx.frame,
+                        message: format!(
+                            "IOCTL {} msg id {}: body not decoded: {e}",
+                            if h.is_response() {
+                                "response"
+                            } else {
+                                "request"
+                            },
+                            h.message_id
+                        ),
+                    }));
+                }
+                Body::NotDecoded
+            }
+        };
+        if matches!(body, Body::Error(_)) {
+            *stats
+                .error_bodies_by_command
+                .entry(h.command.to_string())
+                .or_insert(0) += 1;
+        }
+        if h.is_response() {
+            self.on_response(ctx, part, body, chain, outbox, stats);
+        } else {
+            self.on_request(ctx, part, body, chain, outbox, stats);
+        }
+    }
+
+    fn on_request(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        body: Body,
+        chain: &mut Chain,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let h = &part.header;
+        let (file, awaiting) = match body {
+            Body::CreateRequest(c) => {
+                // A new chain file: its FileId is known only from the response.
+                *chain = Chain {
+                    file_id: None,
+                    name: c.name.clone(),
+                };
+                ((None, c.name.clone()), Awaiting::Create { name: c.name })
+            }
+            Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
+            Body::ReadRequest(r) => (
+                self.resolve(h, r.file_id, chain),
+                Awaiting::Io {
+                    kind: IoKind::Read,
+                    requested: r.length,
+                },
+            ),
+            Body::WriteRequest(w) => (
+                self.resolve(h, w.file_id, chain),
+                Awaiting::Io {
+                    kind: IoKind::Write,
+                    requested: w.length,
+                },
+            ),
+            Body::IoctlRequest(io) => {
+                let file = self.resolve(h, io.file_id, chain);
+                if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL {
+                    let rec = request_record(ctx, part, &io, file.clone());
+                    stats.sqos_messages += 1;
+                    let request = match &rec.body {
+                        super::SqosBody::Request(d) => d.message.clone().map(Box::new),
+                        _ => None,
+                    };
+                    if rec.buffer_truncated {
+                        outbox.push(Out::Note(CaptureNote {
+                            frame: ctx.frame,
+                            message: format!(
+                                "SQOS request msg id {}: buffer incomplete in the capture ({} of {} bytes)",
+                                h.message_id,
+                                rec.buffer.len(),
+                                io.input_count
+                            ),
+                        }));
+                    }
+                    let seq = outbox.push_held(rec);
+                    (file, Awaiting::Sqos { seq, request })
+                } else {
+                    (file, Awaiting::Other)
+                }
+            }
+            _ => ((None, None), Awaiting::Other),
+        };
+        if let (Some(fid), false) = (file.0, matches!(awaiting, Awaiting::Create { .. })) {
+            chain.file_id = Some(fid);
+            chain.name = file.1.clone();
+        }
+        // CANCEL reuses the MessageId of the request it cancels: never a pending request.
+        if h.command == Command::CANCEL || h.message_id == UNSOLICITED_MESSAGE_ID {
+            return;
+        }
+        let req = PendingReq {
+            frame: ctx.frame,
+            ts: ctx.ts,
+            command: h.command,
+            file_id: file.0,
+            file_name: file.1,
+            awaiting,
+        };
+        if let Some(((_, id), old)) = self.pending.insert((ctx.conn, h.message_id), req) {
+            stats.pending_evicted += 1;
+            if stats.pending_evicted <= MAX_EVICTION_NOTES {
+                outbox.push(Out::Note(CaptureNote {
+                    frame: ctx.frame,
+                    message: format!(
+                        "{} request in frame {} (msg id {id}) forgotten unanswered: {}",
+                        old.command,
+                        old.frame,
+                        if id == h.message_id {
+                            "its MessageId was used again"
+                        } else {
+                            "too many requests outstanding"
+                        }
+                    ),
+                }));
+            }
+        }
+    }
+
+    fn on_response(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        body: Body,
+        chain: &mut Chain,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let h = &part.header;
+        let key = (ctx.conn, h.message_id);
+        // Interim responses leave the request waiting for its final response.
+        let req = if h.is_interim() {
+            None
+        } else {
+            self.pending.remove(&key)
+        };
+        let req_ref = match &req {
+            Some(r) => Some(r),
+            None if h.is_interim() => self.pending.get(&key),
+            None => None,
+        };
+        let was_sqos = matches!(req_ref.map(|r| &r.awaiting), Some(Awaiting::Sqos { .. }));
+        let session = h.session_id;
+        let status_ok = !h.status.is_error();
+        match body {
+            Body::CreateResponse(ref c) => {
+                let name = match req_ref.map(|r| &r.awaiting) {
+                    Some(Awaiting::Create { name }) => name.clone(),
+                    _ => None,
+                };
+                *chain = Chain {
+                    file_id: Some(c.file_id),
+                    name: name.clone(),
+                };
+                if let Some(name) = name {
+                    if self.opens.open(session, c.file_id, name.clone()) {
+                        stats.opens_evicted += 1;
+                    }
+                    outbox.push(Out::Open(OpenRecord {
+                        frame: ctx.frame,
+                        ts: ctx.ts,
+                        conn: ctx.conn,
+                        session_id: session,
+                        tree_id: h.tree_id(),
+                        file_id: c.file_id,
+                        file_name: name,
+                    }));
+                }
+            }
+            Body::CloseResponse(_) => {
+                // A related CLOSE's request named no FileId: the response chain knows it.
+                let fid = req_ref
+                    .and_then(|r| r.file_id)
+                    .or(chain.file_id.filter(|_| h.flags.is_related()));
+                if let Some(fid) = fid {
+                    self.opens.close(session, fid);
+                    outbox.push(Out::Close(CloseRecord {
+                        frame: ctx.frame,
+                        ts: ctx.ts,
+                        conn: ctx.conn,
+                        session_id: session,
+                        file_id: fid,
+                    }));
+                }
+            }
+            Body::IoctlResponse(ref io) if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL || was_sqos => {
+                let file = self.response_file(h, io.file_id, chain, req_ref);
+                self.sqos_response(ctx, part, Some(io), file, req, outbox, stats);
+                return;
+            }
+            Body::Error(_) | Body::NotDecoded if was_sqos && h.command == Command::IOCTL => {
+                let file = req_ref
+                    .map(|r| (r.file_id, r.file_name.clone()))
+                    .unwrap_or_default();
+                self.sqos_response(ctx, part, None, file, req, outbox, stats);
+                return;
+            }
+            _ => {}
+        }
+        // I/O: a final READ/WRITE response matched with its request.
+        if let (Some(r), false) = (&req, h.is_interim()) {
+            if let Awaiting::Io { kind, requested } = r.awaiting {
+                let transferred = match (&body, status_ok) {
+                    (Body::ReadResponse(rr), true) => rr.data_length,
+                    (Body::WriteResponse(wr), true) => wr.count,
+                    _ => 0,
+                };
+                outbox.push(Out::Io(IoRecord {
+                    request_frame: r.frame,
+                    response_frame: ctx.frame,
+                    request_ts: r.ts,
+                    response_ts: ctx.ts,
+                    conn: ctx.conn,
+                    session_id: session,
+                    file_id: r.file_id.unwrap_or_default(),
+                    kind,
+                    requested,
+                    transferred,
+                    nt_status: h.status.0,
+                }));
+            }
+        }
+    }
+
+    /// The file of an SQOS response: its own FileId, or the chain's, or the request's.
+    fn response_file(
+        &self,
+        h: &Header,
+        fid: FileId,
+        chain: &Chain,
+        req: Option<&PendingReq>,
+    ) -> (Option<FileId>, Option<String>) {
+        let (id, name) = self.resolve(h, fid, chain);
+        let from_req = req.map(|r| (r.file_id, r.file_name.clone()));
+        match (id, from_req) {
+            (Some(id), Some((_, rn))) => (Some(id), name.or(rn)),
+            (Some(id), None) => (Some(id), name),
+            (None, Some((rid, rn))) => (rid, name.or(rn)),
+            (None, None) => (None, name),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sqos_response(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        io: Option<&crate::smb2::body::IoctlResponse>,
+        file: (Option<FileId>, Option<String>),
+        req: Option<PendingReq>,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let h = &part.header;
+        let key = (ctx.conn, h.message_id);
+        let pending = req.as_ref().or_else(|| self.pending.get(&key));
+        let request = match pending.map(|r| &r.awaiting) {
+            Some(Awaiting::Sqos { request, .. }) => request.as_deref(),
+            _ => None,
+        };
+        let mut rec = response_record(ctx, part, io, file.clone(), request);
+        if let Some(r) = pending {
+            rec.request_frame = Some(r.frame);
+            rec.response_time = Some(ctx.ts.secs_since(r.ts));
+        }
+        stats.sqos_messages += 1;
+        if rec.buffer_truncated {
+            outbox.push(Out::Note(CaptureNote {
+                frame: ctx.frame,
+                message: format!(
+                    "SQOS response msg id {}: buffer incomplete in the capture ({} bytes present)",
+                    h.message_id,
+                    rec.buffer.len()
+                ),
+            }));
+        }
+        // A final response releases its held request, completing it.
+        if let Some(PendingReq {
+            ts,
+            awaiting: Awaiting::Sqos { seq, .. },
+            ..
+        }) = &req
+        {
+            let (frame, now) = (ctx.frame, ctx.ts);
+            let (fid, name) = file;
+            outbox.answer(*seq, |q| {
+                q.response_frame = Some(frame);
+                q.response_time = Some(now.secs_since(*ts));
+                if q.file_id.is_none() {
+                    q.file_id = fid;
+                }
+                if q.file_name.is_none() {
+                    q.file_name = name;
+                }
+            });
+        }
+        outbox.push(Out::Sqos(Box::new(rec)));
+    }
+
+    /// A connection closed: its outstanding requests will never be answered.
+    pub fn close_conn(&mut self, conn: ConnId, frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
+        for ((_, id), r) in self.pending.remove_conn(conn) {
+            stats.unanswered_requests += 1;
+            if matches!(r.awaiting, Awaiting::Sqos { .. }) {
+                outbox.push(Out::Note(CaptureNote {
+                    frame,
+                    message: format!(
+                        "SQOS request in frame {} (msg id {id}) unanswered when its connection closed",
+                        r.frame
+                    ),
+                }));
+            }
+        }
+    }
+
+    /// End of capture: report what stayed unanswered.
+    pub fn finish(&mut self, last_frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
+        let left = self.pending.drain();
+        for ((_, id), r) in &left {
+            if matches!(r.awaiting, Awaiting::Sqos { .. }) {
+                outbox.push(Out::Note(CaptureNote {
+                    frame: r.frame,
+                    message: format!(
+                        "SQOS request in frame {} (msg id {id}) unanswered at the end of the capture",
+                        r.frame
+                    ),
+                }));
+            }
+        }
+        stats.unanswered_requests += left.len() as u64;
+        if !left.is_empty() {
+            outbox.push(Out::Note(CaptureNote {
+                frame: last_frame,
+                message: format!(
+                    "{} SMB2 requests had no response by the end of the capture",
+                    left.len()
+                ),
+            }));
+        }
+    }
+}
+
+impl Default for Exchange {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,290 @@
+//! The glue: frames in, typed records out (SQOS messages, opens, I/O), plus capture statistics.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+mod exchange;
+pub mod outbox;
+mod sqos_build;
+pub mod streams;
+
+use outbox::Outbox;
+use streams::Smb2Layer;
+
+use crate::capture::{decode_link, Frame, Timestamp};
+use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
+use crate::smb2::FramerConfig;
+use crate::sqos::{Dissection, Request, Response};
+
+pub use crate::smb2::FileId;
+
+/// Which end of an exchange a record is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Request,
+    Response,
+}
+
+/// The decoded SQOS buffer of an IOCTL.
+#[derive(Clone, Debug)]
+pub enum SqosBody {
+    Request(Dissection<Request>),
+    Response(Dissection<Response>),
+    /// A response without an SQOS buffer: an error response, or success with no output.
+    NoBuffer,
+}
+
+/// One FSCTL_STORAGE_QOS_CONTROL request or response.
+#[derive(Clone, Debug)]
+pub struct SqosRecord {
+    /// The frame that completed the message (1-based).
+    pub frame: u64,
+    pub ts: Timestamp,
+    pub conn: ConnId,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub direction: Direction,
+    pub msg_id: u64,
+    pub session_id: u64,
+    /// Sync header only.
+    pub tree_id: Option<u32>,
+    /// Async header only.
+    pub async_id: Option<u64>,
+    pub file_id: Option<FileId>,
+    /// Name the FileId was opened with, when the CREATE was seen.
+    pub file_name: Option<String>,
+    /// Responses only.
+    pub nt_status: Option<u32>,
+    /// An interim STATUS_PENDING response.
+    pub interim: bool,
+    pub request_frame: Option<u64>,
+    pub response_frame: Option<u64>,
+    /// Seconds between the request and this response (responses), or its response (requests).
+    pub response_time: Option<f64>,
+    /// Requests: MaxOutputResponse of the IOCTL.
+    pub max_output_response: Option<u32>,
+    /// The raw SQOS buffer (IOCTL input for requests, output for responses).
+    pub buffer: Vec<u8>,
+    /// The buffer is shorter than the IOCTL said (snaplen, gap).
+    pub buffer_truncated: bool,
+    pub body: SqosBody,
+}
+
+/// An open seen in a CREATE response.
+#[derive(Clone, Debug)]
+pub struct OpenRecord {
+    pub frame: u64,
+    pub ts: Timestamp,
+    pub conn: ConnId,
+    pub session_id: u64,
+    pub tree_id: Option<u32>,
+    pub file_id: FileId,
+    pub file_name: String,
+}
+
+/// A CLOSE response (the open ends).
+#[derive(Clone, Debug)]
+pub struct CloseRecord {
+    pub frame: u64,
+    pub ts: Timestamp,
+    pub conn: ConnId,
+    pub session_id: u64,
+    pub file_id: FileId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoKind {
+    Read,
+    Write,
+}
+
+/// A completed READ or WRITE (request matched with its final response).
+#[derive(Clone, Debug)]
+pub struct IoRecord {
+    pub request_frame: u64,
+    pub response_frame: u64,
+    pub request_ts: Timestamp,
+    pub response_ts: Timestamp,
+    pub conn: ConnId,
+    pub session_id: u64,
+    pub file_id: FileId,
+    pub kind: IoKind,
+    /// Bytes asked for (READ Length / WRITE Length).
+    pub requested: u32,
+    /// Bytes transferred (READ response DataLength; WRITE response Count).
+    pub transferred: u32,
+    pub nt_status: u32,
+}
+
+/// Something about the capture the user must be told (incomplete data, bounds hit, errors).
+#[derive(Clone, Debug, Serialize)]
+pub struct CaptureNote {
+    pub frame: u64,
+    pub message: String,
+}
+
+/// Receives the pipeline's output, in frame order.
+pub trait RecordSink {
+    fn on_sqos(&mut self, rec: SqosRecord);
+    fn on_open(&mut self, _rec: &OpenRecord) {}
+    fn on_close(&mut self, _rec: &CloseRecord) {}
+    fn on_io(&mut self, _rec: &IoRecord) {}
+    fn on_note(&mut self, _note: &CaptureNote) {}
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct PipelineConfig {
+    pub reassembly: ReassemblyConfig,
+}
+
+/// Capture statistics (`sqos stats`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    pub frames: u64,
+    pub connections: u64,
+    pub smb2_messages: u64,
+    /// Command name (e.g. "IOCTL") → messages, requests and responses, each compound part counted.
+    pub by_command: BTreeMap<String, u64>,
+    pub encrypted_messages: u64,
+    pub compressed_messages: u64,
+    pub smb1_messages: u64,
+    pub gaps: u64,
+    pub resyncs: u64,
+    pub truncated_frames: u64,
+    pub sqos_messages: u64,
+    /// Responses with the SMB2 ERROR body (StructureSize 9: failures and interim responses), per
+    /// command. `by_command` minus these is what Wireshark shows with a command body
+    /// (e.g. `smb2.ioctl.function` occurrences for IOCTL).
+    pub error_bodies_by_command: BTreeMap<String, u64>,
+    /// Encrypted (0xFD) messages per connection ("encrypted: no keys").
+    pub encrypted_by_connection: BTreeMap<String, u64>,
+    /// Stream bytes reported missing by TCP reassembly.
+    pub gap_bytes: u64,
+    /// Bytes skipped while looking for a message start (mid-stream start, after gaps).
+    pub resync_skipped_bytes: u64,
+    /// Frames whose link/IP/TCP headers could not be decoded.
+    pub undecoded_frames: u64,
+    /// SMB2 messages whose compound chain or header was inconsistent.
+    pub malformed_messages: u64,
+    /// SMB2 parts whose body did not decode (often cut by a gap or snaplen).
+    pub malformed_bodies: u64,
+    /// Requests without a response: connection closed or capture ended.
+    pub unanswered_requests: u64,
+    /// Requests forgotten because the table of outstanding requests was full or an id reused.
+    pub pending_evicted: u64,
+    /// Opens forgotten because the open table was full.
+    pub opens_evicted: u64,
+}
+
+/// Bounds of the pipeline's own state (memory stays bounded whatever the capture).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub framer: FramerConfig,
+    /// Capture seconds an SQOS request is held back waiting for its response.
+    pub hold_window_secs: u32,
+    /// Most records queued behind held SQOS requests.
+    pub max_queued: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            framer: FramerConfig::default(),
+            hold_window_secs: 60,
+            max_queued: 10_000,
+        }
+    }
+}
+
+/// Frames in, records out: link → IP/TCP → reassembly → SMB2 framing → matching → records.
+///
+/// Records reach the sink in frame order; SQOS requests are held back until answered (see
+/// [`outbox`] for the exact rule), so a request record carries its response frame and time.
+pub struct Pipeline {
+    reassembler: Reassembler,
+    layer: Smb2Layer,
+    link_errors_noted: bool,
+    last_ts: Timestamp,
+}
+
+impl Pipeline {
+    pub fn new(cfg: PipelineConfig) -> Self {
+        Self::with_limits(cfg, Limits::default())
+    }
+
+    pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
+        Pipeline {
+            reassembler: Reassembler::new(cfg.reassembly),
+            layer: Smb2Layer::new(
+                limits.framer,
+                Outbox::new(limits.hold_window_secs, limits.max_queued),
+            ),
+            link_errors_noted: false,
+            last_ts: Timestamp::default(),
+        }
+    }
+
+    pub fn push_frame<S: RecordSink>(&mut self, frame: &Frame<'_>, sink: &mut S) {
+        let stats = &mut self.layer.stats;
+        stats.frames += 1;
+        if frame.is_truncated() {
+            stats.truncated_frames += 1;
+        }
+        self.layer.last_frame = frame.number;
+        self.last_ts = frame.ts;
+        match decode_link(frame.link_type, frame.data) {
+            Ok(l3) => match decode_tcp(l3) {
+                Ok(Some(seg)) => {
+                    self.reassembler
+                        .push(frame.number, frame.ts, &seg, &mut self.layer)
+                }
+                Ok(None) => {}
+                Err(_) => self.layer.stats.undecoded_frames += 1,
+            },
+            Err(e) => {
+                self.layer.stats.undecoded_frames += 1;
+                if !self.link_errors_noted {
+                    // Once: a capture of an unsupported link type would repeat it every frame.
+                    self.link_errors_noted = true;
+                    sink.on_note(&CaptureNote {
+                        frame: frame.number,
+                        message: format!("frame {}: {e}", frame.number),
+                    });
+                }
+            }
+        }
+        self.layer.outbox.drain(frame.ts, sink);
+    }
+
+    /// End of input: flush held records and report what stayed incomplete.
+    pub fn finish<S: RecordSink>(&mut self, sink: &mut S) {
+        self.reassembler.finish(&mut self.layer);
+        self.layer.finish(self.last_ts);
+        self.layer.outbox.release_all(sink);
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.layer.stats
+    }
+
+    /// The SMB2 layer as a [`crate::net::StreamSink`]: feed reassembled stream events directly
+    /// (tests; sources that already have TCP streams). Call [`Pipeline::deliver`] after.
+    pub fn stream_sink(&mut self) -> &mut Smb2Layer {
+        &mut self.layer
+    }
+
+    /// Deliver the records that are ready, applying the hold-back rule at capture time `now`.
+    pub fn deliver<S: RecordSink>(&mut self, now: Timestamp, sink: &mut S) {
+        self.last_ts = self.last_ts.max(now);
+        self.layer.outbox.drain(now, sink);
+    }
+
+    /// Bytes held by the SMB2 framers right now.
+    pub fn framer_bytes(&self) -> usize {
+        self.layer.framer_bytes()
+    }
+}

@@ -1,0 +1,105 @@
+//! SQOS records out of FSCTL_STORAGE_QOS_CONTROL IOCTL parts: locate the buffer by the IOCTL's
+//! offsets, run the codec, attach its findings.
+
+use super::{Direction, SqosBody, SqosRecord};
+use crate::capture::Timestamp;
+use crate::net::ConnId;
+use crate::smb2::body::{IoctlRequest, IoctlResponse, Located};
+use crate::smb2::{FileId, Header, NtStatus, Part};
+use crate::sqos;
+
+/// Where and when a message was seen.
+#[derive(Clone, Copy, Debug)]
+pub struct MsgCtx {
+    pub conn: ConnId,
+    pub frame: u64,
+    pub ts: Timestamp,
+    pub src: std::net::SocketAddr,
+    pub dst: std::net::SocketAddr,
+}
+
+fn base(
+    ctx: &MsgCtx,
+    h: &Header,
+    direction: Direction,
+    file: (Option<FileId>, Option<String>),
+) -> SqosRecord {
+    SqosRecord {
+        frame: ctx.frame,
+        ts: ctx.ts,
+        conn: ctx.conn,
+        src: ctx.src,
+        dst: ctx.dst,
+        direction,
+        msg_id: h.message_id,
+        session_id: h.session_id,
+        tree_id: h.tree_id(),
+        async_id: h.async_id(),
+        file_id: file.0,
+        file_name: file.1,
+        nt_status: None,
+        interim: false,
+        request_frame: None,
+        response_frame: None,
+        response_time: None,
+        max_output_response: None,
+        buffer: Vec::new(),
+        buffer_truncated: false,
+        body: SqosBody::NoBuffer,
+    }
+}
+
+fn take_buffer(rec: &mut SqosRecord, loc: Located<'_>, part: &Part) {
+    rec.buffer = loc.bytes.to_vec();
+    rec.buffer_truncated =
+        loc.is_truncated() || (part.cut && loc.bytes.is_empty() && loc.missing > 0);
+}
+
+/// The record of an SQOS IOCTL request: its input buffer decoded as STORAGE_QOS_CONTROL_REQUEST.
+pub fn request_record(
+    ctx: &MsgCtx,
+    part: &Part,
+    req: &IoctlRequest,
+    file: (Option<FileId>, Option<String>),
+) -> SqosRecord {
+    let mut rec = base(ctx, &part.header, Direction::Request, file);
+    take_buffer(&mut rec, req.input(&part.bytes), part);
+    rec.max_output_response = Some(req.max_output_response);
+    let mut d = sqos::parse_request(&rec.buffer);
+    if let Some(m) = &d.message {
+        let extra = sqos::check_max_output(m, req.max_output_response);
+        d.findings.extend(extra);
+    }
+    rec.body = SqosBody::Request(d);
+    rec
+}
+
+/// Statuses with which an IOCTL response still carries its output buffer.
+fn has_output(status: NtStatus) -> bool {
+    status == NtStatus::SUCCESS || status == NtStatus::BUFFER_OVERFLOW
+}
+
+/// The record of an SQOS IOCTL response (final or interim). `resp` is `None` for an ERROR
+/// response body. `request` is the matched request's decoded message, for the cross-checks.
+pub fn response_record(
+    ctx: &MsgCtx,
+    part: &Part,
+    resp: Option<&IoctlResponse>,
+    file: (Option<FileId>, Option<String>),
+    request: Option<&sqos::Request>,
+) -> SqosRecord {
+    let h = &part.header;
+    let mut rec = base(ctx, h, Direction::Response, file);
+    rec.nt_status = Some(h.status.0);
+    rec.interim = h.is_interim();
+    if let Some(resp) = resp.filter(|r| r.output_count > 0 && has_output(h.status)) {
+        take_buffer(&mut rec, resp.output(&part.bytes), part);
+        let mut d = sqos::parse_response(&rec.buffer);
+        if let (Some(q), Some(m)) = (request, &d.message) {
+            let extra = sqos::check_response_against_request(q, m);
+            d.findings.extend(extra);
+        }
+        rec.body = SqosBody::Response(d);
+    }
+    rec
+}

@@ -1,0 +1,241 @@
+//! The SMB2 layer as a TCP stream sink: one framer per connection and direction, framer events
+//! turned into statistics, notes and (through [`Exchange`]) records.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use super::exchange::{Chain, Exchange};
+use super::outbox::{Out, Outbox};
+use super::sqos_build::MsgCtx;
+use super::{CaptureNote, Stats};
+use crate::capture::Timestamp;
+use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
+use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
+
+pub struct Smb2Layer {
+    framer_cfg: FramerConfig,
+    framers: HashMap<(ConnId, Dir), Framer>,
+    conns: HashMap<ConnId, ConnKey>,
+    events: Vec<FramerEvent>,
+    pub exchange: Exchange,
+    pub outbox: Outbox,
+    pub stats: Stats,
+    pub last_frame: u64,
+}
+
+impl Smb2Layer {
+    pub fn new(framer_cfg: FramerConfig, outbox: Outbox) -> Self {
+        Smb2Layer {
+            framer_cfg,
+            framers: HashMap::new(),
+            conns: HashMap::new(),
+            events: Vec::new(),
+            exchange: Exchange::new(),
+            outbox,
+            stats: Stats::default(),
+            last_frame: 0,
+        }
+    }
+
+    /// Bytes held by all framers (for tests of the memory bound).
+    pub fn framer_bytes(&self) -> usize {
+        self.framers.values().map(Framer::buffered).sum()
+    }
+
+    fn note(&mut self, frame: u64, message: String) {
+        self.outbox.push(Out::Note(CaptureNote { frame, message }));
+    }
+
+    fn endpoints(&self, conn: ConnId, dir: Dir) -> (SocketAddr, SocketAddr) {
+        match self.conns.get(&conn) {
+            Some(k) => k.endpoints(dir),
+            None => {
+                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+                (unknown, unknown)
+            }
+        }
+    }
+
+    fn conn_label(&self, conn: ConnId) -> String {
+        match self.conns.get(&conn) {
+            Some(k) => format!("connection {} ({k})", conn.0),
+            None => format!("connection {}", conn.0),
+        }
+    }
+
+    /// "connection N, a → b": the direction the bytes travel.
+    fn dir_label(&self, conn: ConnId, dir: Dir) -> String {
+        match self.conns.get(&conn) {
+            Some(k) => {
+                let (src, dst) = k.endpoints(dir);
+                format!("connection {}, {src} → {dst}", conn.0)
+            }
+            None => format!("connection {}", conn.0),
+        }
+    }
+
+    fn handle_events(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp) {
+        let events = std::mem::take(&mut self.events);
+        for ev in &events {
+            self.handle_event(conn, dir, frame, ts, ev);
+        }
+        self.events = events;
+        self.events.clear();
+    }
+
+    fn handle_event(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        ts: Timestamp,
+        ev: &FramerEvent,
+    ) {
+        match ev {
+            FramerEvent::Message(m) => self.on_message(conn, dir, frame, ts, m),
+            FramerEvent::Encrypted { .. } => {
+                self.stats.encrypted_messages += 1;
+                let label = self.conn_label(conn);
+                *self.stats.encrypted_by_connection.entry(label).or_insert(0) += 1;
+            }
+            FramerEvent::Compressed { .. } => self.stats.compressed_messages += 1,
+            FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,
+            FramerEvent::SessionControl { .. } => {}
+            FramerEvent::Resynced { skipped } => {
+                self.stats.resyncs += 1;
+                self.stats.resync_skipped_bytes += skipped;
+                let label = self.dir_label(conn, dir);
+                self.note(
+                    frame,
+                    format!(
+                        "{label}: resynchronised on an SMB2 header after skipping {skipped} bytes"
+                    ),
+                );
+            }
+            FramerEvent::Gap { bytes, in_step } => {
+                self.stats.gap_bytes += bytes;
+                let label = self.dir_label(conn, dir);
+                let what = if *in_step {
+                    "inside data that is skipped anyway; framing kept"
+                } else {
+                    "messages around it are lost; resynchronising"
+                };
+                self.note(frame, format!("{label}: {bytes} bytes missing ({what})"));
+            }
+        }
+    }
+
+    fn on_message(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, m: &Smb2Message) {
+        let (src, dst) = self.endpoints(conn, dir);
+        let ctx = MsgCtx {
+            conn,
+            frame,
+            ts,
+            src,
+            dst,
+        };
+        let mut chain = Chain::default();
+        for part in &m.parts {
+            self.stats.smb2_messages += 1;
+            *self
+                .stats
+                .by_command
+                .entry(part.header.command.to_string())
+                .or_insert(0) += 1;
+            self.exchange
+                .on_part(&ctx, part, &mut chain, &mut self.outbox, &mut self.stats);
+        }
+        for (cmd, _) in &m.overflow {
+            self.stats.smb2_messages += 1;
+            *self.stats.by_command.entry(cmd.to_string()).or_insert(0) += 1;
+        }
+        if !m.overflow.is_empty() {
+            self.note(
+                frame,
+                format!(
+                    "compound of {} parts: parts after the first {} counted, not decoded",
+                    m.parts.len() + m.overflow.len(),
+                    m.parts.len()
+                ),
+            );
+        }
+        if let Some(e) = &m.malformed {
+            self.stats.malformed_messages += 1;
+            self.note(frame, format!("malformed SMB2 message: {e}"));
+        }
+    }
+
+    /// Flush both framers of a connection (it ended) and forget it.
+    fn end_conn(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
+        for dir in [Dir::ToServer, Dir::ToClient] {
+            if let Some(mut f) = self.framers.remove(&(conn, dir)) {
+                f.finish(&mut self.events);
+                self.handle_events(conn, dir, frame, ts);
+            }
+        }
+        self.exchange
+            .close_conn(conn, frame, &mut self.outbox, &mut self.stats);
+        self.outbox.release_conn(conn, frame);
+    }
+
+    /// End of capture: flush every framer.
+    pub fn finish(&mut self, ts: Timestamp) {
+        let mut keys: Vec<(ConnId, Dir)> = self.framers.keys().copied().collect();
+        keys.sort_by_key(|(c, d)| (c.0, *d == Dir::ToClient));
+        for (conn, dir) in keys {
+            if let Some(mut f) = self.framers.remove(&(conn, dir)) {
+                f.finish(&mut self.events);
+                self.handle_events(conn, dir, self.last_frame, ts);
+            }
+        }
+        self.exchange
+            .finish(self.last_frame, &mut self.outbox, &mut self.stats);
+    }
+}
+
+impl StreamSink for Smb2Layer {
+    fn on_connection(&mut self, conn: ConnId, key: &ConnKey, _frame: u64, _ts: Timestamp) {
+        self.stats.connections += 1;
+        self.conns.insert(conn, *key);
+    }
+
+    fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {
+        self.last_frame = self.last_frame.max(frame);
+        let cfg = self.framer_cfg;
+        self.framers
+            .entry((conn, dir))
+            .or_insert_with(|| Framer::new(cfg))
+            .push(data, &mut self.events);
+        self.handle_events(conn, dir, frame, ts);
+    }
+
+    fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64) {
+        self.last_frame = self.last_frame.max(frame);
+        self.stats.gaps += 1;
+        let cfg = self.framer_cfg;
+        self.framers
+            .entry((conn, dir))
+            .or_insert_with(|| Framer::new(cfg))
+            .gap(missing, &mut self.events);
+        self.handle_events(conn, dir, frame, ts);
+    }
+
+    fn on_close(&mut self, conn: ConnId, _how: CloseKind, frame: u64, ts: Timestamp) {
+        self.end_conn(conn, frame, ts);
+    }
+
+    fn on_note(&mut self, conn: ConnId, frame: u64, note: NetNote) {
+        let label = self.conn_label(conn);
+        let message = match note {
+            NetNote::BufferLimit { dir, bytes } => format!(
+                "{label}: reassembly buffer bound hit, {bytes} out-of-order bytes dropped ({})",
+                match dir {
+                    Dir::ToServer => "to server",
+                    Dir::ToClient => "to client",
+                }
+            ),
+            NetNote::MidStream => format!("{label}: picked up mid-stream (start not captured)"),
+        };
+        self.note(frame, message);
+    }
+}

@@ -1,0 +1,170 @@
+//! Shared test helpers: run the library pipeline over a capture and collect what it emits;
+//! locate captures; run tshark.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sqos::capture::Timestamp;
+use sqos::pipeline::{
+    CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord,
+};
+use sqos::run::{run_capture, CaptureSink, RunResult};
+
+#[derive(Default)]
+pub struct Collected {
+    pub sqos: Vec<SqosRecord>,
+    pub opens: Vec<OpenRecord>,
+    pub closes: Vec<CloseRecord>,
+    pub io: Vec<IoRecord>,
+    pub notes: Vec<CaptureNote>,
+    pub first_ts: Option<Timestamp>,
+}
+
+impl RecordSink for Collected {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.sqos.push(rec);
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.opens.push(rec.clone());
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.closes.push(rec.clone());
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.io.push(rec.clone());
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.notes.push(note.clone());
+    }
+}
+
+impl CaptureSink for Collected {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.first_ts = Some(ts);
+    }
+}
+
+pub fn run(path: &Path) -> (Collected, RunResult) {
+    let mut c = Collected::default();
+    let r = match run_capture(path, PipelineConfig::default(), &mut c, false) {
+        Ok(r) => r,
+        Err(e) => panic!("{}: unusable: {e}", path.display()),
+    };
+    (c, r)
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `shared/real-captures` beside the repository (CI puts `shared/` next to the clone); from a git
+/// worktree deeper down, the nearest ancestor that has it.
+pub fn real_captures_dir() -> PathBuf {
+    repo()
+        .ancestors()
+        .skip(1)
+        .map(|a| a.join("shared/real-captures"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| repo().join("../shared/real-captures"))
+}
+
+/// Every file in a directory with one of the capture extensions, sorted.
+pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    let n = p.to_string_lossy();
+                    n.ends_with(".pcap") || n.ends_with(".pcapng") || n.ends_with(".pcap.gz")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Whether tshark can be run. In CI (CI=true) its absence is a failure, not a skip.
+pub fn have_tshark() -> bool {
+    let ok = Command::new("tshark")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok && std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("tshark is not installed but CI=true: .ci/run must install it");
+    }
+    if !ok {
+        eprintln!("tshark not installed: skipping the interop comparison");
+    }
+    ok
+}
+
+/// Run tshark with `-T fields` and the given fields; one Vec of column strings per frame line.
+pub fn tshark_fields(path: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-n").arg("-r").arg(path);
+    cmd.args([
+        "-o",
+        "tcp.reassemble_out_of_order:TRUE",
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=|",
+        "-E",
+        "separator=\t",
+    ]);
+    if let Some(f) = filter {
+        cmd.arg("-Y").arg(f);
+    }
+    for f in fields {
+        cmd.arg("-e").arg(f);
+    }
+    let out = cmd.output().expect("run tshark");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+pub const SMB2_COMMANDS: [&str; 19] = [
+    "NEGOTIATE",
+    "SESSION_SETUP",
+    "LOGOFF",
+    "TREE_CONNECT",
+    "TREE_DISCONNECT",
+    "CREATE",
+    "CLOSE",
+    "FLUSH",
+    "READ",
+    "WRITE",
+    "LOCK",
+    "IOCTL",
+    "CANCEL",
+    "ECHO",
+    "QUERY_DIRECTORY",
+    "CHANGE_NOTIFY",
+    "QUERY_INFO",
+    "SET_INFO",
+    "OPLOCK_BREAK",
+];
+
+/// SMB2 messages per command name as tshark counts them (each `smb2.cmd` occurrence).
+pub fn tshark_smb2_counts(path: &Path) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for row in tshark_fields(path, Some("smb2"), &["smb2.cmd"]) {
+        for v in row[0].split('|').filter(|s| !s.is_empty()) {
+            let name = v
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| SMB2_COMMANDS.get(i).map(|s| s.to_string()))
+                .unwrap_or_else(|| format!("0x{v}"));
+            *m.entry(name).or_insert(0) += 1;
+        }
+    }
+    m
+}
