@@ -22,7 +22,7 @@ fn table() -> Vec<(PathBuf, sqos::synth::SynthArgs)> {
     let readme = std::fs::read_to_string("captures/README.md").unwrap();
     let mut rows = Vec::new();
     for line in readme.lines() {
-        let Some(start) = line.find("`sqos synth ") else {
+        let Some(start) = line.find("`sqos synth ").filter(|_| line.starts_with('|')) else {
             continue;
         };
         let rest = &line[start + 1..];
@@ -191,8 +191,7 @@ fn tshark_sqos_fields_agree_with_the_truth() {
         seen.insert(
             cols[0].parse().unwrap(),
             cols[1..]
-                .to_vec()
-                .into_iter()
+                .iter()
                 .map(|c| c.split(',').map(str::to_string).collect())
                 .collect(),
         );

@@ -325,7 +325,7 @@ mod tests {
         assert_eq!(v11[2].1.as_ref().map(Vec::len), Some(96));
         // Byte-exact spot checks against the printed hex.
         assert_eq!(&v11[1].0[0..8], &[0x01, 0x01, 0, 0, 0x02, 0, 0, 0]);
-        assert_eq!(&v11[1].0[96..104], &[0x68, 0, 0x0e, 0, 0x76, 0, 0x48, 0]);
+        assert_eq!(&v11[1].0[72..80], &[0x68, 0, 0x0e, 0, 0x76, 0, 0x48, 0]);
         assert_eq!(&v10[2].0[88..96], &[0x8f, 0x01, 0, 0, 0, 0, 0, 0]);
         assert_eq!(
             &v11[2].1.as_ref().unwrap()[80..88],

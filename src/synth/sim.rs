@@ -1096,7 +1096,15 @@ impl<'c, W: Write> Sim<'c, W> {
     // ---- server ---------------------------------------------------------------------------
 
     /// Sends a response: `hdr` is the request's header with the status to answer.
-    fn server_send(&mut self, h: usize, t: Time, hdr: Header, body: &[u8], fill: usize, kind: RespKind) {
+    fn server_send(
+        &mut self,
+        h: usize,
+        t: Time,
+        hdr: Header,
+        body: &[u8],
+        fill: usize,
+        kind: RespKind,
+    ) {
         let status = hdr.status;
         let hdr = Header {
             response: true,
@@ -1104,7 +1112,13 @@ impl<'c, W: Write> Sim<'c, W> {
             ..hdr
         };
         let parts = smb2::message(&hdr, body, fill);
-        self.queue_msg(h, Side::Server, t, parts, Item::Resp(RespItem { status, kind }));
+        self.queue_msg(
+            h,
+            Side::Server,
+            t,
+            parts,
+            Item::Resp(RespItem { status, kind }),
+        );
     }
 
     fn server_request(&mut self, h: usize, t: Time, it: ReqItem) {
@@ -1141,7 +1155,14 @@ impl<'c, W: Write> Sim<'c, W> {
                     session_id: session,
                     ..hdr
                 };
-                self.server_send(h, reply, Header { status, ..hdr }, &smb2::session_setup_response(), 0, RespKind::Session(round));
+                self.server_send(
+                    h,
+                    reply,
+                    Header { status, ..hdr },
+                    &smb2::session_setup_response(),
+                    0,
+                    RespKind::Session(round),
+                );
             }
             ReqKind::Tree => {
                 let tree = 1 + h as u32;
@@ -1152,7 +1173,14 @@ impl<'c, W: Write> Sim<'c, W> {
                     tree_id: tree,
                     ..hdr
                 };
-                self.server_send(h, reply, hdr, &smb2::tree_connect_response(), 0, RespKind::Tree);
+                self.server_send(
+                    h,
+                    reply,
+                    hdr,
+                    &smb2::tree_connect_response(),
+                    0,
+                    RespKind::Tree,
+                );
             }
             ReqKind::Create(target) => {
                 let Some(host) = self.hosts.get_mut(h) else {
@@ -1174,7 +1202,14 @@ impl<'c, W: Write> Sim<'c, W> {
             }
             ReqKind::Close(target, fid) => {
                 self.server.close((h as u32, fid.volatile));
-                self.server_send(h, reply, hdr, &smb2::close_response(), 0, RespKind::Close(target));
+                self.server_send(
+                    h,
+                    reply,
+                    hdr,
+                    &smb2::close_response(),
+                    0,
+                    RespKind::Close(target),
+                );
             }
             ReqKind::Io(io) => {
                 let Some(rec) = self.ios.get(io) else {
@@ -1203,7 +1238,14 @@ impl<'c, W: Write> Sim<'c, W> {
         if rec.write {
             self.server_send(h, t, hdr, &smb2::write_response(len), 0, RespKind::Io(io));
         } else {
-            self.server_send(h, t, hdr, &smb2::read_response(len), len as usize, RespKind::Io(io));
+            self.server_send(
+                h,
+                t,
+                hdr,
+                &smb2::read_response(len),
+                len as usize,
+                RespKind::Io(io),
+            );
         }
     }
 
@@ -1231,7 +1273,14 @@ impl<'c, W: Write> Sim<'c, W> {
             }
             Err(status) => {
                 rec.nt = Some(status);
-                self.server_send(h, t, Header { status, ..hdr }, &smb2::error_response(), 0, RespKind::Ioctl(m));
+                self.server_send(
+                    h,
+                    t,
+                    Header { status, ..hdr },
+                    &smb2::error_response(),
+                    0,
+                    RespKind::Ioctl(m),
+                );
             }
         }
     }
