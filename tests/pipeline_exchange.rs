@@ -447,3 +447,71 @@ fn gap_and_resync_are_counted_and_noted() {
     assert!(c.notes().iter().any(|n| n.contains("bytes missing")));
     assert!(c.notes().iter().any(|n| n.contains("resynchronised")));
 }
+
+#[test]
+fn bytes_lost_inside_an_sqos_request_mark_its_buffer_truncated() {
+    let mut d = Drive::new();
+    let input: Vec<u8> = (0..200u8).collect();
+    let req = framed(&Msg::request(
+        IOCTL,
+        8,
+        ioctl_request(FSCTL_SQOS, F, &input, 96, 0),
+    ));
+    // 4 (NBSS) + 64 + 56 = 124 bytes before the input; lose 50 bytes from byte 224 on.
+    d.send(Dir::ToServer, 0.0, &req[..224]);
+    d.frame += 1;
+    d.p.stream_sink()
+        .on_gap(ConnId(0), Dir::ToServer, d.frame, Timestamp(0), 50);
+    d.send(Dir::ToServer, 0.1, &req[274..]);
+    // Framing was kept: the next message is decoded normally.
+    d.send(Dir::ToServer, 0.2, &framed(&Msg::request(ECHO, 9, echo())));
+    let (c, stats) = d.finish();
+    let s = c.sqos();
+    assert_eq!(s.len(), 1);
+    assert!(s[0].buffer_truncated);
+    assert_eq!(
+        s[0].buffer,
+        input[..100].to_vec(),
+        "what arrived before the hole"
+    );
+    assert_eq!(s[0].frame, 3, "the frame that ended the message");
+    assert!(c.notes().iter().any(|n| n
+        .contains("SQOS request msg id 8: buffer incomplete (100 of 200 bytes in the capture)")));
+    assert_eq!(stats.by_command.get("ECHO"), Some(&1));
+    assert_eq!(stats.resyncs, 0);
+}
+
+#[test]
+fn queue_bound_releases_the_held_request_with_a_note() {
+    let limits = sqos::pipeline::Limits {
+        max_queued: 3,
+        ..Default::default()
+    };
+    let mut p = Pipeline::with_limits(PipelineConfig::default(), limits);
+    p.stream_sink()
+        .on_connection(ConnId(0), &key(), 1, Timestamp(0));
+    let mut out = Collect::default();
+    let req = framed(&Msg::request(
+        IOCTL,
+        1,
+        ioctl_request(FSCTL_SQOS, F, &[1; 40], 96, 0),
+    ));
+    p.stream_sink()
+        .on_data(ConnId(0), Dir::ToServer, 1, Timestamp(0), &req);
+    for i in 0..3u64 {
+        let f = 2 + 2 * i;
+        let r = framed(&Msg::request(READ, 10 + i, read_request(F, 1, 0)));
+        p.stream_sink()
+            .on_data(ConnId(0), Dir::ToServer, f, Timestamp(0), &r);
+        let r = framed(&Msg::response(READ, 10 + i, 0, read_response(1, 0)));
+        p.stream_sink()
+            .on_data(ConnId(0), Dir::ToClient, f + 1, Timestamp(0), &r);
+        p.deliver(Timestamp(0), &mut out);
+    }
+    // Four queued (request + three I/O records) > 3: the request went out unanswered.
+    assert_eq!(
+        out.order(),
+        vec!["note@1", "sqos-Request@1", "io@3", "io@5", "io@7"]
+    );
+    assert!(out.notes()[0].contains("too many records queued"));
+}

@@ -35,7 +35,7 @@ enum Command {
 pub struct InputArgs {
     /// pcap or pcapng file (gzip allowed); `-` reads standard input.
     pub capture: PathBuf,
-    /// Extra TCP ports to treat as SMB (445 always is).
+    /// Extra TCP ports to treat as SMB (445 and 139 always are).
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
     /// No progress bar on stderr.

@@ -174,7 +174,7 @@ impl Exchange {
                         outbox.push(Out::Note(CaptureNote {
                             frame: ctx.frame,
                             message: format!(
-                                "SQOS request msg id {}: buffer incomplete in the capture ({} of {} bytes)",
+                                "SQOS request msg id {}: buffer incomplete ({} of {} bytes in the capture)",
                                 h.message_id,
                                 rec.buffer.len(),
                                 io.input_count
@@ -376,7 +376,7 @@ impl Exchange {
             outbox.push(Out::Note(CaptureNote {
                 frame: ctx.frame,
                 message: format!(
-                    "SQOS response msg id {}: buffer incomplete in the capture ({} bytes present)",
+                    "SQOS response msg id {}: buffer incomplete ({} bytes in the capture)",
                     h.message_id,
                     rec.buffer.len()
                 ),

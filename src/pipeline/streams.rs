@@ -1,7 +1,7 @@
 //! The SMB2 layer as a TCP stream sink: one framer per connection and direction, framer events
 //! turned into statistics, notes and (through [`Exchange`]) records.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::exchange::{Chain, Exchange};
@@ -12,10 +12,15 @@ use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
 
+/// Most connections with SMB2 state at once. TCP reassembly forgets idle connections without
+/// telling (its own bound); this bound makes sure their framers are dropped too.
+pub const MAX_CONNECTIONS: usize = 200_000;
+
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
     framers: HashMap<(ConnId, Dir), Framer>,
-    conns: HashMap<ConnId, ConnKey>,
+    /// Connections whose framers may hold state, oldest (lowest id) first.
+    conns: BTreeMap<ConnId, ConnKey>,
     events: Vec<FramerEvent>,
     pub exchange: Exchange,
     pub outbox: Outbox,
@@ -28,7 +33,7 @@ impl Smb2Layer {
         Smb2Layer {
             framer_cfg,
             framers: HashMap::new(),
-            conns: HashMap::new(),
+            conns: BTreeMap::new(),
             events: Vec::new(),
             exchange: Exchange::new(),
             outbox,
@@ -176,6 +181,7 @@ impl Smb2Layer {
         self.exchange
             .close_conn(conn, frame, &mut self.outbox, &mut self.stats);
         self.outbox.release_conn(conn, frame);
+        self.conns.remove(&conn);
     }
 
     /// End of capture: flush every framer.
@@ -194,9 +200,19 @@ impl Smb2Layer {
 }
 
 impl StreamSink for Smb2Layer {
-    fn on_connection(&mut self, conn: ConnId, key: &ConnKey, _frame: u64, _ts: Timestamp) {
+    fn on_connection(&mut self, conn: ConnId, key: &ConnKey, frame: u64, ts: Timestamp) {
         self.stats.connections += 1;
         self.conns.insert(conn, *key);
+        if self.conns.len() > MAX_CONNECTIONS {
+            if let Some((&oldest, _)) = self.conns.iter().next() {
+                let label = self.conn_label(oldest);
+                self.note(
+                    frame,
+                    format!("{label}: SMB2 state dropped, too many connections at once"),
+                );
+                self.end_conn(oldest, frame, ts);
+            }
+        }
     }
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {

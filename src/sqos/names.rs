@@ -31,8 +31,8 @@ impl NameRef {
 pub(crate) struct NameRead {
     /// The decoded string.
     pub text: Option<String>,
-    /// The bytes of the name when they were inside the buffer and after the fixed part
-    /// (also when they did not decode), for the extent of the structure.
+    /// The bytes of the buffer the name covers when it starts after the fixed part (also when
+    /// it did not decode or runs past the end), for the extent of the structure.
     pub range: Option<Range<usize>>,
 }
 
@@ -119,7 +119,12 @@ pub(crate) fn read_name(
                 buf.len()
             ),
         ));
-        return NameRead::default();
+        // The part inside the buffer still belongs to the name, not to trailing bytes.
+        let inside = range.start..range.end.min(buf.len());
+        return NameRead {
+            text: None,
+            range: (!inside.is_empty()).then_some(inside),
+        };
     };
     let mut field = Field {
         name: label,
