@@ -465,18 +465,22 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
     r.options = Options::SET_LOGICAL_FLOW_ID;
     r.logical_flow_id = fresh;
     out.push(raw(r, None, "associates the spare open: STATUS_SUCCESS"));
-    let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
+    // The name "lies" inside the fixed part (no name bytes follow it).
+    let mut r = new_request(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.initiator_name_offset = 40;
+    r.initiator_name_length = 8;
     out.push(raw(
         r,
         None,
         "InitiatorNameOffset 40 (< 104): STATUS_INVALID_PARAMETER",
     ));
-    let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
+    // A node name of 400 bytes announced right after the name, but the request ends there.
+    let mut r = with_names(new_request(dialect), "vm99", "");
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
+    r.initiator_node_name_offset = r.initiator_name_offset + r.initiator_name_length;
     r.initiator_node_name_length = 400;
     out.push(raw(
         r,
