@@ -193,12 +193,14 @@ pub struct BaselineTolerances {
 }
 
 impl BaselineTolerances {
-    /// The tolerance for a figure: its own, else the default, else exact.
+    /// The tolerance for a figure: its own; else, for a rate, the default; else exact. Settings
+    /// (limits, the server's rates, BaseIoSize) are configuration, so a loose default never
+    /// hides a changed limit.
     pub fn for_figure(&self, f: Figure) -> Tolerance {
         self.per_figure
             .get(&f)
             .copied()
-            .or(self.default)
+            .or(self.default.filter(|_| !f.is_setting()))
             .unwrap_or(Tolerance::EXACT)
     }
 
