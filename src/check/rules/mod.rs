@@ -328,6 +328,15 @@ fn selector(flow: Option<Uuid>, initiator: Option<Glob>) -> Result<Selector, Bad
     }
 }
 
+/// A code the codec (`sqos.*`) or the flow analysis (`flow.*`) can report: a typo in `except`
+/// or `only` would otherwise silently match nothing.
+fn known_finding_code(code: &str) -> bool {
+    crate::sqos::FindingCode::from_code(code).is_some()
+        || crate::analysis::FlowFindingCode::ALL
+            .iter()
+            .any(|c| c.as_str() == code)
+}
+
 fn count_range(min: Option<u64>, max: Option<u64>) -> Result<CountRange, Bad> {
     match (min, max) {
         (None, None) => Err(bad("max", "give `min`, `max` or both")),
@@ -373,6 +382,14 @@ impl Builder<'_> {
 
     fn build(&mut self, doc: RulesDoc) -> Result<Rules, RulesError> {
         self.add(doc.no_findings, |r| {
+            for (key, codes) in [("except", &r.except), ("only", &r.only)] {
+                if let Some(c) = codes.iter().find(|c| !known_finding_code(c)) {
+                    return Err(bad(
+                        key,
+                        format!("unknown finding code `{c}` (codes are listed in docs/sqos-codec.md and docs/analysis.md)"),
+                    ));
+                }
+            }
             Ok((
                 r.name,
                 Check::NoFindings {
