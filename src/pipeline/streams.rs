@@ -1,5 +1,5 @@
 //! The SMB2 layer as a TCP stream sink: one framer per connection and direction, framer events
-//! turned into statistics, notes and (through [`Exchange`]) records.
+//! turned into statistics, notes and (through `Exchange`) records.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

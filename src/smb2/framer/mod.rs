@@ -1,7 +1,7 @@
 //! Per-direction stream framer: reassembled TCP bytes in, SMB2 messages out.
 //!
 //! It walks NBSS messages and, inside them, the parts of compound chains, deciding for each part
-//! from its header how much to keep (see [`keep_plan`]): header and fixed body for everything,
+//! from its header how much to keep (see `chain::keep_plan`): header and fixed body for everything,
 //! whole buffers only for SQOS IOCTLs and CREATE requests (the file name). Everything else,
 //! READ/WRITE data above all, is skipped by counting, so memory per direction is bounded by
 //! `max_keep` whatever the traffic.
