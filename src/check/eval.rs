@@ -106,6 +106,15 @@ pub fn judge(rule: &Rule, ev: &Evidence<'_>) -> Outcome {
     }
 }
 
+/// "1 flow", "2 flows".
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn severity_of(s: &str) -> Severity {
     match s {
         "note" => Severity::Note,
@@ -168,7 +177,7 @@ fn no_findings(ev: &Evidence<'_>, min: Severity, except: &[String], only: &[Stri
         measured: if total == 0 {
             "0 findings".into()
         } else {
-            format!("{total} findings: {}", summarize(&details))
+            format!("{}: {}", plural(total, "finding"), summarize(&details))
         },
         expected,
         details,
@@ -360,7 +369,12 @@ fn exists(flows: &FlowTable, select: &Selector, present: bool) -> Judged {
         measured: if found.is_empty() {
             "no flow matches".into()
         } else {
-            format!("{} flows match: {}", found.len(), summarize(&found))
+            format!(
+                "{} {}: {}",
+                plural(found.len() as u64, "flow"),
+                if found.len() == 1 { "matches" } else { "match" },
+                summarize(&found)
+            )
         },
         expected: if present {
             format!("{select} present")
