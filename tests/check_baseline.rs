@@ -130,6 +130,28 @@ fn rate_tolerances_from_rules_file_and_command_line() {
     .unwrap();
     assert!(judge(rules.baseline.clone()).passed);
 
+    // The default never loosens a setting: a changed limit fails under default=1000%.
+    let moved = table(json!([flow(A, "vm01", 121, 53.0)]));
+    let mut loose = BaselineTolerances::default();
+    loose.add_cli("default=1000%").unwrap();
+    let o = judge_evidence(
+        &plan(then.clone(), loose.clone()),
+        &MessageFacts::default(),
+        &moved,
+    )
+    .remove(0);
+    assert_eq!(
+        o.details,
+        vec![
+            "limit 120 → 121 (tolerance exact)",
+            "maximum_io_rate 120 → 121 (tolerance exact)"
+        ]
+    );
+    // Named, a setting is loosened.
+    loose.add_cli("limit=1").unwrap();
+    loose.add_cli("maximum_io_rate=1%").unwrap();
+    assert!(judge_evidence(&plan(then.clone(), loose), &MessageFacts::default(), &moved)[0].passed);
+
     // The command line overrides the file: 5 % is too tight for 50 → 53.
     let mut cli = BaselineTolerances::default();
     cli.add_cli("default=5%").unwrap();

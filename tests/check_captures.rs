@@ -52,17 +52,18 @@ fn example_rules_files_load() {
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn steady_passes_its_rules_and_the_limits() {
-    for rules in ["steady.rules.toml", "limits.rules.toml"] {
-        let v = judge("steady", rules);
-        assert_eq!(v.failed(), 0, "{rules}:\n{}", report(&v));
-        assert!(v.passed() >= 6, "{}", report(&v));
+    // The same cluster over IPv6 and over a lossy network behaves the same at the SQOS level.
+    for stem in ["steady", "steady-ipv6", "lossy-network"] {
+        for rules in ["steady.rules.toml", "limits.rules.toml"] {
+            let v = judge(stem, rules);
+            assert_eq!(v.failed(), 0, "{stem} {rules}:\n{}", report(&v));
+            assert!(v.passed() >= 6, "{}", report(&v));
+        }
     }
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn noisy_neighbour_breaks_the_limits() {
     let v = judge("noisy-neighbour", "limits.rules.toml");
     assert_eq!(
@@ -96,7 +97,6 @@ fn noisy_neighbour_breaks_the_limits() {
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn misbehaving_client_breaks_the_limits_and_gets_errors() {
     let v = judge("misbehaving-client", "limits.rules.toml");
     let failed = v.failed_names();
@@ -127,5 +127,105 @@ fn misbehaving_client_breaks_the_limits_and_gets_errors() {
         v.failed_names().contains(&"only STATUS_SUCCESS"),
         "{}",
         report(&v)
+    );
+}
+
+/// The flow table `sqos flows --format json` gives for a sample capture.
+fn flow_table_json(stem: &str) -> serde_json::Value {
+    let mut analyzer = sqos::analysis::Analyzer::default();
+    sqos::run::run_capture(
+        &capture(stem),
+        PipelineConfig::default(),
+        &mut analyzer,
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    sqos::output::flows::flows_json(&analyzer.finish())
+}
+
+fn judge_baseline(stem: &str, baseline: serde_json::Value, tol: &[&str]) -> CaptureVerdict {
+    let mut tolerances = sqos::check::rules::BaselineTolerances::default();
+    for t in tol {
+        tolerances.add_cli(t).unwrap();
+    }
+    let plan = Plan {
+        rules: Vec::new(),
+        baseline: Some(sqos::check::flows::FlowTable::from_json(baseline).unwrap()),
+        tolerances,
+    };
+    judge_capture(
+        &capture(stem),
+        PipelineConfig::default(),
+        &plan,
+        flow_analysis(),
+        false,
+    )
+}
+
+/// Settings exact, rates allowed to move ×10: only configuration drift fails.
+const SETTINGS_ONLY: [&str; 1] = ["default=1000%"];
+
+#[test]
+fn steady_matches_its_own_baseline_and_drift_is_found() {
+    let base = flow_table_json("steady");
+    let v = judge_baseline("steady", base.clone(), &[]);
+    assert_eq!(v.outcomes.len(), 4, "{}", report(&v));
+    assert_eq!(v.failed(), 0, "{}", report(&v));
+
+    // A flow the baseline had that the capture lacks vanished.
+    let mut with_ghost = base.clone();
+    let mut ghost = with_ghost[0].clone();
+    ghost["logical_flow_id"] = serde_json::json!("99999999-0000-4000-8000-000000000009");
+    ghost["initiator_name"] = serde_json::json!("vm09");
+    with_ghost.as_array_mut().unwrap().push(ghost);
+    let v = judge_baseline("steady", with_ghost, &[]);
+    assert_eq!(v.failed_names(), vec!["baseline: flow vm09 [99999999]"]);
+    assert_eq!(v.outcomes.last().unwrap().measured, "vanished");
+}
+
+#[test]
+fn noisy_neighbour_drifts_from_the_steady_baseline_by_its_limit() {
+    let v = judge_baseline("noisy-neighbour", flow_table_json("steady"), &SETTINGS_ONLY);
+    // Only vm01, whose policy the scenario changed, differs in its settings.
+    let vm01: Vec<&sqos::check::outcome::Outcome> = v
+        .outcomes
+        .iter()
+        .filter(|o| o.name.starts_with("baseline: flow vm01 ["))
+        .collect();
+    assert_eq!(vm01.len(), 1, "{}", report(&v));
+    assert!(!vm01[0].passed);
+    for prefix in ["limit 120 → ", "maximum_io_rate 120 → "] {
+        assert!(
+            vm01[0].details.iter().any(|d| d.starts_with(prefix)),
+            "{prefix}: {:#?}",
+            vm01[0].details
+        );
+    }
+    for o in v.outcomes.iter().filter(|o| !o.name.contains("vm01")) {
+        assert!(
+            !o.details.iter().any(|d| d.starts_with("limit ")),
+            "{}",
+            report(&v)
+        );
+    }
+}
+
+#[test]
+fn misbehaving_client_has_a_flow_the_steady_baseline_lacks() {
+    let v = judge_baseline(
+        "misbehaving-client",
+        flow_table_json("steady"),
+        &SETTINGS_ONLY,
+    );
+    let appeared: Vec<&str> = v
+        .outcomes
+        .iter()
+        .filter(|o| o.measured == "appeared")
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(appeared.len(), 1, "{}", report(&v));
+    assert!(
+        appeared[0].starts_with("baseline: flow vm99 ["),
+        "{appeared:?}"
     );
 }

@@ -124,7 +124,7 @@ fn no_findings_counts_flow_and_message_findings() {
     assert_eq!(o.kind, "no_findings");
     assert_eq!(
         o.measured,
-        "1 findings: vm02 [22222222]: flow.exceeds_max_io_rate (warning) in frame 42"
+        "1 finding: vm02 [22222222]: flow.exceeds_max_io_rate (warning) in frame 42"
     );
     assert_eq!(o.expected, "no finding ≥ warning");
 
@@ -430,6 +430,19 @@ fn bad_values_name_line_and_key() {
 }
 
 #[test]
+fn unknown_finding_codes_are_refused() {
+    let (line, msg) = error("[[no_findings]]\nmin_severity = \"note\"\nexcept = [\"flow.exceeds_max_io_rate\", \"flow.exceeds_max_iops\"]\n");
+    assert_eq!(line, 3, "{msg}");
+    assert!(
+        msg.contains("key `except`: unknown finding code `flow.exceeds_max_iops`"),
+        "{msg}"
+    );
+    let (line, msg) = error("[[no_findings]]\nonly = [\"sqos.short_bufer\"]\n");
+    assert_eq!(line, 2, "{msg}");
+    assert!(msg.contains("key `only`"), "{msg}");
+}
+
+#[test]
 fn inconsistent_rules_name_line_and_key() {
     let (line, msg) = error(
         "[[flow_count]]\nmax = 1\n\n[[message_count]]\noption = \"SET_POLICY\"\nmin = 5\nmax = 2\n",
@@ -465,4 +478,38 @@ fn syntax_errors_name_the_line() {
     let (line, msg) = error("[[flow_count]]\nmin = 1\nmax = \n");
     assert_eq!(line, 3, "{msg}");
     assert!(msg.starts_with("r.toml:3:"), "{msg}");
+}
+
+#[test]
+fn the_reference_documents_every_kind_and_figure() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/check.md")).unwrap();
+    for kind in [
+        "no_findings",
+        "all_answered",
+        "nt_statuses",
+        "flow_metric",
+        "flow_agreement",
+        "flow_equals",
+        "flow_status",
+        "flow_exists",
+        "flow_absent",
+        "flow_count",
+        "message_count",
+    ] {
+        assert!(
+            doc.contains(&format!("**`[[{kind}]]`**")),
+            "docs/check.md lacks {kind}"
+        );
+        // And the kind is a table the loader knows (it may still lack required keys).
+        if let Err(e) = Rules::parse(&format!("[[{kind}]]\n"), "t") {
+            assert!(!e.to_string().contains("unknown field"), "{kind}: {e}");
+        }
+    }
+    for f in sqos::check::figure::Figure::ALL {
+        assert!(
+            doc.contains(&format!("`{}`", f.name())),
+            "docs/check.md lacks {f}"
+        );
+    }
 }

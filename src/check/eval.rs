@@ -81,7 +81,7 @@ pub fn judge(rule: &Rule, ev: &Evidence<'_>) -> Outcome {
             |f| (f.last_status() == Some(*status), f.last_status_text()),
         ),
         Check::FlowExists { select, present } => exists(ev.flows, select, *present),
-        Check::FlowCount(range) => count(ev.flows.len() as u64, *range, "flows"),
+        Check::FlowCount(range) => count(ev.flows.len() as u64, *range, "flow"),
         Check::MessageCount { option, range } => {
             let n = match option {
                 OptionName::Any => ev.facts.requests,
@@ -92,7 +92,7 @@ pub fn judge(rule: &Rule, ev: &Evidence<'_>) -> Outcome {
                     .copied()
                     .unwrap_or(0),
             };
-            count(n, *range, "requests")
+            count(n, *range, "request")
         }
     };
     Outcome {
@@ -103,6 +103,15 @@ pub fn judge(rule: &Rule, ev: &Evidence<'_>) -> Outcome {
         measured: j.measured,
         expected: j.expected,
         details: j.details,
+    }
+}
+
+/// "1 flow", "2 flows".
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -168,7 +177,7 @@ fn no_findings(ev: &Evidence<'_>, min: Severity, except: &[String], only: &[Stri
         measured: if total == 0 {
             "0 findings".into()
         } else {
-            format!("{total} findings: {}", summarize(&details))
+            format!("{}: {}", plural(total, "finding"), summarize(&details))
         },
         expected,
         details,
@@ -360,7 +369,12 @@ fn exists(flows: &FlowTable, select: &Selector, present: bool) -> Judged {
         measured: if found.is_empty() {
             "no flow matches".into()
         } else {
-            format!("{} flows match: {}", found.len(), summarize(&found))
+            format!(
+                "{} {}: {}",
+                plural(found.len() as u64, "flow"),
+                if found.len() == 1 { "matches" } else { "match" },
+                summarize(&found)
+            )
         },
         expected: if present {
             format!("{select} present")
@@ -374,7 +388,7 @@ fn exists(flows: &FlowTable, select: &Selector, present: bool) -> Judged {
 fn count(n: u64, range: CountRange, what: &str) -> Judged {
     Judged {
         passed: range.contains(n),
-        measured: format!("{n} {what}"),
+        measured: plural(n, what),
         expected: format!("{range}"),
         details: Vec::new(),
     }

@@ -193,12 +193,14 @@ pub struct BaselineTolerances {
 }
 
 impl BaselineTolerances {
-    /// The tolerance for a figure: its own, else the default, else exact.
+    /// The tolerance for a figure: its own; else, for a rate, the default; else exact. Settings
+    /// (limits, the server's rates, BaseIoSize) are configuration, so a loose default never
+    /// hides a changed limit.
     pub fn for_figure(&self, f: Figure) -> Tolerance {
         self.per_figure
             .get(&f)
             .copied()
-            .or(self.default)
+            .or(self.default.filter(|_| !f.is_setting()))
             .unwrap_or(Tolerance::EXACT)
     }
 
@@ -326,6 +328,15 @@ fn selector(flow: Option<Uuid>, initiator: Option<Glob>) -> Result<Selector, Bad
     }
 }
 
+/// A code the codec (`sqos.*`) or the flow analysis (`flow.*`) can report: a typo in `except`
+/// or `only` would otherwise silently match nothing.
+fn known_finding_code(code: &str) -> bool {
+    crate::sqos::FindingCode::from_code(code).is_some()
+        || crate::analysis::FlowFindingCode::ALL
+            .iter()
+            .any(|c| c.as_str() == code)
+}
+
 fn count_range(min: Option<u64>, max: Option<u64>) -> Result<CountRange, Bad> {
     match (min, max) {
         (None, None) => Err(bad("max", "give `min`, `max` or both")),
@@ -371,6 +382,14 @@ impl Builder<'_> {
 
     fn build(&mut self, doc: RulesDoc) -> Result<Rules, RulesError> {
         self.add(doc.no_findings, |r| {
+            for (key, codes) in [("except", &r.except), ("only", &r.only)] {
+                if let Some(c) = codes.iter().find(|c| !known_finding_code(c)) {
+                    return Err(bad(
+                        key,
+                        format!("unknown finding code `{c}` (codes are listed in docs/sqos-codec.md and docs/analysis.md)"),
+                    ));
+                }
+            }
             Ok((
                 r.name,
                 Check::NoFindings {
