@@ -775,8 +775,8 @@ impl RecordSink for Analyzer {
             f.add_io(
                 rec.request_ts,
                 rec.response_ts,
-                rec.requested,
                 rec.response_frame,
+                rec.requested,
             );
         }
     }
