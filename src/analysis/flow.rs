@@ -351,6 +351,7 @@ impl FlowState {
                     in_effect: self.current_effect,
                 };
                 self.next_index += 1;
+                self.unfinished.reserve_exact(1);
                 self.unfinished.push_back(PendingRow {
                     row,
                     awaiting: true,
