@@ -6,6 +6,7 @@
 //! `pipeline` (glue producing SQOS records and statistics) → the faces (`output`, CLI).
 //! `synth` generates captures; it uses `sqos` to encode messages and nothing downstream.
 
+pub mod analysis;
 pub mod capture;
 pub mod net;
 pub mod output;

@@ -464,3 +464,35 @@ fn open_reports_missing_file_by_name() {
     assert!(err.to_string().starts_with("/nonexistent/x.pcap: "));
     assert!(err.is_unusable());
 }
+
+#[test]
+fn pcapng_big_endian_section_with_offset_then_little_endian_section() {
+    let mut w = PcapngWriter::with_byte_order(Vec::new(), true).unwrap();
+    w.add_interface(1, 0, 6).unwrap();
+    // Interface 1 counts ns from 1_600_000_000 s.
+    w.add_interface_with_offset(101, 0, 9, 1_600_000_000)
+        .unwrap();
+    w.write_epb(0, Timestamp(T0), &frame(1, 33), 33).unwrap();
+    w.write_epb(1, Timestamp(T0), &frame(2, 34), 34).unwrap();
+    let mut bytes = w.into_inner();
+    assert_eq!(&bytes[8..12], &[0x1a, 0x2b, 0x3c, 0x4d]);
+    let mut le = PcapngWriter::new(Vec::new()).unwrap();
+    le.add_interface(113, 0, 6).unwrap();
+    le.write_epb(0, Timestamp(T0), &frame(3, 35), 35).unwrap();
+    bytes.extend(le.into_inner());
+    let (got, err) = read_all(reader(bytes));
+    assert!(err.is_none(), "{err:?}");
+    let summary: Vec<_> = got
+        .iter()
+        .map(|f| (f.number, f.link_type, f.ts, f.data.len()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (1, 1, 1_700_000_000_123_456_000, 33),
+            (2, 101, T0, 34),
+            (3, 113, 1_700_000_000_123_456_000, 35),
+        ]
+    );
+    assert_eq!(got[1].data, frame(2, 34));
+}

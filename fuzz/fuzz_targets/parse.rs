@@ -10,7 +10,11 @@ use sqos::sqos::{
 fn check_fields<T>(d: &Dissection<T>, data: &[u8]) {
     assert_eq!(d.message.is_some(), d.error.is_none());
     for f in &d.fields {
-        assert!(f.offset + f.len <= data.len(), "{} outside the buffer", f.name);
+        assert!(
+            f.offset + f.len <= data.len(),
+            "{} outside the buffer",
+            f.name
+        );
     }
     for f in &d.findings {
         assert_eq!(f.severity, f.code.severity());

@@ -107,19 +107,28 @@ impl<W: Write> PcapWriter<W> {
     }
 }
 
-/// pcapng writer (little endian): sections, interfaces, enhanced and simple packet blocks.
+/// pcapng writer: sections, interfaces, enhanced and simple packet blocks.
 pub struct PcapngWriter<W: Write> {
     w: W,
-    /// Per interface of the current section: timestamp units per second.
+    big_endian: bool,
+    /// Per interface of the current section: timestamp units per second, and offset (s).
     interfaces: Vec<u64>,
+    offsets: Vec<i64>,
 }
 
 impl<W: Write> PcapngWriter<W> {
-    /// Starts the first section.
+    /// Starts the first section (little endian).
     pub fn new(w: W) -> io::Result<Self> {
+        Self::with_byte_order(w, false)
+    }
+
+    /// Starts the first section in the given byte order.
+    pub fn with_byte_order(w: W, big_endian: bool) -> io::Result<Self> {
         let mut me = PcapngWriter {
             w,
+            big_endian,
             interfaces: Vec::new(),
+            offsets: Vec::new(),
         };
         me.new_section()?;
         Ok(me)
@@ -127,18 +136,33 @@ impl<W: Write> PcapngWriter<W> {
 
     /// Starts a new section; interfaces must be described again.
     pub fn new_section(&mut self) -> io::Result<()> {
+        let be = self.big_endian;
         let mut body = Vec::with_capacity(16);
-        put32(&mut body, 0x1a2b_3c4d, false); // byte-order magic
-        put16(&mut body, 1, false);
-        put16(&mut body, 0, false);
-        body.extend_from_slice(&(-1i64).to_le_bytes()); // section length unknown
+        put32(&mut body, 0x1a2b_3c4d, be); // byte-order magic
+        put16(&mut body, 1, be);
+        put16(&mut body, 0, be);
+        body.extend_from_slice(&[0xff; 8]); // section length unknown (-1)
         self.interfaces.clear();
+        self.offsets.clear();
         self.block(0x0A0D_0D0A, &body)
     }
 
     /// Describes an interface; returns its index in the section. `tsresol` is the pcapng
     /// if_tsresol byte (6 = µs, 9 = ns, 0x80|n = 2^-n s).
     pub fn add_interface(&mut self, link_type: u16, snaplen: u32, tsresol: u8) -> io::Result<u32> {
+        self.add_interface_with_offset(link_type, snaplen, tsresol, 0)
+    }
+
+    /// Like [`add_interface`](Self::add_interface), with an if_tsoffset (seconds added to
+    /// every timestamp of the interface; packets are then written relative to it).
+    pub fn add_interface_with_offset(
+        &mut self,
+        link_type: u16,
+        snaplen: u32,
+        tsresol: u8,
+        tsoffset: i64,
+    ) -> io::Result<u32> {
+        let be = self.big_endian;
         let exp = u32::from(tsresol & 0x7f);
         let per_sec = if tsresol & 0x80 == 0 {
             10u64.checked_pow(exp)
@@ -147,17 +171,29 @@ impl<W: Write> PcapngWriter<W> {
         }
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad tsresol"))?;
         let mut body = Vec::with_capacity(20);
-        put16(&mut body, link_type, false);
-        put16(&mut body, 0, false);
-        put32(&mut body, snaplen, false);
+        put16(&mut body, link_type, be);
+        put16(&mut body, 0, be);
+        put32(&mut body, snaplen, be);
         if tsresol != 6 {
-            put16(&mut body, 9, false); // if_tsresol
-            put16(&mut body, 1, false);
+            put16(&mut body, 9, be); // if_tsresol
+            put16(&mut body, 1, be);
             body.extend_from_slice(&[tsresol, 0, 0, 0]);
+        }
+        if tsoffset != 0 {
+            put16(&mut body, 14, be); // if_tsoffset
+            put16(&mut body, 8, be);
+            body.extend_from_slice(&if be {
+                tsoffset.to_be_bytes()
+            } else {
+                tsoffset.to_le_bytes()
+            });
+        }
+        if tsresol != 6 || tsoffset != 0 {
             body.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
         }
         self.block(1, &body)?;
         self.interfaces.push(per_sec);
+        self.offsets.push(tsoffset);
         u32::try_from(self.interfaces.len() - 1)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many interfaces"))
     }
@@ -174,16 +210,19 @@ impl<W: Write> PcapngWriter<W> {
             .interfaces
             .get(interface as usize)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "unknown interface"))?;
-        let ns = u128::try_from(ts.0).unwrap_or(0);
+        let offset = self.offsets.get(interface as usize).copied().unwrap_or(0);
+        let ns =
+            u128::try_from(ts.0.saturating_sub(offset.saturating_mul(1_000_000_000))).unwrap_or(0);
         let units = u64::try_from(ns * u128::from(per_sec) / 1_000_000_000).unwrap_or(u64::MAX);
         let caplen = u32::try_from(captured.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too large"))?;
+        let be = self.big_endian;
         let mut body = Vec::with_capacity(20 + captured.len() + 3);
-        put32(&mut body, interface, false);
-        put32(&mut body, (units >> 32) as u32, false);
-        put32(&mut body, units as u32, false);
-        put32(&mut body, caplen, false);
-        put32(&mut body, orig_len, false);
+        put32(&mut body, interface, be);
+        put32(&mut body, (units >> 32) as u32, be);
+        put32(&mut body, units as u32, be);
+        put32(&mut body, caplen, be);
+        put32(&mut body, orig_len, be);
         body.extend_from_slice(captured);
         self.block(6, &body)
     }
@@ -191,7 +230,7 @@ impl<W: Write> PcapngWriter<W> {
     /// Writes a simple packet block (interface 0, no timestamp).
     pub fn write_spb(&mut self, captured: &[u8], orig_len: u32) -> io::Result<()> {
         let mut body = Vec::with_capacity(4 + captured.len() + 3);
-        put32(&mut body, orig_len, false);
+        put32(&mut body, orig_len, self.big_endian);
         body.extend_from_slice(captured);
         self.block(3, &body)
     }
@@ -205,13 +244,16 @@ impl<W: Write> PcapngWriter<W> {
         let pad = (4 - body.len() % 4) % 4;
         let total = u32::try_from(12 + body.len() + pad)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "block too large"))?;
+        let be = self.big_endian;
         let mut head = Vec::with_capacity(8);
-        put32(&mut head, block_type, false);
-        put32(&mut head, total, false);
+        put32(&mut head, block_type, be);
+        put32(&mut head, total, be);
         self.w.write_all(&head)?;
         self.w.write_all(body)?;
         self.w.write_all(&[0u8; 3][..pad])?;
-        self.w.write_all(&total.to_le_bytes())
+        let mut tail = Vec::with_capacity(4);
+        put32(&mut tail, total, be);
+        self.w.write_all(&tail)
     }
 
     pub fn into_inner(self) -> W {

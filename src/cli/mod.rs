@@ -2,6 +2,9 @@
 //! 2 unusable input or usage error.
 
 mod dissect;
+mod export;
+mod flows;
+mod plot;
 mod stats;
 
 use std::path::PathBuf;
@@ -28,6 +31,12 @@ enum Command {
     Dissect(dissect::DissectArgs),
     /// Connections, SMB2 messages per command, encrypted, gaps, resyncs, SQOS messages.
     Stats(stats::StatsArgs),
+    /// One row per logical flow (VM disk): policy, IOPS reported and observed, findings.
+    Flows(flows::FlowsArgs),
+    /// Messages, flows or per-interval series as JSON lines or CSV.
+    Export(export::ExportArgs),
+    /// Per-flow IOPS over time with MaximumIoRate / MinimumIoRate, as SVG.
+    Plot(plot::PlotArgs),
 }
 
 /// Options every command that reads a capture shares.
@@ -67,6 +76,9 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Dissect(a) => dissect::run(&a),
         Command::Stats(a) => stats::run(&a),
+        Command::Flows(a) => flows::run(&a),
+        Command::Export(a) => export::run(&a),
+        Command::Plot(a) => plot::run(&a),
     }
 }
 

@@ -1,6 +1,9 @@
 //! The faces that print: tshark-like text, JSON / JSONL, statistics.
 
+pub mod csv;
+pub mod flows;
 pub mod json;
 pub mod names;
+pub mod plot;
 pub mod stats;
 pub mod text;

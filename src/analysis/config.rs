@@ -1,0 +1,82 @@
+//! Bounds and tolerances of the analysis (documented in docs/analysis.md).
+
+/// How far a figure may stray before a finding fires.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tolerances {
+    /// A rate exceeds a maximum when rate > maximum × (1 + rate_rel) + rate_abs.
+    /// A rate misses a minimum when rate < minimum × (1 − rate_rel) − rate_abs.
+    pub rate_rel: f64,
+    pub rate_abs: f64,
+    /// Rate checks skip intervals shorter than this (averages over tiny windows are noise).
+    pub min_window_secs: f64,
+    /// Reported and observed counts disagree when |a − b| > max(counters_abs, counters_rel × max(a, b)).
+    pub counters_rel: f64,
+    pub counters_abs: f64,
+    /// A status request is late when it comes after TimeToLive + max(poll_grace_min_secs,
+    /// poll_grace_rel × TimeToLive) while the flow kept doing I/O.
+    pub poll_grace_rel: f64,
+    pub poll_grace_min_secs: f64,
+    /// Section 3.1.6: a GET_STATUS within this many seconds of a SET_POLICY (+ grace).
+    pub set_policy_status_secs: f64,
+    pub set_policy_grace_secs: f64,
+    /// A request is "never answered" only if the capture went on this long after it.
+    pub unanswered_grace_secs: f64,
+}
+
+impl Default for Tolerances {
+    fn default() -> Self {
+        Tolerances {
+            rate_rel: 0.10,
+            rate_abs: 1.0,
+            min_window_secs: 0.5,
+            counters_rel: 0.05,
+            counters_abs: 2.0,
+            poll_grace_rel: 0.25,
+            poll_grace_min_secs: 0.5,
+            set_policy_status_secs: 1.0,
+            set_policy_grace_secs: 0.25,
+            unanswered_grace_secs: 5.0,
+        }
+    }
+}
+
+/// Memory bounds: whatever the capture holds, the analyzer's state stays under these.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalyzerConfig {
+    pub tolerances: Tolerances,
+    /// Logical flows followed; further flows are counted in a note, not followed.
+    pub max_flows: usize,
+    /// Opens followed at once (closed opens are forgotten).
+    pub max_opens: usize,
+    /// Requests waiting for their response; the oldest is dropped beyond this.
+    pub max_pending: usize,
+    /// Series rows kept over all flows; each flow keeps between `series_min_rows` and
+    /// `series_max_rows`, halving its resolution (merging neighbours) when over its share.
+    pub series_budget_rows: usize,
+    pub series_min_rows: usize,
+    pub series_max_rows: usize,
+    /// Per flow: timeline entries, opens and findings kept (first and latest halves).
+    pub timeline_cap: usize,
+    pub opens_cap: usize,
+    pub findings_cap: usize,
+    /// Hand every finished interval row to `Analyzer::drain_rows` (for streaming exports).
+    pub stream_rows: bool,
+}
+
+impl Default for AnalyzerConfig {
+    fn default() -> Self {
+        AnalyzerConfig {
+            tolerances: Tolerances::default(),
+            max_flows: 1_000_000,
+            max_opens: 4_000_000,
+            max_pending: 1_000_000,
+            series_budget_rows: 1_000_000,
+            series_min_rows: 8,
+            series_max_rows: 1024,
+            timeline_cap: 32,
+            opens_cap: 32,
+            findings_cap: 64,
+            stream_rows: false,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! `sqos export CAPTURE --what messages|flows|series --format jsonl|csv [-o FILE]`: tables for
+//! spreadsheets, pandas and DuckDB. Messages and series rows are written as they are decoded.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use sqos::analysis::{Analyzer, AnalyzerConfig};
+use sqos::capture::Timestamp;
+use sqos::output::csv::{
+    flow_flat, message_flat, CsvTable, FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
+};
+use sqos::output::flows::{flow_json, series_row_json};
+use sqos::output::json::record_json;
+use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
+use sqos::run::{run_capture, CaptureSink};
+
+use super::InputArgs;
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum What {
+    /// One row per SQOS message (the `sqos dissect --format jsonl` records).
+    Messages,
+    /// One row per logical flow (the `sqos flows` table).
+    Flows,
+    /// One row per flow per update interval.
+    Series,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    Jsonl,
+    Csv,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    #[arg(long, value_enum)]
+    what: What,
+    #[arg(long, value_enum, default_value = "jsonl")]
+    format: ExportFormat,
+    /// Output file (default: standard output).
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+}
+
+/// Where rows go: JSON lines or a CSV table; the first write error stops further output.
+enum Rows {
+    Jsonl(Box<dyn Write>),
+    Csv(Box<CsvTable<Box<dyn Write>>>),
+}
+
+struct Sink {
+    rows: Rows,
+    error: Option<std::io::Error>,
+}
+
+impl Sink {
+    fn new(
+        out: Box<dyn Write>,
+        format: ExportFormat,
+        columns: &'static [&'static str],
+    ) -> std::io::Result<Self> {
+        let rows = match format {
+            ExportFormat::Jsonl => Rows::Jsonl(out),
+            ExportFormat::Csv => Rows::Csv(Box::new(CsvTable::new(out, columns)?)),
+        };
+        Ok(Sink { rows, error: None })
+    }
+
+    fn write(
+        &mut self,
+        json: impl FnOnce() -> serde_json::Value,
+        flat: impl FnOnce() -> serde_json::Map<String, serde_json::Value>,
+    ) {
+        if self.error.is_some() {
+            return;
+        }
+        let r = match &mut self.rows {
+            Rows::Jsonl(w) => writeln!(w, "{}", json()),
+            Rows::Csv(t) => t.row(&flat()),
+        };
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        match self.rows {
+            Rows::Jsonl(mut w) => w.flush(),
+            Rows::Csv(t) => t.finish(),
+        }
+    }
+}
+
+fn flat_of(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// Messages: written as they arrive.
+struct Messages(Sink);
+
+impl RecordSink for Messages {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.0.write(|| record_json(&rec), || message_flat(&rec));
+    }
+}
+impl CaptureSink for Messages {}
+
+/// Series: the analyzer streams each finished interval row.
+struct Series {
+    analyzer: Analyzer,
+    sink: Sink,
+}
+
+impl Series {
+    fn drain(&mut self) {
+        for (id, row) in self.analyzer.drain_rows() {
+            let name = self
+                .analyzer
+                .flow(&id)
+                .and_then(|f| f.initiator_name.clone());
+            let v = series_row_json(id, name.as_deref(), &row);
+            let v2 = v.clone();
+            self.sink.write(|| v, || flat_of(v2));
+        }
+    }
+}
+
+impl RecordSink for Series {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.analyzer.on_sqos(rec);
+        self.drain();
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.analyzer.on_open(rec);
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.analyzer.on_close(rec);
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.analyzer.on_io(rec);
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.analyzer.on_note(note);
+    }
+}
+impl CaptureSink for Series {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.analyzer.on_first_frame(ts);
+    }
+}
+
+fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(BufWriter::new(File::create(p)?)),
+        None => Box::new(BufWriter::new(std::io::stdout())),
+    })
+}
+
+pub fn run(a: &ExportArgs) -> i32 {
+    let columns = match a.what {
+        What::Messages => MESSAGE_COLUMNS,
+        What::Flows => FLOW_COLUMNS,
+        What::Series => SERIES_COLUMNS,
+    };
+    let sink = match open_output(&a.output).and_then(|out| Sink::new(out, a.format, columns)) {
+        Ok(s) => s,
+        Err(e) => {
+            let name = a
+                .output
+                .as_ref()
+                .map_or_else(|| "stdout".into(), |p| p.display().to_string());
+            eprintln!("sqos: {name}: {e}");
+            return 2;
+        }
+    };
+    let cfg = a.input.pipeline_config();
+    let progress = !a.input.quiet;
+    let path = &a.input.capture;
+    let (result, sink) = match a.what {
+        What::Messages => {
+            let mut m = Messages(sink);
+            (run_capture(path, cfg, &mut m, progress), m.0)
+        }
+        What::Series => {
+            let mut s = Series {
+                analyzer: Analyzer::new(AnalyzerConfig {
+                    stream_rows: true,
+                    ..AnalyzerConfig::default()
+                }),
+                sink,
+            };
+            let r = run_capture(path, cfg, &mut s, progress);
+            let analysis = s.analyzer.finish();
+            let mut sink = s.sink;
+            for (id, row) in &analysis.rows {
+                let name = analysis
+                    .flows
+                    .iter()
+                    .find(|f| f.id == *id)
+                    .and_then(|f| f.initiator_name.clone());
+                let v = series_row_json(*id, name.as_deref(), row);
+                let v2 = v.clone();
+                sink.write(|| v, || flat_of(v2));
+            }
+            (r, sink)
+        }
+        What::Flows => {
+            let mut analyzer = Analyzer::default();
+            let r = run_capture(path, cfg, &mut analyzer, progress);
+            let analysis = analyzer.finish();
+            let mut sink = sink;
+            for f in &analysis.flows {
+                let v = flow_json(f);
+                let flat = flow_flat(&v);
+                sink.write(|| v, || flat);
+            }
+            (r, sink)
+        }
+    };
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => return super::unusable(&e),
+    };
+    if let Err(e) = sink.finish() {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("sqos: writing the export: {e}");
+            return 2;
+        }
+    }
+    super::finish(path, &result)
+}
