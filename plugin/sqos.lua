@@ -75,6 +75,28 @@ local CODES = {
 }
 -- END FINDING CODES
 
+-- Flow finding codes of the Rust analysis (src/analysis/finding.rs `FlowFindingCode::as_str`).
+-- Their severity depends on the case (e.g. a product-note rule is a warning, a normative one an
+-- error), so each is registered with every severity.
+-- BEGIN FLOW FINDING CODES
+local FLOW_CODES = {
+    "flow.exceeds_max_io_rate",
+    "flow.exceeds_max_bandwidth",
+    "flow.insufficient_throughput",
+    "flow.reservation_not_met",
+    "flow.counters_mismatch",
+    "flow.status_poll_late",
+    "flow.no_status_after_set_policy",
+    "flow.server_should_have_failed",
+    "flow.server_wrongly_failed",
+    "flow.server_wrong_error",
+    "flow.server_state_mismatch",
+    "flow.server_qos_unsupported",
+    "flow.request_unanswered",
+    "flow.multiple_initiators",
+}
+-- END FLOW FINDING CODES
+
 -- Structure problems are "malformed"; rule breaking is "protocol"; flow-level is "sequence".
 local MALFORMED_CODES = {
     ["sqos.short_buffer"] = true, ["sqos.trailing_bytes"] = true,
@@ -139,6 +161,8 @@ local F = {
     f_updates = ProtoField.uint32("sqosa.flow.updates", "Accepted counter updates so far"),
     finding = ProtoField.string("sqosa.finding", "Finding", base.ASCII,
         "stable finding code, as in `sqos dissect` JSON"),
+    flow_finding = ProtoField.string("sqosa.flow_finding", "Flow finding", base.ASCII,
+        "stable flow finding code, as in `sqos flows` JSON"),
     finding_count = ProtoField.uint32("sqosa.finding_count", "Findings", base.DEC, nil, nil,
         "number of findings on this message"),
 }
@@ -157,6 +181,15 @@ for _, cs in ipairs(CODES) do
     SEVERITY[code] = sev
     EXPERT[code] = ProtoExpert.new("sqosa." .. code, code, group, EXPERT_SEVERITY[sev])
     expert_list[#expert_list + 1] = EXPERT[code]
+end
+local FLOW_EXPERT = {}
+for _, code in ipairs(FLOW_CODES) do
+    for _, sev in ipairs({ "error", "warning", "note" }) do
+        local e = ProtoExpert.new("sqosa." .. code .. "." .. sev, code, expert.group.SEQUENCE,
+            EXPERT_SEVERITY[sev])
+        FLOW_EXPERT[code .. "/" .. sev] = e
+        expert_list[#expert_list + 1] = e
+    end
 end
 sqosa.experts = expert_list
 
@@ -177,7 +210,8 @@ end
 ------------------------------------------------------------------------------------------------
 local WANT = { "smb2", "smb2.cmd", "smb2.flags.response", "smb2.msg_id", "smb2.nt_status",
                "smb2.fid", "smb2.ioctl.function", "smb2.max_ioctl_out_size", "smb2.ioctl.in",
-               "smb2.ioctl.out", "tcp.stream" }
+               "smb2.ioctl.out", "smb2.sesid", "smb2.read_length", "smb2.write_length",
+               "tcp.stream" }
 local WANTED = {}
 for _, n in ipairs(WANT) do
     Field.new(n)
@@ -614,96 +648,825 @@ local function check_response_against_request(q, s, out)
 end
 
 ------------------------------------------------------------------------------------------------
--- State across the capture (rebuilt on every first pass; see sqosa.init)
+-- Flow analysis: a port of src/analysis (analyzer.rs, flow.rs, rules.rs, checks.rs,
+-- interval.rs), fed like the Rust analyzer with SQOS requests/responses, CREATE, CLOSE and
+-- completed READ/WRITE in frame order. Definitions: docs/analysis.md. Times are seconds since
+-- the first frame (pinfo.rel_ts), so differences keep nanosecond precision.
 ------------------------------------------------------------------------------------------------
-local S
+local NIL_FLOW = NULL_GUID
+local S -- the state; reset_state() below
+local UNKNOWN, NOT_ASSOCIATED = "unknown", "none"
 
-local function reset_state()
-    S = {
-        frames = {},   -- frame number -> list of per-message results (what the tree shows)
-        pending = {},  -- "stream:msg_id" -> request info, until its final response
-        opens = {},    -- "stream:fid" -> LogicalFlowID the open is associated with
-        flows = {},    -- LogicalFlowID -> flow state
-        order = {},    -- LogicalFlowIDs in order of first appearance
-    }
+local NT = { SUCCESS = 0x00000000, INVALID_PARAMETER = 0xC000000D,
+             INVALID_DEVICE_REQUEST = 0xC0000010, REVISION_MISMATCH = 0xC0000059,
+             NOT_SUPPORTED = 0xC00000BB, NOT_FOUND = 0xC0000225 }
+local NT_NAMES = {
+    [0x00000000] = "STATUS_SUCCESS", [0xC000000D] = "STATUS_INVALID_PARAMETER",
+    [0xC0000010] = "STATUS_INVALID_DEVICE_REQUEST", [0xC0000059] = "STATUS_REVISION_MISMATCH",
+    [0xC00000BB] = "STATUS_NOT_SUPPORTED", [0xC0000225] = "STATUS_NOT_FOUND",
+}
+local function nt_name(s) return NT_NAMES[s] or string.format("0x%08x", s) end
+
+-- Tolerances and bounds: src/analysis/config.rs defaults.
+local TOL = { rate_rel = 0.10, rate_abs = 1.0, min_window_secs = 0.5, counters_rel = 0.05,
+              counters_abs = 2.0, poll_grace_rel = 0.25, poll_grace_min_secs = 0.5,
+              set_policy_status_secs = 1.0, set_policy_grace_secs = 0.25,
+              unanswered_grace_secs = 5.0 }
+local MAX_UNFINISHED = 4
+local MAX_INITIATORS = 4
+local DEFAULT_STATUS_INTERVAL_MS = 1000
+local DEFAULT_BASE_IO_SIZE = 8192
+
+local A = {} -- the analysis functions (a table keeps the upvalue count of each function low)
+
+-- Counters / rates (interval.rs) ----------------------------------------------------------------
+function A.counters(q)
+    if q == nil then return { io = 0, nio = 0, lat = 0, lower = 0, kb = nil } end
+    return { io = u64n(q.io), nio = u64n(q.nio), lat = u64n(q.lat), lower = u64n(q.lower),
+             kb = q.kb and u64n(q.kb) or nil }
 end
-reset_state()
 
-local function flow_state(id)
+function A.counters_add(a, b)
+    a.io, a.nio = a.io + b.io, a.nio + b.nio
+    a.lat, a.lower = a.lat + b.lat, a.lower + b.lower
+    if a.kb ~= nil or b.kb ~= nil then a.kb = (a.kb or 0) + (b.kb or 0) end
+end
+
+function A.rates(c, secs)
+    if secs == nil or secs <= 0 then return nil end
+    local r = { iops = c.io / secs, normalized_iops = c.nio / secs }
+    if c.kb then r.kbps = c.kb / secs end
+    if c.io > 0 then
+        r.latency_ms = c.lat / c.io / 10000
+        r.lower_latency_ms = c.lower / c.io / 10000
+    end
+    return r
+end
+
+function A.normalized_io_size(bytes, base)
+    if base == 0 then base = DEFAULT_BASE_IO_SIZE end
+    return math.floor((bytes + base - 1) / base)
+end
+
+function A.observed() return { io = 0, nio = 0, bytes = 0, response = 0 } end
+
+function A.observed_add_io(o, bytes, base, rt)
+    o.io = o.io + 1
+    o.nio = o.nio + A.normalized_io_size(bytes, base)
+    o.bytes = o.bytes + bytes
+    if rt > 0 then o.response = o.response + rt end
+end
+
+function A.observed_add(a, b)
+    a.io, a.nio, a.bytes, a.response = a.io + b.io, a.nio + b.nio, a.bytes + b.bytes,
+        a.response + b.response
+end
+
+function A.observed_rates(o, secs)
+    if secs == nil or secs <= 0 then return nil end
+    local r = { iops = o.io / secs, normalized_iops = o.nio / secs,
+                kbps = o.bytes / 1024 / secs }
+    if o.io > 0 then r.avg_response_ms = o.response / o.io * 1000 end
+    return r
+end
+
+function A.effect() return { status_known = false, all_ok = false } end
+
+function A.effect_merge(a, b)
+    local function max(x, y)
+        if x and y then return math.max(x, y) end
+        return x or y
+    end
+    a.max_rate = max(a.max_rate, b.max_rate)
+    a.max_bw = max(a.max_bw, b.max_bw)
+    if a.min_rate and b.min_rate then a.min_rate = math.min(a.min_rate, b.min_rate)
+    else a.min_rate = a.min_rate or b.min_rate end
+    if a.status_known and b.status_known then a.all_ok = a.all_ok and b.all_ok
+    elseif not a.status_known then a.all_ok = b.all_ok end
+    a.status_known = a.status_known or b.status_known
+end
+
+function A.server_effect(v)
+    return { max_rate = v.maximum_io_rate, min_rate = v.minimum_io_rate,
+             max_bw = v.maximum_bandwidth, status_known = true, all_ok = v.status == 0 }
+end
+
+function A.copy(t)
+    local c = {}
+    for k, v in pairs(t) do c[k] = v end
+    return c
+end
+
+-- Findings --------------------------------------------------------------------------------------
+-- A flow finding is kept on its flow (for the summary) and shown on the message being analysed
+-- when it is found (S.current); its `frame` is where the Rust analysis puts it.
+function A.add_finding(f, fd)
+    f.findings[#f.findings + 1] = fd
+    if S.current then
+        S.current[#S.current + 1] = fd
+    elseif S.finished then
+        -- Found at the end of the capture: shown on its frame when Wireshark redisplays it.
+        local results = S.frames[fd.frame] or {}
+        S.frames[fd.frame] = results
+        local last = results[#results]
+        if last == nil or last.direction ~= nil then
+            last = { findings = {}, flow_findings = {} }
+            results[#results + 1] = last
+        end
+        last.flow_findings[#last.flow_findings + 1] = fd
+    end
+end
+
+function A.finding(f, code, severity, message, frame, t)
+    A.add_finding(f, { flow = f.id, code = code, severity = severity, message = message,
+                       frame = frame, time = t, occurrences = 1, last_frame = frame })
+end
+
+-- Flows (flow.rs) -------------------------------------------------------------------------------
+function A.flow_mut(id, frame, t)
     local f = S.flows[id]
-    if not f then
-        f = { id = id, updates = 0, messages = 0, findings = 0, opens = {}, open_order = {},
-              sum = { io = 0, nio = 0, lat = 0, lower = 0, kb = 0, kb_updates = 0 } }
+    if f == nil then
+        f = { id = id, first_frame = frame, opens_total = 0, updates_sent = 0,
+              updates_applied = 0, intervals = 0,
+              whole = A.counters(nil), whole_secs = 0, whole_obs = A.observed(),
+              whole_obs_secs = 0, all_io = A.observed(), late_io = 0,
+              current = A.observed(), current_effect = A.effect(), current_inferred = false,
+              unfinished = {}, next_index = 0, initiator_ids = {}, node_names = {},
+              episodes = {}, once = {}, findings = {}, insufficient = false }
         S.flows[id] = f
         S.order[#S.order + 1] = id
     end
     return f
 end
 
-local function note_open(f, open_key)
-    if open_key and not f.opens[open_key] then
-        f.opens[open_key] = true
-        f.open_order[#f.open_order + 1] = open_key
+function A.base_io_size(f)
+    if f.server and f.server.base_io_size > 0 then return f.server.base_io_size end
+    return DEFAULT_BASE_IO_SIZE
+end
+
+-- A request of the flow, when it is sent: the client zeroes its counters when it sends an
+-- update, so every UPDATE_COUNTERS ends an interval, whatever the answer.
+function A.flow_on_request(f, q, frame, t)
+    if q.dialect then f.protocol_version = q.protocol_version end
+    if has(q.options, OPT.GET_STATUS) then
+        f.last_status_request = t
+        f.status_due = nil
+        if f.policy_due and t >= f.policy_due.set_at then f.policy_due = nil end
     end
+    if has(q.options, OPT.UPDATE_COUNTERS) then A.boundary(f, t, frame) end
 end
 
--- The flow's state shown on a message: a copy of the fields, taken after the message.
-local function flow_snapshot(f)
-    return { policy = f.policy, initiator = f.initiator, name = f.name, node = f.node,
-             limit = f.limit, reservation = f.reservation, bandwidth_limit = f.bandwidth_limit,
-             maximum_io_rate = f.maximum_io_rate, minimum_io_rate = f.minimum_io_rate,
-             maximum_bandwidth = f.maximum_bandwidth, base_io_size = f.base_io_size,
-             ttl = f.ttl, status = f.status, updates = f.updates }
-end
-
--- A request's policy parameters become the flow's (SET_POLICY / PROBE_POLICY accepted).
-local function apply_policy(f, q)
-    f.policy, f.initiator = q.policy, q.initiator
-    f.limit, f.reservation = q.limit, q.reservation
-    if q.dialect == "1.1" then f.bandwidth_limit = q.bandwidth_limit end
-    if q.name_len > 0 and q.name then f.name = q.name end
-    if q.node_len > 0 and q.node then f.node = q.node end
-end
-
--- An accepted UPDATE_COUNTERS request: the interval runs from the flow's previous accepted
--- update request to this one (request times: the client samples and resets its counters when
--- it sends). The first update only opens the series.
-local function apply_counters(f, q, t, m)
-    local io, nio = u64n(q.io), u64n(q.nio)
-    local lat, lower = u64n(q.lat), u64n(q.lower)
-    local kb = q.kb and u64n(q.kb)
-    f.updates = f.updates + 1
-    if f.last_update == nil then
-        m.first_update = true
-        f.first_update = t
+function A.boundary(f, t, frame)
+    f.updates_sent = f.updates_sent + 1
+    if f.boundary == nil then
+        f.first_update = { frame = frame, t = t }
     else
-        local dt = t - f.last_update
-        m.interval = dt
-        if dt > 0 then
-            m.iops = io / dt
-            m.normalized_iops = nio / dt
-            if kb then m.kbps = kb / dt end
-        end
-        f.sum.io = f.sum.io + io
-        f.sum.nio = f.sum.nio + nio
-        f.sum.lat = f.sum.lat + lat
-        f.sum.lower = f.sum.lower + lower
-        if kb then
-            f.sum.kb = f.sum.kb + kb
-            f.sum.kb_updates = f.sum.kb_updates + 1
-        end
-        f.last_interval_end = t
+        local row = { index = f.next_index, intervals = 1, start = f.boundary.t, stop = t,
+                      start_frame = f.boundary.frame, end_frame = frame, updates_applied = 0,
+                      reported = A.counters(nil), reported_secs = 0, observed = f.current,
+                      observed_complete = not f.current_inferred,
+                      in_effect = f.current_effect }
+        f.next_index = f.next_index + 1
+        f.unfinished[#f.unfinished + 1] = { row = row, awaiting = true }
     end
-    if io > 0 then
-        m.latency_ms = lat / io / 10000
-        m.lower_latency_ms = lower / io / 10000
-    end
-    f.last_update = t
+    f.boundary = { t = t, frame = frame }
+    f.current = A.observed()
+    f.current_effect = f.server and A.server_effect(f.server) or A.effect()
+    f.current_inferred = false
 end
+
+-- The answer to the UPDATE_COUNTERS sent in `request_frame`; `applied` its counters when the
+-- server applied them. Gives the row's rates for the message (nil for the first update).
+function A.update_answered(f, request_frame, applied)
+    if applied then f.updates_applied = f.updates_applied + 1 end
+    if f.first_update and f.first_update.frame == request_frame then
+        f.first_update.counters = applied
+        return nil, true
+    end
+    for _, p in ipairs(f.unfinished) do
+        if p.row.end_frame == request_frame then
+            p.awaiting = false
+            if applied then
+                p.row.reported = applied
+                p.row.reported_secs = p.row.stop - p.row.start
+                p.row.updates_applied = 1
+                local r = A.rates(applied, p.row.reported_secs)
+                if r then r.interval = p.row.reported_secs end
+                return r, false
+            end
+            return nil, false
+        end
+    end
+    return nil, false
+end
+
+function A.apply_policy(f, q, frame, t)
+    f.policy = { policy_id = q.policy, initiator_id = q.initiator, limit = q.limit,
+                 reservation = q.reservation, bandwidth_limit = q.bandwidth_limit }
+    if q.name_len > 0 and q.name then f.initiator_name = q.name end
+    if q.node_len > 0 and q.node then
+        f.initiator_node_name = q.node
+        A.note_listed(f, f.node_names, q.node, "node", frame, t)
+    end
+    if q.initiator ~= NULL_GUID then
+        f.initiator_id = q.initiator
+        A.note_listed(f, f.initiator_ids, q.initiator, "id", frame, t)
+    end
+end
+
+function A.note_listed(f, list, v, what, frame, t)
+    for _, x in ipairs(list) do if x == v then return end end
+    if #list >= MAX_INITIATORS then return end
+    list[#list + 1] = v
+    if #list > 1 and not f.once[what] then
+        f.once[what] = true
+        if what == "id" then
+            A.finding(f, "flow.multiple_initiators", "warning",
+                "the flow was set up by several initiators: " .. table.concat(list, ", "), frame, t)
+        else
+            A.finding(f, "flow.multiple_initiators", "note",
+                "the flow was seen on several nodes (e.g. a migration): " ..
+                table.concat(list, ", "), frame, t)
+        end
+    end
+end
+
+-- A successful GET_STATUS answer (section 3.1.5.1).
+function A.apply_server(f, s, frame, t)
+    local v = { protocol_version = s.protocol_version, policy_id = s.policy,
+                initiator_id = s.initiator, time_to_live = s.ttl, status = s.status,
+                maximum_io_rate = u64n(s.maximum_io_rate),
+                minimum_io_rate = u64n(s.minimum_io_rate), base_io_size = s.base_io_size,
+                maximum_bandwidth = s.maximum_bandwidth and u64n(s.maximum_bandwidth) or nil }
+    A.effect_merge(f.current_effect, A.server_effect(v))
+    if v.status == 1 and not f.insufficient then
+        A.finding(f, "flow.insufficient_throughput", "warning", string.format(
+            "the server reports StorageQoSStatusInsufficientThroughput (MinimumIoRate %d)",
+            v.minimum_io_rate), frame, t)
+    end
+    f.insufficient = v.status == 1
+    f.server = v
+    local ttl_ms = v.time_to_live
+    if ttl_ms <= DEFAULT_STATUS_INTERVAL_MS then ttl_ms = DEFAULT_STATUS_INTERVAL_MS end
+    local ttl = ttl_ms / 1000
+    local grace = math.max(TOL.poll_grace_min_secs, TOL.poll_grace_rel * ttl)
+    f.status_due = { due = t + ttl, late_after = t + ttl + grace, ttl_ms = ttl_ms,
+                     response_frame = frame, busy = false }
+end
+
+function A.note_unsupported(f, status, frame, t)
+    if f.once.unsupported then return end
+    f.once.unsupported = true
+    A.finding(f, "flow.server_qos_unsupported", "note",
+        "the server does not support Storage QoS: it answered " .. status, frame, t)
+end
+
+-- A READ/WRITE completed on one of the flow's opens.
+function A.add_io(f, req_t, resp_t, bytes, frame)
+    local base = A.base_io_size(f)
+    local rt = resp_t - req_t
+    A.observed_add_io(f.all_io, bytes, base, rt)
+    if f.io_span == nil then f.io_span = { req_t, req_t }
+    else f.io_span = { math.min(f.io_span[1], req_t), math.max(f.io_span[2], req_t) } end
+    if f.boundary ~= nil then
+        if req_t > f.boundary.t then
+            A.observed_add_io(f.current, bytes, base, rt)
+        else
+            local placed = false
+            for _, p in ipairs(f.unfinished) do
+                if p.row.start < req_t and req_t <= p.row.stop then
+                    A.observed_add_io(p.row.observed, bytes, base, rt)
+                    placed = true
+                    break
+                end
+            end
+            if not placed then f.late_io = f.late_io + 1 end
+        end
+    end
+    A.check_status_due(f, req_t, frame)
+end
+
+function A.check_status_due(f, req_t, frame)
+    local due = f.status_due
+    if due == nil then return end
+    if req_t <= due.late_after then
+        if req_t >= due.due - 1 then due.busy = true end
+        return
+    end
+    f.status_due = nil
+    if due.busy then
+        A.finding(f, "flow.status_poll_late", "warning", string.format(
+            "no GET_STATUS within TimeToLive %d ms of the answer in frame %d while I/O went on " ..
+            "(section 3.1.5.1)", due.ttl_ms, due.response_frame), frame, req_t)
+    end
+end
+
+function A.arm_policy_due(f, set_at, frame)
+    if f.last_status_request and f.last_status_request >= set_at then return end
+    f.policy_due = { set_at = set_at, frame = frame,
+                     due = set_at + TOL.set_policy_status_secs + TOL.set_policy_grace_secs }
+    S.timers[#S.timers + 1] = { due = f.policy_due.due, flow = f.id }
+end
+
+function A.policy_due_expired(f, due)
+    local p = f.policy_due
+    if p == nil or p.due ~= due then return end
+    f.policy_due = nil
+    A.finding(f, "flow.no_status_after_set_policy", "warning", string.format(
+        "no GET_STATUS within %s s of the SET_POLICY in frame %d (section 3.1.6)",
+        fmt_num(TOL.set_policy_status_secs), p.frame), p.frame, p.set_at)
+end
+
+-- checks.rs: one finished interval.
+function A.check_row(row)
+    local out = {}
+    local secs = row.stop - row.start
+    local span = string.format("over %.2f s (frames %d–%d)", secs, row.start_frame,
+        row.end_frame)
+    local observed = A.observed_rates(row.observed, secs)
+    local reported = A.rates(row.reported, row.reported_secs)
+    local function above(rate, max) return rate > max * (1 + TOL.rate_rel) + TOL.rate_abs end
+    local function below(rate, min) return rate < min * (1 - TOL.rate_rel) - TOL.rate_abs end
+    local function issue(code, sev, msg) out[#out + 1] = { code = code, severity = sev,
+                                                           message = msg } end
+    if secs >= TOL.min_window_secs then
+        local max = row.in_effect.max_rate
+        if max and max > 0 then
+            if observed and above(observed.normalized_iops, max) then
+                issue("flow.exceeds_max_io_rate", "error", string.format(
+                    "observed %.1f normalized IOPS %s above MaximumIoRate %d",
+                    observed.normalized_iops, span, max))
+            elseif reported and above(reported.normalized_iops, max) then
+                issue("flow.exceeds_max_io_rate", "error", string.format(
+                    "reported %.1f normalized IOPS %s above MaximumIoRate %d",
+                    reported.normalized_iops, span, max))
+            end
+        end
+        local maxbw = row.in_effect.max_bw
+        if maxbw and maxbw > 0 then
+            if observed and above(observed.kbps, maxbw) then
+                issue("flow.exceeds_max_bandwidth", "error", string.format(
+                    "observed %.1f KB/s %s above MaximumBandwidth %d KB/s", observed.kbps, span,
+                    maxbw))
+            elseif reported and reported.kbps and above(reported.kbps, maxbw) then
+                issue("flow.exceeds_max_bandwidth", "error", string.format(
+                    "reported %.1f KB/s %s above MaximumBandwidth %d KB/s", reported.kbps, span,
+                    maxbw))
+            end
+        end
+        local min = row.in_effect.min_rate
+        if min and min > 0 and observed then
+            local ok = row.in_effect.status_known and row.in_effect.all_ok
+            if ok and row.observed_complete and row.observed.io > 0 and
+                below(observed.normalized_iops, min) then
+                issue("flow.reservation_not_met", "warning", string.format(
+                    "observed %.1f normalized IOPS %s below MinimumIoRate %d while the status " ..
+                    "is StorageQoSStatusOk", observed.normalized_iops, span, min))
+            end
+        end
+    end
+    if row.observed_complete and row.updates_applied == row.intervals and row.intervals > 0 then
+        local rep, obs = row.reported, row.observed
+        local function disagree(a, b)
+            return math.abs(a - b) > math.max(TOL.counters_abs, TOL.counters_rel * math.max(a, b))
+        end
+        local diffs = {}
+        if disagree(rep.io, obs.io) then
+            diffs[#diffs + 1] = string.format("IoCountIncrement %d vs %d I/O seen", rep.io, obs.io)
+        end
+        if disagree(rep.nio, obs.nio) then
+            diffs[#diffs + 1] = string.format("NormalizedIoCountIncrement %d vs %d seen", rep.nio,
+                obs.nio)
+        end
+        if rep.kb then
+            local seen = obs.bytes / 1024
+            local slack = obs.io
+            if math.abs(rep.kb - seen) > slack + math.max(TOL.counters_abs,
+                    TOL.counters_rel * seen) then
+                diffs[#diffs + 1] = string.format("KilobyteCountIncrement %d vs %.1f KB seen",
+                    rep.kb, seen)
+            end
+        end
+        if #diffs > 0 then
+            issue("flow.counters_mismatch", "warning", string.format(
+                "reported counters disagree with the wire %s: %s", span,
+                table.concat(diffs, ", ")))
+        end
+    end
+    return out
+end
+
+function A.finish_row(f, row)
+    A.counters_add(f.whole, row.reported)
+    f.whole_secs = f.whole_secs + row.reported_secs
+    A.observed_add(f.whole_obs, row.observed)
+    f.whole_obs_secs = f.whole_obs_secs + (row.stop - row.start)
+    f.intervals = f.intervals + row.intervals
+    local issues = A.check_row(row)
+    -- Consecutive intervals with the same problem are one finding (an episode).
+    local open = f.episodes
+    f.episodes = {}
+    for _, ep in ipairs(open) do
+        local again = false
+        for _, i in ipairs(issues) do if i.code == ep.code then again = true end end
+        if again then
+            ep.occurrences = ep.occurrences + 1
+            ep.last_frame = row.end_frame
+            f.episodes[#f.episodes + 1] = ep
+        else
+            A.add_finding(f, ep)
+        end
+    end
+    for _, i in ipairs(issues) do
+        local known = false
+        for _, ep in ipairs(f.episodes) do if ep.code == i.code then known = true end end
+        if not known then
+            f.episodes[#f.episodes + 1] = { flow = f.id, code = i.code, severity = i.severity,
+                message = i.message, frame = row.end_frame, time = row.stop, occurrences = 1,
+                last_frame = row.end_frame }
+        end
+    end
+end
+
+function A.finalize(f, force)
+    local latest = f.boundary and f.boundary.t
+    while #f.unfinished > 0 do
+        local front = f.unfinished[1]
+        local ready = force or #f.unfinished > MAX_UNFINISHED or
+            (not front.awaiting and latest ~= nil and front.row.stop < latest)
+        if not ready then break end
+        table.remove(f.unfinished, 1)
+        A.finish_row(f, front.row)
+    end
+    if force then
+        local eps = f.episodes
+        f.episodes = {}
+        for _, ep in ipairs(eps) do A.add_finding(f, ep) end
+    end
+end
+
+function A.finalize_flow(id)
+    local f = S.flows[id]
+    if f then A.finalize(f, false) end
+end
+
+-- rules.rs: the server's rules (section 3.2.5.1, note <8>) on a request and its open's state.
+local MIN_STATUS_OUTPUT = 80
+function A.evaluate(q, request_size, max_out, before)
+    local opts = q.options
+    local v = {}
+    local uncertain = false
+    local function rule(status, severity, text)
+        v[#v + 1] = { status = status, severity = severity, text = text }
+    end
+    if not q.dialect then
+        rule(NT.REVISION_MISMATCH, "error", string.format(
+            "ProtocolVersion 0x%04x is not 0x0100 or 0x0101 (section 3.2.5.1)",
+            q.protocol_version))
+    end
+    if band(opts, OPT_KNOWN) == 0 then
+        rule(NT.INVALID_PARAMETER, "error", string.format(
+            "Options 0x%08x has no defined flag (section 3.2.5.1)", opts))
+    end
+    local associated_before = (before == UNKNOWN) and "maybe" or
+        ((before == NOT_ASSOCIATED) and "no" or "yes")
+    -- Section 3.2.5.1: PROBE_POLICY is ignored on an associated open.
+    local probe
+    if not has(opts, OPT.PROBE_POLICY) or associated_before == "yes" then probe = "no"
+    elseif associated_before == "no" then probe = "yes"
+    else probe = "maybe" end
+    local set = has(opts, OPT.SET_LOGICAL_FLOW_ID)
+    local id = q.flow
+    local change, associated_after
+    if set and id ~= NULL_GUID then change, associated_after = id, "yes"
+    elseif probe ~= "no" and id ~= NULL_GUID then change, associated_after = id, "yes"
+    elseif set then change, associated_after = "clear", "no"
+    else change, associated_after = "keep", associated_before end
+    if id == NULL_GUID and probe == "yes" then
+        rule(NT.INVALID_PARAMETER, "error",
+            "PROBE_POLICY with a null LogicalFlowID on an unassociated open (section 3.2.5.1.1)")
+    elseif id == NULL_GUID and probe == "maybe" then
+        uncertain = true
+    end
+    local function need_associated(status, text)
+        if associated_after == "no" then rule(status, "error", text)
+        elseif associated_after == "maybe" then uncertain = true end
+    end
+    local set_policy = has(opts, OPT.SET_POLICY)
+    if set_policy then
+        need_associated(NT.NOT_FOUND,
+            "SET_POLICY on an open not associated to a logical flow (section 3.2.5.1.2)")
+    end
+    if set_policy or probe ~= "no" then
+        local pr = {}
+        for _, n in ipairs({ { "InitiatorName", q.name_off, q.name_len },
+                             { "InitiatorNodeName", q.node_off, q.node_len } }) do
+            if n[3] > NAME_SIZE then
+                pr[#pr + 1] = { "error", string.format(
+                    "%sLength %d > STORAGE_QOS_INITIATOR_NAME_SIZE 512 (section 3.2.5.1.2)", n[1],
+                    n[3]) }
+            end
+            if n[3] > 0 and n[2] < SPEC_TEXT_MIN_NAME_OFFSET then
+                pr[#pr + 1] = { "error", string.format(
+                    "%sOffset %d < 104 with a non-zero length (section 3.2.5.1.2)", n[1], n[2]) }
+            end
+            if request_size and n[3] + n[2] > request_size then
+                pr[#pr + 1] = { "error", string.format(
+                    "%s ends beyond the %d-byte request (section 3.2.5.1.2)", n[1],
+                    request_size) }
+            end
+        end
+        local maxp = UInt64(MAX_POLICY_PARAMETER)
+        local zero = UInt64(0)
+        local bw = q.bandwidth_limit or zero
+        local with_policy = q.policy ~= NULL_GUID
+        for _, c in ipairs({
+            { q.limit > maxp, "Limit > 1000000000" },
+            { q.reservation > maxp, "Reservation > 1000000000" },
+            { bw > maxp, "BandwidthLimit > 1000000000" },
+            { q.limit > zero and q.reservation > q.limit,
+              "Reservation greater than a non-zero Limit" },
+            { q.limit > zero and with_policy, "Limit set together with a PolicyID" },
+            { bw > zero and with_policy, "BandwidthLimit set together with a PolicyID" },
+            { q.reservation > zero and with_policy, "Reservation set together with a PolicyID" },
+        }) do
+            if c[1] then
+                pr[#pr + 1] = { "warning", c[2] ..
+                    " (Windows rejects it, product note <8> of section 3.2.5.1.2)" }
+            end
+        end
+        if set_policy or probe == "yes" then
+            for _, x in ipairs(pr) do rule(NT.INVALID_PARAMETER, x[1], x[2]) end
+        elseif #pr > 0 then
+            uncertain = true
+        end
+    end
+    if has(opts, OPT.UPDATE_COUNTERS) then
+        need_associated(NT.NOT_FOUND, "UPDATE_COUNTERS on an open not associated to a logical " ..
+            "flow (section 3.2.5.1.3)")
+    end
+    if has(opts, OPT.GET_STATUS) then
+        if max_out and max_out < MIN_STATUS_OUTPUT then
+            rule(NT.INVALID_PARAMETER, "error", string.format(
+                "GET_STATUS with MaxOutputResponse %d < 80 (section 3.2.5.1.4)", max_out))
+        end
+        need_associated(NT.NOT_FOUND, "GET_STATUS on an open not associated to a logical " ..
+            "flow (section 3.2.5.1.4)")
+    end
+    return { violations = v, uncertain = uncertain, change = change,
+             applies_policy = set_policy or probe == "yes" or (probe == "maybe" and id ~= NULL_GUID) }
+end
+
+-- Opens (analyzer.rs) ---------------------------------------------------------------------------
+function A.open_met(key)
+    local o = S.opens[key]
+    if o == nil then
+        o = { assoc = UNKNOWN }
+        S.opens[key] = o
+    end
+    return o
+end
+
+function A.assoc_flow(a)
+    if a == UNKNOWN or a == NOT_ASSOCIATED then return nil end
+    return a
+end
+
+function A.associate(key, flow, inferred, frame, t)
+    local o = A.open_met(key)
+    if o.assoc == flow then return end
+    o.assoc = flow
+    local f = A.flow_mut(flow, frame, t)
+    f.opens_total = f.opens_total + 1
+    if inferred then f.current_inferred = true end
+end
+
+function A.dissociate(key)
+    local o = S.opens[key]
+    if o then o.assoc = NOT_ASSOCIATED end
+end
+
+-- The flow a request concerns: the one it associates, else the open's, else (state unknown)
+-- the one it names.
+function A.request_flow(q, assoc)
+    local named = (q.flow ~= NULL_GUID) and q.flow or nil
+    if has(q.options, OPT.SET_LOGICAL_FLOW_ID) then return named, "message" end
+    if assoc == NOT_ASSOCIATED then
+        if has(q.options, OPT.PROBE_POLICY) and named then return named, "message" end
+        return nil, nil
+    end
+    if assoc == UNKNOWN then return named, named and "message" or nil end
+    return assoc, "open"
+end
+
+function A.advance(t)
+    if S.clock == nil or t > S.clock then S.clock = t end
+    A.fire_timers(t)
+end
+
+function A.fire_timers(now)
+    while true do
+        local best, bi = nil, nil
+        for i, tm in ipairs(S.timers) do
+            if tm.due < now and (best == nil or tm.due < best.due) then best, bi = tm, i end
+        end
+        if best == nil then return end
+        table.remove(S.timers, bi)
+        local f = S.flows[best.flow]
+        if f then A.policy_due_expired(f, best.due) end
+    end
+end
+
+function A.on_request(m, q, key, t, frame, request_size, max_out)
+    local assoc = key and A.open_met(key).assoc or UNKNOWN
+    local flow, source = nil, nil
+    if q then flow, source = A.request_flow(q, assoc) end
+    if q and flow then
+        A.flow_on_request(A.flow_mut(flow, frame, t), q, frame, t)
+        A.finalize_flow(flow)
+    end
+    m.flow, m.flow_source = flow, source
+    return { frame = frame, t = t, key = key, req = q, request_size = request_size,
+             max_out = max_out, flow = flow, result = m }
+end
+
+function A.status_answer(m, p, flow, inferred, s, frame, t)
+    local home = flow or NIL_FLOW
+    if s == nil then
+        A.finding(A.flow_mut(home, frame, t), "flow.server_state_mismatch", "error", string.format(
+            "GET_STATUS of frame %d succeeded without a STORAGE_QOS_CONTROL_RESPONSE " ..
+            "(section 3.2.5.1.4)", p.frame), frame, t)
+        return
+    end
+    local problems = {}
+    if flow and not inferred and s.flow ~= flow then
+        problems[#problems + 1] = string.format(
+            "LogicalFlowID %s but the open is associated with %s", s.flow, flow)
+    end
+    local pv = flow and S.flows[flow] and S.flows[flow].policy
+    if pv then
+        if s.policy ~= pv.policy_id then
+            problems[#problems + 1] = string.format("PolicyID %s but the flow's policy is %s",
+                s.policy, pv.policy_id)
+        end
+        if s.initiator ~= pv.initiator_id then
+            problems[#problems + 1] = string.format(
+                "InitiatorID %s but the flow's initiator is %s", s.initiator, pv.initiator_id)
+        end
+    end
+    if #problems > 0 then
+        A.finding(A.flow_mut(home, frame, t), "flow.server_state_mismatch", "error",
+            "GET_STATUS answer does not match the state (section 3.2.5.1.4): " ..
+            table.concat(problems, "; "), frame, t)
+    end
+    if flow then A.apply_server(A.flow_mut(flow, frame, t), s, frame, t) end
+end
+
+-- The final response to a pending request (analyzer.rs on_response).
+function A.on_response(m, p, s, nt, key, frame, t)
+    local q = p.req
+    key = p.key or key
+    if key == nil or q == nil then return end
+    local before = A.open_met(key).assoc
+    local outcome = A.evaluate(q, p.request_size, p.max_out, before)
+    local named = (q.flow ~= NULL_GUID) and q.flow or nil
+    local home = p.flow or named or NIL_FLOW
+    local opts = q.options
+    if nt == NT.SUCCESS then
+        local rule = outcome.violations[1]
+        if rule then
+            A.finding(A.flow_mut(home, frame, t), "flow.server_should_have_failed",
+                rule.severity, string.format(
+                    "STATUS_SUCCESS to the request in frame %d: %s; it must fail with %s",
+                    p.frame, rule.text, nt_name(rule.status)), frame, t)
+        end
+        local unknown = before == UNKNOWN
+        if outcome.change == "clear" then
+            A.dissociate(key)
+        elseif outcome.change ~= "keep" then
+            A.associate(key, outcome.change,
+                not has(opts, OPT.SET_LOGICAL_FLOW_ID) and unknown, frame, t)
+        else
+            local needs = has(opts, OPT.SET_POLICY) or has(opts, OPT.UPDATE_COUNTERS) or
+                has(opts, OPT.GET_STATUS)
+            local shown = (s and s.flow ~= NULL_GUID) and s.flow or p.flow
+            if unknown and needs and shown then A.associate(key, shown, true, frame, t) end
+        end
+        local flow = A.assoc_flow(A.open_met(key).assoc) or p.flow
+        if flow and outcome.applies_policy then
+            local f = A.flow_mut(flow, frame, t)
+            A.apply_policy(f, q, frame, t)
+            if has(opts, OPT.SET_POLICY) and not has(opts, OPT.GET_STATUS) then
+                A.arm_policy_due(f, p.t, p.frame)
+            end
+        end
+        if has(opts, OPT.UPDATE_COUNTERS) and p.flow and S.flows[p.flow] then
+            local r, first = A.update_answered(S.flows[p.flow], p.frame, A.counters(q))
+            if first then m.first_update = true end
+            if r then
+                for k, v in pairs(r) do m[k] = v end
+            end
+        end
+        if has(opts, OPT.GET_STATUS) then
+            A.status_answer(m, p, flow, unknown, s, frame, t)
+        end
+    else
+        local got = nt_name(nt)
+        local prescribed = false
+        for _, r in ipairs(outcome.violations) do
+            if r.status == nt then prescribed = true end
+        end
+        if nt == NT.INVALID_DEVICE_REQUEST or nt == NT.NOT_SUPPORTED then
+            -- Section 3.2.5.1: a server without Storage QoS fails everything this way, before
+            -- any other rule.
+            A.note_unsupported(A.flow_mut(home, frame, t), got, frame, t)
+        elseif prescribed then
+            -- The failure the spec prescribes.
+        elseif outcome.violations[1] then
+            local r = outcome.violations[1]
+            A.finding(A.flow_mut(home, frame, t), "flow.server_wrong_error", "warning",
+                string.format("the request in frame %d failed with %s; the spec prescribes %s " ..
+                    "because %s", p.frame, got, nt_name(r.status), r.text), frame, t)
+        elseif not outcome.uncertain then
+            local unfounded = nt == NT.NOT_FOUND or nt == NT.REVISION_MISMATCH or
+                (nt == NT.INVALID_PARAMETER and not outcome.applies_policy)
+            if unfounded then
+                A.finding(A.flow_mut(home, frame, t), "flow.server_wrongly_failed", "error",
+                    string.format("the request in frame %d (%s) failed with %s though no rule " ..
+                        "of section 3.2.5.1 applies", p.frame, option_names(opts), got), frame, t)
+            end
+        end
+        if nt == NT.NOT_FOUND and before == UNKNOWN and outcome.change == "keep" then
+            A.open_met(key).assoc = NOT_ASSOCIATED
+        end
+        if has(opts, OPT.UPDATE_COUNTERS) and p.flow and S.flows[p.flow] then
+            local _, first = A.update_answered(S.flows[p.flow], p.frame, nil)
+            if first then m.first_update = true end
+        end
+    end
+    if p.flow then A.finalize_flow(p.flow) end
+end
+
+-- The request was not seen (capture began after it): learn what the answer shows.
+function A.response_without_request(s, nt, key, frame, t)
+    if s == nil or nt ~= NT.SUCCESS or s.flow == NULL_GUID then return end
+    if key then
+        local o = S.opens[key]
+        if o == nil or o.assoc == UNKNOWN then A.associate(key, s.flow, true, frame, t) end
+    end
+    A.apply_server(A.flow_mut(s.flow, frame, t), s, frame, t)
+end
+
+-- End of the capture: unanswered requests, timers, unfinished intervals (for the summary).
+function A.finish()
+    if S.finished then return end
+    S.finished = true
+    S.current = nil
+    local unanswered = {}
+    for _, p in pairs(S.pending) do unanswered[#unanswered + 1] = p end
+    table.sort(unanswered, function(a, b) return a.frame < b.frame end)
+    for _, p in ipairs(unanswered) do
+        local waited = (S.clock or p.t) - p.t
+        if waited >= TOL.unanswered_grace_secs then
+            local named = p.req and p.req.flow ~= NULL_GUID and p.req.flow or nil
+            local home = p.flow or named or NIL_FLOW
+            local what = p.req and option_names(p.req.options) or "undecoded"
+            A.finding(A.flow_mut(home, p.frame, p.t), "flow.request_unanswered", "warning",
+                string.format("the request in frame %d (%s) got no response in the %.1f s the " ..
+                    "capture went on", p.frame, what, waited), p.frame, p.t)
+        end
+    end
+    if S.clock then A.fire_timers(S.clock + 1e-9) end
+    for _, id in ipairs(S.order) do A.finalize(S.flows[id], true) end
+end
+
+------------------------------------------------------------------------------------------------
+-- State across the capture (rebuilt on every first pass; see sqosa.init)
+------------------------------------------------------------------------------------------------
+local function reset_state()
+    S = {
+        frames = {},     -- frame number -> list of per-message results (what the tree shows)
+        pending = {},    -- "stream:msg_id" -> SQOS request waiting for its final response
+        io_pending = {}, -- "stream:msg_id" -> READ/WRITE request waiting for its response
+        close_pending = {}, -- "stream:msg_id" -> open key of a CLOSE request
+        opens = {},      -- open key -> { assoc = "unknown" | "none" | LogicalFlowID }
+        flows = {},      -- LogicalFlowID -> flow state
+        order = {},      -- LogicalFlowIDs in order of first appearance
+        timers = {},     -- SET_POLICY -> GET_STATUS deadlines
+        clock = nil, current = nil, finished = false,
+    }
+end
+reset_state()
 
 ------------------------------------------------------------------------------------------------
 -- Extracting the SMB2 messages of a frame from Wireshark's fields (tree order)
 ------------------------------------------------------------------------------------------------
+local FIRST_OF = { ["smb2.cmd"] = "cmd", ["smb2.flags.response"] = "response",
+                   ["smb2.msg_id"] = "msg_id", ["smb2.nt_status"] = "nt_status",
+                   ["smb2.sesid"] = "sesid", ["smb2.ioctl.function"] = "fsctl",
+                   ["smb2.max_ioctl_out_size"] = "max_out", ["smb2.read_length"] = "read_length",
+                   ["smb2.write_length"] = "write_length" }
+
 local function frame_messages()
     local msgs = {}
     local cur = nil
@@ -717,22 +1480,13 @@ local function frame_messages()
                 cur = { stream = stream }
                 msgs[#msgs + 1] = cur
             elseif cur then
-                if name == "smb2.cmd" then
-                    if cur.cmd == nil then cur.cmd = fi.value end
-                elseif name == "smb2.flags.response" then
-                    if cur.response == nil then cur.response = fi.value end
-                elseif name == "smb2.msg_id" then
-                    if cur.msg_id == nil then cur.msg_id = fi.value end
-                elseif name == "smb2.nt_status" then
-                    if cur.nt_status == nil then cur.nt_status = fi.value end
-                elseif name == "smb2.ioctl.function" then
-                    if cur.fsctl == nil then cur.fsctl = fi.value end
+                local k = FIRST_OF[name]
+                if k then
+                    if cur[k] == nil then cur[k] = fi.value end
                 elseif name == "smb2.fid" then
-                    if cur.fsctl ~= nil and cur.fid == nil and fi.len == 16 then
+                    if cur.fid == nil and fi.len == 16 then
                         cur.fid = guid_string(fi.range:bytes())
                     end
-                elseif name == "smb2.max_ioctl_out_size" then
-                    if cur.max_out == nil then cur.max_out = fi.value end
                 elseif name == "smb2.ioctl.in" then
                     if cur.inbuf == nil then cur.inbuf = fi end
                 elseif name == "smb2.ioctl.out" then
@@ -753,53 +1507,96 @@ local function key(stream, x) return tostring(stream) .. ":" .. tostring(x) end
 
 local ALL_FF = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 
+-- The open an SMB2 message is about: TCP stream + SessionId + FileId (FileIds are unique only
+-- within a session of a connection).
+local function open_key(msg, fid)
+    fid = fid or msg.fid
+    if fid == nil or fid == ALL_FF then return nil end
+    return tostring(msg.stream) .. ":" .. tostring(msg.sesid) .. ":" .. fid
+end
+
+local CMD_CREATE, CMD_CLOSE, CMD_READ, CMD_WRITE, CMD_IOCTL = 5, 6, 8, 9, 11
+
+-- CREATE / CLOSE / READ / WRITE: what the analysis needs of them (no tree output).
+local function track_other(msg, t, frame)
+    local cmd = msg.cmd
+    local pk = key(msg.stream, msg.msg_id)
+    local nt = msg.nt_status or 0
+    if not msg.response then
+        if cmd == CMD_READ or cmd == CMD_WRITE then
+            local bytes = (cmd == CMD_READ) and msg.read_length or msg.write_length
+            S.io_pending[pk] = { t = t, key = open_key(msg), bytes = bytes or 0 }
+        elseif cmd == CMD_CLOSE then
+            S.close_pending[pk] = open_key(msg)
+        end
+        return
+    end
+    if nt == STATUS_PENDING then return end
+    if cmd == CMD_CREATE then
+        local k = open_key(msg)
+        if nt == 0 and k then
+            A.advance(t)
+            S.opens[k] = { assoc = NOT_ASSOCIATED }
+        end
+    elseif cmd == CMD_CLOSE then
+        local k = S.close_pending[pk]
+        S.close_pending[pk] = nil
+        if nt == 0 and k then
+            A.advance(t)
+            S.opens[k] = nil
+        end
+    elseif cmd == CMD_READ or cmd == CMD_WRITE then
+        local p = S.io_pending[pk]
+        S.io_pending[pk] = nil
+        if p and p.key then
+            A.advance(t)
+            local o = S.opens[p.key]
+            local flow = o and A.assoc_flow(o.assoc)
+            if flow and S.flows[flow] then A.add_io(S.flows[flow], p.t, t, p.bytes, frame) end
+        end
+    end
+end
+
+-- The flow's state shown on a message: a copy of the fields, taken after the message.
+local function flow_snapshot(f)
+    local pv, sv = f.policy or {}, f.server or {}
+    return { policy = pv.policy_id, initiator = f.initiator_id, name = f.initiator_name,
+             node = f.initiator_node_name, limit = pv.limit, reservation = pv.reservation,
+             bandwidth_limit = pv.bandwidth_limit, maximum_io_rate = sv.maximum_io_rate,
+             minimum_io_rate = sv.minimum_io_rate, maximum_bandwidth = sv.maximum_bandwidth,
+             base_io_size = sv.base_io_size, ttl = sv.time_to_live, status = sv.status,
+             updates = f.updates_applied }
+end
+
 -- First pass over one SMB2 message: decode, match, track; gives what the tree shows, or nil.
 local function analyse(msg, pinfo)
-    if msg.cmd ~= 11 then return nil end -- IOCTL
-    local t = pinfo.abs_ts
+    local t = pinfo.rel_ts
     local frame = pinfo.number
-    local msg_id = msg.msg_id and msg.msg_id:tonumber() or nil
+    if msg.cmd ~= CMD_IOCTL then
+        track_other(msg, t, frame)
+        return nil
+    end
     local pkey = key(msg.stream, msg.msg_id)
-    local m = { msg_id = msg.msg_id, findings = {}, frame = frame }
+    local m = { msg_id = msg.msg_id, findings = {}, flow_findings = {}, frame = frame }
 
     if not msg.response then
         if msg.fsctl ~= FSCTL_STORAGE_QOS_CONTROL then return nil end
         m.direction = "request"
         m.fid = msg.fid
-        local ba = buffer_bytes(msg.inbuf)
-        local q, found
-        if ba then
-            q, found = parse_request(ba)
-        else
-            q, found = parse_request(ByteArray.new())
-        end
+        local ba = buffer_bytes(msg.inbuf) or ByteArray.new()
+        local q, found = parse_request(ba)
         m.findings = found
-        m.req = q
         if q then
             check_max_output(q, msg.max_out, m.findings)
             m.options = q.options
             m.dialect = q.dialect
         end
-        local open_key = msg.fid and msg.fid ~= ALL_FF and key(msg.stream, msg.fid) or nil
-        -- The flow the request is about: the one it joins, else the open's, else its own.
-        local flow, source = nil, nil
-        if q and q.flow ~= NULL_GUID and
-            (has(q.options, OPT.SET_LOGICAL_FLOW_ID) or has(q.options, OPT.PROBE_POLICY)) then
-            flow, source = q.flow, "message"
-        elseif open_key and S.opens[open_key] then
-            flow, source = S.opens[open_key], "open"
-        elseif q and q.flow ~= NULL_GUID then
-            flow, source = q.flow, "message"
-        end
-        m.flow, m.flow_source = flow, source
-        if flow then
-            local f = flow_state(flow)
-            f.messages = f.messages + 1
-            f.findings = f.findings + #m.findings
-            m.flow_state = flow_snapshot(f)
-        end
-        S.pending[pkey] = { frame = frame, time = t, req = q, fid = msg.fid, stream = msg.stream,
-                            result = m }
+        local outer = S.current
+        S.current = m.flow_findings
+        A.advance(t)
+        S.pending[pkey] = A.on_request(m, q, open_key(msg), t, frame, ba:len(), msg.max_out)
+        S.current = outer
+        if m.flow and S.flows[m.flow] then m.flow_state = flow_snapshot(S.flows[m.flow]) end
         return m
     end
 
@@ -808,14 +1605,12 @@ local function analyse(msg, pinfo)
     if p == nil and msg.fsctl ~= FSCTL_STORAGE_QOS_CONTROL then return nil end
     m.direction = "response"
     m.nt_status = msg.nt_status or 0
-    m.fid = msg.fid or (p and p.fid)
-    if m.nt_status == STATUS_PENDING and msg.outbuf == nil then
-        m.interim = true
-    end
+    m.fid = msg.fid or (p and p.result.fid)
+    if m.nt_status == STATUS_PENDING then m.interim = true end
     if p then
         m.request_frame = p.frame
-        -- Timestamps are doubles here: round to the nanosecond of the capture format.
-        m.response_time = math.floor((t - p.time) * 1e9 + 0.5) / 1e9
+        -- Round to the nanosecond of the capture format.
+        m.response_time = math.floor((t - p.t) * 1e9 + 0.5) / 1e9
     end
     -- As the Rust pipeline: an output buffer counts with STATUS_SUCCESS or BUFFER_OVERFLOW.
     local ba = nil
@@ -827,98 +1622,79 @@ local function analyse(msg, pinfo)
         local found
         s, found = parse_response(ba)
         m.findings = found
-        m.resp = s
         if s then
             m.status = s.status
             m.dialect = s.dialect
             if p and p.req then check_response_against_request(p.req, s, m.findings) end
         end
     end
-    if m.interim then
-        -- The final response comes later with the same MessageId.
+    local outer = S.current
+    S.current = m.flow_findings
+    A.advance(t)
+    if m.interim then -- the final response comes later, same MessageId
+        S.current = outer
         return m
     end
+
+    local rkey = open_key(msg, m.fid)
     if p then
         S.pending[pkey] = nil
         p.result.response_frame = frame
         p.result.response_time = m.response_time
         -- A related compound request names its open only as all-FF: the answer tells which.
         if p.result.fid == ALL_FF and m.fid and m.fid ~= ALL_FF then p.result.fid = m.fid end
+        A.on_response(m, p, s, m.nt_status, rkey, frame, t)
+    else
+        A.response_without_request(s, m.nt_status, rkey, frame, t)
     end
-
-    -- Which open and flow.
-    local fid = m.fid
-    if (fid == nil or fid == ALL_FF) and p then fid = p.fid end
-    local open_key = fid and fid ~= ALL_FF and key(msg.stream, fid) or nil
-    local q = p and p.req or nil
-    local success = m.nt_status == 0
-    local flow = open_key and S.opens[open_key] or nil
-    local source = flow and "open" or nil
-
-    if success and q then
-        local opts = q.options
-        -- Association (3.2.5.1.1); PROBE_POLICY only when the open has none.
-        if has(opts, OPT.SET_LOGICAL_FLOW_ID) then
-            if q.flow == NULL_GUID then
-                if open_key then S.opens[open_key] = nil end
-                flow = nil
-            else
-                if open_key then S.opens[open_key] = q.flow end
-                flow = q.flow
-            end
-            source = "open"
-        elseif has(opts, OPT.PROBE_POLICY) and flow == nil and q.flow ~= NULL_GUID then
-            if open_key then S.opens[open_key] = q.flow end
-            flow, source = q.flow, "open"
-            apply_policy(flow_state(flow), q)
-        end
-        if flow == nil and q.flow ~= NULL_GUID then
-            -- Association not seen (capture started later): go by what the request says.
-            flow, source = q.flow, "message"
+    S.current = outer
+    -- The flow after the answer: the open's association, else what the request concerned.
+    local o = rkey and S.opens[rkey]
+    local flow = o and A.assoc_flow(o.assoc)
+    if flow then m.flow, m.flow_source = flow, "open"
+    elseif p and p.flow then m.flow, m.flow_source = p.flow, "message"
+    elseif s and s.flow ~= NULL_GUID then m.flow, m.flow_source = s.flow, "message" end
+    -- The request's frame shows the interval figures too when displayed again.
+    if p then
+        for _, k in ipairs({ "interval", "iops", "normalized_iops", "latency_ms",
+                             "lower_latency_ms", "kbps", "first_update" }) do
+            p.result[k] = m[k]
         end
     end
-    if flow == nil and s and s.flow ~= NULL_GUID then flow, source = s.flow, "message" end
-    if flow == nil and q and q.flow ~= NULL_GUID then flow, source = q.flow, "message" end
-    m.flow, m.flow_source = flow, source
-
-    if flow then
-        local f = flow_state(flow)
-        note_open(f, open_key)
-        f.messages = f.messages + 1
-        f.findings = f.findings + #m.findings
-        if success and q then
-            if has(q.options, OPT.SET_POLICY) then apply_policy(f, q) end
-            if has(q.options, OPT.UPDATE_COUNTERS) then
-                apply_counters(f, q, p.time, m)
-                -- The request's frame shows the same figures when displayed later.
-                for _, k in ipairs({ "interval", "iops", "normalized_iops", "latency_ms",
-                                     "lower_latency_ms", "kbps", "first_update" }) do
-                    p.result[k] = m[k]
-                end
-            end
-            f.dialect = q.dialect or f.dialect
-        end
-        if success and s then
-            f.maximum_io_rate, f.minimum_io_rate = s.maximum_io_rate, s.minimum_io_rate
-            f.maximum_bandwidth = s.maximum_bandwidth or f.maximum_bandwidth
-            f.base_io_size, f.ttl, f.status = s.base_io_size, s.ttl, s.status
-            f.dialect = s.dialect or f.dialect
-            if f.initiator == nil then f.initiator = s.initiator end
-            if f.policy == nil then f.policy = s.policy end
-        end
-        m.flow_state = flow_snapshot(f)
-    end
+    if m.flow and S.flows[m.flow] then m.flow_state = flow_snapshot(S.flows[m.flow]) end
     return m
 end
 
-------------------------------------------------------------------------------------------------
 -- The tree
 ------------------------------------------------------------------------------------------------
 local function add_u64(tree, field, v)
-    if v ~= nil then tree:add(field, v):set_generated() end
+    if v == nil then return end
+    if type(v) == "number" then v = UInt64.new(v) end -- uint64 fields take UInt64 values
+    tree:add(field, v):set_generated()
+end
+
+-- Flow findings (the Rust analysis's, "flow.*"): shown on the message that revealed them; the
+-- text names the frame the finding is about (as `sqos flows` reports it).
+local function show_flow_findings(t, list)
+    for _, fd in ipairs(list or {}) do
+        local item = t:add(F.flow_finding, fd.code)
+        item:set_generated()
+        local e = FLOW_EXPERT[fd.code .. "/" .. fd.severity]
+        if e then
+            item:add_proto_expert_info(e, string.format("[%s] flow %s, frame %d: %s", fd.code,
+                fd.flow, fd.frame, fd.message))
+        end
+    end
 end
 
 local function show(m, tree)
+    if m.direction == nil then
+        -- Flow findings revealed by a frame without SQOS message (READ/WRITE, a timer).
+        local t = tree:add(sqosa, "SQOS analysis: flow findings")
+        t:set_generated()
+        show_flow_findings(t, m.flow_findings)
+        return
+    end
     local label = string.format("SQOS analysis: %s, MessageId %s", m.direction, tostring(m.msg_id))
     if m.flow then label = label .. ", flow " .. m.flow end
     local t = tree:add(sqosa, label)
@@ -976,7 +1752,7 @@ local function show(m, tree)
         if fs.status then fgen(F.f_status_name, STATUS_NAMES[fs.status]) end
         fgen(F.f_updates, fs.updates)
     end
-    gen(F.finding_count, #m.findings)
+    if m.direction then gen(F.finding_count, #m.findings) end
     for _, fd in ipairs(m.findings) do
         local item = t:add(F.finding, fd.code)
         item:set_generated()
@@ -985,6 +1761,7 @@ local function show(m, tree)
             item:add_proto_expert_info(e, "[" .. fd.code .. "] " .. fd.message)
         end
     end
+    show_flow_findings(t, m.flow_findings)
 end
 
 function sqosa.dissector(tvb, pinfo, tree)
@@ -994,10 +1771,14 @@ function sqosa.dissector(tvb, pinfo, tree)
     else
         -- First pass (and every pass in single-pass tshark): compute and remember.
         results = {}
+        local frame_level = { direction = nil, findings = {}, flow_findings = {} }
+        S.current = frame_level.flow_findings
         for _, msg in ipairs(frame_messages()) do
             local m = analyse(msg, pinfo)
             if m then results[#results + 1] = m end
         end
+        S.current = nil
+        if #frame_level.flow_findings > 0 then results[#results + 1] = frame_level end
         if #results > 0 then S.frames[pinfo.number] = results else results = nil end
     end
     if results == nil then return end
@@ -1011,68 +1792,93 @@ end
 register_postdissector(sqosa)
 
 ------------------------------------------------------------------------------------------------
--- Flow summary: tshark (tap draw, when asked) and Wireshark (Statistics > SQOS Flows)
+------------------------------------------------------------------------------------------------
+-- Flow summary: tshark (tap draw, when asked) and Wireshark (Statistics > SQOS Flows).
+-- One `flow` line per logical flow with the keys of `sqos flows --format json`, then one
+-- `finding` line per flow finding, like `sqos flows`.
 ------------------------------------------------------------------------------------------------
 local function quote(s)
     return '"' .. tostring(s):gsub('\\', '\\\\'):gsub('"', '\\"') .. '"'
 end
 
--- Whole-capture figures: sums of increments after the first update over the time from the
--- first to the last update.
-local function flow_rates(f)
-    local r = {}
-    if f.first_update and f.last_interval_end then
-        local span = f.last_interval_end - f.first_update
-        if span > 0 then
-            r.iops = f.sum.io / span
-            r.normalized_iops = f.sum.nio / span
-            if f.sum.kb_updates > 0 then r.kbps = f.sum.kb / span end
-        end
-        if f.sum.io > 0 then
-            r.latency_ms = f.sum.lat / f.sum.io / 10000
-            r.lower_latency_ms = f.sum.lower / f.sum.io / 10000
-        end
+local function flow_line(f)
+    local pv, sv = f.policy or {}, f.server or {}
+    local parts = { "flow " .. f.id }
+    local function kv(k, v, is_string)
+        if v == nil then return end
+        if is_string then v = quote(v)
+        elseif type(v) == "number" then v = fmt_num(v)
+        else v = tostring(v) end
+        parts[#parts + 1] = k .. "=" .. v
     end
-    return r
+    kv("initiator_id", f.initiator_id)
+    kv("initiator_name", f.initiator_name, true)
+    kv("initiator_node_name", f.initiator_node_name, true)
+    kv("policy_id", pv.policy_id)
+    kv("protocol_version", f.protocol_version)
+    kv("dialect", f.protocol_version and dialect_of(f.protocol_version))
+    kv("first_frame", f.first_frame)
+    kv("opens_total", f.opens_total)
+    kv("limit", pv.limit)
+    kv("reservation", pv.reservation)
+    kv("bandwidth_limit", pv.bandwidth_limit)
+    kv("maximum_io_rate", sv.maximum_io_rate)
+    kv("minimum_io_rate", sv.minimum_io_rate)
+    kv("maximum_bandwidth", sv.maximum_bandwidth)
+    kv("base_io_size", sv.base_io_size)
+    kv("time_to_live", sv.time_to_live)
+    kv("last_status", sv.status)
+    if sv.status then kv("last_status_name", STATUS_NAMES[sv.status], true) end
+    kv("updates_sent", f.updates_sent)
+    kv("updates_applied", f.updates_applied)
+    kv("intervals", f.intervals)
+    -- Whole capture: applied increments after the first update over the seconds they cover.
+    local r = A.rates(f.whole, f.whole_secs) or {}
+    kv("iops", r.iops)
+    kv("normalized_iops", r.normalized_iops)
+    kv("avg_latency_ms", r.latency_ms)
+    kv("avg_lower_latency_ms", r.lower_latency_ms)
+    kv("kilobytes_per_second", r.kbps)
+    -- Observed on the wire: over the finished intervals, else first to last I/O request.
+    local o
+    if f.whole_obs_secs > 0 then o = A.observed_rates(f.whole_obs, f.whole_obs_secs)
+    elseif f.io_span then o = A.observed_rates(f.all_io, f.io_span[2] - f.io_span[1]) end
+    o = o or {}
+    kv("observed_io_count", f.all_io.io)
+    kv("observed_bytes", f.all_io.bytes)
+    kv("observed_iops", o.iops)
+    kv("observed_normalized_iops", o.normalized_iops)
+    kv("observed_kilobytes_per_second", o.kbps)
+    kv("observed_avg_response_ms", o.avg_response_ms)
+    kv("findings_total", #f.findings)
+    return table.concat(parts, " ")
 end
 
 local function summary_lines()
-    local lines = { string.format("SQOS flows (sqosa %s): %d", SQOSA_VERSION, #S.order) }
-    for _, id in ipairs(S.order) do
-        local f = S.flows[id]
-        local r = flow_rates(f)
-        local parts = { "flow " .. id }
-        local function kv(k, v, is_string)
-            if v == nil then return end
-            if is_string then v = quote(v) elseif type(v) == "number" then v = fmt_num(v)
-            else v = tostring(v) end
-            parts[#parts + 1] = k .. "=" .. v
+    A.finish()
+    local ids = {}
+    for _, id in ipairs(S.order) do ids[#ids + 1] = id end
+    -- In order of appearance; the catch-all null flow (findings of no flow) last.
+    table.sort(ids, function(a, b)
+        local na, nb = a == NIL_FLOW, b == NIL_FLOW
+        if na ~= nb then return nb end
+        return S.flows[a].first_frame < S.flows[b].first_frame
+    end)
+    local lines = { string.format("SQOS flows (sqosa %s): %d", SQOSA_VERSION, #ids) }
+    for _, id in ipairs(ids) do lines[#lines + 1] = flow_line(S.flows[id]) end
+    for _, id in ipairs(ids) do
+        local fs = {}
+        for _, fd in ipairs(S.flows[id].findings) do fs[#fs + 1] = fd end
+        table.sort(fs, function(a, b)
+            if a.frame ~= b.frame then return a.frame < b.frame end
+            return a.code < b.code
+        end)
+        for _, fd in ipairs(fs) do
+            lines[#lines + 1] = string.format(
+                "finding %s code=%s severity=%s frame=%d occurrences=%d last_frame=%d message=%s",
+                id, fd.code, fd.severity, fd.frame, fd.occurrences, fd.last_frame,
+                quote(fd.message))
         end
-        kv("initiator_name", f.name, true)
-        kv("initiator_node_name", f.node, true)
-        kv("initiator_id", f.initiator)
-        kv("policy_id", f.policy)
-        kv("dialect", f.dialect)
-        kv("opens", #f.open_order)
-        kv("limit", f.limit)
-        kv("reservation", f.reservation)
-        kv("bandwidth_limit", f.bandwidth_limit)
-        kv("maximum_io_rate", f.maximum_io_rate)
-        kv("minimum_io_rate", f.minimum_io_rate)
-        kv("maximum_bandwidth", f.maximum_bandwidth)
-        kv("base_io_size", f.base_io_size)
-        kv("time_to_live", f.ttl)
-        kv("last_status", f.status)
-        if f.status then kv("last_status_name", STATUS_NAMES[f.status] or "unknown", true) end
-        kv("updates", f.updates)
-        kv("iops", r.iops)
-        kv("normalized_iops", r.normalized_iops)
-        kv("avg_latency_ms", r.latency_ms)
-        kv("avg_lower_latency_ms", r.lower_latency_ms)
-        kv("kilobytes_per_second", r.kbps)
-        kv("messages", f.messages)
-        kv("findings", f.findings)
-        lines[#lines + 1] = table.concat(parts, " ")
     end
     return lines
 end
@@ -1080,9 +1886,9 @@ end
 local tap = Listener.new("frame", "sqosa")
 function tap.draw()
     if flows_requested() and not gui_enabled() then
-        print("=" .. string.rep("=", 79))
+        print(string.rep("=", 80))
         for _, l in ipairs(summary_lines()) do print(l) end
-        print("=" .. string.rep("=", 79))
+        print(string.rep("=", 80))
     end
 end
 
@@ -1090,8 +1896,5 @@ if gui_enabled() then
     register_menu("SQOS Flows", function()
         local w = TextWindow.new("SQOS Flows")
         w:set(table.concat(summary_lines(), "\n") .. "\n")
-        w:add_button("Refresh", function()
-            w:set(table.concat(summary_lines(), "\n") .. "\n")
-        end)
     end, MENU_STAT_GENERIC)
 end

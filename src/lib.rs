@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod capture;
+pub mod check;
 pub mod net;
 pub mod output;
 pub mod pipeline;

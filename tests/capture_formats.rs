@@ -2,7 +2,7 @@
 //! interfaces and sections, resolutions, simple and obsolete packet blocks), gzip, slow pipes,
 //! and damaged input (cut-off, garbage, corrupt or oversized records).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Cursor, Read, Write};
 use std::sync::{Arc, Mutex};
 
 use flate2::write::GzEncoder;
@@ -24,7 +24,7 @@ struct F {
 }
 
 fn reader(bytes: Vec<u8>) -> CaptureReader {
-    CaptureReader::from_reader(Box::new(io::Cursor::new(bytes))).expect("a capture")
+    CaptureReader::from_reader(Box::new(Cursor::new(bytes))).expect("a capture")
 }
 
 /// All frames, and the error that ended the capture if any.
@@ -334,7 +334,7 @@ fn garbage_and_empty_input_are_not_captures() {
         Vec::new(),
         vec![0xd4, 0xc3],
     ] {
-        let err = CaptureReader::from_reader(Box::new(io::Cursor::new(bytes)))
+        let err = CaptureReader::from_reader(Box::new(Cursor::new(bytes)))
             .err()
             .expect("rejected");
         assert!(
@@ -344,7 +344,7 @@ fn garbage_and_empty_input_are_not_captures() {
         assert!(err.is_unusable());
     }
     // gzip of garbage: still not a capture.
-    let err = CaptureReader::from_reader(Box::new(io::Cursor::new(gzip(&[b"not pcap data"]))))
+    let err = CaptureReader::from_reader(Box::new(Cursor::new(gzip(&[b"not pcap data"]))))
         .err()
         .expect("rejected");
     assert!(matches!(err, CaptureError::NotACapture { offset: 0 }));
@@ -495,4 +495,78 @@ fn pcapng_big_endian_section_with_offset_then_little_endian_section() {
         ]
     );
     assert_eq!(got[1].data, frame(2, 34));
+}
+
+#[test]
+fn cut_off_gzip_file_is_a_cut_off_capture() {
+    let plain = pcap(
+        PcapOptions::default(),
+        &(0..50).map(|i| frame(i, 300)).collect::<Vec<_>>(),
+    );
+    let gz = gzip(&[&plain]);
+    let cut = gz[..gz.len() * 2 / 3].to_vec();
+    let (got, err) = read_all(reader(cut));
+    assert!(!got.is_empty() && got.len() < 50);
+    let next = got.len() as u64 + 1;
+    assert!(
+        matches!(err, Some(CaptureError::Truncated { frame, .. }) if frame == next),
+        "{err:?}"
+    );
+
+    // Corrupt compressed data: the decompressor fails, or yields garbage that fails to parse;
+    // either way damage, not a cut-off.
+    let mut bad = gz.clone();
+    let mid = gz.len() / 2;
+    for b in &mut bad[mid..mid + 100] {
+        *b ^= 0x55;
+    }
+    let (got, err) = read_all(reader(bad));
+    assert!(got.len() < 50);
+    match err {
+        Some(CaptureError::Io { offset, source }) => {
+            assert!(offset > 0);
+            assert_eq!(source.kind(), std::io::ErrorKind::InvalidInput, "{source}");
+        }
+        Some(CaptureError::Corrupt { frame, .. }) => assert!(frame > 1),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Fails with an I/O error after `ok` bytes.
+struct FailAfter {
+    data: Cursor<Vec<u8>>,
+    ok: u64,
+}
+
+impl Read for FailAfter {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.data.position() >= self.ok {
+            return Err(io::Error::other("disk on fire"));
+        }
+        let room = (self.ok - self.data.position()) as usize;
+        let n = buf.len().min(room);
+        self.data.read(&mut buf[..n])
+    }
+}
+
+#[test]
+fn read_error_keeps_its_cause_and_offset() {
+    let bytes = pcap(
+        PcapOptions::default(),
+        &[frame(1, 100), frame(2, 100), frame(3, 100)],
+    );
+    let r = CaptureReader::from_reader(Box::new(FailAfter {
+        data: Cursor::new(bytes),
+        ok: 24 + 116 + 50,
+    }))
+    .unwrap();
+    let (got, err) = read_all(r);
+    assert_eq!(got.len(), 1);
+    match err {
+        Some(CaptureError::Io { offset, source }) => {
+            assert_eq!(offset, 24 + 116);
+            assert_eq!(source.to_string(), "disk on fire");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -130,6 +130,8 @@ fn our_fields(rec: &sqos::pipeline::SqosRecord) -> Vec<(&'static str, String)> {
                     "smb2.ioctl.sqos.protocol_version",
                     r.protocol_version.0.to_string(),
                 ));
+                // tshark shows the response's Options under the same name as the request's.
+                v.push(("smb2.ioctl.sqos.operations", r.options.to_string()));
                 v.push(("smb2.ioctl.sqos.logical_flow_id", g(&r.logical_flow_id)));
                 v.push(("smb2.ioctl.sqos.policy_id", g(&r.policy_id)));
                 v.push(("smb2.ioctl.sqos.initiator_id", g(&r.initiator_id)));

@@ -515,3 +515,35 @@ fn queue_bound_releases_the_held_request_with_a_note() {
     );
     assert!(out.notes()[0].contains("too many records queued"));
 }
+
+#[test]
+fn all_ones_file_id_without_related_flag_names_no_file() {
+    let mut d = Drive::new();
+    d.send(
+        Dir::ToServer,
+        0.0,
+        &framed(&Msg::request(CREATE, 1, create_request("x.vhdx"))),
+    );
+    d.send(
+        Dir::ToClient,
+        0.0,
+        &framed(&Msg::response(CREATE, 1, 0, create_response(F))),
+    );
+    // Not flagged related: 0xFF… is just "no file" (as for FSCTLs sent to the share).
+    let req = Msg::request(
+        IOCTL,
+        2,
+        ioctl_request(FSCTL_SQOS, RELATED_FID, &[1; 40], 96, 0),
+    );
+    d.send(Dir::ToServer, 0.1, &framed(&req));
+    // An explicit FileId gets the name its CREATE gave it.
+    let req = Msg::request(IOCTL, 3, ioctl_request(FSCTL_SQOS, F, &[1; 40], 96, 0));
+    d.send(Dir::ToServer, 0.2, &framed(&req));
+    let (c, _) = d.finish();
+    let s = c.sqos();
+    assert_eq!((s[0].file_id, s[0].file_name.as_deref()), (None, None));
+    assert_eq!(
+        (s[1].file_id, s[1].file_name.as_deref()),
+        (Some(FID), Some("x.vhdx"))
+    );
+}

@@ -175,3 +175,46 @@ fn encrypted_sessions_are_counted_not_parsed() {
     assert_eq!(r.stats.encrypted_by_connection.values().sum::<u64>(), 28);
     assert_eq!(r.stats.malformed_messages, 0);
 }
+
+/// SQOS over a real SMB 3.1.1 stack (Samba, which answers STATUS_INVALID_DEVICE_REQUEST): frame
+/// numbers, request↔response links, FileId and the name from the CREATE, as tshark shows them.
+#[test]
+fn samba_sqos_exchange_frames_links_and_file_name() {
+    use sqos::pipeline::{Direction, FileId, SqosBody};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures/real/smb311-plain.pcap");
+    if !path.is_file() {
+        return;
+    }
+    let mut reader = CaptureReader::open(&path).expect("open");
+    let mut p = Pipeline::new(PipelineConfig::default());
+    let mut sink = Sink::default();
+    while let Some(frame) = reader.next_frame().expect("read") {
+        p.push_frame(&frame, &mut sink);
+    }
+    p.finish(&mut sink);
+    let recs = &sink.sqos;
+    assert_eq!(recs.len(), 12);
+    let fid = FileId {
+        persistent: 0x1920_6ca0,
+        volatile: 0x555c_6935,
+    };
+    for (i, r) in recs.iter().enumerate() {
+        let frame = 16 + i as u64;
+        assert_eq!(r.frame, frame);
+        assert_eq!(r.msg_id, 5 + i as u64 / 2);
+        assert_eq!(r.file_id, Some(fid));
+        assert_eq!(r.file_name.as_deref(), Some("vm01\\disk0.vhdx"));
+        if i % 2 == 0 {
+            assert_eq!(r.direction, Direction::Request);
+            assert_eq!(r.response_frame, Some(frame + 1));
+            assert!(matches!(&r.body, SqosBody::Request(d) if d.message.is_some()));
+        } else {
+            assert_eq!(r.direction, Direction::Response);
+            assert_eq!(r.request_frame, Some(frame - 1));
+            assert_eq!(r.nt_status, Some(0xC000_0010));
+            assert!(matches!(r.body, SqosBody::NoBuffer));
+        }
+    }
+    assert_eq!(p.stats().sqos_messages, 12);
+    assert_eq!(p.stats().unanswered_requests, 0);
+}

@@ -181,6 +181,25 @@ fn plugin_codes_are_the_codecs() {
     assert_eq!(plugin_codes(), rust);
 }
 
+/// The plugin's flow finding codes are exactly the analysis's (`FlowFindingCode::ALL`).
+#[test]
+fn plugin_flow_codes_are_the_analysis() {
+    let src = std::fs::read_to_string(plugin()).expect("read plugin");
+    let start = src
+        .find("-- BEGIN FLOW FINDING CODES")
+        .expect("BEGIN marker");
+    let end = src.find("-- END FLOW FINDING CODES").expect("END marker");
+    let ours: Vec<&str> = src[start..end]
+        .lines()
+        .filter_map(|l| l.split('"').nth(1))
+        .collect();
+    let rust: Vec<&str> = sqos::analysis::FlowFindingCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(ours, rust);
+}
+
 #[test]
 fn plugin_code_table_is_well_formed() {
     let codes = plugin_codes();
@@ -356,12 +375,12 @@ fn plugin_flow_figures_on_flows_capture() {
     let nf = msg_at(&msgs, 12, 2);
     assert_eq!(nf.int("sqosa.nt_status"), Some(0xC000_0225));
     assert_eq!(nf.get("sqosa.iops"), None);
-    // The first accepted update of A opens the series: latency only.
+    // The first update of A opens the series: no figures.
     let first = msg_at(&msgs, 22, 4);
     assert_eq!(first.get("sqosa.flow"), Some(a));
     assert_eq!(first.get("sqosa.first_update"), Some("1"));
     assert_eq!(first.get("sqosa.iops"), None);
-    assert!(close(first.num("sqosa.latency_ms"), 1.0));
+    assert_eq!(first.get("sqosa.latency_ms"), None);
     // Then one interval per second: (frame, iops, normalized, latency, lower, KB/s).
     for (frame, id, iops, niops, lat, lower, kbps) in [
         (24, 5, 400.0, 420.0, 0.5, 0.45, 3360.0),
@@ -511,7 +530,10 @@ fn plugin_flow_summary_in_tshark() {
     assert_eq!(a["dialect"], "1.1");
     assert_eq!(a["limit"], "800");
     assert_eq!(a["maximum_io_rate"], "800");
-    assert_eq!(a["updates"], "4");
+    assert_eq!(a["updates_sent"], "4");
+    assert_eq!(a["updates_applied"], "4");
+    assert_eq!(a["intervals"], "3");
+    assert_eq!(a["opens_total"], "1");
     // After the first update: 1300 IOs, 1420 normalized, 11.6e6 / 8.3e6 latency units and
     // 11360 KB over 3 s.
     assert_eq!(a["iops"], "433.333333");
@@ -524,6 +546,87 @@ fn plugin_flow_summary_in_tshark() {
     assert_eq!(b["iops"], "175");
     assert_eq!(b["policy_id"], "04b4f24e-b3e9-4594-adaa-e327528de54b");
     assert!(!b.contains_key("kilobytes_per_second"));
+}
+
+/// READ/WRITE on the wire and a client and server that break the rules: the flow findings of
+/// the Rust analysis, on the frames it puts them, and the observed figures.
+#[test]
+fn plugin_flow_findings_on_io_capture() {
+    if !have_tshark() {
+        return;
+    }
+    let path = plugin_capture("sqos-plugin-io.pcap");
+    let (flows, findings) = plugin_flows(&path);
+    let id = "3c2b1a09-8f7e-4d6c-9b5a-493827160504";
+    let got: Vec<(&str, &str, u64, u64, u64)> = findings
+        .iter()
+        .map(|(f, c, s, fr, n, l)| {
+            assert_eq!(f, id);
+            (c.as_str(), s.as_str(), *fr, *n, *l)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("flow.counters_mismatch", "warning", 336, 1, 336),
+            ("flow.counters_mismatch", "warning", 348, 2, 354),
+            ("flow.exceeds_max_io_rate", "error", 314, 1, 314),
+            ("flow.multiple_initiators", "note", 357, 1, 357),
+            ("flow.multiple_initiators", "warning", 357, 1, 357),
+            ("flow.no_status_after_set_policy", "warning", 10, 1, 10),
+            ("flow.request_unanswered", "warning", 363, 1, 363),
+            ("flow.reservation_not_met", "warning", 336, 4, 354),
+            ("flow.server_should_have_failed", "error", 359, 1, 359),
+            ("flow.status_poll_late", "warning", 347, 1, 347),
+            ("flow.status_poll_late", "warning", 367, 1, 367),
+        ]
+    );
+    let f = &flows[id];
+    // 150 reads + 10 writes + 6 reads + 3 reads.
+    assert_eq!(f["observed_io_count"], "169");
+    assert_eq!(
+        f["observed_bytes"],
+        (150 * 8192 + 10 * 4096 + 6 * 8192 + 3 * 4096).to_string()
+    );
+    assert_eq!(f["initiator_node_name"], "HV04");
+    assert_eq!(f["findings_total"], "11");
+    // The frame that revealed a finding carries it as expert info: e.g. the 1-second rule of
+    // the SET_POLICY in frame 10 is known broken at the next message (frame 12), and the
+    // episode of I/O above the limit that starts in frame 314 ends in frame 342. Episodes still
+    // open at the end and unanswered requests are only in the summary.
+    let msgs = plugin_messages(&path, &[]);
+    let revealed: Vec<(u64, String)> = msgs
+        .iter()
+        .flat_map(|m| {
+            m.fields
+                .get("sqosa.flow_finding")
+                .into_iter()
+                .flatten()
+                .map(move |c| (m.frame, c.clone()))
+        })
+        .collect();
+    let expect: Vec<(u64, String)> = [
+        (12, "flow.no_status_after_set_policy"),
+        (342, "flow.exceeds_max_io_rate"),
+        (347, "flow.status_poll_late"),
+        (348, "flow.counters_mismatch"),
+        (357, "flow.multiple_initiators"),
+        (357, "flow.multiple_initiators"),
+        (359, "flow.server_should_have_failed"),
+        (367, "flow.status_poll_late"),
+    ]
+    .iter()
+    .map(|(f, c)| (*f, c.to_string()))
+    .collect();
+    assert_eq!(revealed, expect);
+    // The interim STATUS_PENDING answer is not the response; the async final one is.
+    assert_eq!(msg_at(&msgs, 361, 179).get("sqosa.interim"), Some("1"));
+    assert_eq!(
+        msg_at(&msgs, 362, 179).int("sqosa.request_frame"),
+        Some(360)
+    );
+    let text = tshark(&path, &["-q", "-z", "expert"]);
+    assert!(text.contains("[flow.exceeds_max_io_rate] flow 3c2b1a09-8f7e-4d6c-9b5a-493827160504, frame 314: observed 150.0 normalized IOPS"), "{text}");
 }
 
 /// `flow ID key=value key="quoted value" …` lines → flow id → key → value.
@@ -597,6 +700,27 @@ fn dissect_jsonl(path: &Path) -> Vec<Value> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).expect("jsonl line"))
         .collect()
+}
+
+/// The plugin never fails at run time (a Lua error shows as `_ws.lua.error` in the packet),
+/// on any capture, in one pass or two.
+#[test]
+fn plugin_has_no_lua_errors_on_any_capture() {
+    if !have_tshark() {
+        return;
+    }
+    for f in all_captures() {
+        for extra in [&[][..], &["-2"][..]] {
+            let mut args = vec!["-Y", "_ws.lua.error", "-T", "fields", "-e", "frame.number"];
+            args.extend_from_slice(extra);
+            let out = tshark(&f, &args);
+            assert!(
+                out.trim().is_empty(),
+                "{} {extra:?}: Lua errors in frames {out}",
+                f.display()
+            );
+        }
+    }
 }
 
 /// What both sides must agree on for one message, as comparable strings.
@@ -703,6 +827,7 @@ fn plugin_matches_sqos_dissect_on_every_capture() {
         // Two passes, so that requests know their response frame as the CLI's do.
         let theirs: Vec<_> = plugin_messages(f, &["-2"])
             .iter()
+            .filter(|m| m.get("sqosa.direction").is_some())
             .map(key_of_plugin)
             .collect();
         compared += ours.len();
@@ -725,4 +850,208 @@ fn plugin_matches_sqos_dissect_on_every_capture() {
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     eprintln!("compared {compared} SQOS messages with the plugin");
+}
+
+/// The `sqos` binary that has `flows`: this crate's, or `SQOS_FLOWS_BIN` (to check the plugin
+/// against a branch not yet merged). `None` while the analysis is not on main.
+fn flows_bin() -> Option<PathBuf> {
+    let bin = std::env::var_os("SQOS_FLOWS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sqos")));
+    let ok = Command::new(&bin)
+        .args(["flows", "--help"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(bin)
+}
+
+/// `key=value` pairs of `flow` / `finding` lines of the plugin's summary.
+fn summary_kv(rest: &str) -> BTreeMap<String, String> {
+    let mut kv = BTreeMap::new();
+    let mut rest = rest;
+    while let Some((k, r)) = rest.trim_start().split_once('=') {
+        let (v, r) = if let Some(q) = r.strip_prefix('"') {
+            let mut v = String::new();
+            let mut end = q.len();
+            let mut chars = q.char_indices();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, n)) = chars.next() {
+                            v.push(n);
+                        }
+                    }
+                    '"' => {
+                        end = i + 1;
+                        break;
+                    }
+                    c => v.push(c),
+                }
+            }
+            (v, &q[end..])
+        } else {
+            let (v, r) = r.split_once(' ').unwrap_or((r, ""));
+            (v.to_string(), r)
+        };
+        kv.insert(k.to_string(), v);
+        rest = r;
+    }
+    kv
+}
+
+/// The plugin's flow table: flow id → keys, and its findings as comparable tuples.
+type PluginFlows = (
+    BTreeMap<String, BTreeMap<String, String>>,
+    Vec<(String, String, String, u64, u64, u64)>,
+);
+
+fn plugin_flows(path: &Path) -> PluginFlows {
+    let text = tshark(path, &["-q", "-X", "lua_script1:flows"]);
+    let mut flows = BTreeMap::new();
+    let mut findings = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("flow ") {
+            let (id, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+            flows.insert(id.to_string(), summary_kv(rest));
+        } else if let Some(rest) = line.strip_prefix("finding ") {
+            let (id, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+            let kv = summary_kv(rest);
+            let n = |k: &str| kv.get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
+            findings.push((
+                id.to_string(),
+                kv.get("code").cloned().unwrap_or_default(),
+                kv.get("severity").cloned().unwrap_or_default(),
+                n("frame"),
+                n("occurrences"),
+                n("last_frame"),
+            ));
+        }
+    }
+    findings.sort();
+    (flows, findings)
+}
+
+/// Plugin summary key → the `sqos flows --format json` value it must equal.
+const FLOW_KEYS: &[(&str, &[&str])] = &[
+    ("initiator_id", &["initiator_id"]),
+    ("initiator_name", &["initiator_name"]),
+    ("initiator_node_name", &["initiator_node_name"]),
+    ("policy_id", &["policy_id"]),
+    ("protocol_version", &["protocol_version"]),
+    ("dialect", &["dialect"]),
+    ("first_frame", &["first_frame"]),
+    ("opens_total", &["opens_total"]),
+    ("limit", &["limit"]),
+    ("reservation", &["reservation"]),
+    ("bandwidth_limit", &["bandwidth_limit"]),
+    ("maximum_io_rate", &["maximum_io_rate"]),
+    ("minimum_io_rate", &["minimum_io_rate"]),
+    ("maximum_bandwidth", &["maximum_bandwidth"]),
+    ("base_io_size", &["base_io_size"]),
+    ("time_to_live", &["time_to_live"]),
+    ("last_status", &["last_status"]),
+    ("last_status_name", &["last_status_name"]),
+    ("updates_sent", &["updates_sent"]),
+    ("updates_applied", &["updates_applied"]),
+    ("intervals", &["intervals"]),
+    ("iops", &["iops"]),
+    ("normalized_iops", &["normalized_iops"]),
+    ("avg_latency_ms", &["avg_latency_ms"]),
+    ("avg_lower_latency_ms", &["avg_lower_latency_ms"]),
+    ("kilobytes_per_second", &["kilobytes_per_second"]),
+    ("observed_io_count", &["observed", "io_count"]),
+    ("observed_bytes", &["observed", "bytes"]),
+    ("observed_iops", &["observed", "iops"]),
+    ("observed_normalized_iops", &["observed", "normalized_iops"]),
+    (
+        "observed_kilobytes_per_second",
+        &["observed", "kilobytes_per_second"],
+    ),
+    ("observed_avg_response_ms", &["observed", "avg_response_ms"]),
+    ("findings_total", &["findings_total"]),
+];
+
+/// One figure: strings exactly, numbers to 1e-6 (the plugin prints 6 decimals).
+fn same_value(ours: &Value, plugin: Option<&String>) -> bool {
+    match (ours, plugin) {
+        (Value::Null, None) => true,
+        (Value::String(s), Some(p)) => s == p,
+        (Value::Number(n), Some(p)) => match (n.as_f64(), p.parse::<f64>()) {
+            (Some(a), Ok(b)) => (a - b).abs() <= 1e-6 * a.abs().max(1.0),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Flow by flow, the plugin's summary agrees with `sqos flows --format json` on every capture:
+/// every figure of FLOW_KEYS, and the findings (code, severity, frame, occurrences).
+#[test]
+fn plugin_matches_sqos_flows_on_every_capture() {
+    if !have_tshark() {
+        return;
+    }
+    let Some(bin) = flows_bin() else {
+        eprintln!("`sqos flows` is not in this build yet: flow comparison skipped");
+        return;
+    };
+    let mut errors = Vec::new();
+    let mut compared = 0usize;
+    for f in all_captures() {
+        let out = Command::new(&bin)
+            .args(["flows", "--format", "json"])
+            .arg(&f)
+            .output()
+            .expect("run sqos flows");
+        let ours: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
+        let (theirs, their_findings) = plugin_flows(&f);
+        let mut our_findings = Vec::new();
+        let list = ours.as_array().cloned().unwrap_or_default();
+        if list.len() != theirs.len() {
+            errors.push(format!(
+                "{}: {} flows from sqos flows, {} from the plugin",
+                f.display(),
+                list.len(),
+                theirs.len()
+            ));
+        }
+        for flow in &list {
+            let id = flow["logical_flow_id"].as_str().unwrap_or_default();
+            let Some(p) = theirs.get(id) else {
+                errors.push(format!("{}: flow {id} missing in the plugin", f.display()));
+                continue;
+            };
+            for (pk, path) in FLOW_KEYS {
+                let v = path.iter().fold(flow, |v, k| &v[*k]);
+                compared += 1;
+                if !same_value(v, p.get(*pk)) {
+                    errors.push(format!(
+                        "{}: flow {id} {pk}: sqos flows {v}, plugin {:?}",
+                        f.display(),
+                        p.get(*pk)
+                    ));
+                }
+            }
+            for fd in flow["findings"].as_array().into_iter().flatten() {
+                let n = |k: &str| fd[k].as_u64().unwrap_or(0);
+                our_findings.push((
+                    id.to_string(),
+                    fd["code"].as_str().unwrap_or_default().to_string(),
+                    fd["severity"].as_str().unwrap_or_default().to_string(),
+                    n("frame"),
+                    n("occurrences"),
+                    n("last_frame"),
+                ));
+            }
+        }
+        our_findings.sort();
+        if our_findings != their_findings {
+            errors.push(format!(
+                "{}: flow findings differ\n  sqos flows: {our_findings:?}\n  plugin:     {their_findings:?}",
+                f.display()
+            ));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    eprintln!("compared {compared} flow figures with the plugin");
 }

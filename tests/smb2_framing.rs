@@ -329,3 +329,20 @@ fn oversized_sqos_ioctl_is_cut_at_the_bound() {
     assert!(p.cut);
     assert_eq!(p.wire_len, 64 + 56 + 5000);
 }
+
+#[test]
+fn read_data_inside_a_compound_is_skipped_and_the_next_part_found() {
+    let chain = compound(&[
+        Msg::response(READ, 1, 0, read_response(1000, 0x77)),
+        Msg::response(ECHO, 2, 0, echo()),
+    ]);
+    let ev = run(&nbss(&chain).chunks(100).collect::<Vec<_>>());
+    let m = messages(&ev);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].parts.len(), 2);
+    assert_eq!(m[0].parts[0].bytes.len(), 80);
+    // 64 + 16 + 1000 = 1080, already 8-aligned.
+    assert_eq!(m[0].parts[0].wire_len, 1080);
+    assert_eq!(m[0].parts[1].header.command, Command::ECHO);
+    assert_eq!(m[0].parts[1].header.message_id, 2);
+}

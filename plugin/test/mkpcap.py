@@ -104,12 +104,16 @@ SPEC_43_RESP_10 = struct.pack("<HHI", 0x0100, 0, 0) + FLOW + POLICY + INIT + hex
 
 # --- SMB2 ---
 CREATE, CLOSE, READ, WRITE, IOCTL = 5, 6, 8, 9, 11
-F_RESPONSE, F_RELATED = 0x1, 0x4
+F_RESPONSE, F_ASYNC, F_RELATED = 0x1, 0x2, 0x4
 
 
 def smb2_header(cmd, msg_id, response, status=0, next_cmd=0, related=False, session=0x1111,
-                tree=1):
+                tree=1, async_id=None):
     flags = (F_RESPONSE if response else 0) | (F_RELATED if related else 0)
+    if async_id is not None:
+        flags |= F_ASYNC
+        return (b"\xfeSMB" + struct.pack("<HHIHHIIQQQ", 64, 1, status, cmd, 1, flags, next_cmd,
+                                         msg_id, async_id, session) + bytes(16))
     return (b"\xfeSMB" + struct.pack("<HHIHHIIQIIQ", 64, 1, status, cmd, 1, flags, next_cmd,
                                      msg_id, 0xFEFF, tree, session) + bytes(16))
 
@@ -142,6 +146,25 @@ def create_resp(fid):
     body = struct.pack("<HBBI", 89, 0, 0, 1) + bytes(32) + struct.pack("<QQII", 1 << 30,
                                                                       1 << 30, 0x80, 0)
     return body + fid + struct.pack("<II", 0, 0) + b"\x00"
+
+
+def read_req(fid, length, offset=0):
+    return struct.pack("<HBBIQ", 49, 0x50, 0, length, offset) + fid + \
+        struct.pack("<IIIHH", 1, 0, 0, 0, 0) + b"\x00"
+
+
+def read_resp():
+    # No data bytes: the analysis counts the Length asked for, and the test capture stays small.
+    return struct.pack("<HBBIII", 17, 0x50, 0, 0, 0, 0) + b"\x00"
+
+
+def write_req(fid, data, offset=0):
+    return struct.pack("<HHIQ", 49, 64 + 48, len(data), offset) + fid + \
+        struct.pack("<IIHHI", 0, 0, 0, 0, 0) + data
+
+
+def write_resp(count):
+    return struct.pack("<HHIIHH", 17, 0, count, 0, 0, 0)
 
 
 def fid_bytes(persistent, volatile):
@@ -238,6 +261,20 @@ class Session:
         self.msg += 1
         self.send(True, smb2_header(CREATE, m, False) + create_req(name))
         self.send(False, smb2_header(CREATE, m, True) + create_resp(fid))
+
+    def read(self, fid, length, at):
+        m = self.msg
+        self.msg += 1
+        self.w.t = at - 0.001
+        self.send(True, smb2_header(READ, m, False) + read_req(fid, length))
+        self.send(False, smb2_header(READ, m, True) + read_resp())
+
+    def write(self, fid, length, at):
+        m = self.msg
+        self.msg += 1
+        self.w.t = at - 0.001
+        self.send(True, smb2_header(WRITE, m, False) + write_req(fid, bytes(length)))
+        self.send(False, smb2_header(WRITE, m, True) + write_resp(length))
 
     def ioctl(self, fid, req, resp=None, status=0, dt=0.001, max_out=4096):
         """resp: bytes for a success response with output, None for no output."""
@@ -359,8 +396,80 @@ def malformed(path):
     w.close()
 
 
+def io(path):
+    """A flow with READ/WRITE on the wire, and the client and server misbehaving in the ways the
+    flow analysis looks for: I/O above MaximumIoRate, counters that disagree with the wire, a
+    reservation not met, late status polling, no GET_STATUS after SET_POLICY, a second
+    initiator, a success that should have been a failure, an interim STATUS_PENDING answer and
+    a request never answered."""
+    w = Writer(path)
+    t0 = w.t
+    s = Session(w, Conn("10.0.0.7", "10.0.0.2", 49160))
+    fc, fd = fid_bytes(0x71, 0x81), fid_bytes(0x72, 0x82)
+    flow = guid("3c2b1a09-8f7e-4d6c-9b5a-493827160504")
+    init2 = guid("0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0")
+    s.create("vms\\vm10\\disk0.vhdx", fc)
+    s.create("vms\\vm10\\disk1.vhdx", fd)
+    s.ioctl(fc, request(0x0101, 0x01, flow))
+    # SET_POLICY without GET_STATUS, and no GET_STATUS within 1 s (section 3.1.6).
+    s.ioctl(fc, request(0x0101, 0x02, flow, NULL, INIT, limit=100, reservation=50,
+                        names=("VM10", "HV03")))
+
+    def status_resp(ttl=1000, initiator=INIT):
+        return response(0x0101, flow, NULL, initiator, ttl, 0, 100, 50, 8192, 0)
+
+    def update(at, io=0, nio=0, kb=0, options=0x18, answer=True):
+        w.t = t0 + at - 0.001
+        lat = io * 20000
+        req = request(0x0101, options, flow, io=io, nio=nio, lat=lat, lower=lat // 2, kb=kb)
+        if answer:
+            s.ioctl(fc, req, status_resp() if options & 0x08 else None)
+        else:
+            m = s.msg
+            s.msg += 1
+            s.send(True, smb2_header(IOCTL, m, False) + ioctl_req(fc, req))
+
+    update(2.0)
+    # Interval 1: 150 reads of 8 KiB in 1 s, above MaximumIoRate 100; counters right.
+    for i in range(150):
+        s.read(fc, 8192, t0 + 2.005 + i * 0.006)
+    update(3.0, 150, 150, 1200)
+    # Interval 2: 10 writes of 4 KiB, but the client reports 30 I/Os; below MinimumIoRate 50.
+    for i in range(10):
+        s.write(fc, 4096, t0 + 3.1 + i * 0.08)
+    update(4.0, 30, 30, 40)
+    # Then counter updates without GET_STATUS while I/O goes on: status polling is late.
+    for at in (4.2, 4.6, 5.4, 5.8, 6.2, 6.6):
+        s.read(fc, 8192, t0 + at)
+        if at in (4.6, 5.8):
+            update(at + 0.4, 2, 2, 16, options=0x10)
+    update(7.0, 2, 2, 16)
+    # A second initiator on another node sets the policy.
+    w.t = t0 + 7.5
+    s.ioctl(fc, request(0x0101, 0x0A, flow, NULL, init2, limit=100, reservation=50,
+                        names=("VM10", "HV04")), status_resp(initiator=init2))
+    # GET_STATUS on an open never associated: the server must fail it, but answers.
+    w.t = t0 + 7.6
+    s.ioctl(fd, request(0x0101, 0x08, flow), status_resp(initiator=init2))
+    # An interim STATUS_PENDING answer, then the final (async) one.
+    w.t = t0 + 7.7
+    m = s.msg
+    s.msg += 1
+    s.send(True, smb2_header(IOCTL, m, False) + ioctl_req(fc, request(0x0101, 0x08, flow)))
+    s.send(False, smb2_header(IOCTL, m, True, 0x103, async_id=0x77) + error_resp())
+    w.t = t0 + 7.75
+    s.send(False, smb2_header(IOCTL, m, True, async_id=0x77) +
+           ioctl_resp(fc, status_resp(initiator=init2)))
+    # A request never answered; the capture goes on for more than 5 s.
+    update(8.0, 0, 0, 0, options=0x10, answer=False)
+    for at in (9.0, 11.0, 13.5):
+        s.read(fc, 4096, t0 + at)
+    w.close()
+
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     spec_examples(f"{out}/sqos-plugin-spec-examples.pcap")
     flows(f"{out}/sqos-plugin-flows.pcap")
     malformed(f"{out}/sqos-plugin-malformed.pcap")
+    io(f"{out}/sqos-plugin-io.pcap")

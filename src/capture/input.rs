@@ -27,8 +27,8 @@ impl TapState {
     }
 }
 
-/// Counts the raw (possibly compressed) bytes read and remembers the last error. Retries reads
-/// interrupted by signals so that they are not mistaken for failures.
+/// Counts the raw (possibly compressed) bytes read, and retries reads interrupted by signals
+/// so that they are not mistaken for failures.
 pub(crate) struct Tap {
     inner: Box<dyn Read + Send>,
     state: Arc<TapState>,
@@ -56,15 +56,32 @@ impl Read for Tap {
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    let copy = io::Error::new(e.kind(), e.to_string());
-                    if let Ok(mut slot) = self.state.error.lock() {
-                        *slot = Some(e);
-                    }
-                    return Err(copy);
-                }
+                Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// The top of the stack (above any decompressor): keeps the error that ended reading, which
+/// pcap-parser would otherwise reduce to a bare `ReadError`.
+pub(crate) struct KeepError {
+    inner: Box<dyn Read + Send>,
+    state: Arc<TapState>,
+}
+
+impl KeepError {
+    pub(crate) fn new(inner: Box<dyn Read + Send>, state: Arc<TapState>) -> Self {
+        KeepError { inner, state }
+    }
+}
+
+impl Read for KeepError {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).inspect_err(|e| {
+            if let Ok(mut slot) = self.state.error.lock() {
+                *slot = Some(io::Error::new(e.kind(), e.to_string()));
+            }
+        })
     }
 }
 

@@ -1,4 +1,8 @@
 //! Capture sources (pcap / pcapng, file / stdin / gzip) and link-layer decoding.
+//!
+//! [`CaptureReader`] streams frames with constant memory (one buffer of at most
+//! [`source::MAX_BLOCK_LEN`] plus slack); [`decode_link`] peels link layers off a frame without
+//! copying; [`PcapWriter`] / [`PcapngWriter`] write captures for tests and the generator.
 
 mod frame;
 mod input;

@@ -18,7 +18,7 @@ use pcap_parser::{
 };
 use thiserror::Error;
 
-use super::input::{maybe_gunzip, read_full, rewind, Tap, TapState};
+use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState};
 use super::{Frame, Timestamp};
 
 /// Largest record (pcap record or pcapng block) accepted. Bigger ones are reported as corrupt
@@ -157,7 +157,9 @@ impl CaptureReader {
     pub fn from_reader(inner: Box<dyn Read + Send>) -> Result<Self, CaptureError> {
         let (tap, tap_state) = Tap::new(inner);
         let io_err = |source| CaptureError::Io { offset: 0, source };
-        let (mut stream, gzip) = maybe_gunzip(Box::new(tap)).map_err(io_err)?;
+        let (stream, gzip) = maybe_gunzip(Box::new(tap)).map_err(io_err)?;
+        let mut stream: Box<dyn Read + Send> =
+            Box::new(KeepError::new(stream, Arc::clone(&tap_state)));
 
         let mut prefix = vec![0u8; 12];
         let n = read_full(&mut stream, &mut prefix).map_err(io_err)?;
@@ -367,6 +369,13 @@ impl CaptureReader {
                     .tap
                     .take_error()
                     .unwrap_or_else(|| std::io::Error::other("read failed"));
+                // A compressed file that ends early reports it this way.
+                if source.kind() == std::io::ErrorKind::UnexpectedEof {
+                    return Err(CaptureError::Truncated {
+                        frame: self.frames + 1,
+                        offset,
+                    });
+                }
                 return Err(CaptureError::Io { offset, source });
             }
             if self.rdr.reader_exhausted() {

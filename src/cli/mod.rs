@@ -1,6 +1,7 @@
 //! Subcommands. Exit codes: 0 ok, 1 capture damaged but read (or, for checks, a check failed),
 //! 2 unusable input or usage error.
 
+mod check;
 mod dissect;
 mod export;
 mod flows;
@@ -37,6 +38,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Per-flow IOPS over time with MaximumIoRate / MinimumIoRate, as SVG.
     Plot(plot::PlotArgs),
+    /// Judge captures against a rules file and/or a saved flow table, for CI (exit 0/1/2).
+    Check(check::CheckArgs),
 }
 
 /// Options every command that reads a capture shares.
@@ -79,6 +82,7 @@ pub fn main() -> i32 {
         Command::Flows(a) => flows::run(&a),
         Command::Export(a) => export::run(&a),
         Command::Plot(a) => plot::run(&a),
+        Command::Check(a) => check::run(&a),
     }
 }
 

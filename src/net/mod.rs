@@ -1,4 +1,8 @@
 //! IP and TCP: segments out of L3 packets, and per-connection, per-direction stream reassembly.
+//!
+//! [`decode_tcp`] borrows the segment from the frame; [`Reassembler`] hands in-order bytes to a
+//! [`StreamSink`] (straight from the frame when they arrive in order), reports bytes that will
+//! never arrive as gaps, and bounds what it buffers.
 
 mod conn;
 pub mod reassembly;

@@ -1,6 +1,6 @@
 //! TCP stream reassembly: the connection table (orientation by server port, ids in order of
 //! first sight, SYN / FIN / RST, port reuse, eviction) and the bounds on buffering. Each
-//! direction's byte stream is a [`HalfStream`](super::stream::HalfStream).
+//! direction's byte stream is a `HalfStream` (module `stream`).
 //!
 //! When a hole is given up (reported with `on_gap`, delivery carries on after it):
 //! - the peer's ACK passed the hole, so the receiver got bytes the capture lacks, and that ACK

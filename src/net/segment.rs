@@ -234,4 +234,26 @@ mod tests {
             .unwrap();
         assert_eq!((seg.payload, seg.missing), (&b"s"[..], 2));
     }
+
+    #[test]
+    fn ipv4_options_and_tcp_options_are_skipped() {
+        let mut pkt = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(50000, 445, 9, 100)
+            .options(&[
+                etherparse::TcpOptionElement::MaximumSegmentSize(1460),
+                etherparse::TcpOptionElement::WindowScale(7),
+            ])
+            .unwrap()
+            .write(&mut pkt, b"data")
+            .unwrap();
+        // Give the IP header 4 bytes of options (NOP NOP NOP EOL): IHL 6, total length + 4.
+        pkt[0] = 0x46;
+        let total = u16::from_be_bytes([pkt[2], pkt[3]]) + 4;
+        pkt[2..4].copy_from_slice(&total.to_be_bytes());
+        pkt.splice(20..20, [1u8, 1, 1, 0]);
+        let seg = decode_tcp(L3Packet::Ipv4(&pkt)).unwrap().unwrap();
+        assert_eq!(seg.payload, b"data");
+        assert_eq!((seg.src.port(), seg.seq), (50000, 9));
+    }
 }

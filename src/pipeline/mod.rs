@@ -1,4 +1,14 @@
 //! The glue: frames in, typed records out (SQOS messages, opens, I/O), plus capture statistics.
+//!
+//! Frame → `decode_link` → `decode_tcp` → [`Reassembler`] → [`streams::Smb2Layer`] (a stream
+//! sink: one [`crate::smb2::Framer`] per connection and direction) → `exchange` (matching by
+//! connection and MessageId, opens, related compound operations; SQOS IOCTLs through the codec
+//! in `sqos_build`) → [`outbox::Outbox`] (frame order, SQOS requests held back until answered)
+//! → the [`RecordSink`].
+//!
+//! Memory is bounded: framers keep headers and fixed bodies (whole parts only for SQOS IOCTLs
+//! and CREATE names, at most `Limits::framer.max_keep` per message); outstanding requests,
+//! opens, connections and the held-back queue each have a bound, and hitting one is noted.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

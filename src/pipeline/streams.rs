@@ -1,5 +1,5 @@
 //! The SMB2 layer as a TCP stream sink: one framer per connection and direction, framer events
-//! turned into statistics, notes and (through [`Exchange`]) records.
+//! turned into statistics, notes and (through `Exchange`) records.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -123,7 +123,7 @@ impl Smb2Layer {
                 let what = if *in_step {
                     "inside data that is skipped anyway; framing kept"
                 } else {
-                    "messages around it are lost; resynchronising"
+                    "what they held is lost; framing resumes at the next message start"
                 };
                 self.note(frame, format!("{label}: {bytes} bytes missing ({what})"));
             }

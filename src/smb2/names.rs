@@ -159,6 +159,14 @@ impl NtStatus {
             .map(|&(_, name)| name)
     }
 
+    /// The status `name()` gives this name (exact spelling, e.g. "STATUS_NOT_FOUND").
+    pub fn from_name(s: &str) -> Option<NtStatus> {
+        Self::NAMES
+            .iter()
+            .find(|(_, name)| *name == s)
+            .map(|&(code, _)| NtStatus(code))
+    }
+
     /// Severity bits 0b11: an error status.
     pub fn is_error(self) -> bool {
         self.0 >> 30 == 0b11

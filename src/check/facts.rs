@@ -1,0 +1,188 @@
+//! Per-message facts `check` judges (NT statuses, unanswered requests, requests per option,
+//! message findings), collected from the pipeline's SQOS records while the same pass feeds the
+//! flow analysis. Bounded: counters per distinct status / code, and a set of requests seen
+//! without a response that only holds those the pipeline released unanswered.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::capture::Timestamp;
+use crate::net::ConnId;
+use crate::pipeline::{
+    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+};
+use crate::run::CaptureSink;
+use crate::sqos::{Finding, Options, Severity};
+
+/// How often something was seen and where first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tally {
+    pub count: u64,
+    pub first_frame: u64,
+}
+
+/// A kind of finding seen in the capture: its code, severity, and tally.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FindingTally {
+    pub severity: Severity,
+    pub tally: Tally,
+}
+
+/// Unanswered requests kept by frame, to list the first few.
+const UNANSWERED_LISTED: usize = 64;
+
+/// What the SQOS messages of one capture showed.
+#[derive(Clone, Debug, Default)]
+pub struct MessageFacts {
+    pub requests: u64,
+    pub responses: u64,
+    /// Requests whose Options has the flag, per flag name (a request counts once per flag).
+    pub requests_by_option: BTreeMap<&'static str, u64>,
+    /// Final (not interim) responses per NT status.
+    pub nt_statuses: BTreeMap<u32, Tally>,
+    /// Message findings per code.
+    pub findings: BTreeMap<&'static str, FindingTally>,
+    /// Requests released without a response whose response has not been seen since, keyed by
+    /// connection and message id, with the request's frame.
+    open_requests: HashMap<(ConnId, u64), u64>,
+    /// Their frames once the capture ended.
+    unanswered: BTreeSet<u64>,
+    unanswered_total: u64,
+}
+
+impl MessageFacts {
+    pub fn record(&mut self, rec: &SqosRecord) {
+        let findings: &[Finding] = match &rec.body {
+            SqosBody::Request(d) => &d.findings,
+            SqosBody::Response(d) => &d.findings,
+            SqosBody::NoBuffer => &[],
+        };
+        for f in findings {
+            let slot = self.findings.entry(f.code.as_str());
+            let e = slot.or_insert(FindingTally {
+                severity: f.severity,
+                tally: Tally {
+                    count: 0,
+                    first_frame: rec.frame,
+                },
+            });
+            e.tally.count += 1;
+        }
+        match rec.direction {
+            Direction::Request => self.on_request(rec),
+            Direction::Response => self.on_response(rec),
+        }
+    }
+
+    fn on_request(&mut self, rec: &SqosRecord) {
+        self.requests += 1;
+        if let SqosBody::Request(d) = &rec.body {
+            if let Some(r) = &d.message {
+                for name in r.options.names() {
+                    *self.requests_by_option.entry(name).or_insert(0) += 1;
+                }
+                if r.options.unknown_bits() != 0 || r.options == Options::default() {
+                    *self.requests_by_option.entry("OTHER").or_insert(0) += 1;
+                }
+            }
+        }
+        if rec.response_frame.is_none() {
+            // Held back and released before its answer (or never answered): remember it
+            // until a response names it.
+            self.open_requests.insert((rec.conn, rec.msg_id), rec.frame);
+        }
+    }
+
+    fn on_response(&mut self, rec: &SqosRecord) {
+        if rec.interim {
+            return;
+        }
+        self.responses += 1;
+        if let Some(s) = rec.nt_status {
+            self.nt_statuses
+                .entry(s)
+                .and_modify(|t| t.count += 1)
+                .or_insert(Tally {
+                    count: 1,
+                    first_frame: rec.frame,
+                });
+        }
+        self.open_requests.remove(&(rec.conn, rec.msg_id));
+    }
+
+    /// End of capture: whatever is still open was never answered.
+    pub fn finish(&mut self) {
+        self.unanswered_total += self.open_requests.len() as u64;
+        for (_, frame) in self.open_requests.drain() {
+            self.unanswered.insert(frame);
+            if self.unanswered.len() > UNANSWERED_LISTED {
+                self.unanswered.pop_last();
+            }
+        }
+    }
+
+    /// Requests never answered (after [`MessageFacts::finish`]).
+    pub fn unanswered_total(&self) -> u64 {
+        self.unanswered_total
+    }
+
+    /// Frames of the first unanswered requests.
+    pub fn unanswered_frames(&self) -> impl Iterator<Item = u64> + '_ {
+        self.unanswered.iter().copied()
+    }
+
+    /// Builds facts for tests and tools that have no capture at hand.
+    pub fn with_unanswered(mut self, frames: &[u64]) -> Self {
+        self.unanswered_total += frames.len() as u64;
+        self.unanswered.extend(frames.iter().copied());
+        self
+    }
+}
+
+/// A flow analysis fed in the same pass: any capture sink that can hand over its flow table as
+/// `sqos flows --format json` would write it (or say why it cannot).
+pub trait FlowAnalysis: CaptureSink {
+    fn into_flows_json(self) -> Result<serde_json::Value, String>;
+}
+
+/// Collects [`MessageFacts`] and forwards every record to the analysis.
+pub struct FactsSink<A> {
+    pub facts: MessageFacts,
+    pub analysis: A,
+    pub notes: u64,
+}
+
+impl<A: CaptureSink> FactsSink<A> {
+    pub fn new(analysis: A) -> Self {
+        FactsSink {
+            facts: MessageFacts::default(),
+            analysis,
+            notes: 0,
+        }
+    }
+}
+
+impl<A: CaptureSink> RecordSink for FactsSink<A> {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.facts.record(&rec);
+        self.analysis.on_sqos(rec);
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.analysis.on_open(rec);
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.analysis.on_close(rec);
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.analysis.on_io(rec);
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.notes += 1;
+        self.analysis.on_note(note);
+    }
+}
+
+impl<A: CaptureSink> CaptureSink for FactsSink<A> {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.analysis.on_first_frame(ts);
+    }
+}

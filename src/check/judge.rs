@@ -1,0 +1,114 @@
+//! Judging one capture: one pass through the pipeline feeding both the message facts and the
+//! flow analysis, then the rules and the baseline comparison.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::baseline::compare;
+use super::eval::{evaluate, Evidence};
+use super::facts::{FactsSink, FlowAnalysis, MessageFacts};
+use super::flows::{FlowTable, FlowTableError};
+use super::outcome::{CaptureVerdict, Outcome};
+use super::rules::{BaselineTolerances, Rule};
+use crate::pipeline::PipelineConfig;
+use crate::run::{run_capture, Ending};
+
+/// What to judge each capture against.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub rules: Vec<Rule>,
+    pub baseline: Option<FlowTable>,
+    pub tolerances: BaselineTolerances,
+}
+
+/// A baseline file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not JSON: {source}")]
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("{path}: {source}")]
+    Table {
+        path: String,
+        source: FlowTableError,
+    },
+}
+
+/// Read a flow table saved with `sqos flows --format json`.
+pub fn load_baseline(path: &Path) -> Result<FlowTable, BaselineError> {
+    let p = || path.display().to_string();
+    let text = std::fs::read(path).map_err(|source| BaselineError::Read { path: p(), source })?;
+    let v: Value = serde_json::from_slice(&text)
+        .map_err(|source| BaselineError::Json { path: p(), source })?;
+    FlowTable::from_json(v).map_err(|source| BaselineError::Table { path: p(), source })
+}
+
+/// Judge already collected evidence (no capture needed): the rules, then the baseline.
+pub fn judge_evidence(plan: &Plan, facts: &MessageFacts, flows: &FlowTable) -> Vec<Outcome> {
+    let mut out = evaluate(plan.rules.as_slice(), &Evidence { facts, flows });
+    if let Some(b) = &plan.baseline {
+        out.extend(compare(flows, b, &plan.tolerances));
+    }
+    out
+}
+
+/// Read `path` once through the pipeline into `analysis` and judge it.
+pub fn judge_capture<A: FlowAnalysis>(
+    path: &Path,
+    cfg: PipelineConfig,
+    plan: &Plan,
+    analysis: A,
+    progress: bool,
+) -> CaptureVerdict {
+    let capture = path.display().to_string();
+    let failed = |error: String| CaptureVerdict {
+        capture: capture.clone(),
+        outcomes: Vec::new(),
+        error: Some(error),
+    };
+    let mut sink = FactsSink::new(analysis);
+    let result = match run_capture(path, cfg, &mut sink, progress) {
+        Ok(r) => r,
+        Err(e) => return failed(format!("unusable capture: {}", e.source)),
+    };
+    let FactsSink {
+        mut facts,
+        analysis,
+        ..
+    } = sink;
+    facts.finish();
+    let flows = match analysis.into_flows_json() {
+        Ok(v) => match FlowTable::from_json(v) {
+            Ok(t) => t,
+            Err(e) => return failed(format!("flow analysis gave an unusable table: {e}")),
+        },
+        Err(e) => return failed(e),
+    };
+    let mut outcomes = Vec::new();
+    // A capture cut short could hide what the rules look for: say so as a failed check.
+    if let Ending::Damaged(e) = &result.ending {
+        outcomes.push(Outcome {
+            name: "capture read to its end".into(),
+            kind: "capture",
+            line: None,
+            passed: false,
+            measured: format!("damaged: {e}"),
+            expected: "an undamaged capture".into(),
+            details: Vec::new(),
+        });
+    }
+    outcomes.extend(judge_evidence(plan, &facts, &flows));
+    CaptureVerdict {
+        capture,
+        outcomes,
+        error: None,
+    }
+}

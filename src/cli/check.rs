@@ -1,0 +1,112 @@
+//! `sqos check`: judge captures against a rules file and/or a baseline flow table, for CI.
+//! Exit codes: 0 every rule passed, 1 some rule failed, 2 cannot run.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use sqos::check::judge::{judge_capture, load_baseline, Plan};
+use sqos::check::junit::junit_xml;
+use sqos::check::outcome::{exit_code, CaptureVerdict};
+use sqos::check::report::{capture_text, total_line};
+use sqos::check::rules::{BaselineTolerances, Rules};
+use sqos::check::source::flow_analysis;
+
+use super::InputArgs;
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// Captures (pcap, pcapng, gzip), each judged on its own.
+    #[arg(required = true, value_name = "CAPTURE")]
+    captures: Vec<PathBuf>,
+    /// Rules file (TOML; see docs/check.md).
+    #[arg(long, value_name = "RULES.toml")]
+    rules: Option<PathBuf>,
+    /// Flow table saved earlier with `sqos flows --format json`; differences fail.
+    #[arg(long, value_name = "BASELINE.json")]
+    baseline: Option<PathBuf>,
+    /// Baseline tolerance of a figure (or `default`): `iops=10%`, `avg_latency_ms=0.5`,
+    /// `default=5%+1`. Overrides the rules file's [baseline.tolerance]. Repeatable.
+    #[arg(long = "tolerance", value_name = "FIGURE=TOL")]
+    tolerances: Vec<String>,
+    /// Also write the results as JUnit XML (one testsuite per capture, one testcase per rule).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Extra TCP ports to treat as SMB (445 and 139 always are).
+    #[arg(long = "port", value_name = "PORT")]
+    ports: Vec<u16>,
+    /// No progress bar on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn cannot_run(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("sqos check: {msg}");
+    2
+}
+
+fn plan(a: &CheckArgs) -> Result<Plan, String> {
+    if a.rules.is_none() && a.baseline.is_none() {
+        return Err("nothing to check against: give --rules and/or --baseline".into());
+    }
+    let rules = match &a.rules {
+        Some(p) => Rules::load(p).map_err(|e| e.to_string())?,
+        None => Rules::default(),
+    };
+    let mut cli = BaselineTolerances::default();
+    for t in &a.tolerances {
+        cli.add_cli(t).map_err(|e| format!("--tolerance {e}"))?;
+    }
+    let baseline = match &a.baseline {
+        Some(p) => Some(load_baseline(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    Ok(Plan {
+        rules: rules.rules,
+        baseline,
+        tolerances: rules.baseline.overridden_by(&cli),
+    })
+}
+
+pub fn run(a: &CheckArgs) -> i32 {
+    let plan = match plan(a) {
+        Ok(p) => p,
+        Err(e) => return cannot_run(e),
+    };
+    let mut verdicts: Vec<CaptureVerdict> = Vec::new();
+    let mut out = std::io::stdout().lock();
+    for capture in &a.captures {
+        let input = InputArgs {
+            capture: capture.clone(),
+            ports: a.ports.clone(),
+            quiet: a.quiet,
+        };
+        let v = judge_capture(
+            capture,
+            input.pipeline_config(),
+            &plan,
+            flow_analysis(),
+            !a.quiet,
+        );
+        if let Some(e) = &v.error {
+            eprintln!("sqos check: {}: {e}", v.capture);
+        }
+        if !verdicts.is_empty() {
+            let _ = writeln!(out);
+        }
+        let _ = out.write_all(capture_text(&v).as_bytes());
+        verdicts.push(v);
+    }
+    if let Some(total) = total_line(&verdicts) {
+        let _ = write!(out, "\n{total}");
+    }
+    let _ = out.flush();
+    if let Some(path) = &a.junit {
+        let written = junit_xml(&verdicts).and_then(|xml| std::fs::write(path, xml));
+        if let Err(e) = written {
+            return cannot_run(format!("{}: {e}", path.display()));
+        }
+    }
+    exit_code(&verdicts)
+}

@@ -1,0 +1,396 @@
+//! Walking one NBSS session message: its compound parts, how much of each to keep, what a gap
+//! inside it costs.
+
+use super::{FramerConfig, FramerEvent, Part, Smb2Message};
+use crate::smb2::body::{fixed_body_len, peek_ctl_code};
+use crate::smb2::error::Smb2Error;
+use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
+use crate::smb2::names::Command;
+use crate::sqos::FSCTL_STORAGE_QOS_CONTROL;
+
+/// How much of a part to keep, decided in two steps: first the header and fixed body; once the
+/// fixed body is there, maybe the whole part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    Proto,
+    Header,
+    Fixed,
+    Whole,
+}
+
+#[derive(Debug)]
+pub(super) enum PartState {
+    Gather {
+        buf: Vec<u8>,
+        want: usize,
+        phase: Phase,
+        header: Option<Header>,
+        /// Bytes of the part on the wire (the rest of the message until NextCommand is known).
+        wire_len: u64,
+        /// Another compound part follows this one.
+        next: bool,
+    },
+    /// Skip `n` bytes, then a next part starts if `next` (compound), else the message must end.
+    Skip { n: u64, next: bool },
+    /// Skip the rest of the message.
+    Rest,
+}
+
+#[derive(Debug)]
+pub(super) struct InMessage {
+    pub(super) nb: [u8; 4],
+    pub(super) msg: Smb2Message,
+    /// Bytes of the message not yet consumed.
+    pub(super) remaining: u64,
+    /// Kept bytes over all parts.
+    pub(super) kept: usize,
+    /// The message is not SMB2 (encrypted, compressed, SMB1): no event at its end.
+    pub(super) opaque: bool,
+    /// The bytes were not a message start after all: the framer must scan again.
+    pub(super) desync: bool,
+    pub(super) part: PartState,
+}
+
+impl InMessage {
+    fn is_first_part(&self) -> bool {
+        self.msg.parts.is_empty() && self.msg.overflow.is_empty()
+    }
+
+    /// Give up on framing: the bytes taken for an NBSS header were not one.
+    fn desync(&mut self, buf: &[u8], giveback: &mut Vec<u8>) {
+        giveback.extend_from_slice(&self.nb[1..]);
+        giveback.extend_from_slice(buf);
+        self.desync = true;
+    }
+
+    fn malformed(&mut self, e: Smb2Error) {
+        self.msg.malformed = Some(e);
+        self.part = PartState::Rest;
+    }
+
+    pub(super) fn step(
+        &mut self,
+        data: &[u8],
+        cfg: &FramerConfig,
+        out: &mut Vec<FramerEvent>,
+        giveback: &mut Vec<u8>,
+    ) -> usize {
+        let avail = (data.len() as u64).min(self.remaining);
+        match &mut self.part {
+            PartState::Skip { n, next } => {
+                let take = (*n).min(avail);
+                *n -= take;
+                self.remaining -= take;
+                if *n == 0 {
+                    self.part = if *next {
+                        PartState::Gather {
+                            buf: Vec::new(),
+                            want: 4,
+                            phase: Phase::Proto,
+                            header: None,
+                            wire_len: self.remaining,
+                            next: false,
+                        }
+                    } else {
+                        PartState::Rest
+                    };
+                }
+                take as usize
+            }
+            PartState::Rest => {
+                self.remaining -= avail;
+                avail as usize
+            }
+            PartState::Gather { buf, want, .. } => {
+                let need = (*want).saturating_sub(buf.len()) as u64;
+                let take = need.min(avail) as usize;
+                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
+                self.remaining -= take as u64;
+                let (have, want) = (buf.len(), *want);
+                if have >= want {
+                    self.advance(cfg, out, giveback);
+                } else if self.remaining == 0 && take == 0 {
+                    // The message ended before the part's bytes: nothing more will come.
+                    self.malformed(Smb2Error::Truncated {
+                        what: "SMB2 message",
+                        needed: want,
+                        available: have,
+                    });
+                }
+                take
+            }
+        }
+    }
+
+    /// The bytes wanted for the current phase are there: decide what comes next.
+    fn advance(&mut self, cfg: &FramerConfig, out: &mut Vec<FramerEvent>, giveback: &mut Vec<u8>) {
+        let first = self.is_first_part();
+        let PartState::Gather {
+            buf,
+            want,
+            phase,
+            header,
+            wire_len,
+            next,
+        } = &mut self.part
+        else {
+            return;
+        };
+        match *phase {
+            Phase::Proto => {
+                let proto = buf
+                    .get(..4)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .and_then(ProtocolId::from_bytes);
+                let len = self.msg.len;
+                match (proto, first) {
+                    (Some(ProtocolId::Smb2), _) => {
+                        if *wire_len < HEADER_LEN as u64 {
+                            let available = *wire_len as usize;
+                            if first {
+                                let b = std::mem::take(buf);
+                                self.desync(&b, giveback);
+                            } else {
+                                self.malformed(Smb2Error::Truncated {
+                                    what: "SMB2 header",
+                                    needed: HEADER_LEN,
+                                    available,
+                                });
+                            }
+                            return;
+                        }
+                        *want = HEADER_LEN;
+                        *phase = Phase::Header;
+                    }
+                    (Some(p), true) => {
+                        out.push(match p {
+                            ProtocolId::Transform => FramerEvent::Encrypted { len },
+                            ProtocolId::Compressed => FramerEvent::Compressed { len },
+                            _ => FramerEvent::Smb1 { len },
+                        });
+                        self.opaque = true;
+                        self.part = PartState::Rest;
+                    }
+                    (None, true) => {
+                        let b = std::mem::take(buf);
+                        self.desync(&b, giveback);
+                    }
+                    (_, false) => {
+                        let mut id = [0u8; 4];
+                        for (d, s) in id.iter_mut().zip(buf.iter()) {
+                            *d = *s;
+                        }
+                        self.malformed(Smb2Error::UnknownProtocol(id));
+                    }
+                }
+            }
+            Phase::Header => match parse_header(buf) {
+                Ok(h) => {
+                    let nc = u64::from(h.next_command);
+                    if nc != 0 {
+                        if nc % 8 == 0 && nc >= HEADER_LEN as u64 && nc <= *wire_len {
+                            *next = nc < *wire_len;
+                            *wire_len = nc;
+                        } else {
+                            // Keep this part, walk no further.
+                            self.msg.malformed = Some(Smb2Error::OutOfBounds {
+                                what: "NextCommand",
+                                offset: nc as usize,
+                                len: HEADER_LEN,
+                                available: *wire_len as usize,
+                            });
+                        }
+                    }
+                    let fixed = HEADER_LEN + fixed_body_len(h.command, h.is_response());
+                    *want = fixed.min(*wire_len as usize);
+                    *header = Some(h);
+                    *phase = Phase::Fixed;
+                    if buf.len() >= *want {
+                        self.advance(cfg, out, giveback);
+                    }
+                }
+                Err(e) => {
+                    if first {
+                        let b = std::mem::take(buf);
+                        self.desync(&b, giveback);
+                    } else {
+                        self.malformed(e);
+                    }
+                }
+            },
+            Phase::Fixed => {
+                let Some(h) = header else {
+                    return;
+                };
+                let whole = keep_plan(h, buf, *wire_len);
+                let budget = cfg.max_keep.saturating_sub(self.kept);
+                let allowed = whole.min(budget).max(buf.len());
+                *want = allowed;
+                *phase = Phase::Whole;
+                if allowed > buf.len() {
+                    return;
+                }
+                let cut = allowed < whole;
+                self.finish_part(cfg, cut);
+            }
+            Phase::Whole => {
+                let cut = match header {
+                    Some(h) => keep_plan(h, buf, *wire_len) > buf.len(),
+                    None => false,
+                };
+                self.finish_part(cfg, cut);
+            }
+        }
+    }
+
+    /// The current part has all the bytes it keeps: store it and skip the rest of it.
+    fn finish_part(&mut self, cfg: &FramerConfig, cut: bool) {
+        let part = std::mem::replace(&mut self.part, PartState::Rest);
+        let PartState::Gather {
+            buf,
+            header: Some(header),
+            wire_len,
+            next,
+            ..
+        } = part
+        else {
+            return;
+        };
+        let have = buf.len() as u64;
+        self.store(cfg, header, buf, wire_len, cut);
+        self.part = PartState::Skip {
+            n: wire_len.saturating_sub(have),
+            next,
+        };
+    }
+
+    fn store(
+        &mut self,
+        cfg: &FramerConfig,
+        header: Header,
+        buf: Vec<u8>,
+        wire_len: u64,
+        cut: bool,
+    ) {
+        if self.msg.parts.len() >= cfg.max_parts {
+            self.msg
+                .overflow
+                .push((header.command, header.is_response()));
+            return;
+        }
+        self.kept = self.kept.saturating_add(buf.len());
+        self.msg.parts.push(Part {
+            header,
+            bytes: buf,
+            wire_len,
+            cut,
+        });
+    }
+
+    /// Keep what arrived of the part being gathered (if its header is there), marked cut.
+    pub(super) fn take_current_part(&mut self, cfg: &FramerConfig) {
+        let part = std::mem::replace(&mut self.part, PartState::Rest);
+        if let PartState::Gather {
+            buf,
+            header: Some(header),
+            wire_len,
+            ..
+        } = part
+        {
+            self.store(cfg, header, buf, wire_len, true);
+        }
+    }
+
+    /// `missing` (≤ remaining) bytes of this message are lost. Returns true when nothing that
+    /// was wanted is lost (the bytes were being skipped).
+    pub(super) fn gap_inside(&mut self, missing: u64, cfg: &FramerConfig) -> bool {
+        self.remaining -= missing;
+        let in_step = match &mut self.part {
+            PartState::Skip { n, .. } if missing <= *n => {
+                *n -= missing;
+                if *n == 0 {
+                    // Same transition as after skipping: advance with no data.
+                    let next = matches!(self.part, PartState::Skip { next: true, .. });
+                    self.part = if next {
+                        PartState::Gather {
+                            buf: Vec::new(),
+                            want: 4,
+                            phase: Phase::Proto,
+                            header: None,
+                            wire_len: self.remaining,
+                            next: false,
+                        }
+                    } else {
+                        PartState::Rest
+                    };
+                }
+                true
+            }
+            PartState::Rest => true,
+            PartState::Skip { .. } => {
+                // The next part's header is in the hole: the rest of the chain is unknown.
+                self.part = PartState::Rest;
+                false
+            }
+            PartState::Gather {
+                buf,
+                header: Some(_),
+                wire_len,
+                next,
+                ..
+            } => {
+                let have = buf.len() as u64;
+                let after = wire_len.saturating_sub(have);
+                let next = *next;
+                let resume = (missing <= after).then(|| PartState::Skip {
+                    n: after - missing,
+                    next,
+                });
+                self.take_current_part(cfg);
+                if let Some(p) = resume {
+                    self.part = p;
+                }
+                false
+            }
+            PartState::Gather { header: None, .. } => {
+                self.part = PartState::Rest;
+                false
+            }
+        };
+        if !in_step {
+            self.msg.lost_bytes = self.msg.lost_bytes.saturating_add(missing);
+        }
+        in_step
+    }
+
+    /// The message is over: report it (unless opaque or nothing of it was understood).
+    pub(super) fn finish(self, out: &mut Vec<FramerEvent>) {
+        if self.opaque {
+            return;
+        }
+        if !self.msg.parts.is_empty() || !self.msg.overflow.is_empty() {
+            out.push(FramerEvent::Message(self.msg));
+        }
+    }
+}
+
+/// How many bytes of a part to keep, given its header and fixed body: the whole part for SQOS
+/// IOCTLs (the SQOS buffer), up to the end of the name for CREATE requests, else the fixed part.
+fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
+    let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
+    let whole = match h.command {
+        Command::IOCTL if peek_ctl_code(fixed) == Some(FSCTL_STORAGE_QOS_CONTROL) => wire,
+        Command::CREATE if !h.is_response() => {
+            let u16_at = |at: usize| {
+                let b: [u8; 2] = fixed.get(at..at + 2)?.try_into().ok()?;
+                Some(usize::from(u16::from_le_bytes(b)))
+            };
+            match (u16_at(HEADER_LEN + 44), u16_at(HEADER_LEN + 46)) {
+                (Some(off), Some(len)) => off.saturating_add(len),
+                _ => fixed.len(),
+            }
+        }
+        _ => fixed.len(),
+    };
+    whole.min(wire).max(fixed.len())
+}

@@ -1,0 +1,398 @@
+//! Per-direction stream framer: reassembled TCP bytes in, SMB2 messages out.
+//!
+//! It walks NBSS messages and, inside them, the parts of compound chains, deciding for each part
+//! from its header how much to keep (see `chain::keep_plan`): header and fixed body for everything,
+//! whole buffers only for SQOS IOCTLs and CREATE requests (the file name). Everything else,
+//! READ/WRITE data above all, is skipped by counting, so memory per direction is bounded by
+//! `max_keep` whatever the traffic.
+//!
+//! Lost bytes (`gap`) that fall inside a region being skipped anyway cost nothing: the framer
+//! stays in step. Otherwise it drops what it cannot trust and scans for the next plausible
+//! message start ([`plausible_message_start`]), as it also does when a stream is picked up
+//! in the middle.
+
+mod chain;
+
+use chain::{InMessage, PartState, Phase};
+
+use super::error::Smb2Error;
+use super::header::Header;
+use super::names::Command;
+use super::netbios::{
+    parse_nbss_header, plausible_message_start, NbssType, MAX_CONTROL_LEN, MAX_MESSAGE_LEN,
+    NBSS_HEADER_LEN, PROBE_LEN,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FramerConfig {
+    /// Most bytes kept of one message (all its parts together); beyond, parts are cut.
+    pub max_keep: usize,
+    /// Most compound parts kept per message; further parts are counted, not kept.
+    pub max_parts: usize,
+}
+
+impl Default for FramerConfig {
+    fn default() -> Self {
+        FramerConfig {
+            max_keep: 1 << 20,
+            max_parts: 64,
+        }
+    }
+}
+
+/// One part of a compound chain (or the only part of a plain message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub header: Header,
+    /// The kept bytes, starting at the header: header + fixed body, or the whole part.
+    pub bytes: Vec<u8>,
+    /// Length of the part on the wire (NextCommand, or the rest of the message).
+    pub wire_len: u64,
+    /// Fewer bytes were kept than wanted (bound hit, or lost to a gap).
+    pub cut: bool,
+}
+
+/// A complete (or, after a gap, partial) NBSS session message holding SMB2.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Smb2Message {
+    /// NBSS length.
+    pub len: u32,
+    pub parts: Vec<Part>,
+    /// Parts beyond `max_parts`: commands counted, bytes not kept.
+    pub overflow: Vec<(Command, bool)>,
+    /// Bytes of the message that never arrived (gap).
+    pub lost_bytes: u64,
+    /// A structural problem that ended the walk of the chain early.
+    pub malformed: Option<Smb2Error>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FramerEvent {
+    Message(Smb2Message),
+    /// 0xFD transform header: an encrypted message, not decoded.
+    Encrypted {
+        len: u32,
+    },
+    /// 0xFC compression transform header, not decoded.
+    Compressed {
+        len: u32,
+    },
+    /// An SMB1 message, skipped.
+    Smb1 {
+        len: u32,
+    },
+    /// An NBSS packet other than a session message (keep-alive, session request…).
+    SessionControl {
+        kind: NbssType,
+        len: u32,
+    },
+    /// Scanning found a message start after skipping `skipped` bytes that could not be framed.
+    Resynced {
+        skipped: u64,
+    },
+    /// A gap of `bytes`; `in_step` when the framer kept its place (the bytes were being skipped).
+    Gap {
+        bytes: u64,
+        in_step: bool,
+    },
+}
+
+#[derive(Debug)]
+enum State {
+    /// Looking for a message start; `carry` holds the tail that could still begin one.
+    Scan {
+        carry: Vec<u8>,
+        skipped: u64,
+    },
+    NbHeader {
+        buf: Vec<u8>,
+    },
+    /// An NBSS packet that is not a session message.
+    SkipNbss {
+        remaining: u64,
+    },
+    Message(Box<InMessage>),
+}
+
+impl State {
+    fn fresh_scan() -> State {
+        State::Scan {
+            carry: Vec::new(),
+            skipped: 0,
+        }
+    }
+}
+
+/// Frames one direction of one connection.
+#[derive(Debug)]
+pub struct Framer {
+    cfg: FramerConfig,
+    state: State,
+    /// Bytes handed back by a step (a false start) to be looked at again before new input.
+    replay: Vec<u8>,
+    giveback: Vec<u8>,
+}
+
+impl Framer {
+    /// A framer for a stream whose first byte may or may not start a message. The first bytes
+    /// are tried as an NBSS header (a stream captured from its start); if they are not one, the
+    /// framer scans for a plausible message start (a stream picked up in the middle).
+    pub fn new(cfg: FramerConfig) -> Self {
+        Framer {
+            cfg,
+            state: State::NbHeader { buf: Vec::new() },
+            replay: Vec::new(),
+            giveback: Vec::new(),
+        }
+    }
+
+    /// Bytes currently held (for asserting the memory bound).
+    pub fn buffered(&self) -> usize {
+        let state = match &self.state {
+            State::Scan { carry, .. } => carry.len(),
+            State::NbHeader { buf } => buf.len(),
+            State::SkipNbss { .. } => 0,
+            State::Message(m) => {
+                let parts: usize = m.msg.parts.iter().map(|p| p.bytes.len()).sum();
+                let cur = match &m.part {
+                    PartState::Gather { buf, .. } => buf.len(),
+                    _ => 0,
+                };
+                parts + cur
+            }
+        };
+        state + self.replay.len()
+    }
+
+    /// Feed in-order stream bytes.
+    pub fn push(&mut self, data: &[u8], out: &mut Vec<FramerEvent>) {
+        let mut data = data;
+        loop {
+            if !self.replay.is_empty() {
+                let replay = std::mem::take(&mut self.replay);
+                let n = self.step(&replay, out);
+                let mut next = std::mem::take(&mut self.giveback);
+                next.extend_from_slice(replay.get(n..).unwrap_or(&[]));
+                self.replay = next;
+                continue;
+            }
+            if data.is_empty() {
+                break;
+            }
+            let n = self.step(data, out);
+            data = data.get(n..).unwrap_or(&[]);
+            self.replay = std::mem::take(&mut self.giveback);
+        }
+    }
+
+    /// `missing` bytes of the stream will never arrive; the next `push` continues after them.
+    pub fn gap(&mut self, missing: u64, out: &mut Vec<FramerEvent>) {
+        // Bytes waiting for replay came before the gap: process them first.
+        self.push(&[], out);
+        let state = std::mem::replace(
+            &mut self.state,
+            State::Scan {
+                carry: Vec::new(),
+                skipped: 0,
+            },
+        );
+        let (next, in_step) = match state {
+            State::SkipNbss { remaining } if missing <= remaining => (
+                State::SkipNbss {
+                    remaining: remaining - missing,
+                },
+                true,
+            ),
+            State::Message(mut m) if missing <= m.remaining => {
+                let in_step = m.gap_inside(missing, &self.cfg);
+                if m.remaining == 0 {
+                    m.finish(out);
+                    (State::NbHeader { buf: Vec::new() }, in_step)
+                } else {
+                    (State::Message(m), in_step)
+                }
+            }
+            State::Message(mut m) => {
+                m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
+                m.remaining = 0;
+                m.take_current_part(&self.cfg);
+                m.finish(out);
+                (State::fresh_scan(), false)
+            }
+            State::Scan { skipped, .. } => (
+                State::Scan {
+                    carry: Vec::new(),
+                    skipped,
+                },
+                false,
+            ),
+            State::NbHeader { .. } | State::SkipNbss { .. } => (State::fresh_scan(), false),
+        };
+        self.state = next;
+        out.push(FramerEvent::Gap {
+            bytes: missing,
+            in_step,
+        });
+    }
+
+    /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
+    /// through `self.giveback`.
+    fn step(&mut self, data: &[u8], out: &mut Vec<FramerEvent>) -> usize {
+        let state = std::mem::replace(&mut self.state, State::fresh_scan());
+        let (next, used) = match state {
+            State::Scan { carry, skipped } => self.scan(carry, skipped, data, out),
+            State::NbHeader { mut buf } => {
+                let take = (NBSS_HEADER_LEN - buf.len()).min(data.len());
+                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
+                (self.after_nb_bytes(buf, out), take)
+            }
+            State::SkipNbss { remaining } => {
+                let take = remaining.min(data.len() as u64);
+                let left = remaining - take;
+                let next = if left == 0 {
+                    State::NbHeader { buf: Vec::new() }
+                } else {
+                    State::SkipNbss { remaining: left }
+                };
+                (next, take as usize)
+            }
+            State::Message(mut m) => {
+                let used = m.step(data, &self.cfg, out, &mut self.giveback);
+                if m.desync {
+                    (
+                        State::Scan {
+                            carry: Vec::new(),
+                            skipped: 1,
+                        },
+                        used,
+                    )
+                } else if m.remaining == 0 {
+                    m.finish(out);
+                    (State::NbHeader { buf: Vec::new() }, used)
+                } else {
+                    (State::Message(m), used)
+                }
+            }
+        };
+        self.state = next;
+        used
+    }
+
+    fn after_nb_bytes(&mut self, buf: Vec<u8>, out: &mut Vec<FramerEvent>) -> State {
+        let Ok(nb) = <[u8; 4]>::try_from(buf.as_slice()) else {
+            return State::NbHeader { buf };
+        };
+        match parse_nbss_header(nb) {
+            Some(h) if h.kind == NbssType::SessionMessage => {
+                if h.length > MAX_MESSAGE_LEN {
+                    self.giveback.extend_from_slice(&nb[1..]);
+                    return State::fresh_scan();
+                }
+                if h.length == 0 {
+                    return State::NbHeader { buf: Vec::new() };
+                }
+                State::Message(Box::new(InMessage {
+                    nb,
+                    msg: Smb2Message {
+                        len: h.length,
+                        ..Smb2Message::default()
+                    },
+                    remaining: u64::from(h.length),
+                    kept: 0,
+                    opaque: false,
+                    desync: false,
+                    part: PartState::Gather {
+                        buf: Vec::new(),
+                        want: 4,
+                        phase: Phase::Proto,
+                        header: None,
+                        wire_len: u64::from(h.length),
+                        next: false,
+                    },
+                }))
+            }
+            Some(h) if h.length <= MAX_CONTROL_LEN => {
+                out.push(FramerEvent::SessionControl {
+                    kind: h.kind,
+                    len: h.length,
+                });
+                if h.length == 0 {
+                    State::NbHeader { buf: Vec::new() }
+                } else {
+                    State::SkipNbss {
+                        remaining: u64::from(h.length),
+                    }
+                }
+            }
+            Some(_) | None => {
+                self.giveback.extend_from_slice(&nb[1..]);
+                State::Scan {
+                    carry: Vec::new(),
+                    skipped: 1,
+                }
+            }
+        }
+    }
+
+    /// End of the stream: a message still being received is reported with what arrived.
+    pub fn finish(&mut self, out: &mut Vec<FramerEvent>) {
+        self.replay.clear();
+        let state = std::mem::replace(&mut self.state, State::fresh_scan());
+        if let State::Message(mut m) = state {
+            m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
+            m.remaining = 0;
+            m.take_current_part(&self.cfg);
+            m.finish(out);
+        }
+    }
+
+    /// Scan for a message start. Returns the next state and the bytes of `data` consumed.
+    fn scan(
+        &mut self,
+        mut carry: Vec<u8>,
+        mut skipped: u64,
+        data: &[u8],
+        out: &mut Vec<FramerEvent>,
+    ) -> (State, usize) {
+        let found = |skipped: u64, out: &mut Vec<FramerEvent>| {
+            if skipped > 0 {
+                out.push(FramerEvent::Resynced { skipped });
+            }
+            State::NbHeader { buf: Vec::new() }
+        };
+        // Candidates starting in the carried tail need the first bytes of `data` to be judged.
+        if !carry.is_empty() {
+            let head = data.get(..PROBE_LEN.min(data.len())).unwrap_or(&[]);
+            let mut window = carry.clone();
+            window.extend_from_slice(head);
+            for p in 0..carry.len() {
+                let cand = window.get(p..).unwrap_or(&[]);
+                if cand.len() < PROBE_LEN {
+                    break;
+                }
+                if plausible_message_start(cand) {
+                    // The carried bytes from `p` on are the start of the message: replay them.
+                    self.giveback = carry.split_off(p);
+                    return (found(skipped + p as u64, out), 0);
+                }
+            }
+        }
+        let mut q = 0usize;
+        while q + PROBE_LEN <= data.len() {
+            if data.get(q..).is_some_and(plausible_message_start) {
+                let skipped = skipped + carry.len() as u64 + q as u64;
+                return (found(skipped, out), q);
+            }
+            q += 1;
+        }
+        // Keep the tail that could still start a message.
+        carry.extend_from_slice(data);
+        let keep = PROBE_LEN - 1;
+        if carry.len() > keep {
+            let drop = carry.len() - keep;
+            skipped += drop as u64;
+            carry.drain(..drop);
+        }
+        (State::Scan { carry, skipped }, data.len())
+    }
+}

@@ -1,0 +1,577 @@
+//! The named scenarios: which hosts, VMs, disks, policies, demands and scripted events a
+//! simulated cluster has. Everything random is drawn from the seed.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use uuid::Uuid;
+
+use super::rng::Rng;
+use super::server::ServerPolicy;
+use super::wire::Time;
+use crate::sqos::{Dialect, Options, ProtocolVersion, Request};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    Steady,
+    NoisyNeighbour,
+    PolicyChange,
+    MisbehavingClient,
+    InsufficientThroughput,
+    LossyNetwork,
+    Large,
+    SpecExamples,
+}
+
+/// What a flow asks the server for (SET_POLICY).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PolicySpec {
+    pub policy_id: Uuid,
+    pub limit: u64,
+    pub reservation: u64,
+    pub bandwidth_limit: u64,
+}
+
+/// How the client sets a flow up after CREATE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetupStyle {
+    /// SET_LOGICAL_FLOW_ID, then SET_POLICY|GET_STATUS (the spec's section 4.2 order).
+    Separate,
+    /// SET_LOGICAL_FLOW_ID|SET_POLICY|GET_STATUS in one request.
+    Combined,
+    /// SET_LOGICAL_FLOW_ID, SET_POLICY, then GET_STATUS|UPDATE_COUNTERS within 1 s (3.1.6).
+    StatusLater,
+}
+
+/// The I/O a VM disk does.
+#[derive(Clone, Debug)]
+pub struct Demand {
+    /// Mean I/O arrival rate from the VM, per second.
+    pub iops: f64,
+    pub read_percent: u32,
+    /// (size in bytes, weight).
+    pub sizes: Vec<(u32, u32)>,
+    /// Most I/Os the client keeps outstanding on the flow.
+    pub queue_depth: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct FlowSpec {
+    pub vm: String,
+    pub initiator_id: Uuid,
+    pub path: String,
+    pub flow_id: Uuid,
+    pub policy: PolicySpec,
+    pub demand: Demand,
+    pub setup: SetupStyle,
+    pub disk_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct HostSpec {
+    pub name: String,
+    pub ip: IpAddr,
+    pub mac: [u8; 6],
+    pub smb_dialect: u16,
+    pub sqos: Dialect,
+    pub interface: u32,
+    /// Throttles to the server's MaximumIoRate / MaximumBandwidth (section 3.1.7.1).
+    pub obeys_limits: bool,
+    /// Status requests are sent this many TimeToLives after the last answer (1 = on time).
+    pub poll_factor: u32,
+    pub flows: Vec<FlowSpec>,
+}
+
+/// A raw request a misbehaving client sends on its spare (never associated) open or on a flow's.
+#[derive(Clone, Debug)]
+pub struct RawRequest {
+    pub request: Request,
+    pub max_output: u32,
+    /// On a flow's open (index in the cluster's flow list) instead of the spare open.
+    pub on_flow: Option<usize>,
+    pub note: &'static str,
+}
+
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// The host changes a flow's policy (SET_POLICY|GET_STATUS).
+    ClientPolicy { flow: usize, policy: PolicySpec },
+    /// The administrator changes a policy on the server.
+    ServerPolicy { id: Uuid, policy: ServerPolicy },
+    /// The VM's disk is closed and opened again (same logical flow).
+    Reopen { flow: usize },
+    /// A request on the host's spare open or a flow's open.
+    Raw { host: usize, raw: Box<RawRequest> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub start: Time,
+    pub duration_us: u64,
+    pub server_ip: IpAddr,
+    pub server_mac: [u8; 6],
+    pub server_name: String,
+    pub share: String,
+    /// Normalized IOPS the storage serves (beyond it I/Os queue on the server).
+    pub storage_iops: u64,
+    /// Normalized IOPS of reservations the server can guarantee.
+    pub reservable_iops: u64,
+    pub base_ttl_ms: u32,
+    pub policies: Vec<(Uuid, ServerPolicy)>,
+    pub hosts: Vec<HostSpec>,
+    pub script: Vec<(u64, Action)>,
+    /// Hosts get a spare open for raw requests.
+    pub spare_open: bool,
+}
+
+impl Cluster {
+    pub fn flows(&self) -> impl Iterator<Item = (usize, &FlowSpec)> {
+        self.hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(h, host)| host.flows.iter().map(move |f| (h, f)))
+    }
+}
+
+/// Knobs from the command line that shape the cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub hosts: Option<u32>,
+    pub vms: Option<u32>,
+    pub disks: Option<u32>,
+    pub duration_s: Option<f64>,
+    pub ipv6: bool,
+    pub interfaces: u32,
+    pub sizes_up_to_1mib: bool,
+}
+
+/// 2026-11-20 09:00:00 UTC: the capture's clock starts here.
+pub const EPOCH_US: Time = 1_795_165_200_000_000;
+
+const SMALL_SIZES: &[(u32, u32)] = &[(4096, 55), (8192, 25), (16384, 10), (32768, 5), (65536, 5)];
+const ALL_SIZES: &[(u32, u32)] = &[
+    (4096, 35),
+    (8192, 20),
+    (16384, 10),
+    (32768, 10),
+    (65536, 15),
+    (262_144, 7),
+    (1_048_576, 3),
+];
+
+fn host_ip(i: u32, v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::new(
+            0xfd00,
+            0x5105,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0x11 + i as u16,
+        ))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11 + i as u8))
+    }
+}
+
+pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
+    let (def_hosts, def_vms, def_secs) = match scenario {
+        Scenario::InsufficientThroughput => (2, 3, 12.0),
+        Scenario::MisbehavingClient => (2, 2, 18.0),
+        Scenario::NoisyNeighbour => (2, 2, 12.0),
+        _ => (2, 2, 20.0),
+    };
+    let n_hosts = shape.hosts.unwrap_or(def_hosts).max(1);
+    let n_vms = shape.vms.unwrap_or(def_vms).max(1);
+    let n_disks = shape.disks.unwrap_or(1).max(1);
+    let duration_us = (shape.duration_s.unwrap_or(def_secs).max(1.0) * 1e6) as u64;
+    let sizes = if shape.sizes_up_to_1mib {
+        ALL_SIZES
+    } else {
+        SMALL_SIZES
+    };
+    let gold = Uuid::from_u128(0x6f2e_1a3c_9b47_4d1e_8a55_c0ff_ee00_0001);
+    let silver = Uuid::from_u128(0x6f2e_1a3c_9b47_4d1e_8a55_c0ff_ee00_0002);
+    let mut policies = vec![
+        (
+            gold,
+            ServerPolicy {
+                minimum_io_rate: 40,
+                maximum_io_rate: 200,
+                maximum_bandwidth: 0,
+            },
+        ),
+        (
+            silver,
+            ServerPolicy {
+                minimum_io_rate: 20,
+                maximum_io_rate: 100,
+                maximum_bandwidth: 1024,
+            },
+        ),
+    ];
+    let mut hosts = Vec::new();
+    let mut vm_no = 1u32;
+    for h in 0..n_hosts {
+        let v11 = h % 2 == 0;
+        let mut flows = Vec::new();
+        for _ in 0..n_vms {
+            let vm = format!("vm{vm_no:02}");
+            let initiator_id = rng.uuid();
+            for d in 0..n_disks {
+                let k = flows.len() as u32 + h;
+                let policy = match k % 3 {
+                    0 => PolicySpec {
+                        limit: 120,
+                        reservation: 30,
+                        bandwidth_limit: if v11 { 2048 } else { 0 },
+                        ..PolicySpec::default()
+                    },
+                    1 => PolicySpec {
+                        policy_id: if k % 2 == 0 { gold } else { silver },
+                        ..PolicySpec::default()
+                    },
+                    _ => PolicySpec {
+                        limit: 80,
+                        reservation: 0,
+                        ..PolicySpec::default()
+                    },
+                };
+                let setup = match rng.below(3) {
+                    0 => SetupStyle::Separate,
+                    1 => SetupStyle::Combined,
+                    _ => SetupStyle::StatusLater,
+                };
+                flows.push(FlowSpec {
+                    vm: vm.clone(),
+                    initiator_id,
+                    path: format!("{vm}\\disk{d}.vhdx"),
+                    flow_id: rng.uuid(),
+                    policy,
+                    demand: Demand {
+                        iops: 8.0 + rng.below(7) as f64,
+                        read_percent: 55 + rng.below(30) as u32,
+                        sizes: sizes.to_vec(),
+                        queue_depth: 8,
+                    },
+                    setup,
+                    disk_bytes: (40 + rng.below(88)) << 30,
+                });
+            }
+            vm_no += 1;
+        }
+        hosts.push(HostSpec {
+            name: format!("HV{:02}.contoso.local", h + 1),
+            ip: host_ip(h, shape.ipv6),
+            mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x11 + h as u8],
+            smb_dialect: if v11 { 0x0311 } else { 0x0302 },
+            sqos: if v11 { Dialect::V1_1 } else { Dialect::V1_0 },
+            interface: h % shape.interfaces.max(1),
+            obeys_limits: true,
+            poll_factor: 1,
+            flows,
+        });
+    }
+    let mut c = Cluster {
+        start: EPOCH_US,
+        duration_us,
+        server_ip: if shape.ipv6 {
+            IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x100))
+        } else {
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100))
+        },
+        server_mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x64],
+        server_name: "sofs".into(),
+        share: "vms".into(),
+        storage_iops: 20_000,
+        reservable_iops: 10_000,
+        base_ttl_ms: 4000,
+        policies: Vec::new(),
+        hosts,
+        script: Vec::new(),
+        spare_open: false,
+    };
+    let at = |frac: f64| (duration_us as f64 * frac) as u64;
+    match scenario {
+        Scenario::Steady | Scenario::LossyNetwork | Scenario::Large | Scenario::SpecExamples => {}
+        Scenario::NoisyNeighbour => {
+            // The first VM wants three times its limit and its host does not throttle it; the
+            // shared storage is small, so everyone's latency grows.
+            c.storage_iops = 170;
+            if let Some(host) = c.hosts.first_mut() {
+                host.obeys_limits = false;
+                for f in host.flows.iter_mut().take(1) {
+                    f.policy = PolicySpec {
+                        limit: 25,
+                        reservation: 10,
+                        bandwidth_limit: 0,
+                        ..PolicySpec::default()
+                    };
+                    f.demand.iops = 50.0;
+                    f.demand.queue_depth = 32;
+                }
+                // The host's other VMs stay under their limits.
+                for f in host.flows.iter_mut().skip(1) {
+                    f.demand.iops = f.demand.iops.min(12.0);
+                }
+            }
+        }
+        Scenario::PolicyChange => {
+            c.script.push((
+                at(0.35),
+                Action::ClientPolicy {
+                    flow: 0,
+                    policy: PolicySpec {
+                        limit: 15,
+                        reservation: 5,
+                        bandwidth_limit: 0,
+                        ..PolicySpec::default()
+                    },
+                },
+            ));
+            c.script.push((
+                at(0.55),
+                Action::ServerPolicy {
+                    id: silver,
+                    policy: ServerPolicy {
+                        minimum_io_rate: 10,
+                        maximum_io_rate: 12,
+                        maximum_bandwidth: 256,
+                    },
+                },
+            ));
+            c.script.push((
+                at(0.55),
+                Action::ServerPolicy {
+                    id: gold,
+                    policy: ServerPolicy {
+                        minimum_io_rate: 10,
+                        maximum_io_rate: 12,
+                        maximum_bandwidth: 0,
+                    },
+                },
+            ));
+            let last = c.flows().count().saturating_sub(1);
+            c.script.push((at(0.7), Action::Reopen { flow: last }));
+        }
+        Scenario::MisbehavingClient => {
+            c.spare_open = true;
+            let bad = c.hosts.len().saturating_sub(1);
+            if let Some(host) = c.hosts.get_mut(bad) {
+                host.obeys_limits = false;
+                host.poll_factor = 3;
+                for f in host.flows.iter_mut() {
+                    f.policy = PolicySpec {
+                        limit: 10,
+                        ..PolicySpec::default()
+                    };
+                    f.demand.iops = 18.0;
+                }
+            }
+            let dialect = c.hosts.get(bad).map_or(Dialect::V1_0, |h| h.sqos);
+            let first_bad_flow = c.flows().position(|(h, _)| h == bad);
+            for (i, raw) in misbehaving_requests(dialect, first_bad_flow, rng)
+                .into_iter()
+                .enumerate()
+            {
+                c.script.push((
+                    at(0.15) + i as u64 * 700_000,
+                    Action::Raw {
+                        host: bad,
+                        raw: Box::new(raw),
+                    },
+                ));
+            }
+        }
+        Scenario::InsufficientThroughput => {
+            // Every flow reserves 30 normalized IOPS; the server can guarantee 100 in total
+            // and its storage serves about 110.
+            c.reservable_iops = 100;
+            c.storage_iops = 110;
+            for host in c.hosts.iter_mut() {
+                for f in host.flows.iter_mut() {
+                    f.policy = PolicySpec {
+                        limit: 100,
+                        reservation: 30,
+                        bandwidth_limit: 0,
+                        ..PolicySpec::default()
+                    };
+                    f.demand.iops = 45.0;
+                    f.demand.queue_depth = 4;
+                    f.demand.sizes = vec![(4096, 60), (8192, 30), (16384, 10)];
+                }
+            }
+        }
+    }
+    policies.sort_by_key(|p| p.0);
+    c.policies = policies;
+    c.script.sort_by_key(|s| s.0);
+    c
+}
+
+/// The misbehaving client's deliberate protocol errors, in order, each with the status the
+/// server must answer.
+fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) -> Vec<RawRequest> {
+    use super::qos::{new_request, with_names};
+    let fresh = rng.uuid();
+    let mut out = Vec::new();
+    let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
+    r.options = Options::SET_POLICY | Options::GET_STATUS;
+    r.logical_flow_id = fresh;
+    r.limit = 100;
+    out.push(raw(
+        r,
+        None,
+        "SET_POLICY on an open never associated: STATUS_NOT_FOUND",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::GET_STATUS | Options::UPDATE_COUNTERS;
+    r.logical_flow_id = fresh;
+    r.io_count_increment = 12;
+    r.normalized_io_count_increment = 12;
+    out.push(raw(
+        r,
+        None,
+        "UPDATE_COUNTERS on an unassociated open: STATUS_NOT_FOUND",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::PROBE_POLICY | Options::GET_STATUS;
+    out.push(raw(
+        r,
+        None,
+        "PROBE_POLICY with a null LogicalFlowID: STATUS_INVALID_PARAMETER",
+    ));
+    let mut r = new_request(dialect);
+    r.protocol_version = ProtocolVersion(0x0200);
+    r.options = Options::SET_LOGICAL_FLOW_ID;
+    r.logical_flow_id = fresh;
+    out.push(raw(
+        r,
+        None,
+        "unknown ProtocolVersion 0x0200: STATUS_REVISION_MISMATCH",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options(0x20);
+    r.logical_flow_id = fresh;
+    out.push(raw(
+        r,
+        None,
+        "no known Options flag: STATUS_INVALID_PARAMETER",
+    ));
+    // Associate the spare open, then break rules that need an association.
+    let mut r = new_request(dialect);
+    r.options = Options::SET_LOGICAL_FLOW_ID;
+    r.logical_flow_id = fresh;
+    out.push(raw(r, None, "associates the spare open: STATUS_SUCCESS"));
+    // The name "lies" inside the fixed part (no name bytes follow it).
+    let mut r = new_request(dialect);
+    r.options = Options::SET_POLICY;
+    r.logical_flow_id = fresh;
+    r.initiator_name_offset = 40;
+    r.initiator_name_length = 8;
+    out.push(raw(
+        r,
+        None,
+        "InitiatorNameOffset 40 (< 104): STATUS_INVALID_PARAMETER",
+    ));
+    // A node name of 400 bytes announced right after the name, but the request ends there.
+    let mut r = with_names(new_request(dialect), "vm99", "");
+    r.options = Options::SET_POLICY;
+    r.logical_flow_id = fresh;
+    r.initiator_node_name_offset = r.initiator_name_offset + r.initiator_name_length;
+    r.initiator_node_name_length = 400;
+    out.push(raw(
+        r,
+        None,
+        "InitiatorNodeName runs past the request: STATUS_INVALID_PARAMETER",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::SET_POLICY;
+    r.logical_flow_id = fresh;
+    r.limit = 50;
+    r.reservation = 80;
+    out.push(raw(
+        r,
+        None,
+        "Reservation above Limit (note <8>): STATUS_INVALID_PARAMETER",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::SET_POLICY;
+    r.logical_flow_id = fresh;
+    r.policy_id = rng.uuid();
+    r.limit = 50;
+    out.push(raw(
+        r,
+        None,
+        "Limit together with a PolicyID (note <8>): STATUS_INVALID_PARAMETER",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::SET_POLICY;
+    r.logical_flow_id = fresh;
+    r.limit = 2_000_000_000;
+    out.push(raw(
+        r,
+        None,
+        "Limit above 10^9 (note <8>): STATUS_INVALID_PARAMETER",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::GET_STATUS;
+    r.logical_flow_id = fresh;
+    let mut x = raw(
+        r,
+        None,
+        "GET_STATUS with MaxOutputResponse 64 (< 80): STATUS_INVALID_PARAMETER",
+    );
+    x.max_output = 64;
+    out.push(x);
+    let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
+    r.options = Options::SET_POLICY;
+    r.logical_flow_id = fresh;
+    r.limit = 40;
+    out.push(raw(
+        r,
+        None,
+        "SET_POLICY without GET_STATUS and no status request within 1 s: STATUS_SUCCESS",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::SET_LOGICAL_FLOW_ID;
+    out.push(raw(
+        r,
+        None,
+        "null LogicalFlowID: dissociates the spare open, STATUS_SUCCESS",
+    ));
+    let mut r = new_request(dialect);
+    r.options = Options::GET_STATUS | Options::UPDATE_COUNTERS;
+    r.logical_flow_id = fresh;
+    r.io_count_increment = 3;
+    r.normalized_io_count_increment = 3;
+    out.push(raw(
+        r,
+        None,
+        "UPDATE_COUNTERS after dissociation: STATUS_NOT_FOUND",
+    ));
+    if let Some(f) = flow {
+        let mut r = new_request(dialect);
+        r.options = Options::PROBE_POLICY | Options::GET_STATUS;
+        r.logical_flow_id = rng.uuid();
+        let mut x = raw(
+            r,
+            Some(f),
+            "PROBE_POLICY on an associated open: ignored, status of the open's own flow",
+        );
+        x.on_flow = Some(f);
+        out.push(x);
+    }
+    out
+}
+
+fn raw(request: Request, on_flow: Option<usize>, note: &'static str) -> RawRequest {
+    RawRequest {
+        request,
+        max_output: 4096,
+        on_flow,
+        note,
+    }
+}

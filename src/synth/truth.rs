@@ -1,0 +1,183 @@
+//! The generator's ground truth (`--truth FILE`): what it sent and why, frame by frame, so
+//! tests and the flow analysis can compare what they derive from the capture with it.
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::sqos::Dialect;
+
+use super::scenario::PolicySpec;
+
+/// How I/O is assigned to update intervals; also written into the truth file.
+pub const INTERVAL_RULE: &str = "An I/O (READ or WRITE) is counted in the first UPDATE_COUNTERS request of its logical flow whose first frame comes after the frame that completed the I/O's response; I/O still outstanding when an update is sent is counted in a later one. The increments of an update are exactly the sums over the I/Os listed with it.";
+
+/// How latencies are measured; also written into the truth file.
+pub const LATENCY_RULE: &str = "LowerLatencyIncrement sums, per I/O, the time from the frame that completed the request to the frame that completed the response (capture clock, client side, in 100 ns). LatencyIncrement adds the time the I/O waited in the client's queue (throttling, queue depth) before its request was sent, which the capture cannot show. NormalizedIoCountIncrement uses section 4.1 with the flow's BaseIoSize; KilobyteCountIncrement (1.1) is bytes / 1024, all sizes being multiples of 4 KiB.";
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Truth {
+    pub generator: GeneratorInfo,
+    pub interval_rule: &'static str,
+    pub latency_rule: &'static str,
+    pub capture: CaptureInfo,
+    pub hosts: Vec<HostTruth>,
+    pub flows: Vec<FlowTruth>,
+    pub messages: Vec<MessageTruth>,
+    pub totals: Totals,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GeneratorInfo {
+    pub scenario: String,
+    pub seed: u64,
+    pub command: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CaptureInfo {
+    pub frames: u64,
+    pub file_bytes: u64,
+    pub start_time: f64,
+    pub duration_s: f64,
+    /// Frames before this time were not written (mid-connection start).
+    pub capture_from: Option<f64>,
+    pub retransmissions: u64,
+    pub reordered_segments: u64,
+    pub missing_segments: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HostTruth {
+    pub name: String,
+    pub address: String,
+    pub smb_dialect: String,
+    pub sqos_dialect: Dialect,
+    pub obeys_limits: bool,
+    pub poll_factor: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowTruth {
+    pub logical_flow_id: Uuid,
+    pub initiator_id: Uuid,
+    pub initiator_name: String,
+    pub initiator_node_name: String,
+    pub host: String,
+    pub dialect: Dialect,
+    pub file_names: Vec<String>,
+    pub obeys_limits: bool,
+    /// The policies the client asked for (SET_POLICY), in order.
+    pub policies: Vec<PolicyTruth>,
+    pub updates: Vec<UpdateTruth>,
+    /// I/O completed after the last update (reported to nobody).
+    pub unreported_ios: u64,
+    pub totals: FlowTotals,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyTruth {
+    pub time: f64,
+    pub request_frame: Option<u64>,
+    #[serde(flatten)]
+    pub policy: PolicySpec,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FlowTotals {
+    pub io_count: u64,
+    pub normalized_io_count: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub latency_100ns: u64,
+    pub lower_latency_100ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UpdateTruth {
+    pub request_frame: Option<u64>,
+    pub request_time: f64,
+    pub response_frame: Option<u64>,
+    pub nt_status: u32,
+    /// Time of the previous update of the flow (the interval start), if any.
+    pub previous_request_time: Option<f64>,
+    /// The MaximumIoRate the client was throttling to when the interval ended (0: none).
+    pub maximum_io_rate_in_effect: u64,
+    pub io_count_increment: u64,
+    pub normalized_io_count_increment: u64,
+    pub latency_increment: u64,
+    pub lower_latency_increment: u64,
+    pub kilobyte_count_increment: Option<u64>,
+    pub ios: Vec<IoTruth>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IoTruth {
+    pub op: &'static str,
+    pub offset: u64,
+    pub length: u32,
+    pub normalized: u64,
+    pub request_frame: Option<u64>,
+    pub response_frame: Option<u64>,
+    pub request_time: f64,
+    pub response_time: f64,
+    pub queue_delay_100ns: u64,
+    pub latency_100ns: u64,
+    pub lower_latency_100ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MessageTruth {
+    pub host: String,
+    pub logical_flow_id: Option<Uuid>,
+    pub file_name: Option<String>,
+    pub request_frame: Option<u64>,
+    pub request_time: f64,
+    pub response_frame: Option<u64>,
+    pub response_time: Option<f64>,
+    pub protocol_version: u16,
+    pub options: u32,
+    pub option_names: Vec<&'static str>,
+    pub max_output_response: u32,
+    pub nt_status: Option<u32>,
+    pub nt_status_name: Option<&'static str>,
+    pub response: Option<ResponseTruth>,
+    pub purpose: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ResponseTruth {
+    pub status: u32,
+    pub time_to_live: u32,
+    pub maximum_io_rate: u64,
+    pub minimum_io_rate: u64,
+    pub maximum_bandwidth: Option<u64>,
+    pub base_io_size: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    pub ios: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub sqos_requests: u64,
+    pub sqos_errors: u64,
+    pub updates: u64,
+}
+
+pub fn nt_status_name(s: u32) -> &'static str {
+    match s {
+        0 => "STATUS_SUCCESS",
+        0xC000_000D => "STATUS_INVALID_PARAMETER",
+        0xC000_0225 => "STATUS_NOT_FOUND",
+        0xC000_0059 => "STATUS_REVISION_MISMATCH",
+        0xC000_0010 => "STATUS_INVALID_DEVICE_REQUEST",
+        _ => "(other)",
+    }
+}
+
+/// Seconds (with µs) of a capture time in µs.
+pub fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}

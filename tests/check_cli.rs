@@ -1,0 +1,208 @@
+//! `sqos check` as CI runs it: exit codes and messages when it cannot run.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn sqos() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sqos"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sqos-check-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn a_bad_rules_file_is_exit_2_naming_line_and_key() {
+    let rules = tmp("bad.rules.toml");
+    std::fs::write(
+        &rules,
+        "[[flow_count]]\nmin = 1\n\n[[flow_metric]]\nmetric = \"iops\"\nmaxx = 5\n",
+    )
+    .unwrap();
+    let out = sqos()
+        .args(["check", "captures/real/smb311-plain.pcap", "--rules"])
+        .arg(&rules)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.rules.toml:6:1: key `maxx`: unknown field `maxx`"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn nothing_to_check_against_is_exit_2() {
+    let out = sqos()
+        .args(["check", "captures/real/smb311-plain.pcap"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give --rules and/or --baseline"));
+}
+
+#[test]
+fn a_bad_tolerance_is_exit_2() {
+    let rules = tmp("ok.rules.toml");
+    std::fs::write(&rules, "[[flow_count]]\nmin = 1\n").unwrap();
+    let out = sqos()
+        .args(["check", "x.pcap", "--tolerance", "iops=ten", "--rules"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--tolerance `iops=ten`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_unusable_capture_is_exit_2_and_a_junit_error() {
+    let rules = tmp("ok2.rules.toml");
+    std::fs::write(&rules, "[[flow_count]]\nmin = 1\n").unwrap();
+    let missing = tmp("missing.pcap");
+    let junit = tmp("out.xml");
+    let out = sqos()
+        .arg("check")
+        .arg(&missing)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testsuites name=\"sqos check\" tests=\"1\" failures=\"0\" errors=\"1\">"),
+        "{xml}"
+    );
+    assert!(xml.contains("<error message=\"unusable capture: "), "{xml}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("ERROR unusable capture"), "{stdout}");
+}
+
+const SAMBA_311: &str = "captures/real/smb311-plain.pcap";
+const SAMBA_210: &str = "captures/real/smb210-plain.pcap";
+
+fn run_in_repo(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = sqos()
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn samba_captures_pass_or_fail_by_their_nt_statuses() {
+    // smbd answers every FSCTL_STORAGE_QOS_CONTROL with STATUS_INVALID_DEVICE_REQUEST.
+    let strict = tmp("strict.rules.toml");
+    std::fs::write(
+        &strict,
+        "[[nt_statuses]]\nname = \"success only\"\nallowed = [\"STATUS_SUCCESS\"]\n\n[[all_answered]]\n",
+    )
+    .unwrap();
+    let junit = tmp("samba.xml");
+    let (code, out, _) = run_in_repo(&[
+        "check",
+        SAMBA_311,
+        SAMBA_210,
+        "--quiet",
+        "--rules",
+        strict.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("FAIL  success only            STATUS_INVALID_DEVICE_REQUEST ×6, first in frame 17  (expected only STATUS_SUCCESS)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("PASS  every request answered  all 6 requests answered"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("2 captures: 2 passed, 2 failed, 0 could not be judged\n"),
+        "{out}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testsuite ").count(), 2, "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 4, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
+
+    let lenient = tmp("lenient.rules.toml");
+    std::fs::write(
+        &lenient,
+        "[[nt_statuses]]\nallowed = [\"STATUS_SUCCESS\", \"STATUS_INVALID_DEVICE_REQUEST\"]\n",
+    )
+    .unwrap();
+    let (code, out, _) = run_in_repo(&[
+        "check",
+        SAMBA_311,
+        "--quiet",
+        "--rules",
+        lenient.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.ends_with("  1 passed, 0 failed\n"), "{out}");
+}
+
+#[test]
+fn a_saved_flow_table_is_a_baseline() {
+    let (code, json, err) = run_in_repo(&["flows", "--format", "json", "--quiet", SAMBA_311]);
+    assert_eq!(code, Some(0), "{err}");
+    let base = tmp("samba.baseline.json");
+    std::fs::write(&base, &json).unwrap();
+    let (code, out, err) = run_in_repo(&[
+        "check",
+        SAMBA_311,
+        "--quiet",
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("PASS  baseline: flow [b13a32e4-e2ad-5db2-a4f8-5cd3be9d696e]"),
+        "{out}"
+    );
+
+    // The same flow with another protocol version and an extra flow: both differences.
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v[0]["protocol_version"] = serde_json::json!(256);
+    let mut extra = v[0].clone();
+    extra["logical_flow_id"] = serde_json::json!("99999999-0000-4000-8000-000000000009");
+    extra["initiator_name"] = serde_json::json!("vm09");
+    v.as_array_mut().unwrap().push(extra);
+    std::fs::write(&base, v.to_string()).unwrap();
+    let (code, out, _) = run_in_repo(&[
+        "check",
+        SAMBA_311,
+        "--quiet",
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("FAIL  baseline: flow [b13a32e4-e2ad-5db2-a4f8-5cd3be9d696e]  protocol_version 256 → 257"), "{out}");
+    assert!(
+        out.contains("FAIL  baseline: flow vm09 [99999999]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("vanished  (expected present, as in the baseline)"),
+        "{out}"
+    );
+}
