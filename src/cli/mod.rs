@@ -7,6 +7,7 @@ mod export;
 mod flows;
 mod plot;
 mod stats;
+mod synth;
 
 use std::path::PathBuf;
 
@@ -40,6 +41,8 @@ enum Command {
     Plot(plot::PlotArgs),
     /// Judge captures against a rules file and/or a saved flow table, for CI (exit 0/1/2).
     Check(check::CheckArgs),
+    /// Generate Hyper-V ↔ Scale-Out File Server traffic with SQOS (deterministic with --seed).
+    Synth(sqos::synth::SynthArgs),
 }
 
 /// Options every command that reads a capture shares.
@@ -83,6 +86,7 @@ pub fn main() -> i32 {
         Command::Export(a) => export::run(&a),
         Command::Plot(a) => plot::run(&a),
         Command::Check(a) => check::run(&a),
+        Command::Synth(a) => synth::run(&a),
     }
 }
 
