@@ -109,3 +109,19 @@ fn removed_packet_becomes_one_gap() {
     assert_eq!(total + 2896, 446_452);
     assert_eq!(r.stats().gap_bytes, 2896);
 }
+
+/// Retransmitted data segments, against tshark's `tcp.analysis.retransmission` (which also
+/// counts SYN retransmissions) and `tcp.analysis.keep_alive` (old 1-byte probes, which are
+/// old data here too).
+#[test]
+fn retransmission_counts_agree_with_tshark() {
+    for (name, expected) in [
+        ("sv-smb2-01_smb2-peter.pcap", 9), // tshark: 9 retransmissions
+        ("sv-smb2-delete_input.pcap", 4),  // tshark: 6, of which 2 are SYNs
+        ("sv-smb2-ntlmssp-negotiateflags_input.pcap", 3), // tshark: 3 keep-alives
+    ] {
+        let (_, r) = reassemble(name);
+        assert_eq!(r.stats().retransmissions, expected, "{name}");
+        assert_eq!(r.stats().out_of_order, 0, "{name}");
+    }
+}

@@ -547,3 +547,53 @@ fn all_ones_file_id_without_related_flag_names_no_file() {
         (Some(FID), Some("x.vhdx"))
     );
 }
+
+#[test]
+fn bound_over_all_framers_cuts_the_biggest_message_in_progress() {
+    let limits = sqos::pipeline::Limits {
+        max_framer_bytes: 3000,
+        ..Default::default()
+    };
+    let mut p = Pipeline::with_limits(PipelineConfig::default(), limits);
+    let mut out = Collect::default();
+    let big: Vec<u8> = vec![0x42; 4000];
+    let req = framed(&Msg::request(
+        IOCTL,
+        1,
+        ioctl_request(FSCTL_SQOS, F, &big, 96, 0),
+    ));
+    for (i, conn) in [ConnId(0), ConnId(1)].into_iter().enumerate() {
+        let mut k = key();
+        k.client.set_port(50000 + i as u16);
+        p.stream_sink().on_connection(conn, &k, 1, Timestamp(0));
+    }
+    // Connection 0 gets 2000 bytes of its request, connection 1 1500: 3500 > 3000.
+    p.stream_sink()
+        .on_data(ConnId(0), Dir::ToServer, 1, Timestamp(0), &req[..2000]);
+    assert_eq!(p.framer_bytes(), 2000 - 4);
+    p.stream_sink()
+        .on_data(ConnId(1), Dir::ToServer, 2, Timestamp(0), &req[..1500]);
+    // Connection 0's message was cut to header + fixed IOCTL body.
+    assert_eq!(p.framer_bytes(), 120 + 1500 - 4);
+    p.stream_sink()
+        .on_data(ConnId(0), Dir::ToServer, 3, Timestamp(0), &req[2000..]);
+    p.stream_sink()
+        .on_data(ConnId(1), Dir::ToServer, 4, Timestamp(0), &req[1500..]);
+    p.finish(&mut out);
+    let s = out.sqos();
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (s[0].conn, s[0].buffer.len(), s[0].buffer_truncated),
+        (ConnId(0), 0, true)
+    );
+    assert_eq!(
+        (s[1].conn, s[1].buffer.len(), s[1].buffer_truncated),
+        (ConnId(1), 4000, false)
+    );
+    assert_eq!(p.stats().framer_bytes_shed, 2000 - 4 - 120);
+    assert!(out
+        .notes()
+        .iter()
+        .any(|n| n.contains("buffering bound hit")));
+    assert_eq!(p.framer_bytes(), 0);
+}

@@ -162,6 +162,12 @@ fn unknown_version_is_decoded_with_the_1_0_layout() {
         codes(&d),
         vec![FindingCode::ShortBuffer, FindingCode::UnknownVersion]
     );
+    // plugin/sqos.lua mirrors this text word for word.
+    assert_eq!(
+        d.findings[0].message,
+        "buffer of 40 bytes is shorter than the 88-byte fixed part of a unknown-version \
+         (read as 1.0) response"
+    );
 }
 
 #[test]

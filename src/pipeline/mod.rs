@@ -188,6 +188,8 @@ pub struct Stats {
     pub pending_evicted: u64,
     /// Opens forgotten because the open table was full.
     pub opens_evicted: u64,
+    /// Bytes of messages in progress dropped because all framers together held too much.
+    pub framer_bytes_shed: u64,
 }
 
 /// Bounds of the pipeline's own state (memory stays bounded whatever the capture).
@@ -198,6 +200,11 @@ pub struct Limits {
     pub hold_window_secs: u32,
     /// Most records queued behind held SQOS requests.
     pub max_queued: usize,
+    /// Most bytes held by all SMB2 framers together. Each framer is bounded by
+    /// `framer.max_keep`, but many connections each in the middle of a large SQOS IOCTL could add
+    /// up; beyond this bound the framer holding most gives its bytes back (its parts are cut,
+    /// and that is noted).
+    pub max_framer_bytes: usize,
 }
 
 impl Default for Limits {
@@ -206,6 +213,7 @@ impl Default for Limits {
             framer: FramerConfig::default(),
             hold_window_secs: 60,
             max_queued: 10_000,
+            max_framer_bytes: 64 << 20,
         }
     }
 }
@@ -231,6 +239,7 @@ impl Pipeline {
             reassembler: Reassembler::new(cfg.reassembly),
             layer: Smb2Layer::new(
                 limits.framer,
+                limits.max_framer_bytes,
                 Outbox::new(limits.hold_window_secs, limits.max_queued),
             ),
             link_errors_noted: false,

@@ -19,6 +19,10 @@ pub const MAX_CONNECTIONS: usize = 200_000;
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
     framers: HashMap<(ConnId, Dir), Framer>,
+    /// Sum of `Framer::buffered` over `framers`.
+    framer_total: usize,
+    /// Most bytes held by all framers together (see `Limits::max_framer_bytes`).
+    max_framer_bytes: usize,
     /// Connections whose framers may hold state, oldest (lowest id) first.
     conns: BTreeMap<ConnId, ConnKey>,
     events: Vec<FramerEvent>,
@@ -29,10 +33,12 @@ pub struct Smb2Layer {
 }
 
 impl Smb2Layer {
-    pub fn new(framer_cfg: FramerConfig, outbox: Outbox) -> Self {
+    pub fn new(framer_cfg: FramerConfig, max_framer_bytes: usize, outbox: Outbox) -> Self {
         Smb2Layer {
             framer_cfg,
             framers: HashMap::new(),
+            framer_total: 0,
+            max_framer_bytes,
             conns: BTreeMap::new(),
             events: Vec::new(),
             exchange: Exchange::new(),
@@ -44,7 +50,44 @@ impl Smb2Layer {
 
     /// Bytes held by all framers (for tests of the memory bound).
     pub fn framer_bytes(&self) -> usize {
-        self.framers.values().map(Framer::buffered).sum()
+        self.framer_total
+    }
+
+    /// Run `f` on the framer of (conn, dir), keeping the total of held bytes up to date and
+    /// within `max_framer_bytes`.
+    fn with_framer(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        f: impl FnOnce(&mut Framer, &mut Vec<FramerEvent>),
+    ) {
+        let cfg = self.framer_cfg;
+        let framer = self
+            .framers
+            .entry((conn, dir))
+            .or_insert_with(|| Framer::new(cfg));
+        let before = framer.buffered();
+        f(framer, &mut self.events);
+        let after = framer.buffered();
+        self.framer_total = (self.framer_total + after).saturating_sub(before);
+        while self.framer_total > self.max_framer_bytes {
+            let Some((&key, biggest)) = self.framers.iter_mut().max_by_key(|(_, f)| f.buffered())
+            else {
+                break;
+            };
+            let freed = biggest.shed();
+            if freed == 0 {
+                break;
+            }
+            self.framer_total = self.framer_total.saturating_sub(freed);
+            self.stats.framer_bytes_shed += freed as u64;
+            let label = self.dir_label(key.0, key.1);
+            self.note(
+                frame,
+                format!("{label}: SMB2 buffering bound hit, {freed} bytes of a message in progress dropped"),
+            );
+        }
     }
 
     fn note(&mut self, frame: u64, message: String) {
@@ -174,6 +217,7 @@ impl Smb2Layer {
     fn end_conn(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
+                self.framer_total = self.framer_total.saturating_sub(f.buffered());
                 f.finish(&mut self.events);
                 self.handle_events(conn, dir, frame, ts);
             }
@@ -190,6 +234,7 @@ impl Smb2Layer {
         keys.sort_by_key(|(c, d)| (c.0, *d == Dir::ToClient));
         for (conn, dir) in keys {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
+                self.framer_total = self.framer_total.saturating_sub(f.buffered());
                 f.finish(&mut self.events);
                 self.handle_events(conn, dir, self.last_frame, ts);
             }
@@ -217,22 +262,14 @@ impl StreamSink for Smb2Layer {
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {
         self.last_frame = self.last_frame.max(frame);
-        let cfg = self.framer_cfg;
-        self.framers
-            .entry((conn, dir))
-            .or_insert_with(|| Framer::new(cfg))
-            .push(data, &mut self.events);
+        self.with_framer(conn, dir, frame, |f, ev| f.push(data, ev));
         self.handle_events(conn, dir, frame, ts);
     }
 
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64) {
         self.last_frame = self.last_frame.max(frame);
         self.stats.gaps += 1;
-        let cfg = self.framer_cfg;
-        self.framers
-            .entry((conn, dir))
-            .or_insert_with(|| Framer::new(cfg))
-            .gap(missing, &mut self.events);
+        self.with_framer(conn, dir, frame, |f, ev| f.gap(missing, ev));
         self.handle_events(conn, dir, frame, ts);
     }
 

@@ -243,6 +243,30 @@ impl InMessage {
         }
     }
 
+    /// Give back memory (a bound over all framers was hit): the part being gathered whole ends
+    /// here, and every kept part is cut to its header and fixed body.
+    pub(super) fn shed(&mut self, cfg: &FramerConfig) {
+        if matches!(
+            self.part,
+            PartState::Gather {
+                phase: Phase::Whole,
+                header: Some(_),
+                ..
+            }
+        ) {
+            self.finish_part(cfg, true);
+        }
+        for p in &mut self.msg.parts {
+            let keep = HEADER_LEN + fixed_body_len(p.header.command, p.header.is_response());
+            if p.bytes.len() > keep {
+                p.bytes.truncate(keep);
+                p.bytes.shrink_to_fit();
+                p.cut = true;
+            }
+        }
+        self.kept = self.msg.parts.iter().map(|p| p.bytes.len()).sum();
+    }
+
     /// The current part has all the bytes it keeps: store it and skip the rest of it.
     fn finish_part(&mut self, cfg: &FramerConfig, cut: bool) {
         let part = std::mem::replace(&mut self.part, PartState::Rest);

@@ -164,6 +164,16 @@ impl Framer {
         state + self.replay.len()
     }
 
+    /// Give back the bytes held for the message in progress (a memory bound over all framers was
+    /// hit): its parts keep only header and fixed body and are marked cut. Returns bytes freed.
+    pub fn shed(&mut self) -> usize {
+        let before = self.buffered();
+        if let State::Message(m) = &mut self.state {
+            m.shed(&self.cfg);
+        }
+        before.saturating_sub(self.buffered())
+    }
+
     /// Feed in-order stream bytes.
     pub fn push(&mut self, data: &[u8], out: &mut Vec<FramerEvent>) {
         let mut data = data;
