@@ -52,17 +52,18 @@ fn example_rules_files_load() {
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn steady_passes_its_rules_and_the_limits() {
-    for rules in ["steady.rules.toml", "limits.rules.toml"] {
-        let v = judge("steady", rules);
-        assert_eq!(v.failed(), 0, "{rules}:\n{}", report(&v));
-        assert!(v.passed() >= 6, "{}", report(&v));
+    // The same cluster over IPv6 and over a lossy network behaves the same at the SQOS level.
+    for stem in ["steady", "steady-ipv6", "lossy-network"] {
+        for rules in ["steady.rules.toml", "limits.rules.toml"] {
+            let v = judge(stem, rules);
+            assert_eq!(v.failed(), 0, "{stem} {rules}:\n{}", report(&v));
+            assert!(v.passed() >= 6, "{}", report(&v));
+        }
     }
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn noisy_neighbour_breaks_the_limits() {
     let v = judge("noisy-neighbour", "limits.rules.toml");
     assert_eq!(
@@ -96,7 +97,6 @@ fn noisy_neighbour_breaks_the_limits() {
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn misbehaving_client_breaks_the_limits_and_gets_errors() {
     let v = judge("misbehaving-client", "limits.rules.toml");
     let failed = v.failed_names();
@@ -166,7 +166,6 @@ fn judge_baseline(stem: &str, baseline: serde_json::Value, tol: &[&str]) -> Capt
 const SETTINGS_ONLY: [&str; 1] = ["default=1000%"];
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn steady_matches_its_own_baseline_and_drift_is_found() {
     let base = flow_table_json("steady");
     let v = judge_baseline("steady", base.clone(), &[]);
@@ -185,7 +184,6 @@ fn steady_matches_its_own_baseline_and_drift_is_found() {
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn noisy_neighbour_drifts_from_the_steady_baseline_by_its_limit() {
     let v = judge_baseline("noisy-neighbour", flow_table_json("steady"), &SETTINGS_ONLY);
     // Only vm01, whose policy the scenario changed, differs in its settings.
@@ -213,7 +211,6 @@ fn noisy_neighbour_drifts_from_the_steady_baseline_by_its_limit() {
 }
 
 #[test]
-#[ignore = "needs the synth captures and the flow analysis on main (issues 4, 5)"]
 fn misbehaving_client_has_a_flow_the_steady_baseline_lacks() {
     let v = judge_baseline(
         "misbehaving-client",

@@ -206,3 +206,46 @@ fn a_saved_flow_table_is_a_baseline() {
         "{out}"
     );
 }
+
+#[test]
+fn several_captures_are_each_judged_alone() {
+    let junit = tmp("limits.xml");
+    let (code, out, err) = run_in_repo(&[
+        "check",
+        "captures/steady.pcap.gz",
+        "captures/noisy-neighbour.pcapng.gz",
+        "--quiet",
+        "--rules",
+        "captures/limits.rules.toml",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let (steady, noisy) = out
+        .split_once("\ncaptures/noisy-neighbour.pcapng.gz\n")
+        .unwrap();
+    assert!(steady.starts_with("captures/steady.pcap.gz\n"), "{out}");
+    assert!(steady.ends_with("  6 passed, 0 failed\n"), "{out}");
+    assert!(noisy.contains("  3 passed, 3 failed\n"), "{out}");
+    assert!(
+        out.ends_with("2 captures: 9 passed, 3 failed, 0 could not be judged\n"),
+        "{out}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(
+            "<testsuite name=\"captures/steady.pcap.gz\" tests=\"6\" failures=\"0\" errors=\"0\">"
+        ),
+        "{xml}"
+    );
+    assert!(xml.contains("<testsuite name=\"captures/noisy-neighbour.pcapng.gz\" tests=\"6\" failures=\"3\" errors=\"0\">"), "{xml}");
+
+    let (code, out, _) = run_in_repo(&[
+        "check",
+        "captures/steady.pcap.gz",
+        "--quiet",
+        "--rules",
+        "captures/steady.rules.toml",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+}

@@ -81,7 +81,7 @@ pub fn judge(rule: &Rule, ev: &Evidence<'_>) -> Outcome {
             |f| (f.last_status() == Some(*status), f.last_status_text()),
         ),
         Check::FlowExists { select, present } => exists(ev.flows, select, *present),
-        Check::FlowCount(range) => count(ev.flows.len() as u64, *range, "flows"),
+        Check::FlowCount(range) => count(ev.flows.len() as u64, *range, "flow"),
         Check::MessageCount { option, range } => {
             let n = match option {
                 OptionName::Any => ev.facts.requests,
@@ -92,7 +92,7 @@ pub fn judge(rule: &Rule, ev: &Evidence<'_>) -> Outcome {
                     .copied()
                     .unwrap_or(0),
             };
-            count(n, *range, "requests")
+            count(n, *range, "request")
         }
     };
     Outcome {
@@ -388,7 +388,7 @@ fn exists(flows: &FlowTable, select: &Selector, present: bool) -> Judged {
 fn count(n: u64, range: CountRange, what: &str) -> Judged {
     Judged {
         passed: range.contains(n),
-        measured: format!("{n} {what}"),
+        measured: plural(n, what),
         expected: format!("{range}"),
         details: Vec::new(),
     }
