@@ -82,7 +82,6 @@ local CODES = {
 local FLOW_CODES = {
     "flow.exceeds_max_io_rate",
     "flow.exceeds_max_bandwidth",
-    "flow.insufficient_throughput",
     "flow.reservation_not_met",
     "flow.counters_mismatch",
     "flow.status_poll_late",
@@ -668,7 +667,8 @@ local NT_NAMES = {
 local function nt_name(s) return NT_NAMES[s] or string.format("0x%08x", s) end
 
 -- Tolerances and bounds: src/analysis/config.rs defaults.
-local TOL = { rate_rel = 0.10, rate_abs = 1.0, min_window_secs = 0.5, counters_rel = 0.05,
+local TOL = { rate_rel = 0.10, rate_abs = 1.0, burst_secs = 0.25, backlog_ms = 1.0,
+              min_window_secs = 0.5, counters_rel = 0.05,
               counters_abs = 2.0, poll_grace_rel = 0.25, poll_grace_min_secs = 0.5,
               set_policy_status_secs = 1.0, set_policy_grace_secs = 0.25,
               unanswered_grace_secs = 5.0 }
@@ -900,9 +900,9 @@ function A.apply_server(f, s, frame, t)
                 maximum_bandwidth = s.maximum_bandwidth and u64n(s.maximum_bandwidth) or nil }
     A.effect_merge(f.current_effect, A.server_effect(v))
     if v.status == 1 and not f.insufficient then
-        A.finding(f, "flow.insufficient_throughput", "warning", string.format(
-            "the server reports StorageQoSStatusInsufficientThroughput (MinimumIoRate %d)",
-            v.minimum_io_rate), frame, t)
+        A.finding(f, "flow.reservation_not_met", "warning", string.format(
+            "the server reports StorageQoSStatusInsufficientThroughput: it cannot give " ..
+            "MinimumIoRate %d", v.minimum_io_rate), frame, t)
     end
     f.insufficient = v.status == 1
     f.server = v
@@ -921,7 +921,8 @@ function A.note_unsupported(f, status, frame, t)
         "the server does not support Storage QoS: it answered " .. status, frame, t)
 end
 
--- A READ/WRITE completed on one of the flow's opens.
+-- A READ/WRITE completed on one of the flow's opens; bucketed by the frame that completed its
+-- response (`frame`): it belongs to the first update sent after it.
 function A.add_io(f, req_t, resp_t, bytes, frame)
     local base = A.base_io_size(f)
     local rt = resp_t - req_t
@@ -929,12 +930,12 @@ function A.add_io(f, req_t, resp_t, bytes, frame)
     if f.io_span == nil then f.io_span = { req_t, req_t }
     else f.io_span = { math.min(f.io_span[1], req_t), math.max(f.io_span[2], req_t) } end
     if f.boundary ~= nil then
-        if req_t > f.boundary.t then
+        if frame > f.boundary.frame then
             A.observed_add_io(f.current, bytes, base, rt)
         else
             local placed = false
             for _, p in ipairs(f.unfinished) do
-                if p.row.start < req_t and req_t <= p.row.stop then
+                if p.row.start_frame < frame and frame <= p.row.end_frame then
                     A.observed_add_io(p.row.observed, bytes, base, rt)
                     placed = true
                     break
@@ -985,7 +986,10 @@ function A.check_row(row)
         row.end_frame)
     local observed = A.observed_rates(row.observed, secs)
     local reported = A.rates(row.reported, row.reported_secs)
-    local function above(rate, max) return rate > max * (1 + TOL.rate_rel) + TOL.rate_abs end
+    local burst = secs > 0 and TOL.burst_secs / secs or 0
+    local function above(rate, max)
+        return rate > max * (1 + burst) * (1 + TOL.rate_rel) + TOL.rate_abs
+    end
     local function below(rate, min) return rate < min * (1 - TOL.rate_rel) - TOL.rate_abs end
     local function issue(code, sev, msg) out[#out + 1] = { code = code, severity = sev,
                                                            message = msg } end
@@ -1015,13 +1019,18 @@ function A.check_row(row)
             end
         end
         local min = row.in_effect.min_rate
-        if min and min > 0 and observed then
+        -- Demand: the client queued its I/O ((Latency - LowerLatency) / IoCount).
+        local backlog = nil
+        if row.updates_applied > 0 and row.reported.io > 0 then
+            backlog = math.max(row.reported.lat - row.reported.lower, 0) / row.reported.io / 10000
+        end
+        if min and min > 0 and observed and backlog and backlog >= TOL.backlog_ms then
             local ok = row.in_effect.status_known and row.in_effect.all_ok
-            if ok and row.observed_complete and row.observed.io > 0 and
-                below(observed.normalized_iops, min) then
+            if ok and row.observed_complete and below(observed.normalized_iops, min) then
                 issue("flow.reservation_not_met", "warning", string.format(
                     "observed %.1f normalized IOPS %s below MinimumIoRate %d while the status " ..
-                    "is StorageQoSStatusOk", observed.normalized_iops, span, min))
+                    "is StorageQoSStatusOk and the client queued its I/O %.1f ms on average",
+                    observed.normalized_iops, span, min, backlog))
             end
         end
     end

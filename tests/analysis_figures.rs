@@ -93,21 +93,26 @@ fn a_failed_update_loses_its_counts_but_still_bounds_the_interval() {
 }
 
 #[test]
-fn observed_io_is_bucketed_by_request_time_into_the_same_intervals() {
+fn observed_io_is_bucketed_by_the_frame_that_completed_its_response() {
     let mut k = Kit::default();
     associated(&mut k);
     let st = Some(status(FLOW, 0, 0, 4000, Status::OK));
-    k.exchange(1.0, 1, counters_req(FLOW, 0, 0, 0, 0), SUCCESS, st.clone());
     // Before the first update: counted in all I/O, not in any interval.
     k.io(0.5, 1, 4096, 0.001);
-    // Interval (1, 3]: 4 I/O of 64 KiB (8 normalized each), 2 ms, one completing after t=3.
+    k.exchange(1.0, 1, counters_req(FLOW, 0, 0, 0, 0), SUCCESS, st.clone());
+    // Interval (1, 3]: 3 I/O of 64 KiB (8 normalized each), 2 ms.
     for t in [1.5, 2.0, 2.5] {
         k.io(t, 1, 65536, 0.002);
     }
+    let held_back = k.frame + 1;
+    k.frame += 1;
     let u = k.request(3.0, 1, counters_req(FLOW, 4, 32, 80_000, 256));
+    // Completed before the update (frame `held_back`) but handed over after it.
+    k.io_at_frame(2.9, 1, 65536, 0.002, held_back);
+    // Issued before the update, answered after it: the next interval's.
     k.io(2.999, 1, 65536, 0.002);
     k.respond(3.001, 1, u, SUCCESS, st.clone());
-    k.exchange(4.0, 1, counters_req(FLOW, 0, 0, 0, 0), SUCCESS, st);
+    k.exchange(4.0, 1, counters_req(FLOW, 1, 8, 20_000, 64), SUCCESS, st);
     let a = k.finish();
     let f = flow(&a, FLOW);
     let row = &f.series.rows[0];
@@ -119,10 +124,12 @@ fn observed_io_is_bucketed_by_request_time_into_the_same_intervals() {
     assert_eq!(o.normalized_iops, 16.0);
     assert_eq!(o.kilobytes_per_second, 128.0);
     assert!((o.avg_response_ms.unwrap_or(0.0) - 2.0).abs() < 1e-6);
-    assert_eq!(f.all_io.io_count, 5);
-    // Whole observed over the finished intervals (1..4 s): 4 I/O / 3 s.
+    assert_eq!(f.series.rows[1].observed.io_count, 1);
+    assert_eq!(f.all_io.io_count, 6);
+    // Whole observed over the finished intervals (1..4 s): 5 I/O / 3 s.
     let w = f.observed_rates().expect("whole");
-    assert!((w.iops - 4.0 / 3.0).abs() < 1e-9);
+    assert!((w.iops - 5.0 / 3.0).abs() < 1e-9);
+    assert_eq!(f.late_io, 0);
     assert!(f.findings.is_empty(), "{:?}", codes(f));
 }
 

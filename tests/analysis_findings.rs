@@ -68,27 +68,42 @@ fn exceeding_maximum_bandwidth() {
 }
 
 #[test]
-fn insufficient_throughput_status_is_reported_once() {
+fn insufficient_throughput_status_is_a_reservation_not_met() {
     let a = run(Steady {
         status: Status::INSUFFICIENT_THROUGHPUT,
         ..Steady::default()
     });
     let f = flow(&a, FLOW);
-    assert_eq!(codes(f), vec!["flow.insufficient_throughput"]);
+    assert_eq!(codes(f), vec!["flow.reservation_not_met"]);
+    assert!(f
+        .findings
+        .iter()
+        .all(|x| x.message.contains("InsufficientThroughput")));
     // The SET_POLICY|GET_STATUS answer (frame 5) is the first to say so.
     assert_eq!(f.findings.iter().next().map(|x| x.frame), Some(5));
 }
 
 #[test]
-fn observed_below_reservation_while_ok() {
+fn observed_below_reservation_while_ok_with_a_backlog() {
+    // The client queued each I/O 5 ms: it wanted more than the 20 IOPS it got.
+    let a = run(Steady {
+        iops: 20,
+        min: 100,
+        queue_ticks: 50_000,
+        ..Steady::default()
+    });
+    let f = flow(&a, FLOW);
+    assert_eq!(codes(f), vec!["flow.reservation_not_met"]);
+    let x = f.findings.iter().next().expect("finding");
+    assert_eq!(x.occurrences, 5);
+    assert!(x.message.contains("queued its I/O 5.0 ms"), "{}", x.message);
+    // No queueing: the flow just asked for less than its reservation.
     let a = run(Steady {
         iops: 20,
         min: 100,
         ..Steady::default()
     });
-    let f = flow(&a, FLOW);
-    assert_eq!(codes(f), vec!["flow.reservation_not_met"]);
-    assert_eq!(f.findings.iter().next().map(|x| x.occurrences), Some(5));
+    assert_eq!(flow(&a, FLOW).findings_total(), 0);
 }
 
 #[test]

@@ -76,7 +76,7 @@ fn flow_json_has_the_documented_keys_and_values() {
     assert_eq!(f["last_status"], 0);
     assert_eq!(f["iops"], 100.0);
     assert_eq!(f["avg_latency_ms"], 2.0);
-    assert_eq!(f["avg_lower_latency_ms"], 1.0);
+    assert_eq!(f["avg_lower_latency_ms"], 2.0);
     assert_eq!(f["kilobytes_per_second"], 800.0);
     assert_eq!(f["observed"]["iops"], 100.0);
     assert_eq!(f["observed"]["kilobytes_per_second"], 800.0);

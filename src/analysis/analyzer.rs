@@ -58,7 +58,8 @@ pub struct Analysis {
 pub struct Analyzer {
     cfg: AnalyzerConfig,
     opens: HashMap<OpenKey, OpenState>,
-    flows: HashMap<Uuid, FlowState>,
+    /// Boxed: the table's empty buckets then cost a pointer, not a whole flow.
+    flows: HashMap<Uuid, Box<FlowState>>,
     pending: HashMap<(ConnId, u64), Pending>,
     /// Insertion order of `pending` (with stale keys, compacted when it grows), for eviction.
     pending_order: VecDeque<((ConnId, u64), u64)>,
@@ -138,7 +139,7 @@ impl Analyzer {
 
     /// A flow followed so far.
     pub fn flow(&self, id: &Uuid) -> Option<&FlowState> {
-        self.flows.get(id)
+        self.flows.get(id).map(|f| &**f)
     }
 
     /// Opens followed now.
@@ -176,9 +177,9 @@ impl Analyzer {
                 return None;
             }
             self.flows
-                .insert(id, FlowState::new(id, frame, ts, &self.cfg));
+                .insert(id, Box::new(FlowState::new(id, frame, ts, &self.cfg)));
         }
-        self.flows.get_mut(&id)
+        self.flows.get_mut(&id).map(|f| &mut **f)
     }
 
     fn finding(
@@ -688,7 +689,7 @@ impl Analyzer {
         let cap = self.series_cap();
         let keep = self.cfg.stream_rows;
         let mut rows = std::mem::take(&mut self.rows_out);
-        let mut flows: Vec<FlowState> = self.flows.into_values().collect();
+        let mut flows: Vec<FlowState> = self.flows.into_values().map(|f| *f).collect();
         for f in &mut flows {
             let id = f.id;
             rows.extend(
@@ -775,8 +776,8 @@ impl RecordSink for Analyzer {
             f.add_io(
                 rec.request_ts,
                 rec.response_ts,
-                rec.requested,
                 rec.response_frame,
+                rec.requested,
             );
         }
     }

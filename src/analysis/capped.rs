@@ -27,13 +27,17 @@ impl<T> Capped<T> {
     }
 
     pub fn push(&mut self, item: T) {
+        // Exact growth: most lists hold a few items and there are many of them (one per flow).
         if self.head.len() < self.head_cap {
+            self.head.reserve_exact(1);
             self.head.push(item);
             return;
         }
         if self.tail.len() >= self.tail_cap {
             self.tail.pop_front();
             self.dropped += 1;
+        } else {
+            self.tail.reserve_exact(1);
         }
         self.tail.push_back(item);
     }

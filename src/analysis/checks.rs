@@ -22,8 +22,9 @@ fn issue(code: FlowFindingCode, severity: Severity, message: String) -> RowIssue
     }
 }
 
-fn above(rate: f64, max: u64, t: &Tolerances) -> bool {
-    rate > max as f64 * (1.0 + t.rate_rel) + t.rate_abs
+fn above(rate: f64, max: u64, secs: f64, t: &Tolerances) -> bool {
+    let burst = if secs > 0.0 { t.burst_secs / secs } else { 0.0 };
+    rate > max as f64 * (1.0 + burst) * (1.0 + t.rate_rel) + t.rate_abs
 }
 
 fn below(rate: f64, min: u64, t: &Tolerances) -> bool {
@@ -32,6 +33,13 @@ fn below(rate: f64, min: u64, t: &Tolerances) -> bool {
 
 fn disagree(reported: f64, observed: f64, t: &Tolerances) -> bool {
     (reported - observed).abs() > t.counters_abs.max(t.counters_rel * reported.max(observed))
+}
+
+/// Average time an I/O waited in the client before it was sent, from the applied counters.
+fn backlog_ms(row: &IntervalRow) -> Option<f64> {
+    let r = &row.reported;
+    (row.updates_applied > 0 && r.io_count > 0)
+        .then(|| r.latency.saturating_sub(r.lower_latency) as f64 / r.io_count as f64 / 10_000.0)
 }
 
 /// Section 3.1.7.1 averages the initiation rate; the averaging window is the update interval
@@ -47,7 +55,7 @@ pub fn check_row(row: &IntervalRow, t: &Tolerances) -> Vec<RowIssue> {
     let reported = row.reported_rates();
     if secs >= t.min_window_secs {
         if let Some(max) = row.in_effect.maximum_io_rate.filter(|&m| m > 0) {
-            if let Some(o) = observed.filter(|o| above(o.normalized_iops, max, t)) {
+            if let Some(o) = observed.filter(|o| above(o.normalized_iops, max, secs, t)) {
                 out.push(issue(
                     FlowFindingCode::ExceedsMaxIoRate,
                     Severity::Error,
@@ -56,7 +64,7 @@ pub fn check_row(row: &IntervalRow, t: &Tolerances) -> Vec<RowIssue> {
                         o.normalized_iops
                     ),
                 ));
-            } else if let Some(r) = reported.filter(|r| above(r.normalized_iops, max, t)) {
+            } else if let Some(r) = reported.filter(|r| above(r.normalized_iops, max, secs, t)) {
                 out.push(issue(
                     FlowFindingCode::ExceedsMaxIoRate,
                     Severity::Error,
@@ -68,7 +76,7 @@ pub fn check_row(row: &IntervalRow, t: &Tolerances) -> Vec<RowIssue> {
             }
         }
         if let Some(max) = row.in_effect.maximum_bandwidth.filter(|&m| m > 0) {
-            if let Some(o) = observed.filter(|o| above(o.kilobytes_per_second, max, t)) {
+            if let Some(o) = observed.filter(|o| above(o.kilobytes_per_second, max, secs, t)) {
                 out.push(issue(
                     FlowFindingCode::ExceedsMaxBandwidth,
                     Severity::Error,
@@ -79,7 +87,7 @@ pub fn check_row(row: &IntervalRow, t: &Tolerances) -> Vec<RowIssue> {
                 ));
             } else if let Some(kbps) = reported
                 .and_then(|r| r.kilobytes_per_second)
-                .filter(|&k| above(k, max, t))
+                .filter(|&k| above(k, max, secs, t))
             {
                 out.push(issue(
                     FlowFindingCode::ExceedsMaxBandwidth,
@@ -89,18 +97,15 @@ pub fn check_row(row: &IntervalRow, t: &Tolerances) -> Vec<RowIssue> {
             }
         }
         let min = row.in_effect.minimum_io_rate.filter(|&m| m > 0);
-        if let (Some(min), Some(o)) = (min, observed) {
+        let backlog = backlog_ms(row).filter(|&q| q >= t.backlog_ms);
+        if let (Some(min), Some(o), Some(q)) = (min, observed, backlog) {
             let ok_throughout = row.in_effect.status_known && row.in_effect.all_ok;
-            if ok_throughout
-                && row.observed_complete
-                && row.observed.io_count > 0
-                && below(o.normalized_iops, min, t)
-            {
+            if ok_throughout && row.observed_complete && below(o.normalized_iops, min, t) {
                 out.push(issue(
                     FlowFindingCode::ReservationNotMet,
                     Severity::Warning,
                     format!(
-                        "observed {:.1} normalized IOPS {span} below MinimumIoRate {min} while the status is StorageQoSStatusOk",
+                        "observed {:.1} normalized IOPS {span} below MinimumIoRate {min} while the status is StorageQoSStatusOk and the client queued its I/O {q:.1} ms on average",
                         o.normalized_iops
                     ),
                 ));

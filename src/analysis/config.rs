@@ -3,10 +3,17 @@
 /// How far a figure may stray before a finding fires.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tolerances {
-    /// A rate exceeds a maximum when rate > maximum × (1 + rate_rel) + rate_abs.
+    /// A rate over T seconds exceeds a maximum when
+    /// rate > maximum × (1 + burst_secs / T) × (1 + rate_rel) + rate_abs
+    /// (a pacing client may start `burst_secs` worth of I/O at once, section 3.1.7.1 averages).
     /// A rate misses a minimum when rate < minimum × (1 − rate_rel) − rate_abs.
     pub rate_rel: f64,
     pub rate_abs: f64,
+    pub burst_secs: f64,
+    /// Below-reservation needs demand: the client queued its I/O at least this long on average
+    /// ((LatencyIncrement − LowerLatencyIncrement) / IoCountIncrement), else the flow simply
+    /// asked for less than its reservation.
+    pub backlog_ms: f64,
     /// Rate checks skip intervals shorter than this (averages over tiny windows are noise).
     pub min_window_secs: f64,
     /// Reported and observed counts disagree when |a − b| > max(counters_abs, counters_rel × max(a, b)).
@@ -28,6 +35,8 @@ impl Default for Tolerances {
         Tolerances {
             rate_rel: 0.10,
             rate_abs: 1.0,
+            burst_secs: 0.25,
+            backlog_ms: 1.0,
             min_window_secs: 0.5,
             counters_rel: 0.05,
             counters_abs: 2.0,
@@ -70,8 +79,8 @@ impl Default for AnalyzerConfig {
             max_flows: 1_000_000,
             max_opens: 4_000_000,
             max_pending: 1_000_000,
-            series_budget_rows: 1_000_000,
-            series_min_rows: 8,
+            series_budget_rows: 250_000,
+            series_min_rows: 4,
             series_max_rows: 1024,
             timeline_cap: 32,
             opens_cap: 32,

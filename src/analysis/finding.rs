@@ -10,7 +10,6 @@ use crate::sqos::Severity;
 pub enum FlowFindingCode {
     ExceedsMaxIoRate,
     ExceedsMaxBandwidth,
-    InsufficientThroughput,
     ReservationNotMet,
     CountersMismatch,
     StatusPollLate,
@@ -25,10 +24,9 @@ pub enum FlowFindingCode {
 }
 
 impl FlowFindingCode {
-    pub const ALL: [FlowFindingCode; 14] = [
+    pub const ALL: [FlowFindingCode; 13] = [
         FlowFindingCode::ExceedsMaxIoRate,
         FlowFindingCode::ExceedsMaxBandwidth,
-        FlowFindingCode::InsufficientThroughput,
         FlowFindingCode::ReservationNotMet,
         FlowFindingCode::CountersMismatch,
         FlowFindingCode::StatusPollLate,
@@ -46,7 +44,6 @@ impl FlowFindingCode {
         match self {
             FlowFindingCode::ExceedsMaxIoRate => "flow.exceeds_max_io_rate",
             FlowFindingCode::ExceedsMaxBandwidth => "flow.exceeds_max_bandwidth",
-            FlowFindingCode::InsufficientThroughput => "flow.insufficient_throughput",
             FlowFindingCode::ReservationNotMet => "flow.reservation_not_met",
             FlowFindingCode::CountersMismatch => "flow.counters_mismatch",
             FlowFindingCode::StatusPollLate => "flow.status_poll_late",

@@ -351,6 +351,7 @@ impl FlowState {
                     in_effect: self.current_effect,
                 };
                 self.next_index += 1;
+                self.unfinished.reserve_exact(1);
                 self.unfinished.push_back(PendingRow {
                     row,
                     awaiting: true,
@@ -480,10 +481,10 @@ impl FlowState {
         self.current_effect.merge(&view.in_effect());
         if view.status == Status::INSUFFICIENT_THROUGHPUT && !self.insufficient {
             self.add_finding(FlowFinding::new(
-                FlowFindingCode::InsufficientThroughput,
+                FlowFindingCode::ReservationNotMet,
                 Severity::Warning,
                 format!(
-                    "the server reports StorageQoSStatusInsufficientThroughput (MinimumIoRate {})",
+                    "the server reports StorageQoSStatusInsufficientThroughput: it cannot give MinimumIoRate {}",
                     view.minimum_io_rate
                 ),
                 frame,
@@ -522,13 +523,15 @@ impl FlowState {
         }
     }
 
-    /// A READ/WRITE completed on one of the flow's opens.
+    /// A READ/WRITE completed on one of the flow's opens. It belongs to the first update sent
+    /// after the frame that completed its response (the client counts completed I/O), so it
+    /// is bucketed by `response_frame`; rates use request times only for the status timer.
     pub fn add_io(
         &mut self,
         request_ts: Timestamp,
         response_ts: Timestamp,
+        response_frame: u64,
         bytes: u32,
-        frame: u64,
     ) {
         let base = self.base_io_size();
         let rt = response_ts.0.saturating_sub(request_ts.0);
@@ -539,19 +542,18 @@ impl FlowState {
         });
         match self.boundary {
             None => {}
-            Some(b) if request_ts > b.ts => self.current.add_io(bytes, base, rt),
+            Some(b) if response_frame > b.frame => self.current.add_io(bytes, base, rt),
+            // Handed over after the update that follows it (records held back upstream).
             Some(_) => {
-                match self
-                    .unfinished
-                    .iter_mut()
-                    .find(|p| p.row.start < request_ts && request_ts <= p.row.end)
-                {
+                match self.unfinished.iter_mut().find(|p| {
+                    p.row.start_frame < response_frame && response_frame <= p.row.end_frame
+                }) {
                     Some(p) => p.row.observed.add_io(bytes, base, rt),
                     None => self.late_io += 1,
                 }
             }
         }
-        self.check_status_due(request_ts, frame);
+        self.check_status_due(request_ts, response_frame);
     }
 
     fn check_status_due(&mut self, request_ts: Timestamp, frame: u64) {

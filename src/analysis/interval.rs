@@ -248,6 +248,7 @@ pub struct Series {
 
 impl Series {
     pub fn push(&mut self, row: IntervalRow, cap: usize) {
+        self.rows.reserve_exact(1);
         self.rows.push(row);
         if self.rows.len() > cap.max(2) {
             self.halve();

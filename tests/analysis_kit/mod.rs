@@ -266,6 +266,23 @@ impl Kit {
         });
     }
 
+    /// A READ whose response completed in `response_frame` (for records handed over late).
+    pub fn io_at_frame(&mut self, at: f64, file: u64, bytes: u32, rt: f64, response_frame: u64) {
+        self.an.on_io(&IoRecord {
+            request_frame: response_frame.saturating_sub(1),
+            response_frame,
+            request_ts: ts(at),
+            response_ts: ts(at + rt),
+            conn: self.conn,
+            session_id: self.session,
+            file_id: fid(file),
+            kind: IoKind::Read,
+            requested: bytes,
+            transferred: bytes,
+            nt_status: 0,
+        });
+    }
+
     pub fn note(&mut self) {
         let frame = self.next_frame();
         self.an.on_note(&CaptureNote {
@@ -299,6 +316,8 @@ pub struct Steady {
     pub reported_scale: f64,
     /// Seconds between status requests (default: the TimeToLive).
     pub poll_secs: Option<f64>,
+    /// Time each I/O waited in the client before it was sent (100-ns units).
+    pub queue_ticks: u64,
 }
 
 impl Default for Steady {
@@ -316,6 +335,7 @@ impl Default for Steady {
             max_bw: 0,
             reported_scale: 1.0,
             poll_secs: None,
+            queue_ticks: 0,
         }
     }
 }
@@ -358,14 +378,10 @@ impl Steady {
             let kb = n * u64::from(self.bytes) / 1024;
             let scale = |v: u64| (v as f64 * self.reported_scale).round() as u64;
             let (n, norm, kb) = (scale(n), scale(norm), scale(kb));
-            // 2 ms each in 100-ns units
-            kit.exchange(
-                t,
-                f,
-                counters_req(self.flow, n, norm, n * 20_000, kb),
-                SUCCESS,
-                Some(resp.clone()),
-            );
+            // 2 ms on the wire each (100-ns units), plus the client's queueing.
+            let mut c = counters_req(self.flow, n, norm, n * (20_000 + self.queue_ticks), kb);
+            c.lower_latency_increment = n * 20_000;
+            kit.exchange(t, f, c, SUCCESS, Some(resp.clone()));
         }
         t
     }
