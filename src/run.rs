@@ -80,7 +80,7 @@ pub fn run_capture<S: CaptureSink>(
         }
         if let Some(bar) = &bar {
             if reader.frames_read() % 4096 == 0 {
-                bar.set_position(reader.bytes_read());
+                bar.set_position(reader.input_bytes_read());
             }
         }
     }
@@ -99,9 +99,9 @@ fn progress_bar(path: &Path, wanted: bool) -> Option<ProgressBar> {
         return None;
     }
     let len = std::fs::metadata(path).ok()?.len();
-    // Small files finish before a bar is worth drawing; for gzip the byte count we see is of
-    // the decompressed stream, so the file size is no total.
-    if len < 64 << 20 || path.extension().is_some_and(|e| e == "gz") {
+    // Small files finish before a bar is worth drawing. The position is in file bytes (before
+    // decompression), so the file size is the total for gzip input too.
+    if len < 64 << 20 {
         return None;
     }
     let bar = ProgressBar::new(len);

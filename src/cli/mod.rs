@@ -7,6 +7,7 @@ mod export;
 mod flows;
 mod plot;
 mod stats;
+mod synth;
 mod tui;
 
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ enum Command {
     Plot(plot::PlotArgs),
     /// Judge captures against a rules file and/or a saved flow table, for CI (exit 0/1/2).
     Check(check::CheckArgs),
+    /// Generate Hyper-V ↔ Scale-Out File Server traffic with SQOS (deterministic with --seed).
+    Synth(sqos::synth::SynthArgs),
     /// Interactive terminal UI: flows, charts, messages with field tree and hex, findings.
     Tui(tui::TuiArgs),
 }
@@ -86,6 +89,7 @@ pub fn main() -> i32 {
         Command::Export(a) => export::run(&a),
         Command::Plot(a) => plot::run(&a),
         Command::Check(a) => check::run(&a),
+        Command::Synth(a) => synth::run(&a),
         Command::Tui(a) => tui::run_tui(&a),
     }
 }

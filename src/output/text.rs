@@ -57,7 +57,7 @@ fn request_summary(r: &Request) -> String {
     if r.options.contains(crate::sqos::Options::UPDATE_COUNTERS) {
         let _ = write!(
             s,
-            " io+{} norm+{} lat+{:.1}ms",
+            " io+{} norm+{} latΣ+{:.1}ms",
             r.io_count_increment,
             r.normalized_io_count_increment,
             r.latency_increment as f64 / 10_000.0

@@ -77,7 +77,9 @@ pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
                     let n = p.to_string_lossy();
-                    n.ends_with(".pcap") || n.ends_with(".pcapng") || n.ends_with(".pcap.gz")
+                    [".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz"]
+                        .iter()
+                        .any(|ext| n.ends_with(ext))
                 })
                 .collect()
         })
