@@ -249,3 +249,32 @@ fn several_captures_are_each_judged_alone() {
     ]);
     assert_eq!(code, Some(0), "{out}");
 }
+
+#[test]
+fn a_capture_cut_short_is_judged_and_fails_its_integrity_check() {
+    let whole = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/captures/real/smb311-plain.pcap"
+    ))
+    .unwrap();
+    let cut = tmp("cut.pcap");
+    // Cut inside the last record so the reader sees a truncated packet.
+    std::fs::write(&cut, &whole[..whole.len() - 7]).unwrap();
+    let rules = tmp("cut.rules.toml");
+    std::fs::write(&rules, "[[message_count]]\noption = \"ANY\"\nmin = 1\n").unwrap();
+    let out = sqos()
+        .arg("check")
+        .arg(&cut)
+        .args(["--quiet", "--rules"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("  FAIL  capture read to its end  damaged: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  PASS  ANY requests "), "{stdout}");
+    assert!(stdout.ends_with("  1 passed, 1 failed\n"), "{stdout}");
+}

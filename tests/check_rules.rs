@@ -506,6 +506,14 @@ fn the_reference_documents_every_kind_and_figure() {
             assert!(!e.to_string().contains("unknown field"), "{kind}: {e}");
         }
     }
+    // Every TOML example in it loads.
+    let mut blocks = 0;
+    for block in doc.split("```toml\n").skip(1) {
+        let toml = block.split("```").next().unwrap();
+        Rules::parse(toml, "docs/check.md").unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        blocks += 1;
+    }
+    assert_eq!(blocks, 2);
     for f in sqos::check::figure::Figure::ALL {
         assert!(
             doc.contains(&format!("`{}`", f.name())),

@@ -16,6 +16,11 @@ use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
 /// telling (its own bound); this bound makes sure their framers are dropped too.
 pub const MAX_CONNECTIONS: usize = 200_000;
 
+/// Most connections listed one by one in per-connection statistics.
+pub const MAX_LISTED_CONNECTIONS: usize = 1000;
+/// The key under which connections past [`MAX_LISTED_CONNECTIONS`] are counted.
+pub const OTHER_CONNECTIONS: &str = "(other connections)";
+
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
     framers: HashMap<(ConnId, Dir), Framer>,
@@ -143,8 +148,13 @@ impl Smb2Layer {
             FramerEvent::Message(m) => self.on_message(conn, dir, frame, ts, m),
             FramerEvent::Encrypted { .. } => {
                 self.stats.encrypted_messages += 1;
-                let label = self.conn_label(conn);
-                *self.stats.encrypted_by_connection.entry(label).or_insert(0) += 1;
+                let mut label = self.conn_label(conn);
+                let map = &mut self.stats.encrypted_by_connection;
+                // Bounded: past MAX_LISTED_CONNECTIONS entries, the rest are counted together.
+                if !map.contains_key(&label) && map.len() >= MAX_LISTED_CONNECTIONS {
+                    label = OTHER_CONNECTIONS.to_string();
+                }
+                *map.entry(label).or_insert(0) += 1;
             }
             FramerEvent::Compressed { .. } => self.stats.compressed_messages += 1,
             FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,

@@ -11,10 +11,10 @@
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::sqos::{Dialect, Options, FSCTL_STORAGE_QOS_CONTROL};
+use crate::sqos::{Dialect, Options, Request, FSCTL_STORAGE_QOS_CONTROL};
 
 use super::packet::Endpoint;
-use super::qos::{encode_request, new_request};
+use super::qos::encode_request;
 use super::scenario::EPOCH_US;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, MessageTruth, ResponseTruth, Truth};
@@ -85,7 +85,7 @@ pub fn hex(s: &str) -> Vec<u8> {
 pub type Example = (Vec<u8>, Option<Vec<u8>>, &'static str);
 
 pub fn example_buffers(dialect: Dialect) -> Vec<Example> {
-    let mut assoc = new_request(dialect);
+    let mut assoc = Request::new(dialect);
     assoc.options = Options::SET_LOGICAL_FLOW_ID;
     assoc.logical_flow_id = uuid::Uuid::from_u128(0xb13a_32e4_e2ad_5db2_a4f8_5cd3_be9d_696e);
     let (set_policy, probe, status) = match dialect {

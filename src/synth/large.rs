@@ -9,11 +9,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use uuid::Uuid;
 
-use crate::sqos::{Dialect, Options, FSCTL_STORAGE_QOS_CONTROL};
+use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 use super::capfile::CaptureWriter;
 use super::packet::Endpoint;
-use super::qos::{encode_request, encode_response, new_request, new_response, with_names};
+use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
 use super::smb2::{self, FileId, Header};
@@ -30,7 +30,7 @@ const LIMIT: u64 = 1_000_000;
 struct Pending {
     tag: Option<u32>,
     resp_tag: Option<u32>,
-    req: crate::sqos::Request,
+    req: Request,
     sent: Time,
     resp: ResponseTruth,
     prev: Option<Time>,
@@ -361,9 +361,9 @@ fn status_exchange<W: Write>(
     prev: Option<Time>,
 ) -> io::Result<(Time, Pending)> {
     let (flow_id, initiator, fid) = ids;
-    let mut r = new_request(Dialect::V1_1);
+    let mut r = Request::new(Dialect::V1_1);
     if opts.contains(Options::SET_POLICY) {
-        r = with_names(r, "vm01", "HV01.contoso.local");
+        r = r.with_names("vm01", "HV01.contoso.local");
         r.limit = LIMIT;
     }
     r.options = opts;
@@ -376,7 +376,7 @@ fn status_exchange<W: Write>(
     if let Some(v) = r.v1_1.as_mut() {
         v.kilobyte_count_increment = inc[4] / 1024;
     }
-    let mut resp = new_response(r.protocol_version);
+    let mut resp = Response::new(Dialect::V1_1);
     resp.logical_flow_id = flow_id;
     resp.initiator_id = initiator;
     resp.time_to_live = TTL_MS;

@@ -6,54 +6,7 @@
 //! Layout: the summed field lists (request fixed part 112 / 128 bytes, response 88 / 96 with
 //! MaximumBandwidth at 88), names right after the fixed part, as Windows and tshark do.
 
-use uuid::Uuid;
-
-use crate::sqos::{Dialect, Options, ProtocolVersion, Request, RequestV11, Response, Status};
-
-/// A request of `dialect`, every field zero (section 3.1.4.1).
-pub fn new_request(dialect: Dialect) -> Request {
-    Request {
-        protocol_version: dialect.version(),
-        reserved: 0,
-        options: Options(0),
-        logical_flow_id: Uuid::nil(),
-        policy_id: Uuid::nil(),
-        initiator_id: Uuid::nil(),
-        limit: 0,
-        reservation: 0,
-        initiator_name_offset: 0,
-        initiator_name_length: 0,
-        initiator_node_name_offset: 0,
-        initiator_node_name_length: 0,
-        io_count_increment: 0,
-        normalized_io_count_increment: 0,
-        latency_increment: 0,
-        lower_latency_increment: 0,
-        v1_1: match dialect {
-            Dialect::V1_0 => None,
-            Dialect::V1_1 => Some(RequestV11::default()),
-        },
-        initiator_name: None,
-        initiator_node_name: None,
-    }
-}
-
-fn utf16_len(s: &str) -> u16 {
-    (s.encode_utf16().count() * 2).min(usize::from(u16::MAX)) as u16
-}
-
-/// Sets both names, placed one after the other right after the fixed part.
-pub fn with_names(mut req: Request, name: &str, node: &str) -> Request {
-    let fixed = fixed_len(&req) as u16;
-    let (nl, ml) = (utf16_len(name), utf16_len(node));
-    req.initiator_name_offset = if nl > 0 { fixed } else { 0 };
-    req.initiator_name_length = nl;
-    req.initiator_node_name_offset = if ml > 0 { fixed.saturating_add(nl) } else { 0 };
-    req.initiator_node_name_length = ml;
-    req.initiator_name = (nl > 0).then(|| name.to_string());
-    req.initiator_node_name = (ml > 0).then(|| node.to_string());
-    req
-}
+use crate::sqos::{Dialect, Request, Response};
 
 fn fixed_len(req: &Request) -> usize {
     match req.v1_1 {
@@ -115,51 +68,55 @@ pub fn encode_response(resp: &Response) -> Vec<u8> {
     b
 }
 
-/// A response of the request's dialect (1.0 layout for unknown versions).
-pub fn new_response(version: ProtocolVersion) -> Response {
-    Response {
-        protocol_version: version,
-        reserved: 0,
-        options: 0,
-        logical_flow_id: Uuid::nil(),
-        policy_id: Uuid::nil(),
-        initiator_id: Uuid::nil(),
-        time_to_live: 0,
-        status: Status::OK,
-        maximum_io_rate: 0,
-        minimum_io_rate: 0,
-        base_io_size: 8192,
-        reserved2: 0,
-        maximum_bandwidth: (version.dialect() == Some(Dialect::V1_1)).then_some(0),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sqos::{Options, Response};
+    use uuid::Uuid;
 
     #[test]
     fn request_lengths_and_name_offsets() {
-        let r = with_names(new_request(Dialect::V1_1), "TEST-VM", "HV");
+        let r = Request::new(Dialect::V1_1).with_names("TEST-VM", "HV");
         assert_eq!(r.initiator_name_offset, 128);
         assert_eq!(r.initiator_node_name_offset, 142);
         let b = encode_request(&r);
         assert_eq!(b.len(), 128 + 14 + 4);
         assert_eq!(&b[128..130], &[b'T', 0]);
-        assert_eq!(encode_request(&new_request(Dialect::V1_0)).len(), 112);
+        assert_eq!(encode_request(&Request::new(Dialect::V1_0)).len(), 112);
     }
 
     #[test]
     fn response_lengths() {
-        assert_eq!(
-            encode_response(&new_response(ProtocolVersion::V1_0)).len(),
-            88
-        );
-        let mut r = new_response(ProtocolVersion::V1_1);
+        assert_eq!(encode_response(&Response::new(Dialect::V1_0)).len(), 88);
+        let mut r = Response::new(Dialect::V1_1);
         r.maximum_bandwidth = Some(200);
         let b = encode_response(&r);
         assert_eq!(b.len(), 96);
         assert_eq!(&b[88..90], &[200, 0]);
         assert_eq!(&b[80..84], &8192u32.to_le_bytes());
+    }
+
+    /// For well-formed values the generator's bytes are the codec's.
+    #[test]
+    fn well_formed_messages_encode_like_the_codec() {
+        for d in [Dialect::V1_0, Dialect::V1_1] {
+            let mut r = Request::new(d).with_names("vm07", "HV01.contoso.local");
+            r.options = Options::SET_LOGICAL_FLOW_ID | Options::SET_POLICY | Options::GET_STATUS;
+            r.logical_flow_id = Uuid::from_u128(0x1234_5678_9abc_4def_8123_4567_89ab_cdef);
+            r.limit = 120;
+            r.reservation = 30;
+            r.io_count_increment = 5;
+            r.lower_latency_increment = 77;
+            if let Some(v) = r.v1_1.as_mut() {
+                v.bandwidth_limit = 2048;
+                v.kilobyte_count_increment = 9;
+            }
+            assert_eq!(encode_request(&r), crate::sqos::encode_request(&r));
+            let mut resp = Response::new(d);
+            resp.time_to_live = 3981;
+            resp.maximum_io_rate = 100;
+            resp.logical_flow_id = r.logical_flow_id;
+            assert_eq!(encode_response(&resp), crate::sqos::encode_response(&resp));
+        }
     }
 }

@@ -414,10 +414,9 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
 /// The misbehaving client's deliberate protocol errors, in order, each with the status the
 /// server must answer.
 fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) -> Vec<RawRequest> {
-    use super::qos::{new_request, with_names};
     let fresh = rng.uuid();
     let mut out = Vec::new();
-    let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
+    let mut r = Request::new(dialect).with_names("vm99", "HV99.contoso.local");
     r.options = Options::SET_POLICY | Options::GET_STATUS;
     r.logical_flow_id = fresh;
     r.limit = 100;
@@ -426,7 +425,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "SET_POLICY on an open never associated: STATUS_NOT_FOUND",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::GET_STATUS | Options::UPDATE_COUNTERS;
     r.logical_flow_id = fresh;
     r.io_count_increment = 12;
@@ -436,14 +435,14 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "UPDATE_COUNTERS on an unassociated open: STATUS_NOT_FOUND",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::PROBE_POLICY | Options::GET_STATUS;
     out.push(raw(
         r,
         None,
         "PROBE_POLICY with a null LogicalFlowID: STATUS_INVALID_PARAMETER",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.protocol_version = ProtocolVersion(0x0200);
     r.options = Options::SET_LOGICAL_FLOW_ID;
     r.logical_flow_id = fresh;
@@ -452,7 +451,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "unknown ProtocolVersion 0x0200: STATUS_REVISION_MISMATCH",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options(0x20);
     r.logical_flow_id = fresh;
     out.push(raw(
@@ -461,12 +460,12 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         "no known Options flag: STATUS_INVALID_PARAMETER",
     ));
     // Associate the spare open, then break rules that need an association.
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::SET_LOGICAL_FLOW_ID;
     r.logical_flow_id = fresh;
     out.push(raw(r, None, "associates the spare open: STATUS_SUCCESS"));
     // The name "lies" inside the fixed part (no name bytes follow it).
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.initiator_name_offset = 40;
@@ -477,7 +476,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         "InitiatorNameOffset 40 (< 104): STATUS_INVALID_PARAMETER",
     ));
     // A node name of 400 bytes announced right after the name, but the request ends there.
-    let mut r = with_names(new_request(dialect), "vm99", "");
+    let mut r = Request::new(dialect).with_names("vm99", "");
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.initiator_node_name_offset = r.initiator_name_offset + r.initiator_name_length;
@@ -487,7 +486,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "InitiatorNodeName runs past the request: STATUS_INVALID_PARAMETER",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.limit = 50;
@@ -497,7 +496,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "Reservation above Limit (note <8>): STATUS_INVALID_PARAMETER",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.policy_id = rng.uuid();
@@ -507,7 +506,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "Limit together with a PolicyID (note <8>): STATUS_INVALID_PARAMETER",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.limit = 2_000_000_000;
@@ -516,7 +515,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "Limit above 10^9 (note <8>): STATUS_INVALID_PARAMETER",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::GET_STATUS;
     r.logical_flow_id = fresh;
     let mut x = raw(
@@ -526,7 +525,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
     );
     x.max_output = 64;
     out.push(x);
-    let mut r = with_names(new_request(dialect), "vm99", "HV99.contoso.local");
+    let mut r = Request::new(dialect).with_names("vm99", "HV99.contoso.local");
     r.options = Options::SET_POLICY;
     r.logical_flow_id = fresh;
     r.limit = 40;
@@ -535,14 +534,14 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         None,
         "SET_POLICY without GET_STATUS and no status request within 1 s: STATUS_SUCCESS",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::SET_LOGICAL_FLOW_ID;
     out.push(raw(
         r,
         None,
         "null LogicalFlowID: dissociates the spare open, STATUS_SUCCESS",
     ));
-    let mut r = new_request(dialect);
+    let mut r = Request::new(dialect);
     r.options = Options::GET_STATUS | Options::UPDATE_COUNTERS;
     r.logical_flow_id = fresh;
     r.io_count_increment = 3;
@@ -553,7 +552,7 @@ fn misbehaving_requests(dialect: Dialect, flow: Option<usize>, rng: &mut Rng) ->
         "UPDATE_COUNTERS after dissociation: STATUS_NOT_FOUND",
     ));
     if let Some(f) = flow {
-        let mut r = new_request(dialect);
+        let mut r = Request::new(dialect);
         r.options = Options::PROBE_POLICY | Options::GET_STATUS;
         r.logical_flow_id = rng.uuid();
         let mut x = raw(

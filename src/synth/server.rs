@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::qos::new_response;
 use super::rng::Rng;
 use super::smb2::{STATUS_INVALID_PARAMETER, STATUS_NOT_FOUND, STATUS_REVISION_MISMATCH};
 use crate::sqos::{Dialect, Options, Request, Response, Status, STORAGE_QOS_INITIATOR_NAME_SIZE};
@@ -156,9 +155,9 @@ impl SqosServer {
         max_response: u32,
     ) -> Result<Option<Response>, u32> {
         let opts = req.options;
-        if req.protocol_version.dialect().is_none() {
+        let Some(dialect) = req.protocol_version.dialect() else {
             return Err(STATUS_REVISION_MISMATCH);
-        }
+        };
         if opts.0 & Options::KNOWN.0 == 0 {
             return Err(STATUS_INVALID_PARAMETER);
         }
@@ -218,7 +217,7 @@ impl SqosServer {
         let Some(flow_id) = assoc else {
             return Ok(None);
         };
-        let v11 = req.protocol_version.dialect() == Some(Dialect::V1_1);
+        let v11 = dialect == Dialect::V1_1;
         if let Some(f) = self.flows.get_mut(&flow_id) {
             if set_policy || probe {
                 if req.initiator_name_length > 0 {
@@ -258,7 +257,7 @@ impl SqosServer {
             self.base_ttl_ms.saturating_sub(jitter).max(1)
         };
         f.fresh_policy = false;
-        let mut r = new_response(req.protocol_version);
+        let mut r = Response::new(dialect);
         r.logical_flow_id = flow_id;
         r.policy_id = f.policy_id;
         r.initiator_id = f.initiator_id;
@@ -310,14 +309,14 @@ fn validate_policy(req: &Request, request_size: usize) -> Result<(), u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::qos::{encode_request, new_request, with_names};
+    use crate::synth::qos::encode_request;
 
     fn server() -> SqosServer {
         SqosServer::new(1000, 4000, Rng::new(1))
     }
 
     fn req(opts: Options, id: Uuid) -> Request {
-        let mut r = new_request(Dialect::V1_1);
+        let mut r = Request::new(Dialect::V1_1);
         r.options = opts;
         r.logical_flow_id = id;
         r
@@ -342,11 +341,7 @@ mod tests {
             s.handle((1, 1), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096),
             Ok(None)
         );
-        let mut r = with_names(
-            req(Options::SET_POLICY | Options::GET_STATUS, id),
-            "vm01",
-            "hv01",
-        );
+        let mut r = req(Options::SET_POLICY | Options::GET_STATUS, id).with_names("vm01", "hv01");
         r.limit = 500;
         r.reservation = 100;
         let size = encode_request(&r).len();
@@ -383,7 +378,7 @@ mod tests {
             s.handle((1, 1), &r, 128, 4096),
             Err(STATUS_INVALID_PARAMETER)
         );
-        let mut r = with_names(req(Options::SET_POLICY, id), "vm", "");
+        let mut r = req(Options::SET_POLICY, id).with_names("vm", "");
         r.initiator_name_offset = 40;
         assert_eq!(
             s.handle((1, 1), &r, 132, 4096),

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 use super::packet::Endpoint;
-use super::qos::{encode_request, encode_response, new_request, with_names};
+use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::{Action, Cluster, FlowSpec, PolicySpec, SetupStyle};
 use super::server::SqosServer;
@@ -622,7 +622,7 @@ impl<'c, W: Write> Sim<'c, W> {
     fn flow_request(&self, f: usize, opts: Options) -> Request {
         let fl = &self.flows[f];
         let dialect = self.c.hosts[fl.host].sqos;
-        let mut r = new_request(dialect);
+        let mut r = Request::new(dialect);
         r.options = opts;
         r.logical_flow_id = fl.spec.flow_id;
         r.policy_id = fl.policy.policy_id;
@@ -633,7 +633,9 @@ impl<'c, W: Write> Sim<'c, W> {
     fn policy_request(&self, f: usize, opts: Options) -> Request {
         let fl = &self.flows[f];
         let host = &self.c.hosts[fl.host];
-        let mut r = with_names(self.flow_request(f, opts), &fl.spec.vm, &host.name);
+        let mut r = self
+            .flow_request(f, opts)
+            .with_names(&fl.spec.vm, &host.name);
         r.limit = fl.policy.limit;
         r.reservation = fl.policy.reservation;
         if let Some(v) = r.v1_1.as_mut() {
