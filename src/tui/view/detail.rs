@@ -29,7 +29,7 @@ fn header_lines(d: &FlowDetail, app: &App) -> Vec<Line<'static>> {
         opt(d.limit),
         opt(d.reservation)
     );
-    if let Some(bw) = d.bandwidth_limit {
+    if let Some(bw) = d.bandwidth_limit.filter(|b| *b > 0) {
         asked.push_str(&format!("  bw {bw} KB/s"));
     }
     if let Some(p) = d.policy_id.filter(|p| !p.is_nil()) {
@@ -47,7 +47,7 @@ fn header_lines(d: &FlowDetail, app: &App) -> Vec<Line<'static>> {
             opt(d.min_rate)
         )),
     ];
-    if let Some(bw) = d.max_bandwidth {
+    if let Some(bw) = d.max_bandwidth.filter(|b| *b > 0) {
         server.push(Span::raw(format!("  maxbw {bw}")));
     }
     server.push(Span::raw(format!(

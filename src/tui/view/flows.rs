@@ -14,8 +14,9 @@ use crate::tui::model::{rate_cell, status_label, FlowRow};
 
 fn widths() -> Vec<Constraint> {
     vec![
-        Constraint::Fill(1),
-        Constraint::Fill(1),
+        // Names take what the numbers leave, up to a readable width.
+        Constraint::Max(28),
+        Constraint::Max(24),
         Constraint::Length(10),
         Constraint::Length(6),
         Constraint::Length(6),
