@@ -133,37 +133,16 @@ pub fn tshark_fields(path: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<
         .collect()
 }
 
-pub const SMB2_COMMANDS: [&str; 19] = [
-    "NEGOTIATE",
-    "SESSION_SETUP",
-    "LOGOFF",
-    "TREE_CONNECT",
-    "TREE_DISCONNECT",
-    "CREATE",
-    "CLOSE",
-    "FLUSH",
-    "READ",
-    "WRITE",
-    "LOCK",
-    "IOCTL",
-    "CANCEL",
-    "ECHO",
-    "QUERY_DIRECTORY",
-    "CHANGE_NOTIFY",
-    "QUERY_INFO",
-    "SET_INFO",
-    "OPLOCK_BREAK",
-];
-
 /// SMB2 messages per command name as tshark counts them (each `smb2.cmd` occurrence).
 pub fn tshark_smb2_counts(path: &Path) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for row in tshark_fields(path, Some("smb2"), &["smb2.cmd"]) {
         for v in row[0].split('|').filter(|s| !s.is_empty()) {
             let name = v
-                .parse::<usize>()
+                .parse::<u16>()
                 .ok()
-                .and_then(|i| SMB2_COMMANDS.get(i).map(|s| s.to_string()))
+                .and_then(|c| sqos::smb2::Command(c).name())
+                .map(str::to_string)
                 .unwrap_or_else(|| format!("0x{v}"));
             *m.entry(name).or_insert(0) += 1;
         }
