@@ -321,29 +321,13 @@ fn product_rules(r: &Request) -> Vec<Rule> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sqos::{ProtocolVersion, RequestV11};
+    use crate::sqos::ProtocolVersion;
 
     pub(crate) fn request(options: Options, flow: Uuid) -> Request {
         Request {
-            protocol_version: ProtocolVersion::V1_1,
-            reserved: 0,
             options,
             logical_flow_id: flow,
-            policy_id: Uuid::nil(),
-            initiator_id: Uuid::nil(),
-            limit: 0,
-            reservation: 0,
-            initiator_name_offset: 0,
-            initiator_name_length: 0,
-            initiator_node_name_offset: 0,
-            initiator_node_name_length: 0,
-            io_count_increment: 0,
-            normalized_io_count_increment: 0,
-            latency_increment: 0,
-            lower_latency_increment: 0,
-            v1_1: Some(RequestV11::default()),
-            initiator_name: None,
-            initiator_node_name: None,
+            ..Request::new(crate::sqos::Dialect::V1_1)
         }
     }
 

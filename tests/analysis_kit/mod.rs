@@ -10,7 +10,7 @@ use sqos::pipeline::{
     CaptureNote, CloseRecord, Direction, FileId, IoKind, IoRecord, OpenRecord, RecordSink,
     SqosBody, SqosRecord,
 };
-use sqos::sqos::{Dissection, Options, ProtocolVersion, Request, RequestV11, Response, Status};
+use sqos::sqos::{Dialect, Dissection, Options, Request, RequestV11, Response, Status};
 use uuid::Uuid;
 
 pub const FLOW: Uuid = Uuid::from_u128(0xb13a32e4_e2ad_5db2_a4f8_5cd3be9d696e);
@@ -39,25 +39,9 @@ pub fn fid(n: u64) -> FileId {
 
 pub fn req(options: Options, flow: Uuid) -> Request {
     Request {
-        protocol_version: ProtocolVersion::V1_1,
-        reserved: 0,
         options,
         logical_flow_id: flow,
-        policy_id: Uuid::nil(),
-        initiator_id: Uuid::nil(),
-        limit: 0,
-        reservation: 0,
-        initiator_name_offset: 0,
-        initiator_name_length: 0,
-        initiator_node_name_offset: 0,
-        initiator_node_name_length: 0,
-        io_count_increment: 0,
-        normalized_io_count_increment: 0,
-        latency_increment: 0,
-        lower_latency_increment: 0,
-        v1_1: Some(RequestV11::default()),
-        initiator_name: None,
-        initiator_node_name: None,
+        ..Request::new(Dialect::V1_1)
     }
 }
 
@@ -91,19 +75,13 @@ pub fn counters_req(flow: Uuid, io: u64, norm: u64, latency: u64, kb: u64) -> Re
 
 pub fn status(flow: Uuid, max: u64, min: u64, ttl: u32, st: Status) -> Response {
     Response {
-        protocol_version: ProtocolVersion::V1_1,
-        reserved: 0,
-        options: 0,
         logical_flow_id: flow,
-        policy_id: Uuid::nil(),
         initiator_id: INITIATOR,
         time_to_live: ttl,
         status: st,
         maximum_io_rate: max,
         minimum_io_rate: min,
-        base_io_size: 8192,
-        reserved2: 0,
-        maximum_bandwidth: Some(0),
+        ..Response::new(Dialect::V1_1)
     }
 }
 
