@@ -284,6 +284,9 @@ fn sqos_fields_match_tshark_on_our_captures() {
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     // The Samba and generated captures carry hundreds of SQOS messages: an empty comparison
     // would mean neither side decoded any, which must not pass.
-    assert!(compared > 1000, "only {compared} (frame, field) cells compared with tshark");
+    assert!(
+        compared > 1000,
+        "only {compared} (frame, field) cells compared with tshark"
+    );
     eprintln!("compared {compared} (frame, field) cells with tshark");
 }
