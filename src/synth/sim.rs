@@ -12,8 +12,8 @@ use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL
 use super::packet::Endpoint;
 use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
-use super::scenario::{Action, Cluster, FlowSpec, PolicySpec, SetupStyle};
-use super::server::SqosServer;
+use super::scenario::{Action, Cluster, FaultOn, FlowSpec, PolicySpec, SetupStyle};
+use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
@@ -147,6 +147,10 @@ pub(crate) struct MsgRec {
     note: String,
     req_tag: Option<u32>,
     sent: Time,
+    /// SMB2 MessageId of the IOCTL request.
+    mid: u64,
+    /// The server bug that struck it (index in `Cluster::faults`).
+    fault: Option<usize>,
     resp_tag: Option<u32>,
     nt: Option<u32>,
     resp: Option<Response>,
@@ -226,6 +230,8 @@ pub struct Sim<'c, W: Write> {
     msgs: Vec<MsgRec>,
     outbox: Outbox,
     end: Time,
+    /// Server bugs armed and waiting for the request they strike, in arming order.
+    armed: Vec<usize>,
 }
 
 impl<'c, W: Write> Sim<'c, W> {
@@ -278,6 +284,7 @@ impl<'c, W: Write> Sim<'c, W> {
             msgs: Vec::new(),
             outbox: Vec::new(),
             end: c.start + c.duration_us,
+            armed: Vec::new(),
         }
     }
 
@@ -719,6 +726,7 @@ impl<'c, W: Write> Sim<'c, W> {
     ) -> usize {
         let input = encode_request(&req);
         let m = self.msgs.len();
+        let hdr = self.client_header(h, smb2::IOCTL, 1);
         self.msgs.push(MsgRec {
             host: h,
             flow: match target {
@@ -733,11 +741,12 @@ impl<'c, W: Write> Sim<'c, W> {
             note,
             req_tag: None,
             sent: t,
+            mid: hdr.message_id,
+            fault: None,
             resp_tag: None,
             nt: None,
             resp: None,
         });
-        let hdr = self.client_header(h, smb2::IOCTL, 1);
         let body = smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &input, max_out);
         self.client_send(h, t, hdr, &body, 0, ReqKind::Ioctl(m));
         m
@@ -905,6 +914,7 @@ impl<'c, W: Write> Sim<'c, W> {
                 }
             }
             Action::ServerPolicy { id, policy } => self.server.set_policy(id, policy),
+            Action::ArmFault(i) => self.armed.push(i),
             Action::Reopen { flow } => {
                 if let Some(fl) = self.flows.get_mut(flow) {
                     fl.closing = true;
@@ -1261,10 +1271,29 @@ impl<'c, W: Write> Sim<'c, W> {
         }
         .unwrap_or_default();
         let size = encode_request(&rec.req).len();
-        let result = self
-            .server
-            .handle((h as u32, fid.volatile), &rec.req, size, rec.max_out);
+        // The first armed bug this request matches strikes it.
+        let on = match rec.target {
+            Target::Flow(f) => FaultOn::Flow(f),
+            Target::Spare => FaultOn::Spare(h),
+        };
+        let opts = rec.req.options;
+        let faults = &self.c.faults;
+        let hit = self.armed.iter().position(|&i| {
+            faults
+                .get(i)
+                .is_some_and(|f| f.on == on && opts.contains(f.when))
+        });
+        let fault_index = hit.map(|p| self.armed.remove(p));
+        let fault = fault_index.and_then(|i| faults.get(i)).map(|f| f.fault);
+        let result =
+            self.server
+                .handle_with((h as u32, fid.volatile), &rec.req, size, rec.max_out, fault);
         let rec = &mut self.msgs[m];
+        rec.fault = fault_index;
+        if fault == Some(ServerFault::NoResponse) {
+            // Lost in the server: the client's request stays outstanding.
+            return;
+        }
         match result {
             Ok(resp) => {
                 rec.nt = Some(0);
@@ -1350,6 +1379,30 @@ impl SimResult {
             t.totals.sqos_requests += 1;
             if m.nt.is_some_and(|s| s != 0) {
                 t.totals.sqos_errors += 1;
+            }
+            if let Some(spec) = m.fault.and_then(|i| c.faults.get(i)) {
+                let flow = self.flows.get(spec.flow);
+                t.faults.push(truth::FaultTruth {
+                    fault: spec.fault,
+                    finding: spec.finding,
+                    what: spec.what,
+                    host: c
+                        .hosts
+                        .get(m.host)
+                        .map(|h| h.name.clone())
+                        .unwrap_or_default(),
+                    logical_flow_id: flow.map(|f| f.spec.flow_id).unwrap_or_default(),
+                    initiator_name: flow.map(|f| f.spec.vm.clone()).unwrap_or_default(),
+                    file_name: m.file_name.clone(),
+                    message_id: m.mid,
+                    option_names: m.req.options.names(),
+                    request_frame: self.frame(m.req_tag),
+                    request_time: secs(self.trace(m.req_tag).map_or(m.sent, |x| x.ts)),
+                    response_frame: resp_trace.and_then(|x| x.frame),
+                    response_time: resp_trace.filter(|x| x.frame.is_some()).map(|x| secs(x.ts)),
+                    nt_status: m.nt,
+                    nt_status_name: m.nt.map(truth::nt_status_name),
+                });
             }
             t.messages.push(truth::MessageTruth {
                 host: c

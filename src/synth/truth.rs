@@ -7,6 +7,7 @@ use uuid::Uuid;
 use crate::sqos::Dialect;
 
 use super::scenario::PolicySpec;
+use super::server::ServerFault;
 
 /// How I/O is assigned to update intervals; also written into the truth file.
 pub const INTERVAL_RULE: &str = "An I/O (READ or WRITE) is counted in the first UPDATE_COUNTERS request of its logical flow whose first frame comes after the frame that completed the I/O's response; I/O still outstanding when an update is sent is counted in a later one. The increments of an update are exactly the sums over the I/Os listed with it.";
@@ -23,6 +24,9 @@ pub struct Truth {
     pub hosts: Vec<HostTruth>,
     pub flows: Vec<FlowTruth>,
     pub messages: Vec<MessageTruth>,
+    /// Server bugs injected (`faulty-server`), in the order of their requests.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultTruth>,
     pub totals: Totals,
 }
 
@@ -142,6 +146,31 @@ pub struct MessageTruth {
     pub nt_status_name: Option<&'static str>,
     pub response: Option<ResponseTruth>,
     pub purpose: String,
+}
+
+/// One request a server bug struck, and what the analysis should say about it.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultTruth {
+    pub fault: ServerFault,
+    /// The `sqos flows` finding code it should give, on `logical_flow_id`.
+    pub finding: &'static str,
+    pub what: &'static str,
+    pub host: String,
+    /// The flow concerned: the open's, or the one a request on an unassociated open names.
+    pub logical_flow_id: Uuid,
+    pub initiator_name: String,
+    /// The file of the open the request was sent on.
+    pub file_name: Option<String>,
+    /// SMB2 MessageId of the IOCTL.
+    pub message_id: u64,
+    pub option_names: Vec<&'static str>,
+    pub request_frame: Option<u64>,
+    pub request_time: f64,
+    /// `None`: never answered.
+    pub response_frame: Option<u64>,
+    pub response_time: Option<f64>,
+    pub nt_status: Option<u32>,
+    pub nt_status_name: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
