@@ -126,7 +126,11 @@ pub enum Action {
     /// The disk of flow `from` leaves its host: I/O drains, a last GET_STATUS|UPDATE_COUNTERS
     /// reports its counters, CLOSE; `after_us` later flow `to` (same LogicalFlowID, on its own
     /// host) opens the disk and sets the flow up (a live migration, or a copied VM started).
-    Handoff { from: usize, to: usize, after_us: u64 },
+    Handoff {
+        from: usize,
+        to: usize,
+        after_us: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -475,7 +479,8 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
                     .map(|(i, _)| i)
                     .last();
                 if let (Some(from), Some(to)) = (from, to) {
-                    c.script.push((when, Action::Handoff { from, to, after_us }));
+                    c.script
+                        .push((when, Action::Handoff { from, to, after_us }));
                 }
             }
         }
