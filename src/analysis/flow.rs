@@ -265,8 +265,9 @@ impl FlowState {
         self.whole_reported.rates(self.whole_reported_secs)
     }
 
-    /// Whole-capture observed figures: over the finished intervals when there are any (the same
-    /// window as the reported ones), else from the first to the last I/O request.
+    /// Whole-capture observed figures: over every finished interval when there are any (failed
+    /// or unanswered updates included: the wire lost nothing, unlike the reported counts), else
+    /// from the first to the last I/O request.
     pub fn observed_rates(&self) -> Option<ObservedRates> {
         if self.whole_observed_secs > 0.0 {
             return self.whole_observed.rates(self.whole_observed_secs);
