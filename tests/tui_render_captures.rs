@@ -930,6 +930,23 @@ fn findings_view_of_noisy_neighbour_lists_each_finding_and_jumps_to_its_frame() 
         assert_eq!(s[2], header);
         assert!(s[3].starts_with(&start), "{w}x{h}: {}", s[3]);
         assert_eq!(s[4], "");
+        // The list cuts long messages; the pane under it has the selected one in full.
+        let pane = row_with(&s, " Selected ─");
+        assert_eq!(pane, h as usize - 5, "{}", shown(&s));
+        let full: Vec<&str> = s[pane + 1..h as usize - 1]
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(
+            full.join(" "),
+            format!(
+                "error {} · frame {frame} · {} (×{})",
+                st(f, "code"),
+                st(f, "message"),
+                u(f, "occurrences")
+            )
+        );
         key(&mut app, &live, KeyCode::Enter);
         assert_eq!(app.view, View::Messages);
         let s = screen(&mut app, &live, w, h);

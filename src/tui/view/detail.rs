@@ -266,7 +266,11 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
         ),
     };
     let block = Block::default().borders(Borders::TOP).title(Line::styled(
-        format!(" {title} over time ({} intervals) ", s.len()),
+        format!(
+            " {title} over time ({} interval{}) ",
+            s.len(),
+            if s.len() == 1 { "" } else { "s" }
+        ),
         t.title(),
     ));
     if lines.iter().all(|l| l.points.is_empty()) {
@@ -294,15 +298,24 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
         x1 = x0 + 1.0;
     }
     let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.15 };
-    let datasets: Vec<Dataset<'_>> = lines
+    // The server's levels first, so the measured lines are drawn over them.
+    let order = lines
         .iter()
         .enumerate()
+        .filter(|(_, l)| l.level)
+        .chain(lines.iter().enumerate().filter(|(_, l)| !l.level));
+    let datasets: Vec<Dataset<'_>> = order
         .filter(|(_, l)| !l.points.is_empty())
         .map(|(i, l)| {
             Dataset::default()
                 .name(l.name)
                 .marker(marker(l, i).0)
-                .graph_type(GraphType::Line)
+                // A line needs two points; a lone one is drawn as a point.
+                .graph_type(if l.points.len() == 1 {
+                    GraphType::Scatter
+                } else {
+                    GraphType::Line
+                })
                 .style(t.series(i))
                 .data(&l.points)
         })
