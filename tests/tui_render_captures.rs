@@ -535,6 +535,39 @@ fn detail_chart_has_its_legend_above_the_plot_never_on_a_line() {
 }
 
 #[test]
+fn detail_chart_of_a_single_interval_shows_its_point_over_the_levels() {
+    // A capture started mid-stream: each flow has one whole interval, so one point per
+    // series; it is drawn (not hidden under the MinimumIoRate line drawn before it).
+    const MIDSTREAM: &str = "captures/steady-midstream.pcap.gz";
+    let (_, json) = analysis(MIDSTREAM);
+    let flow = &json[0];
+    assert_eq!(u(flow, "intervals"), 1);
+    let shared = loaded(MIDSTREAM);
+    let live = shared.lock();
+    for (w, h) in SIZES {
+        let mut app = App::new(Theme::plain());
+        open_detail(&mut app, &live, 0);
+        let s = screen(&mut app, &live, w, h);
+        assert!(
+            s[6].starts_with(" Normalized IOPS over time (1 interval) ─"),
+            "{}",
+            shown(&s)
+        );
+        assert_eq!(
+            s[1],
+            format!(
+                "(no initiator name) @ -  flow {}",
+                st(flow, "logical_flow_id")
+            )
+        );
+        let axis = row_with(&s, "└──");
+        assert_plot_has_no_text(&s, 8, axis);
+        let dots = s[8..axis].iter().filter(|l| l.contains('•')).count();
+        assert_eq!(dots, 1, "the seen point\n{}", shown(&s));
+    }
+}
+
+#[test]
 fn detail_lists_show_the_opens_timeline_and_findings_with_their_frames() {
     let (_, steady) = analysis(STEADY);
     let vm01 = steady
