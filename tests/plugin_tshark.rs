@@ -511,6 +511,55 @@ fn plugin_expert_info_in_z_expert() {
     }
 }
 
+/// `tshark -z expert` on `captures/faulty-server.pcap.gz`: the server bugs the plugin finds, on
+/// the response frames that reveal them, under their severities (the request never answered is
+/// only known at the end of the capture: it is in the summary, not on a frame).
+#[test]
+fn plugin_expert_info_shows_the_faulty_server() {
+    if !have_tshark() {
+        return;
+    }
+    let text = tshark(
+        &repo().join("captures/faulty-server.pcap.gz"),
+        &["-q", "-z", "expert"],
+    );
+    let mut section = "";
+    let mut seen = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        for (head, sev) in [("Errors", "error"), ("Warns", "warning"), ("Notes", "note")] {
+            if t.starts_with(head) {
+                section = sev;
+            }
+        }
+        if t.starts_with("Chats") || t.starts_with("Comments") {
+            section = "";
+        }
+        if let (true, Some(open)) = (line.contains("SQOSA"), line.find("[flow.")) {
+            let rest = &line[open + 1..];
+            let code = rest.split(']').next().unwrap_or_default().to_string();
+            let frame = rest
+                .split(", frame ")
+                .nth(1)
+                .and_then(|r| r.split(':').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            seen.push((code, section.to_string(), frame));
+        }
+    }
+    seen.sort();
+    let want: Vec<(String, String, Option<u64>)> = [
+        ("flow.server_should_have_failed", "error", 1075),
+        ("flow.server_should_have_failed", "warning", 2186),
+        ("flow.server_state_mismatch", "error", 2922),
+        ("flow.server_wrong_error", "warning", 1354),
+        ("flow.server_wrongly_failed", "error", 448),
+    ]
+    .iter()
+    .map(|(c, s, f)| (c.to_string(), s.to_string(), Some(*f)))
+    .collect();
+    assert_eq!(seen, want, "{text}");
+}
+
 /// The flow summary at the end of a tshark run, asked for by the script argument or the pref.
 #[test]
 fn plugin_flow_summary_in_tshark() {

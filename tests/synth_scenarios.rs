@@ -94,18 +94,22 @@ impl Parsed {
                 continue;
             };
             let r = parse_sqos_request(buf);
-            // Only updates the server accepted (failed ones change nothing).
-            let accepted = exchanges_ok
-                .get(&(m.conn, m.message_id()))
-                .copied()
-                .unwrap_or(false);
-            if r.options & 0x10 == 0 || !accepted {
+            if r.options & 0x10 == 0 {
                 continue;
             }
             let Some(flow) = opens.get(&(m.conn, fid)).cloned() else {
                 continue;
             };
+            // The client zeroed its counters when it sent the update, whatever the answer.
             let from = prev.insert(flow.clone(), m.first_frame).unwrap_or(0);
+            // Only updates the server accepted (failed or unanswered ones were lost).
+            let accepted = exchanges_ok
+                .get(&(m.conn, m.message_id()))
+                .copied()
+                .unwrap_or(false);
+            if !accepted {
+                continue;
+            }
             let mine = ios.iter().filter(|io| {
                 opens.get(&io.key) == Some(&flow)
                     && io.resp_frame > from
@@ -141,7 +145,8 @@ fn assert_counters_match(bytes: Vec<u8>, truth: &serde_json::Value) -> usize {
     let mut by_frame: BTreeMap<u64, &serde_json::Value> = BTreeMap::new();
     for f in truth["flows"].as_array().unwrap() {
         for u in f["updates"].as_array().unwrap() {
-            if let Some(fr) = u["request_frame"].as_u64() {
+            let answered = u["nt_status"] == 0 && u["response_frame"].is_u64();
+            if let (Some(fr), true) = (u["request_frame"].as_u64(), answered) {
                 by_frame.insert(fr, u);
             }
         }
@@ -208,6 +213,8 @@ fn other_scenarios_keep_counters_exact() {
         Scenario::NoisyNeighbour,
         Scenario::MisbehavingClient,
         Scenario::InsufficientThroughput,
+        Scenario::BandwidthHog,
+        Scenario::LiveMigration,
     ] {
         let (bytes, truth) = generate(&args(s));
         assert!(assert_counters_match(bytes, &truth) >= 8, "{s:?}");
@@ -425,4 +432,138 @@ fn midstream_capture_starts_after_the_setup() {
     assert!(frames[0].ts_us >= from);
     // No SYN in the capture.
     assert!(frames.iter().all(|f| f.data[14 + 20 + 13] & 0x02 == 0));
+}
+
+/// `faulty-server` on the wire: the counters still equal the I/O (the failed and the unanswered
+/// update lost theirs), the server's answers are the truth's faulty ones, and the clients stay
+/// valid SMB2 clients: on each connection the MessageIds run on by each request's credit
+/// charge, each is used once, and the request the server never answered is the only one
+/// without a response but for the I/O still in flight when the capture ends.
+#[test]
+fn faulty_server_keeps_the_clients_valid() {
+    let (bytes, truth) = generate(&args(Scenario::FaultyServer));
+    let end_us = (truth["capture"]["start_time"].as_f64().unwrap()
+        + truth["capture"]["duration_s"].as_f64().unwrap())
+        * 1e6;
+    let parsed = Parsed::new(bytes.clone());
+    assert!(assert_counters_match(bytes, &truth) >= 20);
+    let mut by_conn: BTreeMap<usize, Vec<&Msg>> = BTreeMap::new();
+    for m in parsed.msgs.iter().filter(|m| !m.is_response()) {
+        by_conn.entry(m.conn).or_default().push(m);
+    }
+    let answered: std::collections::HashSet<(usize, u64)> = parsed
+        .msgs
+        .iter()
+        .filter(|m| m.is_response())
+        .map(|m| (m.conn, m.message_id()))
+        .collect();
+    let mut unanswered_sqos = Vec::new();
+    for (conn, reqs) in &mut by_conn {
+        reqs.sort_by_key(|m| (m.first_frame, m.message_id()));
+        for w in reqs.windows(2) {
+            let charge = u64::from(u16::from_le_bytes([w[0].bytes[6], w[0].bytes[7]])).max(1);
+            assert_eq!(
+                w[1].message_id(),
+                w[0].message_id() + charge,
+                "conn {conn}: frame {}",
+                w[1].first_frame
+            );
+        }
+        for m in reqs.iter() {
+            if answered.contains(&(*conn, m.message_id())) {
+                continue;
+            }
+            if sqos_request(m).is_some() {
+                unanswered_sqos.push((m.first_frame, m.message_id()));
+            } else {
+                // I/O still in flight at the end of the capture.
+                assert!(
+                    m.last_ts as f64 > end_us - 500_000.0,
+                    "frame {} unanswered",
+                    m.first_frame
+                );
+            }
+        }
+    }
+    let lost: Vec<&serde_json::Value> = truth["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["response_frame"].is_null())
+        .collect();
+    assert_eq!(lost.len(), 1);
+    assert_eq!(
+        unanswered_sqos,
+        vec![(
+            lost[0]["request_frame"].as_u64().unwrap(),
+            lost[0]["message_id"].as_u64().unwrap()
+        )]
+    );
+    // The client carried on after it: vm03 kept doing I/O on the same connection.
+    let opens = parsed.opens();
+    let vm03 = lost[0]["logical_flow_id"].as_str().unwrap();
+    let after = parsed
+        .ios()
+        .iter()
+        .filter(|io| {
+            opens.get(&io.key).map(String::as_str) == Some(vm03)
+                && io.req_first > lost[0]["request_frame"].as_u64().unwrap()
+        })
+        .count();
+    assert!(after >= 20, "{after}");
+    // Each fault's response carries the status the truth says the server sent.
+    for f in truth["faults"].as_array().unwrap() {
+        let Some(frame) = f["response_frame"].as_u64() else {
+            continue;
+        };
+        let resp = parsed
+            .msgs
+            .iter()
+            .find(|m| m.is_response() && m.last_frame == frame)
+            .expect("response");
+        assert_eq!(Some(u64::from(resp.status())), f["nt_status"].as_u64());
+        assert_eq!(resp.message_id(), f["message_id"].as_u64().unwrap());
+    }
+}
+
+#[test]
+fn misreporting_client_reports_only_its_reads() {
+    let (bytes, truth) = generate(&args(Scenario::MisreportingClient));
+    let updates = Parsed::new(bytes).updates();
+    let hv01: Vec<String> = truth["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["host"] == "HV01.contoso.local")
+        .map(|f| f["logical_flow_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(hv01.len(), 2);
+    let mut short = 0;
+    for u in &updates {
+        let (io, norm, _, _) = u.reported;
+        if !hv01.contains(&u.flow) {
+            assert_eq!((io, norm), (u.observed.0, u.observed.1), "{}", u.flow);
+        } else {
+            assert!(io <= u.observed.0, "{} frame {}", u.flow, u.first_frame);
+            short += usize::from(io < u.observed.0);
+        }
+    }
+    // HV01's two VMs write half their I/O: nearly every update of theirs falls short.
+    assert!(short >= 4, "{short}");
+    let hosts = truth["hosts"].as_array().unwrap();
+    assert_eq!(hosts[0]["counters"], "reads-only");
+    assert_eq!(hosts[1]["counters"], "honest");
+    for f in truth["flows"].as_array().unwrap() {
+        for u in f["updates"].as_array().unwrap() {
+            let ios = u["ios"].as_array().unwrap();
+            let reads = ios.iter().filter(|x| x["op"] == "read").count() as u64;
+            assert_eq!(u["actual"]["io_count"].as_u64(), Some(ios.len() as u64));
+            let want = if f["host"] == "HV01.contoso.local" {
+                reads
+            } else {
+                ios.len() as u64
+            };
+            assert_eq!(u["io_count_increment"].as_u64(), Some(want));
+        }
+    }
 }

@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use uuid::Uuid;
 
 use super::rng::Rng;
-use super::server::ServerPolicy;
+use super::server::{ServerFault, ServerPolicy};
+use super::smb2::{STATUS_INVALID_PARAMETER, STATUS_NOT_FOUND};
 use super::wire::Time;
 use crate::sqos::{Dialect, Options, ProtocolVersion, Request};
 
@@ -19,8 +20,12 @@ pub enum Scenario {
     MisbehavingClient,
     InsufficientThroughput,
     LossyNetwork,
+    FaultyServer,
     Large,
     SpecExamples,
+    BandwidthHog,
+    MisreportingClient,
+    LiveMigration,
 }
 
 /// What a flow asks the server for (SET_POLICY).
@@ -65,6 +70,8 @@ pub struct FlowSpec {
     pub demand: Demand,
     pub setup: SetupStyle,
     pub disk_bytes: u64,
+    /// Opened when the host connects; otherwise only by an `Action::Handoff` naming it.
+    pub opened_at_start: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -77,9 +84,25 @@ pub struct HostSpec {
     pub interface: u32,
     /// Throttles to the server's MaximumIoRate / MaximumBandwidth (section 3.1.7.1).
     pub obeys_limits: bool,
+    /// Also throttles to MaximumBandwidth (1.1); a client whose throttle predates dialect 1.1
+    /// paces MaximumIoRate only.
+    pub throttles_bandwidth: bool,
+    /// What its UPDATE_COUNTERS report.
+    pub counters: CounterReporting,
     /// Status requests are sent this many TimeToLives after the last answer (1 = on time).
     pub poll_factor: u32,
     pub flows: Vec<FlowSpec>,
+}
+
+/// What a host's client puts in UPDATE_COUNTERS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CounterReporting {
+    /// Every completed I/O (section 3.1.4.1).
+    #[default]
+    Honest,
+    /// Only completed READs: a client bug that leaves every WRITE out of all five increments.
+    ReadsOnly,
 }
 
 /// A raw request a misbehaving client sends on its spare (never associated) open or on a flow's.
@@ -102,6 +125,41 @@ pub enum Action {
     Reopen { flow: usize },
     /// A request on the host's spare open or a flow's open.
     Raw { host: usize, raw: Box<RawRequest> },
+    /// The disk of flow `from` leaves its host: I/O drains, a last GET_STATUS|UPDATE_COUNTERS
+    /// reports its counters, CLOSE; `after_us` later flow `to` (same LogicalFlowID, on its own
+    /// host) opens the disk and sets the flow up (a live migration, or a copied VM started).
+    Handoff {
+        from: usize,
+        to: usize,
+        after_us: u64,
+    },
+    /// The server's bug `Cluster::faults[i]` strikes the next request it matches.
+    ArmFault(usize),
+}
+
+/// The open whose next SQOS request an armed server fault strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultOn {
+    /// The open of a flow (index in the cluster's flow list).
+    Flow(usize),
+    /// The spare open of a host.
+    Spare(usize),
+}
+
+/// A server bug injected at a scripted time (`faulty-server`).
+#[derive(Clone, Debug)]
+pub struct FaultSpec {
+    pub fault: ServerFault,
+    pub on: FaultOn,
+    /// The request must include these Options flags.
+    pub when: Options,
+    /// The flow the fault concerns (index in the cluster's flow list): the open's, or the one
+    /// a spare-open request names.
+    pub flow: usize,
+    /// The `sqos flows` finding it should give.
+    pub finding: &'static str,
+    /// What the server did wrong.
+    pub what: &'static str,
 }
 
 #[derive(Clone, Debug)]
@@ -122,6 +180,8 @@ pub struct Cluster {
     pub script: Vec<(u64, Action)>,
     /// Hosts get a spare open for raw requests.
     pub spare_open: bool,
+    /// Server bugs, armed by `Action::ArmFault`.
+    pub faults: Vec<FaultSpec>,
 }
 
 impl Cluster {
@@ -181,6 +241,10 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
         Scenario::InsufficientThroughput => (2, 3, 12.0),
         Scenario::MisbehavingClient => (2, 2, 18.0),
         Scenario::NoisyNeighbour => (2, 2, 12.0),
+        Scenario::FaultyServer => (2, 4, 15.0),
+        Scenario::BandwidthHog => (2, 2, 10.0),
+        Scenario::MisreportingClient => (2, 2, 12.0),
+        Scenario::LiveMigration => (2, 2, 16.0),
         _ => (2, 2, 20.0),
     };
     let n_hosts = shape.hosts.unwrap_or(def_hosts).max(1);
@@ -214,8 +278,11 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
     ];
     let mut hosts = Vec::new();
     let mut vm_no = 1u32;
+    // Hosts alternate 1.1 and 1.0, except where the scenario needs 1.1 everywhere (bandwidth
+    // limits; a migration between hosts of the same release).
+    let all_v11 = matches!(scenario, Scenario::BandwidthHog | Scenario::LiveMigration);
     for h in 0..n_hosts {
-        let v11 = h % 2 == 0;
+        let v11 = all_v11 || h % 2 == 0;
         let mut flows = Vec::new();
         for _ in 0..n_vms {
             let vm = format!("vm{vm_no:02}");
@@ -258,6 +325,7 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
                     },
                     setup,
                     disk_bytes: (40 + rng.below(88)) << 30,
+                    opened_at_start: true,
                 });
             }
             vm_no += 1;
@@ -270,6 +338,8 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
             sqos: if v11 { Dialect::V1_1 } else { Dialect::V1_0 },
             interface: h % shape.interfaces.max(1),
             obeys_limits: true,
+            throttles_bandwidth: true,
+            counters: CounterReporting::Honest,
             poll_factor: 1,
             flows,
         });
@@ -292,10 +362,12 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
         hosts,
         script: Vec::new(),
         spare_open: false,
+        faults: Vec::new(),
     };
     let at = |frac: f64| (duration_us as f64 * frac) as u64;
     match scenario {
         Scenario::Steady | Scenario::LossyNetwork | Scenario::Large | Scenario::SpecExamples => {}
+        Scenario::FaultyServer => faulty_server(&mut c),
         Scenario::NoisyNeighbour => {
             // The first VM wants three times its limit and its host does not throttle it; the
             // shared storage is small, so everyone's latency grows.
@@ -356,6 +428,96 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
             let last = c.flows().count().saturating_sub(1);
             c.script.push((at(0.7), Action::Reopen { flow: last }));
         }
+        Scenario::BandwidthHog => {
+            // vm01 streams 256 KiB–1 MiB reads at ~450 KB/s against MaximumBandwidth 256 KB/s;
+            // HV01's throttle paces MaximumIoRate only (400 normalized IOPS, far above its ~55),
+            // so vm01 exceeds its bandwidth and nothing else. The other VMs do 4–16 KiB I/O.
+            for f in c.hosts.iter_mut().flat_map(|h| h.flows.iter_mut()) {
+                f.demand.sizes = vec![(4096, 60), (8192, 30), (16384, 10)];
+            }
+            if let Some(host) = c.hosts.first_mut() {
+                host.throttles_bandwidth = false;
+                if let Some(f) = host.flows.first_mut() {
+                    f.policy = PolicySpec {
+                        limit: 400,
+                        reservation: 0,
+                        bandwidth_limit: 256,
+                        ..PolicySpec::default()
+                    };
+                    f.demand = Demand {
+                        iops: 1.4,
+                        read_percent: 80,
+                        sizes: vec![(262_144, 70), (524_288, 25), (1_048_576, 5)],
+                        queue_depth: 4,
+                    };
+                }
+            }
+            // vm03 wants 160 KB/s of 16 KiB I/O and HV02 paces it to its 128 KB/s.
+            if let Some(f) = c.hosts.get_mut(1).and_then(|h| h.flows.first_mut()) {
+                f.policy = PolicySpec {
+                    limit: 200,
+                    reservation: 0,
+                    bandwidth_limit: 128,
+                    ..PolicySpec::default()
+                };
+                f.demand.iops = 10.0;
+                f.demand.sizes = vec![(16384, 1)];
+            }
+        }
+        Scenario::MisreportingClient => {
+            // HV01's client leaves WRITEs out of its counters; its VMs write half their I/O.
+            if let Some(host) = c.hosts.first_mut() {
+                host.counters = CounterReporting::ReadsOnly;
+                for f in host.flows.iter_mut() {
+                    f.demand.read_percent = 50;
+                }
+            }
+        }
+        Scenario::LiveMigration => {
+            let last_host = c.hosts.len() - 1;
+            // vm01 (first VM of HV01) moves to the last host: the same VM (InitiatorID) and
+            // logical flow, another InitiatorNodeName.
+            let migrated = c.hosts.first().and_then(|h| h.flows.first()).cloned();
+            // The last host's last VM is shut down and replaced by a copy of its configuration
+            // under a new VM id (InitiatorID): the copy keeps the disk's LogicalFlowID.
+            let original = c.hosts.last().and_then(|h| h.flows.last()).cloned();
+            let mut pushed = Vec::new();
+            if let Some(f) = migrated {
+                let from = c.flows().position(|(_, x)| x.path == f.path);
+                pushed.push((from, f.path.clone(), at(0.35), 30_000));
+                let f = FlowSpec {
+                    opened_at_start: false,
+                    ..f
+                };
+                c.hosts[last_host].flows.push(f);
+            }
+            if let Some(f) = original {
+                let from = c.flows().position(|(_, x)| x.path == f.path);
+                let vm = format!("vm{vm_no:02}");
+                let copy = FlowSpec {
+                    vm: vm.clone(),
+                    initiator_id: rng.uuid(),
+                    path: format!("{vm}\\disk0.vhdx"),
+                    opened_at_start: false,
+                    ..f
+                };
+                pushed.push((from, copy.path.clone(), at(0.5), 1_500_000));
+                c.hosts[last_host].flows.push(copy);
+            }
+            for (from, path, when, after_us) in pushed {
+                // The new flow's index: the last one on `last_host` with that path.
+                let to = c
+                    .flows()
+                    .enumerate()
+                    .filter(|(_, (h, x))| *h == last_host && x.path == path && !x.opened_at_start)
+                    .map(|(i, _)| i)
+                    .last();
+                if let (Some(from), Some(to)) = (from, to) {
+                    c.script
+                        .push((when, Action::Handoff { from, to, after_us }));
+                }
+            }
+        }
         Scenario::MisbehavingClient => {
             c.spare_open = true;
             let bad = c.hosts.len().saturating_sub(1);
@@ -407,8 +569,186 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
     }
     policies.sort_by_key(|p| p.0);
     c.policies = policies;
+    // Stable: an ArmFault stays before the request it is armed for.
     c.script.sort_by_key(|s| s.0);
     c
+}
+
+/// `faulty-server`: a cluster whose file server has bugs in its Storage QoS implementation,
+/// one per flow (the last VM of each host stays clean), each striking one request.
+fn faulty_server(c: &mut Cluster) {
+    let at = |secs: f64| (secs * 1e6) as u64;
+    // Half the usual demand keeps the capture small.
+    for host in c.hosts.iter_mut() {
+        for f in host.flows.iter_mut() {
+            f.demand.iops /= 2.0;
+        }
+    }
+    c.spare_open = true;
+    let index = |c: &Cluster, host: usize, vm: usize| {
+        c.flows()
+            .enumerate()
+            .filter(|(_, (h, _))| *h == host)
+            .nth(vm)
+            .map(|(i, _)| i)
+    };
+    let (Some(vm01), Some(vm02), Some(vm03)) = (index(c, 0, 0), index(c, 0, 1), index(c, 0, 2))
+    else {
+        return;
+    };
+    let (Some(vm05), Some(vm06), Some(vm07), Some(vm08)) = (
+        index(c, 1, 0),
+        index(c, 1, 1),
+        index(c, 1, 2),
+        index(c, 1, 3),
+    ) else {
+        return;
+    };
+    let flow = |i: usize| c.flows().nth(i).map(|(h, f)| (h, f.clone()));
+    let (Some((_, f02)), Some((h07, f07)), Some((_, f08)), Some((_, f01))) =
+        (flow(vm02), flow(vm07), flow(vm08), flow(vm01))
+    else {
+        return;
+    };
+    let dialect = |c: &Cluster, h: usize| c.hosts.get(h).map_or(Dialect::V1_0, |x| x.sqos);
+    let node07 = c.hosts.get(h07).map(|h| h.name.clone()).unwrap_or_default();
+    let arm = |c: &mut Cluster, t: u64, spec: FaultSpec| {
+        c.script.push((t, Action::ArmFault(c.faults.len())));
+        c.faults.push(spec);
+    };
+
+    // vm06: its first status request (GET_STATUS|UPDATE_COUNTERS on its associated open) is
+    // failed with STATUS_NOT_FOUND; the client retries 10 s later (note <4>).
+    arm(
+        c,
+        0,
+        FaultSpec {
+            fault: ServerFault::FailsWith(STATUS_NOT_FOUND),
+            on: FaultOn::Flow(vm06),
+            when: Options::UPDATE_COUNTERS,
+            flow: vm06,
+            finding: "flow.server_wrongly_failed",
+            what: "STATUS_NOT_FOUND to a valid GET_STATUS|UPDATE_COUNTERS on an associated open",
+        },
+    );
+    // vm02: a management agent on HV01 asks vm02's status on a handle of its own it never
+    // associated; the server looks the flow up by the request's LogicalFlowID and answers.
+    arm(
+        c,
+        at(2.5),
+        FaultSpec {
+            fault: ServerFault::IgnoresAssociation,
+            on: FaultOn::Spare(0),
+            when: Options::GET_STATUS,
+            flow: vm02,
+            finding: "flow.server_should_have_failed",
+            what: "STATUS_SUCCESS (vm02's status) to GET_STATUS on an open never associated; section 3.2.5.1.4 requires STATUS_NOT_FOUND",
+        },
+    );
+    let mut r = Request::new(dialect(c, 0));
+    r.options = Options::GET_STATUS;
+    r.logical_flow_id = f02.flow_id;
+    r.initiator_id = f02.initiator_id;
+    c.script.push((
+        at(2.5),
+        Action::Raw {
+            host: 0,
+            raw: Box::new(raw(
+                r,
+                None,
+                "agent asks vm02's status on its own, never associated open: STATUS_NOT_FOUND required",
+            )),
+        },
+    ));
+    // vm07: the agent on HV02 re-applies vm07's policy on its unassociated handle; the server
+    // checks parameters before the association and answers STATUS_INVALID_PARAMETER.
+    arm(
+        c,
+        at(3.0),
+        FaultSpec {
+            fault: ServerFault::WrongStatus(STATUS_INVALID_PARAMETER),
+            on: FaultOn::Spare(h07),
+            when: Options::SET_POLICY,
+            flow: vm07,
+            finding: "flow.server_wrong_error",
+            what: "STATUS_INVALID_PARAMETER to SET_POLICY on an open never associated; section 3.2.5.1.2 requires STATUS_NOT_FOUND",
+        },
+    );
+    let mut r = Request::new(dialect(c, h07)).with_names(&f07.vm, &node07);
+    r.options = Options::SET_POLICY | Options::GET_STATUS;
+    r.logical_flow_id = f07.flow_id;
+    r.initiator_id = f07.initiator_id;
+    r.policy_id = f07.policy.policy_id;
+    r.limit = f07.policy.limit;
+    r.reservation = f07.policy.reservation;
+    if let Some(v) = r.v1_1.as_mut() {
+        v.bandwidth_limit = f07.policy.bandwidth_limit;
+    }
+    c.script.push((
+        at(3.0),
+        Action::Raw {
+            host: h07,
+            raw: Box::new(raw(
+                r,
+                None,
+                "agent re-applies vm07's policy on its own, never associated open: STATUS_NOT_FOUND required",
+            )),
+        },
+    ));
+    // vm05: its next status answer is read from vm08's entry.
+    arm(
+        c,
+        at(3.5),
+        FaultSpec {
+            fault: ServerFault::AnswersForFlow(f08.flow_id),
+            on: FaultOn::Flow(vm05),
+            when: Options::GET_STATUS,
+            flow: vm05,
+            finding: "flow.server_state_mismatch",
+            what: "GET_STATUS answered with vm08's LogicalFlowID, PolicyID, InitiatorID and rates",
+        },
+    );
+    // vm01: the administrator sets a reservation above the limit; the server skips the
+    // checks of note <8> and accepts it.
+    let bad = PolicySpec {
+        limit: 100,
+        reservation: 150,
+        bandwidth_limit: f01.policy.bandwidth_limit,
+        ..PolicySpec::default()
+    };
+    arm(
+        c,
+        at(4.0),
+        FaultSpec {
+            fault: ServerFault::SkipsPolicyChecks,
+            on: FaultOn::Flow(vm01),
+            when: Options::SET_POLICY,
+            flow: vm01,
+            finding: "flow.server_should_have_failed",
+            what: "STATUS_SUCCESS to SET_POLICY with Reservation 150 > Limit 100; Windows fails it with STATUS_INVALID_PARAMETER (note <8>)",
+        },
+    );
+    c.script.push((
+        at(4.0),
+        Action::ClientPolicy {
+            flow: vm01,
+            policy: bad,
+        },
+    ));
+    // vm03: its next status request is lost in the server and never answered; the client
+    // keeps doing I/O (its status request stays outstanding).
+    arm(
+        c,
+        at(5.5),
+        FaultSpec {
+            fault: ServerFault::NoResponse,
+            on: FaultOn::Flow(vm03),
+            when: Options::UPDATE_COUNTERS,
+            flow: vm03,
+            finding: "flow.request_unanswered",
+            what: "GET_STATUS|UPDATE_COUNTERS never answered",
+        },
+    );
 }
 
 /// The misbehaving client's deliberate protocol errors, in order, each with the status the

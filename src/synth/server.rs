@@ -1,6 +1,9 @@
 //! The Scale-Out File Server's Storage QoS model (MS-SQOS section 3.2): the logical flow table,
 //! the association of each open, and the processing rules of section 3.2.5.1 including the
 //! Windows validation of note <8>. A request that fails changes no state.
+//!
+//! `ServerFault` makes one request go wrong the way a buggy implementation would (the
+//! `faulty-server` scenario arms them at scripted times).
 
 use std::collections::BTreeMap;
 
@@ -12,6 +15,26 @@ use crate::sqos::{Dialect, Options, Request, Response, Status, STORAGE_QOS_INITI
 
 /// An open, as the server knows it: connection (host) and volatile FileId.
 pub type OpenKey = (u32, u64);
+
+/// A bug of the server's Storage QoS implementation, applied to one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum ServerFault {
+    /// Looks the flow up by Request.LogicalFlowID instead of the open's association, so a
+    /// request on an unassociated open succeeds (3.2.5.1.2-4 require STATUS_NOT_FOUND).
+    IgnoresAssociation,
+    /// Skips the field checks of note <8> (e.g. accepts a Reservation above the Limit).
+    SkipsPolicyChecks,
+    /// Fails the request with this status although no rule applies; nothing is applied.
+    FailsWith(u32),
+    /// Fails a request the rules fail, but with this status instead of the prescribed one.
+    WrongStatus(u32),
+    /// Answers GET_STATUS from this other flow's entry (its LogicalFlowID, PolicyID,
+    /// InitiatorID and rates); the request itself is applied to the right flow.
+    AnswersForFlow(Uuid),
+    /// The request is lost inside the server: no response is ever sent, nothing is applied.
+    NoResponse,
+}
 
 /// A policy configured on the server (looked up by PolicyID).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -154,6 +177,37 @@ impl SqosServer {
         request_size: usize,
         max_response: u32,
     ) -> Result<Option<Response>, u32> {
+        self.handle_with(open, req, request_size, max_response, None)
+    }
+
+    /// `handle` with a bug of the implementation applied to this request. `NoResponse` is the
+    /// caller's to honour (it sends nothing); here it changes no state.
+    pub fn handle_with(
+        &mut self,
+        open: OpenKey,
+        req: &Request,
+        request_size: usize,
+        max_response: u32,
+        fault: Option<ServerFault>,
+    ) -> Result<Option<Response>, u32> {
+        match fault {
+            Some(ServerFault::FailsWith(status)) => Err(status),
+            Some(ServerFault::NoResponse) => Ok(None),
+            Some(ServerFault::WrongStatus(status)) => self
+                .process(open, req, request_size, max_response, None)
+                .map_err(|_| status),
+            other => self.process(open, req, request_size, max_response, other),
+        }
+    }
+
+    fn process(
+        &mut self,
+        open: OpenKey,
+        req: &Request,
+        request_size: usize,
+        max_response: u32,
+        fault: Option<ServerFault>,
+    ) -> Result<Option<Response>, u32> {
         let opts = req.options;
         let Some(dialect) = req.protocol_version.dialect() else {
             return Err(STATUS_REVISION_MISMATCH);
@@ -176,16 +230,27 @@ impl SqosServer {
         if set_id && id.is_nil() {
             assoc = None;
         }
+        // The bug: the flow the request names stands in for a missing association (the open
+        // itself stays unassociated).
+        let looked_up = match fault {
+            Some(ServerFault::IgnoresAssociation) if !id.is_nil() => {
+                assoc.or_else(|| self.flows.contains_key(&id).then_some(id))
+            }
+            _ => assoc,
+        };
         let set_policy = opts.contains(Options::SET_POLICY);
         // 3.2.5.1.2
-        if set_policy && assoc.is_none() {
+        if set_policy && looked_up.is_none() {
             return Err(STATUS_NOT_FOUND);
         }
         if set_policy || probe {
-            validate_policy(req, request_size)?;
+            validate_names(req, request_size)?;
+            if fault != Some(ServerFault::SkipsPolicyChecks) {
+                validate_product(req)?;
+            }
         }
         // 3.2.5.1.3
-        if opts.contains(Options::UPDATE_COUNTERS) && assoc.is_none() {
+        if opts.contains(Options::UPDATE_COUNTERS) && looked_up.is_none() {
             return Err(STATUS_NOT_FOUND);
         }
         // 3.2.5.1.4
@@ -193,7 +258,7 @@ impl SqosServer {
         if get_status && max_response < MIN_MAX_RESPONSE {
             return Err(STATUS_INVALID_PARAMETER);
         }
-        if get_status && assoc.is_none() {
+        if get_status && looked_up.is_none() {
             return Err(STATUS_NOT_FOUND);
         }
 
@@ -214,7 +279,7 @@ impl SqosServer {
                 self.opens.insert(open, new);
             }
         }
-        let Some(flow_id) = assoc else {
+        let Some(flow_id) = looked_up else {
             return Ok(None);
         };
         let v11 = dialect == Dialect::V1_1;
@@ -241,7 +306,12 @@ impl SqosServer {
         if !get_status {
             return Ok(None);
         }
-        let a = self.assigned(&flow_id).unwrap_or(Assigned {
+        // The entry the answer is read from: the flow's own, or (the bug) another one.
+        let answered_id = match fault {
+            Some(ServerFault::AnswersForFlow(other)) if self.flows.contains_key(&other) => other,
+            _ => flow_id,
+        };
+        let a = self.assigned(&answered_id).unwrap_or(Assigned {
             status: Status::NOT_AVAILABLE,
             maximum_io_rate: 0,
             minimum_io_rate: 0,
@@ -257,15 +327,19 @@ impl SqosServer {
             self.base_ttl_ms.saturating_sub(jitter).max(1)
         };
         f.fresh_policy = false;
+        let base_io_size = f.base_io_size;
+        let Some(f) = self.flows.get(&answered_id) else {
+            return Ok(None);
+        };
         let mut r = Response::new(dialect);
-        r.logical_flow_id = flow_id;
+        r.logical_flow_id = answered_id;
         r.policy_id = f.policy_id;
         r.initiator_id = f.initiator_id;
         r.time_to_live = ttl;
         r.status = a.status;
         r.maximum_io_rate = a.maximum_io_rate;
         r.minimum_io_rate = a.minimum_io_rate;
-        r.base_io_size = f.base_io_size;
+        r.base_io_size = base_io_size;
         if v11 {
             r.maximum_bandwidth = Some(a.maximum_bandwidth);
         }
@@ -273,8 +347,8 @@ impl SqosServer {
     }
 }
 
-/// Section 3.2.5.1.2 name checks and note <8>.
-fn validate_policy(req: &Request, request_size: usize) -> Result<(), u32> {
+/// Section 3.2.5.1.2 name checks.
+fn validate_names(req: &Request, request_size: usize) -> Result<(), u32> {
     let names = [
         (req.initiator_name_offset, req.initiator_name_length),
         (
@@ -290,6 +364,11 @@ fn validate_policy(req: &Request, request_size: usize) -> Result<(), u32> {
             return Err(STATUS_INVALID_PARAMETER);
         }
     }
+    Ok(())
+}
+
+/// Section 3.2.5.1.2 field checks, as Windows does them (note <8>).
+fn validate_product(req: &Request) -> Result<(), u32> {
     let bw = req.v1_1.map_or(0, |v| v.bandwidth_limit);
     let policy = !req.policy_id.is_nil();
     let bad = req.limit > MAX_POLICY_VALUE
@@ -397,6 +476,68 @@ mod tests {
             s.handle((1, 1), &r, 128, 4096),
             Err(STATUS_REVISION_MISMATCH)
         );
+    }
+
+    #[test]
+    fn faults_break_exactly_one_rule() {
+        let mut s = server();
+        let (a, b) = (Uuid::from_u128(5), Uuid::from_u128(6));
+        for (n, id) in [(1u64, a), (2, b)] {
+            s.handle((1, n), &req(Options::SET_LOGICAL_FLOW_ID, id), 128, 4096)
+                .unwrap();
+            let mut r = req(Options::SET_POLICY, id);
+            r.limit = 100 * n;
+            r.initiator_id = Uuid::from_u128(0x100 + u128::from(n));
+            s.handle((1, n), &r, 128, 4096).unwrap();
+        }
+        // GET_STATUS on an unassociated open: NOT_FOUND, unless the server ignores associations.
+        let status = req(Options::GET_STATUS, a);
+        assert_eq!(s.handle((1, 9), &status, 128, 4096), Err(STATUS_NOT_FOUND));
+        let fault = Some(ServerFault::IgnoresAssociation);
+        let resp = s
+            .handle_with((1, 9), &status, 128, 4096, fault)
+            .unwrap()
+            .unwrap();
+        assert_eq!((resp.logical_flow_id, resp.maximum_io_rate), (a, 100));
+        assert_eq!(s.association((1, 9)), None);
+        // Reservation above Limit: rejected, accepted when the note <8> checks are skipped.
+        let mut r = req(Options::SET_POLICY, a);
+        r.limit = 50;
+        r.reservation = 80;
+        assert_eq!(
+            s.handle((1, 1), &r, 128, 4096),
+            Err(STATUS_INVALID_PARAMETER)
+        );
+        let fault = Some(ServerFault::SkipsPolicyChecks);
+        assert_eq!(s.handle_with((1, 1), &r, 128, 4096, fault), Ok(None));
+        assert_eq!((s.flows[&a].limit, s.flows[&a].reservation), (50, 80));
+        // A valid request failed; an invalid one failed with the wrong status.
+        let fault = Some(ServerFault::FailsWith(STATUS_NOT_FOUND));
+        assert_eq!(
+            s.handle_with((1, 1), &status, 128, 4096, fault),
+            Err(STATUS_NOT_FOUND)
+        );
+        let fault = Some(ServerFault::WrongStatus(STATUS_INVALID_PARAMETER));
+        assert_eq!(
+            s.handle_with((1, 9), &status, 128, 4096, fault),
+            Err(STATUS_INVALID_PARAMETER)
+        );
+        // The answer read from another flow's entry; the counters go to the right flow.
+        let mut upd = req(Options::GET_STATUS | Options::UPDATE_COUNTERS, a);
+        upd.io_count_increment = 7;
+        let fault = Some(ServerFault::AnswersForFlow(b));
+        let resp = s
+            .handle_with((1, 1), &upd, 128, 4096, fault)
+            .unwrap()
+            .unwrap();
+        assert_eq!(resp.logical_flow_id, b);
+        assert_eq!(resp.initiator_id, Uuid::from_u128(0x102));
+        assert_eq!(resp.maximum_io_rate, 200);
+        assert_eq!((s.flows[&a].io_count, s.flows[&b].io_count), (7, 0));
+        // A lost request changes nothing.
+        let fault = Some(ServerFault::NoResponse);
+        assert_eq!(s.handle_with((1, 1), &upd, 128, 4096, fault), Ok(None));
+        assert_eq!(s.flows[&a].io_count, 7);
     }
 
     #[test]

@@ -12,8 +12,10 @@ use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL
 use super::packet::Endpoint;
 use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
-use super::scenario::{Action, Cluster, FlowSpec, PolicySpec, SetupStyle};
-use super::server::SqosServer;
+use super::scenario::{
+    Action, Cluster, CounterReporting, FaultOn, FlowSpec, PolicySpec, SetupStyle,
+};
+use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
@@ -94,6 +96,8 @@ enum Ev {
     Dispatch(usize),
     Status(usize, u64),
     Script(usize),
+    /// A handed-over flow opens its disk.
+    Open(usize),
 }
 
 struct Event {
@@ -147,6 +151,10 @@ pub(crate) struct MsgRec {
     note: String,
     req_tag: Option<u32>,
     sent: Time,
+    /// SMB2 MessageId of the IOCTL request.
+    mid: u64,
+    /// The server bug that struck it (index in `Cluster::faults`).
+    fault: Option<usize>,
     resp_tag: Option<u32>,
     nt: Option<u32>,
     resp: Option<Response>,
@@ -157,7 +165,10 @@ struct UpdRec {
     msg: usize,
     prev: Option<Time>,
     rate: u64,
+    /// What the request reports.
     inc: Counters,
+    /// What the I/O listed with it adds up to.
+    actual: Counters,
     ios: Vec<usize>,
 }
 
@@ -186,6 +197,10 @@ struct FlowRt {
     dispatch_at: Option<Time>,
     timer_gen: u64,
     arrivals: bool,
+    /// Handed over (`Action::Handoff`): drains, sends `final_msg`, closes, opens `handoff`.
+    retired: bool,
+    handoff: Option<(usize, u64)>,
+    final_msg: Option<usize>,
     rng: Rng,
     updates: Vec<UpdRec>,
     policies: Vec<PolRec>,
@@ -226,6 +241,8 @@ pub struct Sim<'c, W: Write> {
     msgs: Vec<MsgRec>,
     outbox: Outbox,
     end: Time,
+    /// Server bugs armed and waiting for the request they strike, in arming order.
+    armed: Vec<usize>,
 }
 
 impl<'c, W: Write> Sim<'c, W> {
@@ -255,6 +272,9 @@ impl<'c, W: Write> Sim<'c, W> {
                 dispatch_at: None,
                 timer_gen: 0,
                 arrivals: false,
+                retired: false,
+                handoff: None,
+                final_msg: None,
                 rng: rng.fork(100 + flows.len() as u64),
                 updates: Vec::new(),
                 policies: Vec::new(),
@@ -278,6 +298,7 @@ impl<'c, W: Write> Sim<'c, W> {
             msgs: Vec::new(),
             outbox: Vec::new(),
             end: c.start + c.duration_us,
+            armed: Vec::new(),
         }
     }
 
@@ -350,6 +371,11 @@ impl<'c, W: Write> Sim<'c, W> {
             }
             Ev::Status(f, gen) => self.status_timer(f, gen, t),
             Ev::Script(i) => self.script(i, t),
+            Ev::Open(f) => {
+                if let Some(h) = self.flows.get(f).map(|fl| fl.host) {
+                    self.send_create(h, t, Target::Flow(f));
+                }
+            }
         }
     }
 
@@ -564,7 +590,7 @@ impl<'c, W: Write> Sim<'c, W> {
             RespKind::Tree => {
                 // Open every disk of the host at once (one write, several messages per segment).
                 let mine: Vec<usize> = (0..self.flows.len())
-                    .filter(|&f| self.flows[f].host == h)
+                    .filter(|&f| self.flows[f].host == h && self.flows[f].spec.opened_at_start)
                     .collect();
                 for f in mine {
                     self.send_create(h, t, Target::Flow(f));
@@ -592,7 +618,14 @@ impl<'c, W: Write> Sim<'c, W> {
                     host.spare = Some(fid);
                 }
             }
-            RespKind::Close(Target::Flow(f)) => self.send_create(h, t, Target::Flow(f)),
+            RespKind::Close(Target::Flow(f)) => match self.flows.get(f) {
+                Some(fl) if fl.retired => {
+                    if let Some((to, after)) = fl.handoff {
+                        self.at(t + after, Ev::Open(to));
+                    }
+                }
+                _ => self.send_create(h, t, Target::Flow(f)),
+            },
             RespKind::Close(Target::Spare) => {}
             RespKind::Io(io) => self.io_complete(io, t),
             RespKind::Ioctl(m) => self.ioctl_answered(m, t, it.status),
@@ -719,6 +752,7 @@ impl<'c, W: Write> Sim<'c, W> {
     ) -> usize {
         let input = encode_request(&req);
         let m = self.msgs.len();
+        let hdr = self.client_header(h, smb2::IOCTL, 1);
         self.msgs.push(MsgRec {
             host: h,
             flow: match target {
@@ -733,11 +767,12 @@ impl<'c, W: Write> Sim<'c, W> {
             note,
             req_tag: None,
             sent: t,
+            mid: hdr.message_id,
+            fault: None,
             resp_tag: None,
             nt: None,
             resp: None,
         });
-        let hdr = self.client_header(h, smb2::IOCTL, 1);
         let body = smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &input, max_out);
         self.client_send(h, t, hdr, &body, 0, ReqKind::Ioctl(m));
         m
@@ -752,6 +787,14 @@ impl<'c, W: Write> Sim<'c, W> {
             return;
         };
         if purpose == Purpose::Raw {
+            return;
+        }
+        if let Some(fl) = self.flows.get(f).filter(|fl| fl.retired) {
+            // Answers to a flow leaving its host change nothing; its last update's answer
+            // lets it close.
+            if fl.final_msg == Some(m) {
+                self.send_close(f, t);
+            }
             return;
         }
         if status != smb2::STATUS_SUCCESS {
@@ -845,7 +888,8 @@ impl<'c, W: Write> Sim<'c, W> {
         if fl.timer_gen != gen {
             return;
         }
-        if fl.fid.is_none() || fl.closing {
+        let drained = fl.retired && fl.outstanding == 0 && fl.final_msg.is_none();
+        if fl.fid.is_none() || (fl.closing && !drained) {
             self.at(t + 200_000, Ev::Status(f, gen));
             return;
         }
@@ -858,8 +902,19 @@ impl<'c, W: Write> Sim<'c, W> {
             return;
         }
         let mut r = self.flow_request(f, Options::GET_STATUS | Options::UPDATE_COUNTERS);
+        let reporting = self.c.hosts[self.flows[f].host].counters;
         let fl = &mut self.flows[f];
-        let c = std::mem::take(&mut fl.cnt);
+        let actual = std::mem::take(&mut fl.cnt);
+        let ios = std::mem::take(&mut fl.ios);
+        let c = match reporting {
+            CounterReporting::Honest => actual,
+            CounterReporting::ReadsOnly => sum_counters(
+                ios.iter()
+                    .filter_map(|&i| self.ios.get(i))
+                    .filter(|io| !io.write),
+            ),
+        };
+        let fl = &mut self.flows[f];
         r.io_count_increment = c.io;
         r.normalized_io_count_increment = c.norm;
         r.latency_increment = c.latency;
@@ -867,20 +922,27 @@ impl<'c, W: Write> Sim<'c, W> {
         if let Some(v) = r.v1_1.as_mut() {
             v.kilobyte_count_increment = c.bytes / 1024;
         }
-        let ios = std::mem::take(&mut fl.ios);
         let prev = fl.last_update.replace(t);
-        let rate = effective_rate(fl, self.c.hosts[fl.host].sqos).map_or(0, |r| r as u64);
+        let host = &self.c.hosts[fl.host];
+        let rate = effective_rate(fl, host.sqos, host.throttles_bandwidth).map_or(0, |r| r as u64);
         let m = self.msgs.len();
         fl.updates.push(UpdRec {
             msg: m,
             prev,
             rate,
             inc: c,
+            actual,
             ios,
         });
         // Timer re-armed by the answer.
         fl.timer_gen += 1;
-        self.send_ioctl(f, t, r, Purpose::Status, "status request with counters");
+        let note = if fl.retired {
+            fl.final_msg = Some(m);
+            "last status request with counters before the disk leaves the host"
+        } else {
+            "status request with counters"
+        };
+        self.send_ioctl(f, t, r, Purpose::Status, note);
     }
 
     fn script(&mut self, i: usize, t: Time) {
@@ -905,11 +967,28 @@ impl<'c, W: Write> Sim<'c, W> {
                 }
             }
             Action::ServerPolicy { id, policy } => self.server.set_policy(id, policy),
+            Action::ArmFault(i) => self.armed.push(i),
             Action::Reopen { flow } => {
                 if let Some(fl) = self.flows.get_mut(flow) {
                     fl.closing = true;
                     if fl.outstanding == 0 {
                         self.send_close(flow, t);
+                    }
+                }
+            }
+            Action::Handoff { from, to, after_us } => {
+                if let Some(fl) = self.flows.get_mut(from) {
+                    if fl.retired || fl.fid.is_none() {
+                        return;
+                    }
+                    fl.closing = true;
+                    fl.retired = true;
+                    fl.handoff = Some((to, after_us));
+                    fl.queue.clear();
+                    // The regular status timer stops; the last update goes once I/O drained.
+                    fl.timer_gen += 1;
+                    if fl.outstanding == 0 {
+                        self.arm_timer(from, t, 0);
                     }
                 }
             }
@@ -967,7 +1046,7 @@ impl<'c, W: Write> Sim<'c, W> {
 
     fn arrival(&mut self, f: usize, t: Time) {
         let end = self.end;
-        let Some(fl) = self.flows.get_mut(f) else {
+        let Some(fl) = self.flows.get_mut(f).filter(|fl| !fl.retired) else {
             return;
         };
         if fl.queue.len() < VM_QUEUE_LIMIT {
@@ -995,6 +1074,7 @@ impl<'c, W: Write> Sim<'c, W> {
         };
         let host = &self.c.hosts[fl.host];
         let (obey, dialect) = (host.obeys_limits, host.sqos);
+        let bandwidth = host.throttles_bandwidth;
         loop {
             let fl = &mut self.flows[f];
             if !fl.ready
@@ -1008,7 +1088,7 @@ impl<'c, W: Write> Sim<'c, W> {
                 return;
             };
             let rate = if obey {
-                effective_rate(fl, dialect)
+                effective_rate(fl, dialect, bandwidth)
             } else {
                 None
             };
@@ -1090,7 +1170,11 @@ impl<'c, W: Write> Sim<'c, W> {
         fl.ios.push(io);
         fl.outstanding = fl.outstanding.saturating_sub(1);
         if fl.closing && fl.outstanding == 0 && fl.fid.is_some() {
-            self.send_close(f, t);
+            if fl.retired {
+                self.arm_timer(f, t, 0);
+            } else {
+                self.send_close(f, t);
+            }
         }
         self.dispatch(f, t);
     }
@@ -1261,10 +1345,29 @@ impl<'c, W: Write> Sim<'c, W> {
         }
         .unwrap_or_default();
         let size = encode_request(&rec.req).len();
-        let result = self
-            .server
-            .handle((h as u32, fid.volatile), &rec.req, size, rec.max_out);
+        // The first armed bug this request matches strikes it.
+        let on = match rec.target {
+            Target::Flow(f) => FaultOn::Flow(f),
+            Target::Spare => FaultOn::Spare(h),
+        };
+        let opts = rec.req.options;
+        let faults = &self.c.faults;
+        let hit = self.armed.iter().position(|&i| {
+            faults
+                .get(i)
+                .is_some_and(|f| f.on == on && opts.contains(f.when))
+        });
+        let fault_index = hit.map(|p| self.armed.remove(p));
+        let fault = fault_index.and_then(|i| faults.get(i)).map(|f| f.fault);
+        let result =
+            self.server
+                .handle_with((h as u32, fid.volatile), &rec.req, size, rec.max_out, fault);
         let rec = &mut self.msgs[m];
+        rec.fault = fault_index;
+        if fault == Some(ServerFault::NoResponse) {
+            // Lost in the server: the client's request stays outstanding.
+            return;
+        }
         match result {
             Ok(resp) => {
                 rec.nt = Some(0);
@@ -1288,13 +1391,28 @@ impl<'c, W: Write> Sim<'c, W> {
     }
 }
 
-/// Section 3.1.7.1: the rate (normalized IOPS) a flow must not exceed on average, if any.
-fn effective_rate(fl: &FlowRt, dialect: Dialect) -> Option<f64> {
+/// The increments a set of completed I/Os adds up to (section 3.1.4.1).
+fn sum_counters<'a>(ios: impl Iterator<Item = &'a IoRec>) -> Counters {
+    let mut c = Counters::default();
+    for io in ios {
+        let done = io.resp_done.unwrap_or(io.req_done);
+        c.io += 1;
+        c.norm += io.norm;
+        c.latency += done.saturating_sub(io.gen) * 10;
+        c.lower += done.saturating_sub(io.req_done) * 10;
+        c.bytes += u64::from(io.len);
+    }
+    c
+}
+
+/// Section 3.1.7.1: the rate (normalized IOPS) a flow must not exceed on average, if any
+/// (MaximumBandwidth counts only for a 1.1 client that `throttles_bandwidth`).
+fn effective_rate(fl: &FlowRt, dialect: Dialect, throttles_bandwidth: bool) -> Option<f64> {
     let mut rate: Option<f64> = None;
     if fl.max_io_rate > 0 {
         rate = Some(fl.max_io_rate as f64);
     }
-    if dialect == Dialect::V1_1 && fl.max_bw > 0 {
+    if dialect == Dialect::V1_1 && throttles_bandwidth && fl.max_bw > 0 {
         let bw = fl.max_bw as f64 * 1024.0 / f64::from(fl.base.max(1));
         rate = Some(rate.map_or(bw, |r| r.min(bw)));
     }
@@ -1342,6 +1460,8 @@ impl SimResult {
                 ),
                 sqos_dialect: h.sqos,
                 obeys_limits: h.obeys_limits,
+                throttles_bandwidth: h.throttles_bandwidth,
+                counters: h.counters,
                 poll_factor: h.poll_factor,
             });
         }
@@ -1350,6 +1470,30 @@ impl SimResult {
             t.totals.sqos_requests += 1;
             if m.nt.is_some_and(|s| s != 0) {
                 t.totals.sqos_errors += 1;
+            }
+            if let Some(spec) = m.fault.and_then(|i| c.faults.get(i)) {
+                let flow = self.flows.get(spec.flow);
+                t.faults.push(truth::FaultTruth {
+                    fault: spec.fault,
+                    finding: spec.finding,
+                    what: spec.what,
+                    host: c
+                        .hosts
+                        .get(m.host)
+                        .map(|h| h.name.clone())
+                        .unwrap_or_default(),
+                    logical_flow_id: flow.map(|f| f.spec.flow_id).unwrap_or_default(),
+                    initiator_name: flow.map(|f| f.spec.vm.clone()).unwrap_or_default(),
+                    file_name: m.file_name.clone(),
+                    message_id: m.mid,
+                    option_names: m.req.options.names(),
+                    request_frame: self.frame(m.req_tag),
+                    request_time: secs(self.trace(m.req_tag).map_or(m.sent, |x| x.ts)),
+                    response_frame: resp_trace.and_then(|x| x.frame),
+                    response_time: resp_trace.filter(|x| x.frame.is_some()).map(|x| secs(x.ts)),
+                    nt_status: m.nt,
+                    nt_status_name: m.nt.map(truth::nt_status_name),
+                });
             }
             t.messages.push(truth::MessageTruth {
                 host: c
@@ -1453,6 +1597,13 @@ impl SimResult {
                     latency_increment: u.inc.latency,
                     lower_latency_increment: u.inc.lower,
                     kilobyte_count_increment: m.req.v1_1.map(|v| v.kilobyte_count_increment),
+                    actual: truth::Increments {
+                        io_count: u.actual.io,
+                        normalized_io_count: u.actual.norm,
+                        latency: u.actual.latency,
+                        lower_latency: u.actual.lower,
+                        kilobyte_count: m.req.v1_1.map(|_| u.actual.bytes / 1024),
+                    },
                     ios,
                 });
             }

@@ -6,10 +6,11 @@ use uuid::Uuid;
 
 use crate::sqos::Dialect;
 
-use super::scenario::PolicySpec;
+use super::scenario::{CounterReporting, PolicySpec};
+use super::server::ServerFault;
 
 /// How I/O is assigned to update intervals; also written into the truth file.
-pub const INTERVAL_RULE: &str = "An I/O (READ or WRITE) is counted in the first UPDATE_COUNTERS request of its logical flow whose first frame comes after the frame that completed the I/O's response; I/O still outstanding when an update is sent is counted in a later one. The increments of an update are exactly the sums over the I/Os listed with it.";
+pub const INTERVAL_RULE: &str = "An I/O (READ or WRITE) is counted in the first UPDATE_COUNTERS request of its logical flow whose first frame comes after the frame that completed the I/O's response; I/O still outstanding when an update is sent is counted in a later one. The sums over the I/Os listed with an update are its `actual` increments; an honest client (host `counters` \"honest\") sends exactly these.";
 
 /// How latencies are measured; also written into the truth file.
 pub const LATENCY_RULE: &str = "LowerLatencyIncrement sums, per I/O, the time from the frame that completed the request to the frame that completed the response (capture clock, client side, in 100 ns). LatencyIncrement adds the time the I/O waited in the client's queue (throttling, queue depth) before its request was sent, which the capture cannot show. NormalizedIoCountIncrement uses section 4.1 with the flow's BaseIoSize; KilobyteCountIncrement (1.1) is bytes / 1024, all sizes being multiples of 4 KiB.";
@@ -23,6 +24,9 @@ pub struct Truth {
     pub hosts: Vec<HostTruth>,
     pub flows: Vec<FlowTruth>,
     pub messages: Vec<MessageTruth>,
+    /// Server bugs injected (`faulty-server`), in the order of their requests.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultTruth>,
     pub totals: Totals,
 }
 
@@ -53,6 +57,10 @@ pub struct HostTruth {
     pub smb_dialect: String,
     pub sqos_dialect: Dialect,
     pub obeys_limits: bool,
+    /// Throttles to MaximumBandwidth too (else to MaximumIoRate only).
+    pub throttles_bandwidth: bool,
+    /// What its UPDATE_COUNTERS report ("honest", or "reads-only": WRITEs left out).
+    pub counters: CounterReporting,
     pub poll_factor: u32,
 }
 
@@ -107,7 +115,20 @@ pub struct UpdateTruth {
     pub latency_increment: u64,
     pub lower_latency_increment: u64,
     pub kilobyte_count_increment: Option<u64>,
+    /// What the I/O listed with this update really adds up to (equal to the increments above
+    /// unless the host misreports).
+    pub actual: Increments,
     pub ios: Vec<IoTruth>,
+}
+
+/// The five UPDATE_COUNTERS increments (KilobyteCount for 1.1 only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Increments {
+    pub io_count: u64,
+    pub normalized_io_count: u64,
+    pub latency: u64,
+    pub lower_latency: u64,
+    pub kilobyte_count: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -142,6 +163,31 @@ pub struct MessageTruth {
     pub nt_status_name: Option<&'static str>,
     pub response: Option<ResponseTruth>,
     pub purpose: String,
+}
+
+/// One request a server bug struck, and what the analysis should say about it.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultTruth {
+    pub fault: ServerFault,
+    /// The `sqos flows` finding code it should give, on `logical_flow_id`.
+    pub finding: &'static str,
+    pub what: &'static str,
+    pub host: String,
+    /// The flow concerned: the open's, or the one a request on an unassociated open names.
+    pub logical_flow_id: Uuid,
+    pub initiator_name: String,
+    /// The file of the open the request was sent on.
+    pub file_name: Option<String>,
+    /// SMB2 MessageId of the IOCTL.
+    pub message_id: u64,
+    pub option_names: Vec<&'static str>,
+    pub request_frame: Option<u64>,
+    pub request_time: f64,
+    /// `None`: never answered.
+    pub response_frame: Option<u64>,
+    pub response_time: Option<f64>,
+    pub nt_status: Option<u32>,
+    pub nt_status_name: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
