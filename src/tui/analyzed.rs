@@ -146,6 +146,13 @@ impl Analyzed {
             kbps: last.and_then(|p| p.kbps).or(rep
                 .and_then(|r| r.kilobytes_per_second)
                 .or(obs.map(|o| o.kilobytes_per_second))),
+            avg_iops: rep.map(|r| r.normalized_iops),
+            avg_latency_ms: rep.and_then(|r| r.avg_latency_ms),
+            avg_kbps: rep
+                .and_then(|r| r.kilobytes_per_second)
+                .or(obs.map(|o| o.kilobytes_per_second)),
+            max_rate: f.server.map(|s| s.maximum_io_rate),
+            min_rate: f.server.map(|s| s.minimum_io_rate),
             status: f.server.map(|s| s.status),
             findings: f.findings_total(),
             worst: f.findings.iter().map(|x| x.severity).max(),

@@ -135,6 +135,8 @@ pub struct App {
     pub hits: Vec<(Rect, Hit)>,
     /// Rows a page key moves (set from the last drawn list height).
     pub page: usize,
+    /// The Flows columns that fit on the screen at the last draw (`s` cycles through them).
+    pub flow_cols: Vec<FlowCol>,
 }
 
 impl App {
@@ -163,6 +165,7 @@ impl App {
             flash: None,
             hits: Vec::new(),
             page: 10,
+            flow_cols: FlowCol::ALL.to_vec(),
         }
     }
 
@@ -375,8 +378,8 @@ impl App {
 
     fn cycle_sort(&mut self) {
         self.sort.col = match self.sort.col {
-            None => Some(FlowCol::Initiator),
-            Some(c) => c.next(),
+            None => self.flow_cols.first().copied(),
+            Some(c) => c.next_in(&self.flow_cols),
         };
         self.sort.reverse = false;
     }

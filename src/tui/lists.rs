@@ -17,23 +17,34 @@ pub enum FlowCol {
     Initiator,
     Node,
     Policy,
+    /// The server's MaximumIoRate / MinimumIoRate.
+    Server,
     Iops,
     Observed,
     Latency,
     Kbps,
+    /// Whole-capture figures, as `sqos flows` prints them.
+    AvgIops,
+    AvgLatency,
+    AvgKbps,
     Status,
     Findings,
 }
 
 impl FlowCol {
-    pub const ALL: [FlowCol; 9] = [
+    /// In the order they are shown.
+    pub const ALL: [FlowCol; 13] = [
         FlowCol::Initiator,
         FlowCol::Node,
         FlowCol::Policy,
+        FlowCol::Server,
         FlowCol::Iops,
         FlowCol::Observed,
         FlowCol::Latency,
         FlowCol::Kbps,
+        FlowCol::AvgIops,
+        FlowCol::AvgLatency,
+        FlowCol::AvgKbps,
         FlowCol::Status,
         FlowCol::Findings,
     ];
@@ -43,18 +54,41 @@ impl FlowCol {
             FlowCol::Initiator => "Initiator",
             FlowCol::Node => "Node",
             FlowCol::Policy => "Limit/Resv",
+            FlowCol::Server => "Max/Min",
             FlowCol::Iops => "NIOPS",
             FlowCol::Observed => "Seen",
             FlowCol::Latency => "Lat ms",
             FlowCol::Kbps => "KB/s",
+            FlowCol::AvgIops => "avg NIOPS",
+            FlowCol::AvgLatency => "avg lat",
+            FlowCol::AvgKbps => "avg KB/s",
             FlowCol::Status => "Status",
             FlowCol::Findings => "Find",
         }
     }
 
-    pub fn next(self) -> Option<FlowCol> {
-        let i = FlowCol::ALL.iter().position(|c| *c == self)?;
-        FlowCol::ALL.get(i + 1).copied()
+    /// Which columns give way first when the screen is narrow: the higher, the sooner (columns
+    /// of one rank go together). Names, the current rate, status and findings always stay (0).
+    pub fn drop_rank(self) -> u8 {
+        match self {
+            FlowCol::Initiator
+            | FlowCol::Node
+            | FlowCol::Iops
+            | FlowCol::Status
+            | FlowCol::Findings => 0,
+            FlowCol::Policy => 1,
+            FlowCol::Latency => 2,
+            FlowCol::Kbps => 3,
+            FlowCol::Observed => 4,
+            FlowCol::Server => 5,
+            FlowCol::AvgIops | FlowCol::AvgLatency | FlowCol::AvgKbps => 6,
+        }
+    }
+
+    /// The column after `self` among `shown` (the columns on screen), or none after the last.
+    pub fn next_in(self, shown: &[FlowCol]) -> Option<FlowCol> {
+        let i = shown.iter().position(|c| *c == self)?;
+        shown.get(i + 1).copied()
     }
 
     /// Numbers sort largest first on the first press; text sorts A→Z.
@@ -85,10 +119,14 @@ fn cmp_rows(col: FlowCol, a: &FlowRow, b: &FlowRow) -> std::cmp::Ordering {
         FlowCol::Initiator => a.initiator.to_lowercase().cmp(&b.initiator.to_lowercase()),
         FlowCol::Node => a.node.to_lowercase().cmp(&b.node.to_lowercase()),
         FlowCol::Policy => a.policy.sort_key().cmp(&b.policy.sort_key()),
+        FlowCol::Server => (a.max_rate, a.min_rate).cmp(&(b.max_rate, b.min_rate)),
         FlowCol::Iops => cmp_opt_f64(a.reported_iops, b.reported_iops),
         FlowCol::Observed => cmp_opt_f64(a.observed_iops, b.observed_iops),
         FlowCol::Latency => cmp_opt_f64(a.latency_ms, b.latency_ms),
         FlowCol::Kbps => cmp_opt_f64(a.kbps, b.kbps),
+        FlowCol::AvgIops => cmp_opt_f64(a.avg_iops, b.avg_iops),
+        FlowCol::AvgLatency => cmp_opt_f64(a.avg_latency_ms, b.avg_latency_ms),
+        FlowCol::AvgKbps => cmp_opt_f64(a.avg_kbps, b.avg_kbps),
         FlowCol::Status => status_label(a.status).cmp(&status_label(b.status)),
         FlowCol::Findings => a.findings.cmp(&b.findings),
     }

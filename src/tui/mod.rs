@@ -130,6 +130,54 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
     }
 }
 
+/// A source being read: the state the views show, the reader thread filling it, and what to
+/// stop when the UI ends.
+pub struct Started {
+    pub shared: Shared,
+    /// Ends when the input does (for a file: at its end).
+    pub reader: std::thread::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+    child: Option<Child>,
+}
+
+impl Started {
+    /// Stop following a growing file and end the tcpdump behind a live capture.
+    pub fn stop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Open the input and start reading it in the background into a new [`Live`] — what
+/// `sqos tui` shows. Also used by the rendering tests, which join the reader to read a
+/// capture to its end.
+pub fn start(
+    input: &Input,
+    pipeline: PipelineConfig,
+    max_messages: usize,
+) -> Result<Started, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let prepared = prepare(input, stop.clone())?;
+    let mut live = Live::new(
+        input.label(),
+        MessageStore::new(max_messages),
+        flow_source(),
+    );
+    live.progress.total = prepared.total;
+    let shared = Shared::new(live);
+    let reader = live::spawn_reader(prepared.opener, pipeline, shared.clone(), prepared.bytes)
+        .map_err(|e| format!("cannot start the reader: {e}"))?;
+    Ok(Started {
+        shared,
+        reader,
+        stop,
+        child: prepared.child,
+    })
+}
+
 /// Run the UI until the user quits. Returns the exit code: 0, 1 when the capture was damaged
 /// (reported on stderr after the screen is restored), 2 when it could not be used.
 pub fn run(opts: TuiOptions) -> i32 {
@@ -137,42 +185,20 @@ pub fn run(opts: TuiOptions) -> i32 {
         eprintln!("{NO_TTY}");
         return 2;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let prepared = match prepare(&opts.input, stop.clone()) {
-        Ok(p) => p,
+    let mut started = match start(&opts.input, opts.pipeline, opts.max_messages) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("sqos: {e}");
             return 2;
         }
     };
-    let mut live = Live::new(
-        opts.input.label(),
-        MessageStore::new(opts.max_messages),
-        flow_source(),
-    );
-    live.progress.total = prepared.total;
-    let shared = Shared::new(live);
-    if let Err(e) = live::spawn_reader(
-        prepared.opener,
-        opts.pipeline,
-        shared.clone(),
-        prepared.bytes,
-    ) {
-        eprintln!("sqos: cannot start the reader: {e}");
-        return 2;
-    }
-    let mut child = prepared.child;
-    let result = ui_loop(&shared);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    if let Some(c) = child.as_mut() {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
+    let result = ui_loop(&started.shared);
+    started.stop();
     if let Err(e) = result {
         eprintln!("sqos: terminal: {e}");
         return 2;
     }
-    let state = shared.lock().progress.state.clone();
+    let state = started.shared.lock().progress.state.clone();
     match state {
         ReadState::Damaged(e) => {
             eprintln!(

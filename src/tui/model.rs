@@ -23,6 +23,13 @@ pub struct FlowRow {
     pub latency_ms: Option<f64>,
     /// KB/s of the latest interval (reported by 1.1 clients, else observed).
     pub kbps: Option<f64>,
+    /// The same over the whole capture so far: the figures `sqos flows` prints.
+    pub avg_iops: Option<f64>,
+    pub avg_latency_ms: Option<f64>,
+    pub avg_kbps: Option<f64>,
+    /// The server's MaximumIoRate / MinimumIoRate last answered.
+    pub max_rate: Option<u64>,
+    pub min_rate: Option<u64>,
     pub status: Option<Status>,
     pub findings: u64,
     pub worst: Option<Severity>,
@@ -152,6 +159,14 @@ pub fn status_label(s: Option<Status>) -> String {
         Some(Status::CONFIGURATION_MISMATCH) => "Mismatch".into(),
         Some(Status::NOT_AVAILABLE) => "NotAvailable".into(),
         Some(Status(v)) => format!("0x{v:x}"),
+    }
+}
+
+/// A latency for a table cell, in ms with two decimals (sub-millisecond latencies are common).
+pub fn latency_cell(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.2}"),
+        _ => "-".into(),
     }
 }
 

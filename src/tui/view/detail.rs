@@ -167,8 +167,30 @@ fn level(series: &[SeriesPoint], pick: impl Fn(&SeriesPoint) -> Option<u64>) -> 
         .collect()
 }
 
-/// A named line of a chart.
-type Series<'a> = (&'a str, Vec<(f64, f64)>);
+/// A line of a chart: a measured series, or a server value in effect (a step line).
+struct Series {
+    name: &'static str,
+    points: Vec<(f64, f64)>,
+    level: bool,
+}
+
+impl Series {
+    fn measured(name: &'static str, points: Vec<(f64, f64)>) -> Self {
+        Series {
+            name,
+            points,
+            level: false,
+        }
+    }
+    fn level(name: &'static str, points: Vec<(f64, f64)>) -> Self {
+        Series {
+            name,
+            points,
+            level: true,
+        }
+    }
+}
+
 /// A list row: its index, its cells, its style.
 type TableRow = (usize, Vec<Cell<'static>>, Style);
 
@@ -180,39 +202,78 @@ fn axis_value(v: f64) -> String {
     }
 }
 
+/// How each line is drawn, so they differ also without colour: the first measured series as
+/// a braille line, the second as dots, the server's levels as half blocks.
+fn marker(s: &Series, i: usize) -> (Marker, &'static str) {
+    if s.level {
+        (Marker::HalfBlock, "━━")
+    } else if i == 0 {
+        (Marker::Braille, "⠒⠒")
+    } else {
+        (Marker::Dot, "••")
+    }
+}
+
+/// The legend, on its own line above the plot so it never covers a line. A level's last
+/// value is given too: it tells the MaximumIoRate and MinimumIoRate lines apart without colour.
+fn legend(lines: &[Series], app: &App) -> Line<'static> {
+    let t = app.theme;
+    let mut spans = vec![Span::raw(" ")];
+    for (i, s) in lines.iter().enumerate() {
+        if s.points.is_empty() {
+            continue;
+        }
+        let (_, glyph) = marker(s, i);
+        spans.push(span(glyph, t.series(i)));
+        let mut label = format!(" {}", s.name);
+        if s.level {
+            if let Some((_, v)) = s.points.last() {
+                label.push_str(&format!(" {}", axis_value(*v)));
+            }
+        }
+        label.push_str("   ");
+        spans.push(Span::raw(label));
+    }
+    Line::from(spans)
+}
+
 fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: DetailTab) {
     let t = app.theme;
     let s = &d.series;
-    let (title, unit, lines): (&str, &str, Vec<Series<'_>>) = match tab {
+    let (title, unit, lines): (&str, &str, Vec<Series>) = match tab {
         DetailTab::Bandwidth => (
             "Bandwidth",
             "KB/s",
             vec![
-                ("KB/s", points(s, |p| p.kbps)),
-                ("MaximumBandwidth", level(s, |p| p.max_bandwidth)),
+                Series::measured("KB/s", points(s, |p| p.kbps)),
+                Series::level("MaximumBandwidth", level(s, |p| p.max_bandwidth)),
             ],
         ),
         DetailTab::Latency => (
             "Latency",
             "ms",
-            vec![("latency ms", points(s, |p| p.latency_ms))],
+            vec![Series::measured("latency ms", points(s, |p| p.latency_ms))],
         ),
         _ => (
             "Normalized IOPS",
             "NIOPS",
             vec![
-                ("reported", points(s, |p| p.reported_iops)),
-                ("seen", points(s, |p| p.observed_iops)),
-                ("MaximumIoRate", level(s, |p| p.max_rate)),
-                ("MinimumIoRate", level(s, |p| p.min_rate)),
+                Series::measured("reported", points(s, |p| p.reported_iops)),
+                Series::measured("seen", points(s, |p| p.observed_iops)),
+                Series::level("MaximumIoRate", level(s, |p| p.max_rate)),
+                Series::level("MinimumIoRate", level(s, |p| p.min_rate)),
             ],
         ),
     };
     let block = Block::default().borders(Borders::TOP).title(Line::styled(
-        format!(" {title} over time ({} intervals) ", s.len()),
+        format!(
+            " {title} over time ({} interval{}) ",
+            s.len(),
+            if s.len() == 1 { "" } else { "s" }
+        ),
         t.title(),
     ));
-    if lines.iter().all(|(_, p)| p.is_empty()) {
+    if lines.iter().all(|l| l.points.is_empty()) {
         let msg = if tab == DetailTab::Bandwidth && d.dialect.as_deref() == Some("1.0") {
             "No bandwidth figures: dialect 1.0 clients do not report kilobytes."
         } else {
@@ -221,9 +282,13 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
         f.render_widget(Paragraph::new(msg).style(t.dim()).block(block), area);
         return;
     }
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [key, plot] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+    f.render_widget(Paragraph::new(legend(&lines, app)), key);
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-    for (_, pts) in &lines {
-        for &(x, y) in pts {
+    for l in &lines {
+        for &(x, y) in &l.points {
             x0 = x0.min(x);
             x1 = x1.max(x);
             y1 = y1.max(y);
@@ -233,21 +298,29 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
         x1 = x0 + 1.0;
     }
     let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.15 };
-    let datasets: Vec<Dataset<'_>> = lines
+    // The server's levels first, so the measured lines are drawn over them.
+    let order = lines
         .iter()
         .enumerate()
-        .filter(|(_, (_, p))| !p.is_empty())
-        .map(|(i, (name, p))| {
+        .filter(|(_, l)| l.level)
+        .chain(lines.iter().enumerate().filter(|(_, l)| !l.level));
+    let datasets: Vec<Dataset<'_>> = order
+        .filter(|(_, l)| !l.points.is_empty())
+        .map(|(i, l)| {
             Dataset::default()
-                .name(*name)
-                .marker(if i == 1 { Marker::Dot } else { Marker::Braille })
-                .graph_type(GraphType::Line)
+                .name(l.name)
+                .marker(marker(l, i).0)
+                // A line needs two points; a lone one is drawn as a point.
+                .graph_type(if l.points.len() == 1 {
+                    GraphType::Scatter
+                } else {
+                    GraphType::Line
+                })
                 .style(t.series(i))
-                .data(p)
+                .data(&l.points)
         })
         .collect();
     let chart = Chart::new(datasets)
-        .block(block)
         .x_axis(
             Axis::default()
                 .bounds([x0, x1])
@@ -264,8 +337,8 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
                 ])
                 .style(t.dim()),
         )
-        .hidden_legend_constraints((Constraint::Percentage(60), Constraint::Percentage(60)));
-    f.render_widget(chart, area);
+        .legend_position(None);
+    f.render_widget(chart, plot);
 }
 
 fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, d: &FlowDetail, tab: DetailTab) {

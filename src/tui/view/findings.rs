@@ -1,12 +1,12 @@
 //! The Findings view: every finding, worst first, each leading to its message.
 
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
-use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Cell, Paragraph};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Wrap};
 use ratatui::Frame;
 
-use super::{fit, right, secs, ListTable};
+use super::{fit, right, secs, span, ListTable};
 use crate::tui::app::{App, Hit};
 use crate::tui::lists::{finding_rows, flow_label};
 use crate::tui::live::Live;
@@ -38,6 +38,8 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
         f.render_widget(Paragraph::new("No findings.").style(t.dim()), inner);
         return;
     }
+    // The selected finding in full under the list: the list cuts long messages.
+    let [inner, full] = Layout::vertical([Constraint::Min(3), Constraint::Length(4)]).areas(inner);
     let wide = inner.width >= 120;
     let mut widths = vec![
         Constraint::Length(7),
@@ -93,4 +95,23 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
         &mut app.hits,
         Hit::FindingRow,
     );
+    if let Some(r) = rows.get(app.findings.sel) {
+        let mut text = vec![
+            span(r.severity.as_str(), t.severity(r.severity)),
+            Span::raw(format!(" {} · frame {} · ", r.code, r.frame)),
+            Span::raw(r.message.clone()),
+        ];
+        if r.occurrences > 1 {
+            text.push(Span::raw(format!(" (×{})", r.occurrences)));
+        }
+        let block = Block::default()
+            .borders(Borders::TOP)
+            .title(Line::styled(" Selected ", t.title()));
+        f.render_widget(
+            Paragraph::new(Line::from(text))
+                .wrap(Wrap { trim: false })
+                .block(block),
+            full,
+        );
+    }
 }

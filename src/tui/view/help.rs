@@ -25,10 +25,21 @@ pub const KEYS: &[(&str, &str)] = &[
     ("q  ^c", "quit"),
 ];
 
+const NIOPS_NOTE: &str = " NIOPS: normalized IOPS (8 KiB units), as MaximumIoRate";
+
 pub fn draw(f: &mut Frame<'_>, area: Rect, app: &App) {
     let t = app.theme;
-    let w = 62.min(area.width);
-    let h = (KEYS.len() as u16 + 5).min(area.height);
+    // As wide as the longest line (key column, text, borders), so nothing is cut.
+    let text_w = KEYS
+        .iter()
+        .map(|(_, what)| what.chars().count())
+        .chain(std::iter::once(
+            NIOPS_NOTE.chars().count().saturating_sub(20),
+        ))
+        .max()
+        .unwrap_or(0);
+    let w = ((text_w + 20 + 2) as u16).min(area.width);
+    let h = (KEYS.len() as u16 + 4).min(area.height);
     let popup = Rect::new(
         area.x + (area.width - w) / 2,
         area.y + (area.height - h) / 2,
@@ -44,10 +55,7 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &App) {
             ])
         })
         .collect();
-    lines.push(Line::styled(
-        " NIOPS: normalized IOPS (8 KiB units), as MaximumIoRate",
-        t.dim(),
-    ));
+    lines.push(Line::styled(NIOPS_NOTE, t.dim()));
     lines.push(Line::styled(" any key closes", t.dim()));
     f.render_widget(Clear, popup);
     f.render_widget(

@@ -99,6 +99,9 @@ fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live, shown: &
         app.page = height;
     }
     let range = app.msgs.visible(shown.len(), height);
+    // What the message column has left: frame, time (and addresses), one space between.
+    let msg_w =
+        (inner.width as usize).saturating_sub(if wide { 7 + 9 + 45 + 3 } else { 7 + 9 + 2 });
     let rows = range
         .filter_map(|pos| {
             let rec = live.store.get(*shown.get(pos)?)?;
@@ -109,7 +112,7 @@ fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live, shown: &
             if wide {
                 cells.push(Cell::from(format!("{} → {}", rec.src, rec.dst)));
             }
-            cells.push(Cell::from(summary_tail(rec, live)));
+            cells.push(Cell::from(fit(&summary_tail(rec, live), msg_w)));
             let worst = match &rec.body {
                 SqosBody::Request(d) => d.findings.iter().map(|x| x.severity).max(),
                 SqosBody::Response(d) => d.findings.iter().map(|x| x.severity).max(),

@@ -7,7 +7,9 @@ mod flows;
 mod help;
 mod messages;
 
-use ratatui::layout::{Constraint, Layout, Rect};
+pub use help::KEYS;
+
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table};
@@ -70,7 +72,8 @@ impl<'a> ListTable<'a> {
         }
         let t = Table::new(rows, self.widths)
             .header(Row::new(self.header).style(Style::default()))
-            .column_spacing(1);
+            .column_spacing(1)
+            .flex(Flex::Start);
         f.render_widget(t, area);
     }
 }
