@@ -377,7 +377,8 @@ try:
         title = w3.name
         ids = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", title],
                              env=ENV, capture_output=True, text=True).stdout.split()
-        xdo("windowsize", "--sync", ids[-1], "1010", "400")
+        xdo("windowmove", "--sync", ids[-1], "0", "0")
+        xdo("windowsize", "--sync", ids[-1], "1240", "420")
         time.sleep(1.0)
         subprocess.run(["import", "-window", ids[-1], SCREENSHOT], env=ENV, check=True)
 except Exception as e:  # reported, with what was seen so far
