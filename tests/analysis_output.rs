@@ -153,3 +153,76 @@ fn svg_has_a_panel_per_flow_with_limit_lines() {
         let _ = std::fs::write(format!("{dir}/analysis_test.svg"), &svg);
     }
 }
+
+/// `sqos plot -o x.png` on the noisy-neighbour capture: a real PNG twice the SVG's size in which
+/// the reported series, the MaximumIoRate line and the finding marks were actually painted.
+#[test]
+fn plot_cli_writes_png_and_svg_from_a_capture() {
+    let dir = std::env::temp_dir().join(format!("sqos-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let capture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/captures/noisy-neighbour.pcapng.gz"
+    );
+    let plot = |name: &str| {
+        let out = dir.join(name);
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_sqos"))
+            .args(["plot", "--quiet", capture, "-o"])
+            .arg(&out)
+            .status()
+            .expect("run sqos plot");
+        (st.code(), out)
+    };
+    let (code, svg_path) = plot("iops.svg");
+    assert_eq!(
+        code,
+        Some(0),
+        "a readable capture: exit 0 (findings do not change it)"
+    );
+    let svg = std::fs::read_to_string(&svg_path).expect("svg");
+    let dim = |key: &str| -> u32 {
+        let at = svg.find(&format!("{key}=\"")).expect(key) + key.len() + 2;
+        svg[at..]
+            .split('"')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("number")
+    };
+    let (sw, sh) = (dim("width"), dim("height"));
+
+    let (code, png_path) = plot("iops.png");
+    assert_eq!(code, Some(0));
+    let png = std::fs::read(&png_path).expect("png");
+    let mut d = png::Decoder::new(std::io::Cursor::new(&png[..]))
+        .read_info()
+        .expect("png header");
+    let mut px = vec![0; d.output_buffer_size().expect("size")];
+    let info = d.next_frame(&mut px).expect("frame");
+    assert_eq!((info.width, info.height), (2 * sw, 2 * sh));
+    assert_eq!(info.color_type, png::ColorType::Rgba);
+    let count = |rgb: [u8; 3]| px.chunks_exact(4).filter(|p| p[..3] == rgb).count();
+    // Reported series (#1f77b4), MaximumIoRate (#d62728), MinimumIoRate (#2ca02c): each drawn
+    // as lines of many pixels, not just present in the legend swatch.
+    for (name, rgb) in [
+        ("reported", [0x1f, 0x77, 0xb4]),
+        ("maximum", [0xd6, 0x27, 0x28]),
+        ("minimum", [0x2c, 0xa0, 0x2c]),
+    ] {
+        assert!(count(rgb) > 400, "{name}: {} pixels", count(rgb));
+    }
+    // Text is rendered with the embedded font: dark pixels in the title band (top 30 units).
+    let title_dark = px[..(info.width * 60 * 4) as usize]
+        .chunks_exact(4)
+        .filter(|p| p[0] < 80 && p[1] < 80 && p[2] < 80)
+        .count();
+    assert!(title_dark > 500, "title not drawn: {title_dark}");
+
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_sqos"))
+        .args(["plot", capture, "-o"])
+        .arg(dir.join("iops.jpg"))
+        .output()
+        .expect("run");
+    assert_eq!(st.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&st.stderr).contains(".svg or .png"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -45,6 +45,9 @@ fn readme_lists_every_generated_capture() {
         "captures/misbehaving-client.pcap.gz",
         "captures/insufficient-throughput.pcap.gz",
         "captures/lossy-network.pcapng.gz",
+        "captures/bandwidth-hog.pcap.gz",
+        "captures/misreporting-client.pcap.gz",
+        "captures/live-migration.pcap.gz",
         "captures/spec-examples-1.0.pcap",
         "captures/spec-examples-1.1.pcap",
     ] {

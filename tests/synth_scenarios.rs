@@ -208,6 +208,8 @@ fn other_scenarios_keep_counters_exact() {
         Scenario::NoisyNeighbour,
         Scenario::MisbehavingClient,
         Scenario::InsufficientThroughput,
+        Scenario::BandwidthHog,
+        Scenario::LiveMigration,
     ] {
         let (bytes, truth) = generate(&args(s));
         assert!(assert_counters_match(bytes, &truth) >= 8, "{s:?}");
@@ -425,4 +427,46 @@ fn midstream_capture_starts_after_the_setup() {
     assert!(frames[0].ts_us >= from);
     // No SYN in the capture.
     assert!(frames.iter().all(|f| f.data[14 + 20 + 13] & 0x02 == 0));
+}
+
+#[test]
+fn misreporting_client_reports_only_its_reads() {
+    let (bytes, truth) = generate(&args(Scenario::MisreportingClient));
+    let updates = Parsed::new(bytes).updates();
+    let hv01: Vec<String> = truth["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["host"] == "HV01.contoso.local")
+        .map(|f| f["logical_flow_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(hv01.len(), 2);
+    let mut short = 0;
+    for u in &updates {
+        let (io, norm, _, _) = u.reported;
+        if !hv01.contains(&u.flow) {
+            assert_eq!((io, norm), (u.observed.0, u.observed.1), "{}", u.flow);
+        } else {
+            assert!(io <= u.observed.0, "{} frame {}", u.flow, u.first_frame);
+            short += usize::from(io < u.observed.0);
+        }
+    }
+    // HV01's two VMs write half their I/O: nearly every update of theirs falls short.
+    assert!(short >= 4, "{short}");
+    let hosts = truth["hosts"].as_array().unwrap();
+    assert_eq!(hosts[0]["counters"], "reads-only");
+    assert_eq!(hosts[1]["counters"], "honest");
+    for f in truth["flows"].as_array().unwrap() {
+        for u in f["updates"].as_array().unwrap() {
+            let ios = u["ios"].as_array().unwrap();
+            let reads = ios.iter().filter(|x| x["op"] == "read").count() as u64;
+            assert_eq!(u["actual"]["io_count"].as_u64(), Some(ios.len() as u64));
+            let want = if f["host"] == "HV01.contoso.local" {
+                reads
+            } else {
+                ios.len() as u64
+            };
+            assert_eq!(u["io_count_increment"].as_u64(), Some(want));
+        }
+    }
 }

@@ -38,7 +38,7 @@ enum Command {
     Flows(flows::FlowsArgs),
     /// Messages, flows or per-interval series as JSON lines or CSV.
     Export(export::ExportArgs),
-    /// Per-flow IOPS over time with MaximumIoRate / MinimumIoRate, as SVG.
+    /// Per-flow IOPS over time with MaximumIoRate / MinimumIoRate, as SVG or PNG.
     Plot(plot::PlotArgs),
     /// Judge captures against a rules file and/or a saved flow table, for CI (exit 0/1/2).
     Check(check::CheckArgs),

@@ -1,4 +1,5 @@
-//! `sqos plot CAPTURE -o iops.svg`: per-flow normalized IOPS over time with the limit lines.
+//! `sqos plot CAPTURE -o iops.svg|iops.png`: per-flow normalized IOPS over time with the limit
+//! lines. The format follows the file's extension.
 
 use std::path::PathBuf;
 
@@ -6,6 +7,7 @@ use clap::Args;
 
 use sqos::analysis::Analyzer;
 use sqos::output::plot::{iops_svg, PlotOptions};
+use sqos::output::png::svg_to_png;
 use sqos::run::run_capture;
 
 use super::InputArgs;
@@ -14,9 +16,12 @@ use super::InputArgs;
 pub struct PlotArgs {
     #[command(flatten)]
     input: InputArgs,
-    /// The SVG file to write.
+    /// The file to write: `.svg` or `.png`.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
+    /// PNG only: pixels per SVG unit (2 suits high-density screens and slides).
+    #[arg(long, default_value_t = 2.0)]
+    scale: f32,
     /// Only this flow (GUID prefix or initiator name); repeat for several.
     #[arg(long = "flow", value_name = "FLOW")]
     flows: Vec<String>,
@@ -26,11 +31,24 @@ pub struct PlotArgs {
 }
 
 pub fn run(a: &PlotArgs) -> i32 {
-    if a.output.extension().is_some_and(|e| e != "svg") {
-        eprintln!(
-            "sqos: {}: only SVG is written (convert with e.g. `rsvg-convert -o out.png out.svg`)",
-            a.output.display()
-        );
+    let ext = a
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let png = match ext.as_deref() {
+        Some("svg") => false,
+        Some("png") => true,
+        _ => {
+            eprintln!(
+                "sqos: {}: name the output .svg or .png (the extension chooses the format)",
+                a.output.display()
+            );
+            return 2;
+        }
+    };
+    if png && !(a.scale > 0.0 && a.scale <= 8.0) {
+        eprintln!("sqos: --scale {}: give a value in (0, 8]", a.scale);
         return 2;
     }
     let mut analyzer = Analyzer::default();
@@ -52,7 +70,18 @@ pub fn run(a: &PlotArgs) -> i32 {
             ..PlotOptions::default()
         },
     );
-    if let Err(e) = std::fs::write(&a.output, svg) {
+    let bytes = if png {
+        match svg_to_png(&svg, a.scale) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("sqos: {}: {e}", a.output.display());
+                return 2;
+            }
+        }
+    } else {
+        svg.into_bytes()
+    };
+    if let Err(e) = std::fs::write(&a.output, bytes) {
         eprintln!("sqos: {}: {e}", a.output.display());
         return 2;
     }

@@ -5,5 +5,6 @@ pub mod flows;
 pub mod json;
 pub mod names;
 pub mod plot;
+pub mod png;
 pub mod stats;
 pub mod text;

@@ -46,6 +46,13 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// About how wide `s` is in DejaVu Sans at 12 px (capitals are wider), for laying out the legend.
+fn text_width(s: &str) -> f64 {
+    s.chars()
+        .map(|c| if c.is_ascii_uppercase() { 8.2 } else { 6.6 })
+        .sum()
+}
+
 /// A round step giving about `n` ticks over `0..max`.
 fn tick_step(max: f64, n: f64) -> f64 {
     if max <= 0.0 || !max.is_finite() {
@@ -209,7 +216,7 @@ pub fn iops_svg(a: &Analysis, o: &PlotOptions) -> String {
             lx + 24.0,
             lx + 30.0
         );
-        lx += 44.0 + label.len() as f64 * 6.6;
+        lx += 40.0 + text_width(label);
     }
     let _ = writeln!(
         s,

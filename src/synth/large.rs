@@ -255,6 +255,13 @@ pub fn generate<W: Write>(
                 latency_increment: p.inc[2],
                 lower_latency_increment: p.inc[3],
                 kilobyte_count_increment: Some(p.inc[4] / 1024),
+                actual: truth::Increments {
+                    io_count: p.inc[0],
+                    normalized_io_count: p.inc[1],
+                    latency: p.inc[2],
+                    lower_latency: p.inc[3],
+                    kilobyte_count: Some(p.inc[4] / 1024),
+                },
                 // Per-I/O records are left out so memory stays flat whatever the size.
                 ios: Vec::new(),
             });

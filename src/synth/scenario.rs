@@ -21,6 +21,9 @@ pub enum Scenario {
     LossyNetwork,
     Large,
     SpecExamples,
+    BandwidthHog,
+    MisreportingClient,
+    LiveMigration,
 }
 
 /// What a flow asks the server for (SET_POLICY).
@@ -65,6 +68,8 @@ pub struct FlowSpec {
     pub demand: Demand,
     pub setup: SetupStyle,
     pub disk_bytes: u64,
+    /// Opened when the host connects; otherwise only by an `Action::Handoff` naming it.
+    pub opened_at_start: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -77,9 +82,25 @@ pub struct HostSpec {
     pub interface: u32,
     /// Throttles to the server's MaximumIoRate / MaximumBandwidth (section 3.1.7.1).
     pub obeys_limits: bool,
+    /// Also throttles to MaximumBandwidth (1.1); a client whose throttle predates dialect 1.1
+    /// paces MaximumIoRate only.
+    pub throttles_bandwidth: bool,
+    /// What its UPDATE_COUNTERS report.
+    pub counters: CounterReporting,
     /// Status requests are sent this many TimeToLives after the last answer (1 = on time).
     pub poll_factor: u32,
     pub flows: Vec<FlowSpec>,
+}
+
+/// What a host's client puts in UPDATE_COUNTERS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CounterReporting {
+    /// Every completed I/O (section 3.1.4.1).
+    #[default]
+    Honest,
+    /// Only completed READs: a client bug that leaves every WRITE out of all five increments.
+    ReadsOnly,
 }
 
 /// A raw request a misbehaving client sends on its spare (never associated) open or on a flow's.
@@ -102,6 +123,14 @@ pub enum Action {
     Reopen { flow: usize },
     /// A request on the host's spare open or a flow's open.
     Raw { host: usize, raw: Box<RawRequest> },
+    /// The disk of flow `from` leaves its host: I/O drains, a last GET_STATUS|UPDATE_COUNTERS
+    /// reports its counters, CLOSE; `after_us` later flow `to` (same LogicalFlowID, on its own
+    /// host) opens the disk and sets the flow up (a live migration, or a copied VM started).
+    Handoff {
+        from: usize,
+        to: usize,
+        after_us: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -181,6 +210,9 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
         Scenario::InsufficientThroughput => (2, 3, 12.0),
         Scenario::MisbehavingClient => (2, 2, 18.0),
         Scenario::NoisyNeighbour => (2, 2, 12.0),
+        Scenario::BandwidthHog => (2, 2, 10.0),
+        Scenario::MisreportingClient => (2, 2, 12.0),
+        Scenario::LiveMigration => (2, 2, 16.0),
         _ => (2, 2, 20.0),
     };
     let n_hosts = shape.hosts.unwrap_or(def_hosts).max(1);
@@ -214,8 +246,11 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
     ];
     let mut hosts = Vec::new();
     let mut vm_no = 1u32;
+    // Hosts alternate 1.1 and 1.0, except where the scenario needs 1.1 everywhere (bandwidth
+    // limits; a migration between hosts of the same release).
+    let all_v11 = matches!(scenario, Scenario::BandwidthHog | Scenario::LiveMigration);
     for h in 0..n_hosts {
-        let v11 = h % 2 == 0;
+        let v11 = all_v11 || h % 2 == 0;
         let mut flows = Vec::new();
         for _ in 0..n_vms {
             let vm = format!("vm{vm_no:02}");
@@ -258,6 +293,7 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
                     },
                     setup,
                     disk_bytes: (40 + rng.below(88)) << 30,
+                    opened_at_start: true,
                 });
             }
             vm_no += 1;
@@ -270,6 +306,8 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
             sqos: if v11 { Dialect::V1_1 } else { Dialect::V1_0 },
             interface: h % shape.interfaces.max(1),
             obeys_limits: true,
+            throttles_bandwidth: true,
+            counters: CounterReporting::Honest,
             poll_factor: 1,
             flows,
         });
@@ -355,6 +393,96 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
             ));
             let last = c.flows().count().saturating_sub(1);
             c.script.push((at(0.7), Action::Reopen { flow: last }));
+        }
+        Scenario::BandwidthHog => {
+            // vm01 streams 256 KiB–1 MiB reads at ~450 KB/s against MaximumBandwidth 256 KB/s;
+            // HV01's throttle paces MaximumIoRate only (400 normalized IOPS, far above its ~55),
+            // so vm01 exceeds its bandwidth and nothing else. The other VMs do 4–16 KiB I/O.
+            for f in c.hosts.iter_mut().flat_map(|h| h.flows.iter_mut()) {
+                f.demand.sizes = vec![(4096, 60), (8192, 30), (16384, 10)];
+            }
+            if let Some(host) = c.hosts.first_mut() {
+                host.throttles_bandwidth = false;
+                if let Some(f) = host.flows.first_mut() {
+                    f.policy = PolicySpec {
+                        limit: 400,
+                        reservation: 0,
+                        bandwidth_limit: 256,
+                        ..PolicySpec::default()
+                    };
+                    f.demand = Demand {
+                        iops: 1.4,
+                        read_percent: 80,
+                        sizes: vec![(262_144, 70), (524_288, 25), (1_048_576, 5)],
+                        queue_depth: 4,
+                    };
+                }
+            }
+            // vm03 wants 160 KB/s of 16 KiB I/O and HV02 paces it to its 128 KB/s.
+            if let Some(f) = c.hosts.get_mut(1).and_then(|h| h.flows.first_mut()) {
+                f.policy = PolicySpec {
+                    limit: 200,
+                    reservation: 0,
+                    bandwidth_limit: 128,
+                    ..PolicySpec::default()
+                };
+                f.demand.iops = 10.0;
+                f.demand.sizes = vec![(16384, 1)];
+            }
+        }
+        Scenario::MisreportingClient => {
+            // HV01's client leaves WRITEs out of its counters; its VMs write half their I/O.
+            if let Some(host) = c.hosts.first_mut() {
+                host.counters = CounterReporting::ReadsOnly;
+                for f in host.flows.iter_mut() {
+                    f.demand.read_percent = 50;
+                }
+            }
+        }
+        Scenario::LiveMigration => {
+            let last_host = c.hosts.len() - 1;
+            // vm01 (first VM of HV01) moves to the last host: the same VM (InitiatorID) and
+            // logical flow, another InitiatorNodeName.
+            let migrated = c.hosts.first().and_then(|h| h.flows.first()).cloned();
+            // The last host's last VM is shut down and replaced by a copy of its configuration
+            // under a new VM id (InitiatorID): the copy keeps the disk's LogicalFlowID.
+            let original = c.hosts.last().and_then(|h| h.flows.last()).cloned();
+            let mut pushed = Vec::new();
+            if let Some(f) = migrated {
+                let from = c.flows().position(|(_, x)| x.path == f.path);
+                pushed.push((from, f.path.clone(), at(0.35), 30_000));
+                let f = FlowSpec {
+                    opened_at_start: false,
+                    ..f
+                };
+                c.hosts[last_host].flows.push(f);
+            }
+            if let Some(f) = original {
+                let from = c.flows().position(|(_, x)| x.path == f.path);
+                let vm = format!("vm{vm_no:02}");
+                let copy = FlowSpec {
+                    vm: vm.clone(),
+                    initiator_id: rng.uuid(),
+                    path: format!("{vm}\\disk0.vhdx"),
+                    opened_at_start: false,
+                    ..f
+                };
+                pushed.push((from, copy.path.clone(), at(0.5), 1_500_000));
+                c.hosts[last_host].flows.push(copy);
+            }
+            for (from, path, when, after_us) in pushed {
+                // The new flow's index: the last one on `last_host` with that path.
+                let to = c
+                    .flows()
+                    .enumerate()
+                    .filter(|(_, (h, x))| *h == last_host && x.path == path && !x.opened_at_start)
+                    .map(|(i, _)| i)
+                    .last();
+                if let (Some(from), Some(to)) = (from, to) {
+                    c.script
+                        .push((when, Action::Handoff { from, to, after_us }));
+                }
+            }
         }
         Scenario::MisbehavingClient => {
             c.spare_open = true;

@@ -12,7 +12,7 @@ use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL
 use super::packet::Endpoint;
 use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
-use super::scenario::{Action, Cluster, FlowSpec, PolicySpec, SetupStyle};
+use super::scenario::{Action, Cluster, CounterReporting, FlowSpec, PolicySpec, SetupStyle};
 use super::server::SqosServer;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, secs};
@@ -94,6 +94,8 @@ enum Ev {
     Dispatch(usize),
     Status(usize, u64),
     Script(usize),
+    /// A handed-over flow opens its disk.
+    Open(usize),
 }
 
 struct Event {
@@ -157,7 +159,10 @@ struct UpdRec {
     msg: usize,
     prev: Option<Time>,
     rate: u64,
+    /// What the request reports.
     inc: Counters,
+    /// What the I/O listed with it adds up to.
+    actual: Counters,
     ios: Vec<usize>,
 }
 
@@ -186,6 +191,10 @@ struct FlowRt {
     dispatch_at: Option<Time>,
     timer_gen: u64,
     arrivals: bool,
+    /// Handed over (`Action::Handoff`): drains, sends `final_msg`, closes, opens `handoff`.
+    retired: bool,
+    handoff: Option<(usize, u64)>,
+    final_msg: Option<usize>,
     rng: Rng,
     updates: Vec<UpdRec>,
     policies: Vec<PolRec>,
@@ -255,6 +264,9 @@ impl<'c, W: Write> Sim<'c, W> {
                 dispatch_at: None,
                 timer_gen: 0,
                 arrivals: false,
+                retired: false,
+                handoff: None,
+                final_msg: None,
                 rng: rng.fork(100 + flows.len() as u64),
                 updates: Vec::new(),
                 policies: Vec::new(),
@@ -350,6 +362,11 @@ impl<'c, W: Write> Sim<'c, W> {
             }
             Ev::Status(f, gen) => self.status_timer(f, gen, t),
             Ev::Script(i) => self.script(i, t),
+            Ev::Open(f) => {
+                if let Some(h) = self.flows.get(f).map(|fl| fl.host) {
+                    self.send_create(h, t, Target::Flow(f));
+                }
+            }
         }
     }
 
@@ -564,7 +581,7 @@ impl<'c, W: Write> Sim<'c, W> {
             RespKind::Tree => {
                 // Open every disk of the host at once (one write, several messages per segment).
                 let mine: Vec<usize> = (0..self.flows.len())
-                    .filter(|&f| self.flows[f].host == h)
+                    .filter(|&f| self.flows[f].host == h && self.flows[f].spec.opened_at_start)
                     .collect();
                 for f in mine {
                     self.send_create(h, t, Target::Flow(f));
@@ -592,7 +609,14 @@ impl<'c, W: Write> Sim<'c, W> {
                     host.spare = Some(fid);
                 }
             }
-            RespKind::Close(Target::Flow(f)) => self.send_create(h, t, Target::Flow(f)),
+            RespKind::Close(Target::Flow(f)) => match self.flows.get(f) {
+                Some(fl) if fl.retired => {
+                    if let Some((to, after)) = fl.handoff {
+                        self.at(t + after, Ev::Open(to));
+                    }
+                }
+                _ => self.send_create(h, t, Target::Flow(f)),
+            },
             RespKind::Close(Target::Spare) => {}
             RespKind::Io(io) => self.io_complete(io, t),
             RespKind::Ioctl(m) => self.ioctl_answered(m, t, it.status),
@@ -754,6 +778,14 @@ impl<'c, W: Write> Sim<'c, W> {
         if purpose == Purpose::Raw {
             return;
         }
+        if let Some(fl) = self.flows.get(f).filter(|fl| fl.retired) {
+            // Answers to a flow leaving its host change nothing; its last update's answer
+            // lets it close.
+            if fl.final_msg == Some(m) {
+                self.send_close(f, t);
+            }
+            return;
+        }
         if status != smb2::STATUS_SUCCESS {
             self.arm_timer(f, t, FAILURE_RETRY_MS * 1000);
             return;
@@ -845,7 +877,8 @@ impl<'c, W: Write> Sim<'c, W> {
         if fl.timer_gen != gen {
             return;
         }
-        if fl.fid.is_none() || fl.closing {
+        let drained = fl.retired && fl.outstanding == 0 && fl.final_msg.is_none();
+        if fl.fid.is_none() || (fl.closing && !drained) {
             self.at(t + 200_000, Ev::Status(f, gen));
             return;
         }
@@ -858,8 +891,19 @@ impl<'c, W: Write> Sim<'c, W> {
             return;
         }
         let mut r = self.flow_request(f, Options::GET_STATUS | Options::UPDATE_COUNTERS);
+        let reporting = self.c.hosts[self.flows[f].host].counters;
         let fl = &mut self.flows[f];
-        let c = std::mem::take(&mut fl.cnt);
+        let actual = std::mem::take(&mut fl.cnt);
+        let ios = std::mem::take(&mut fl.ios);
+        let c = match reporting {
+            CounterReporting::Honest => actual,
+            CounterReporting::ReadsOnly => sum_counters(
+                ios.iter()
+                    .filter_map(|&i| self.ios.get(i))
+                    .filter(|io| !io.write),
+            ),
+        };
+        let fl = &mut self.flows[f];
         r.io_count_increment = c.io;
         r.normalized_io_count_increment = c.norm;
         r.latency_increment = c.latency;
@@ -867,20 +911,27 @@ impl<'c, W: Write> Sim<'c, W> {
         if let Some(v) = r.v1_1.as_mut() {
             v.kilobyte_count_increment = c.bytes / 1024;
         }
-        let ios = std::mem::take(&mut fl.ios);
         let prev = fl.last_update.replace(t);
-        let rate = effective_rate(fl, self.c.hosts[fl.host].sqos).map_or(0, |r| r as u64);
+        let host = &self.c.hosts[fl.host];
+        let rate = effective_rate(fl, host.sqos, host.throttles_bandwidth).map_or(0, |r| r as u64);
         let m = self.msgs.len();
         fl.updates.push(UpdRec {
             msg: m,
             prev,
             rate,
             inc: c,
+            actual,
             ios,
         });
         // Timer re-armed by the answer.
         fl.timer_gen += 1;
-        self.send_ioctl(f, t, r, Purpose::Status, "status request with counters");
+        let note = if fl.retired {
+            fl.final_msg = Some(m);
+            "last status request with counters before the disk leaves the host"
+        } else {
+            "status request with counters"
+        };
+        self.send_ioctl(f, t, r, Purpose::Status, note);
     }
 
     fn script(&mut self, i: usize, t: Time) {
@@ -910,6 +961,22 @@ impl<'c, W: Write> Sim<'c, W> {
                     fl.closing = true;
                     if fl.outstanding == 0 {
                         self.send_close(flow, t);
+                    }
+                }
+            }
+            Action::Handoff { from, to, after_us } => {
+                if let Some(fl) = self.flows.get_mut(from) {
+                    if fl.retired || fl.fid.is_none() {
+                        return;
+                    }
+                    fl.closing = true;
+                    fl.retired = true;
+                    fl.handoff = Some((to, after_us));
+                    fl.queue.clear();
+                    // The regular status timer stops; the last update goes once I/O drained.
+                    fl.timer_gen += 1;
+                    if fl.outstanding == 0 {
+                        self.arm_timer(from, t, 0);
                     }
                 }
             }
@@ -967,7 +1034,7 @@ impl<'c, W: Write> Sim<'c, W> {
 
     fn arrival(&mut self, f: usize, t: Time) {
         let end = self.end;
-        let Some(fl) = self.flows.get_mut(f) else {
+        let Some(fl) = self.flows.get_mut(f).filter(|fl| !fl.retired) else {
             return;
         };
         if fl.queue.len() < VM_QUEUE_LIMIT {
@@ -995,6 +1062,7 @@ impl<'c, W: Write> Sim<'c, W> {
         };
         let host = &self.c.hosts[fl.host];
         let (obey, dialect) = (host.obeys_limits, host.sqos);
+        let bandwidth = host.throttles_bandwidth;
         loop {
             let fl = &mut self.flows[f];
             if !fl.ready
@@ -1008,7 +1076,7 @@ impl<'c, W: Write> Sim<'c, W> {
                 return;
             };
             let rate = if obey {
-                effective_rate(fl, dialect)
+                effective_rate(fl, dialect, bandwidth)
             } else {
                 None
             };
@@ -1090,7 +1158,11 @@ impl<'c, W: Write> Sim<'c, W> {
         fl.ios.push(io);
         fl.outstanding = fl.outstanding.saturating_sub(1);
         if fl.closing && fl.outstanding == 0 && fl.fid.is_some() {
-            self.send_close(f, t);
+            if fl.retired {
+                self.arm_timer(f, t, 0);
+            } else {
+                self.send_close(f, t);
+            }
         }
         self.dispatch(f, t);
     }
@@ -1288,13 +1360,28 @@ impl<'c, W: Write> Sim<'c, W> {
     }
 }
 
-/// Section 3.1.7.1: the rate (normalized IOPS) a flow must not exceed on average, if any.
-fn effective_rate(fl: &FlowRt, dialect: Dialect) -> Option<f64> {
+/// The increments a set of completed I/Os adds up to (section 3.1.4.1).
+fn sum_counters<'a>(ios: impl Iterator<Item = &'a IoRec>) -> Counters {
+    let mut c = Counters::default();
+    for io in ios {
+        let done = io.resp_done.unwrap_or(io.req_done);
+        c.io += 1;
+        c.norm += io.norm;
+        c.latency += done.saturating_sub(io.gen) * 10;
+        c.lower += done.saturating_sub(io.req_done) * 10;
+        c.bytes += u64::from(io.len);
+    }
+    c
+}
+
+/// Section 3.1.7.1: the rate (normalized IOPS) a flow must not exceed on average, if any
+/// (MaximumBandwidth counts only for a 1.1 client that `throttles_bandwidth`).
+fn effective_rate(fl: &FlowRt, dialect: Dialect, throttles_bandwidth: bool) -> Option<f64> {
     let mut rate: Option<f64> = None;
     if fl.max_io_rate > 0 {
         rate = Some(fl.max_io_rate as f64);
     }
-    if dialect == Dialect::V1_1 && fl.max_bw > 0 {
+    if dialect == Dialect::V1_1 && throttles_bandwidth && fl.max_bw > 0 {
         let bw = fl.max_bw as f64 * 1024.0 / f64::from(fl.base.max(1));
         rate = Some(rate.map_or(bw, |r| r.min(bw)));
     }
@@ -1342,6 +1429,8 @@ impl SimResult {
                 ),
                 sqos_dialect: h.sqos,
                 obeys_limits: h.obeys_limits,
+                throttles_bandwidth: h.throttles_bandwidth,
+                counters: h.counters,
                 poll_factor: h.poll_factor,
             });
         }
@@ -1453,6 +1542,13 @@ impl SimResult {
                     latency_increment: u.inc.latency,
                     lower_latency_increment: u.inc.lower,
                     kilobyte_count_increment: m.req.v1_1.map(|v| v.kilobyte_count_increment),
+                    actual: truth::Increments {
+                        io_count: u.actual.io,
+                        normalized_io_count: u.actual.norm,
+                        latency: u.actual.latency,
+                        lower_latency: u.actual.lower,
+                        kilobyte_count: m.req.v1_1.map(|_| u.actual.bytes / 1024),
+                    },
                     ios,
                 });
             }

@@ -6,10 +6,10 @@ use uuid::Uuid;
 
 use crate::sqos::Dialect;
 
-use super::scenario::PolicySpec;
+use super::scenario::{CounterReporting, PolicySpec};
 
 /// How I/O is assigned to update intervals; also written into the truth file.
-pub const INTERVAL_RULE: &str = "An I/O (READ or WRITE) is counted in the first UPDATE_COUNTERS request of its logical flow whose first frame comes after the frame that completed the I/O's response; I/O still outstanding when an update is sent is counted in a later one. The increments of an update are exactly the sums over the I/Os listed with it.";
+pub const INTERVAL_RULE: &str = "An I/O (READ or WRITE) is counted in the first UPDATE_COUNTERS request of its logical flow whose first frame comes after the frame that completed the I/O's response; I/O still outstanding when an update is sent is counted in a later one. The sums over the I/Os listed with an update are its `actual` increments; an honest client (host `counters` \"honest\") sends exactly these.";
 
 /// How latencies are measured; also written into the truth file.
 pub const LATENCY_RULE: &str = "LowerLatencyIncrement sums, per I/O, the time from the frame that completed the request to the frame that completed the response (capture clock, client side, in 100 ns). LatencyIncrement adds the time the I/O waited in the client's queue (throttling, queue depth) before its request was sent, which the capture cannot show. NormalizedIoCountIncrement uses section 4.1 with the flow's BaseIoSize; KilobyteCountIncrement (1.1) is bytes / 1024, all sizes being multiples of 4 KiB.";
@@ -53,6 +53,10 @@ pub struct HostTruth {
     pub smb_dialect: String,
     pub sqos_dialect: Dialect,
     pub obeys_limits: bool,
+    /// Throttles to MaximumBandwidth too (else to MaximumIoRate only).
+    pub throttles_bandwidth: bool,
+    /// What its UPDATE_COUNTERS report ("honest", or "reads-only": WRITEs left out).
+    pub counters: CounterReporting,
     pub poll_factor: u32,
 }
 
@@ -107,7 +111,20 @@ pub struct UpdateTruth {
     pub latency_increment: u64,
     pub lower_latency_increment: u64,
     pub kilobyte_count_increment: Option<u64>,
+    /// What the I/O listed with this update really adds up to (equal to the increments above
+    /// unless the host misreports).
+    pub actual: Increments,
     pub ios: Vec<IoTruth>,
+}
+
+/// The five UPDATE_COUNTERS increments (KilobyteCount for 1.1 only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Increments {
+    pub io_count: u64,
+    pub normalized_io_count: u64,
+    pub latency: u64,
+    pub lower_latency: u64,
+    pub kilobyte_count: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
