@@ -39,7 +39,11 @@ fn missing_tools() -> Vec<&'static str> {
         ("tshark", "tshark", &["--version"]),
         ("Xvfb (apt: xvfb)", "sh", &["-c", "command -v Xvfb"]),
         ("xdotool", "sh", &["-c", "command -v xdotool"]),
-        ("dbus-run-session (apt: dbus)", "sh", &["-c", "command -v dbus-run-session"]),
+        (
+            "dbus-run-session (apt: dbus)",
+            "sh",
+            &["-c", "command -v dbus-run-session"],
+        ),
         (
             "pyatspi (apt: python3-pyatspi)",
             PYTHON,
@@ -101,13 +105,22 @@ fn frame_count() -> usize {
 fn tshark_summary() -> Vec<String> {
     let out = Command::new("tshark")
         .current_dir(repo())
-        .args(["-q", "-X", "lua_script:plugin/sqos.lua", "-X", "lua_script1:flows", "-r"])
+        .args([
+            "-q",
+            "-X",
+            "lua_script:plugin/sqos.lua",
+            "-X",
+            "lua_script1:flows",
+            "-r",
+        ])
         .arg(CAPTURE)
         .output()
         .expect("run tshark");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| l.starts_with("SQOS flows (") || l.starts_with("flow ") || l.starts_with("finding "))
+        .filter(|l| {
+            l.starts_with("SQOS flows (") || l.starts_with("flow ") || l.starts_with("finding ")
+        })
         .map(str::to_string)
         .collect()
 }
@@ -219,7 +232,10 @@ fn check_window(stage: &str, text: &str, e: &Expected) {
         .map(|s| s.to_string())
         .collect();
     findings.sort();
-    assert_eq!(findings, e.findings, "{stage}: findings differ from `sqos flows`");
+    assert_eq!(
+        findings, e.findings,
+        "{stage}: findings differ from `sqos flows`"
+    );
 
     // The lines below the table: every figure of `sqos flows --format json`.
     let lines: Vec<&str> = text
@@ -308,14 +324,24 @@ fn statistics_sqos_flows_window_shows_sqos_flows() {
     assert_eq!(e.frames, 13204);
     assert_eq!(e.rows.len(), 4);
     assert!(e.rows[0].starts_with("vm01 "), "{:?}", e.rows);
-    assert!(e.rows[0].contains("84.6/84.6    52.0       560/560  Ok"), "{:?}", e.rows);
+    assert!(
+        e.rows[0].contains("84.6/84.6    52.0       560/560  Ok"),
+        "{:?}",
+        e.rows
+    );
     assert_eq!(e.findings.len(), 1);
     assert!(e.findings[0].contains("frame 5486    error    flow.exceeds_max_io_rate"));
     assert_eq!(e.tshark.len(), 1 + 4 + 1, "{:?}", e.tshark);
 
     let out = Command::new("dbus-run-session")
         .current_dir(repo())
-        .args(["--", PYTHON, "plugin/test/gui_driver.py", "plugin/sqos.lua", CAPTURE])
+        .args([
+            "--",
+            PYTHON,
+            "plugin/test/gui_driver.py",
+            "plugin/sqos.lua",
+            CAPTURE,
+        ])
         .arg(e.frames.to_string())
         .output()
         .expect("run the GUI driver");
@@ -353,9 +379,15 @@ fn statistics_sqos_flows_window_shows_sqos_flows() {
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
         .join("  ");
-    assert_eq!(block(&before, &bare_header), vec![bare_header.as_str()], "{before}");
+    assert_eq!(
+        block(&before, &bare_header),
+        vec![bare_header.as_str()],
+        "{before}"
+    );
     assert!(before.lines().any(|l| l.starts_with("0 flows; NIOPS = ")));
-    assert!(before.lines().any(|l| l.starts_with("SQOS flows (sqosa ") && l.ends_with("): 0")));
+    assert!(before
+        .lines()
+        .any(|l| l.starts_with("SQOS flows (sqosa ") && l.ends_with("): 0")));
     assert!(!before.lines().any(|l| l.starts_with("flow ")), "{before}");
 
     // The same window after File → Open (it followed the packets), a window opened then, both
