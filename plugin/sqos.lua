@@ -1463,6 +1463,7 @@ local function reset_state()
         order = {},      -- LogicalFlowIDs in order of first appearance
         timers = {},     -- SET_POLICY -> GET_STATUS deadlines
         clock = nil, current = nil, finished = false,
+        frames_read = 0, -- frames seen by the first pass (the flows window says how many)
     }
 end
 reset_state()
@@ -1779,6 +1780,7 @@ function sqosa.dissector(tvb, pinfo, tree)
         results = S.frames[pinfo.number]
     else
         -- First pass (and every pass in single-pass tshark): compute and remember.
+        S.frames_read = S.frames_read + 1
         results = {}
         local frame_level = { direction = nil, findings = {}, flow_findings = {} }
         S.current = frame_level.flow_findings
@@ -1794,9 +1796,7 @@ function sqosa.dissector(tvb, pinfo, tree)
     for _, m in ipairs(results) do show(m, tree) end
 end
 
-function sqosa.init()
-    reset_state()
-end
+-- sqosa.init (a new file, a reload, a redissection): below, with the flow windows.
 
 register_postdissector(sqosa)
 
@@ -1804,7 +1804,8 @@ register_postdissector(sqosa)
 ------------------------------------------------------------------------------------------------
 -- Flow summary: tshark (tap draw, when asked) and Wireshark (Statistics > SQOS Flows).
 -- One `flow` line per logical flow with the keys of `sqos flows --format json`, then one
--- `finding` line per flow finding, like `sqos flows`.
+-- `finding` line per flow finding, like `sqos flows`. The Wireshark window also shows the
+-- table `sqos flows` prints (src/output/flows.rs, `flows_text`) above those lines.
 ------------------------------------------------------------------------------------------------
 local function quote(s)
     return '"' .. tostring(s):gsub('\\', '\\\\'):gsub('"', '\\"') .. '"'
@@ -1841,18 +1842,13 @@ local function flow_line(f)
     kv("updates_sent", f.updates_sent)
     kv("updates_applied", f.updates_applied)
     kv("intervals", f.intervals)
-    -- Whole capture: applied increments after the first update over the seconds they cover.
-    local r = A.rates(f.whole, f.whole_secs) or {}
+    local r, o = A.whole_rates(f)
+    r, o = r or {}, o or {}
     kv("iops", r.iops)
     kv("normalized_iops", r.normalized_iops)
     kv("avg_latency_ms", r.latency_ms)
     kv("avg_lower_latency_ms", r.lower_latency_ms)
     kv("kilobytes_per_second", r.kbps)
-    -- Observed on the wire: over the finished intervals, else first to last I/O request.
-    local o
-    if f.whole_obs_secs > 0 then o = A.observed_rates(f.whole_obs, f.whole_obs_secs)
-    elseif f.io_span then o = A.observed_rates(f.all_io, f.io_span[2] - f.io_span[1]) end
-    o = o or {}
     kv("observed_io_count", f.all_io.io)
     kv("observed_bytes", f.all_io.bytes)
     kv("observed_iops", o.iops)
@@ -1863,26 +1859,48 @@ local function flow_line(f)
     return table.concat(parts, " ")
 end
 
-local function summary_lines()
-    A.finish()
-    local ids = {}
-    for _, id in ipairs(S.order) do ids[#ids + 1] = id end
-    -- In order of appearance; the catch-all null flow (findings of no flow) last.
+-- The whole capture's figures (flow.rs `reported_rates` / `observed_rates`): applied increments
+-- after the first update over the seconds they cover; observed over the finished intervals,
+-- else from the first to the last I/O request.
+function A.whole_rates(f)
+    local r = A.rates(f.whole, f.whole_secs)
+    local o
+    if f.whole_obs_secs > 0 then o = A.observed_rates(f.whole_obs, f.whole_obs_secs)
+    elseif f.io_span then o = A.observed_rates(f.all_io, f.io_span[2] - f.io_span[1]) end
+    return r, o
+end
+
+-- The flows in order of first appearance (ties: the order they were created), the catch-all
+-- null flow (findings of no flow) last.
+local function ordered_flow_ids()
+    local ids, pos = {}, {}
+    for i, id in ipairs(S.order) do ids[#ids + 1] = id; pos[id] = i end
     table.sort(ids, function(a, b)
         local na, nb = a == NIL_FLOW, b == NIL_FLOW
         if na ~= nb then return nb end
-        return S.flows[a].first_frame < S.flows[b].first_frame
+        local fa, fb = S.flows[a].first_frame, S.flows[b].first_frame
+        if fa ~= fb then return fa < fb end
+        return pos[a] < pos[b]
     end)
+    return ids
+end
+
+local function sorted_findings(list)
+    local fs = {}
+    for _, fd in ipairs(list) do fs[#fs + 1] = fd end
+    table.sort(fs, function(a, b)
+        if a.frame ~= b.frame then return a.frame < b.frame end
+        return a.code < b.code
+    end)
+    return fs
+end
+
+-- The machine-readable lines (tshark's summary; also the lower part of the Wireshark window).
+local function detail_lines(ids)
     local lines = { string.format("SQOS flows (sqosa %s): %d", SQOSA_VERSION, #ids) }
     for _, id in ipairs(ids) do lines[#lines + 1] = flow_line(S.flows[id]) end
     for _, id in ipairs(ids) do
-        local fs = {}
-        for _, fd in ipairs(S.flows[id].findings) do fs[#fs + 1] = fd end
-        table.sort(fs, function(a, b)
-            if a.frame ~= b.frame then return a.frame < b.frame end
-            return a.code < b.code
-        end)
-        for _, fd in ipairs(fs) do
+        for _, fd in ipairs(sorted_findings(S.flows[id].findings)) do
             lines[#lines + 1] = string.format(
                 "finding %s code=%s severity=%s frame=%d occurrences=%d last_frame=%d message=%s",
                 id, fd.code, fd.severity, fd.frame, fd.occurrences, fd.last_frame,
@@ -1892,6 +1910,195 @@ local function summary_lines()
     return lines
 end
 
+local function summary_lines()
+    A.finish()
+    return detail_lines(ordered_flow_ids())
+end
+
+-- The human table of `sqos flows` (src/output/flows.rs `flows_text`), cell for cell. --------
+local function nchars(s) return #(s:gsub("[\128-\191]", "")) end -- UTF-8 code points
+
+local function cut(s, n)
+    if nchars(s) <= n then return s end
+    local out, count = {}, 0
+    for ch in s:gmatch("[%z\1-\127\194-\244][\128-\191]*") do
+        if count == n - 1 then break end
+        out[#out + 1] = ch
+        count = count + 1
+    end
+    return table.concat(out) .. "…"
+end
+
+local function fmt_rate(x)
+    if x == nil then return "-" end
+    if x >= 100 then return string.format("%.0f", x) end
+    return string.format("%.1f", x)
+end
+
+local function opt(v) if v == nil then return "-" end return tostring(v) end
+
+local function status_label(s)
+    local n = STATUS_NAMES[s]
+    if n == nil then return string.format("0x%08x", s) end
+    local short = n:gsub("^StorageQoSStatus", ""):gsub("^StorageQoS", "")
+    return short
+end
+
+local function policy_label(f)
+    local p = f.policy
+    if p == nil then return "-" end
+    if p.policy_id ~= NULL_GUID then return "policy " .. p.policy_id:sub(1, 8) end
+    local s = string.format("lim %s res %s", tostring(p.limit), tostring(p.reservation))
+    if p.bandwidth_limit and tostring(p.bandwidth_limit) ~= "0" then
+        s = s .. " bw " .. tostring(p.bandwidth_limit)
+    end
+    return s
+end
+
+local function who(f)
+    if f.id == NIL_FLOW then return "(no flow)" end
+    if f.initiator_name then return f.initiator_name .. " " .. f.id:sub(1, 8) end
+    return f.id:sub(1, 8)
+end
+
+local TABLE_HEADERS = { "VM / INITIATOR", "NODE", "FLOW", "POLICY", "MAX/MIN", "NIOPS rep/obs",
+                        "LAT ms", "KB/s rep/obs", "STATUS", "OPENS", "FINDINGS" }
+
+local function table_row(f)
+    local r, o = A.whole_rates(f)
+    r, o = r or {}, o or {}
+    local sv = f.server or {}
+    local name = f.initiator_name or "?"
+    if f.id == NIL_FLOW then name = "(no flow)" end
+    return {
+        cut(name, 24), cut(f.initiator_node_name or "-", 24), f.id:sub(1, 8), policy_label(f),
+        opt(sv.maximum_io_rate) .. "/" .. opt(sv.minimum_io_rate),
+        fmt_rate(r.normalized_iops) .. "/" .. fmt_rate(o.normalized_iops),
+        fmt_rate(r.latency_ms),
+        fmt_rate(r.kbps) .. "/" .. fmt_rate(o.kbps),
+        f.server and sv.status and status_label(sv.status) or "-",
+        tostring(f.opens_total), tostring(#f.findings),
+    }
+end
+
+local function table_lines(ids)
+    local rows = {}
+    for _, id in ipairs(ids) do rows[#rows + 1] = table_row(S.flows[id]) end
+    local widths = {}
+    for i, h in ipairs(TABLE_HEADERS) do widths[i] = nchars(h) end
+    for _, r in ipairs(rows) do
+        for i, c in ipairs(r) do widths[i] = math.max(widths[i], nchars(c)) end
+    end
+    local lines = {}
+    local function line(cells)
+        local s = {}
+        for i, c in ipairs(cells) do
+            local pad = string.rep(" ", widths[i] - nchars(c))
+            -- Names left-aligned, figures right-aligned.
+            if i <= 4 or i == 9 then s[#s + 1] = c .. pad .. "  "
+            else s[#s + 1] = pad .. c .. "  " end
+        end
+        lines[#lines + 1] = (table.concat(s):gsub("%s+$", ""))
+    end
+    line(TABLE_HEADERS)
+    for _, r in ipairs(rows) do line(r) end
+    local n = 0
+    for _, id in ipairs(ids) do if id ~= NIL_FLOW then n = n + 1 end end
+    lines[#lines + 1] = ""
+    lines[#lines + 1] = string.format("%d flows; NIOPS = normalized IOPS reported by the client " ..
+        "/ observed on the wire; MAX/MIN = the server's MaximumIoRate/MinimumIoRate.", n)
+    local all = {}
+    for _, id in ipairs(ids) do
+        for _, fd in ipairs(S.flows[id].findings) do all[#all + 1] = { f = S.flows[id], fd = fd } end
+    end
+    table.sort(all, function(a, b)
+        if a.fd.frame ~= b.fd.frame then return a.fd.frame < b.fd.frame end
+        return a.fd.code < b.fd.code
+    end)
+    if #all > 0 then
+        lines[#lines + 1] = ""
+        lines[#lines + 1] = "Findings:"
+    end
+    for _, x in ipairs(all) do
+        local fd = x.fd
+        local s = string.format("%10.3f  frame %-7d %-7s  %-34s %s: %s", fd.time, fd.frame,
+            fd.severity, fd.code, who(x.f), fd.message)
+        if fd.occurrences > 1 then
+            s = s .. string.format(" (×%d intervals, until frame %d)", fd.occurrences,
+                fd.last_frame)
+        end
+        lines[#lines + 1] = s
+    end
+    return lines
+end
+
+-- Wireshark: Statistics > SQOS Flows. -------------------------------------------------------
+-- A deep copy of the analysis state (all but the per-frame results), so that the window can
+-- settle the end of the capture (unanswered requests, timers, open episodes) as `sqos flows`
+-- does without ending the live analysis: packets may still come (live capture, file still being
+-- read) and the window may be refreshed any number of times.
+local function copy_state(x, memo)
+    if type(x) ~= "table" then return x end
+    if memo[x] then return memo[x] end
+    local c = {}
+    memo[x] = c
+    for k, v in pairs(x) do c[copy_state(k, memo)] = copy_state(v, memo) end
+    return setmetatable(c, getmetatable(x))
+end
+
+local function window_text()
+    local live = S
+    local frames = live.frames
+    live.frames = nil
+    local snapshot = copy_state(live, {})
+    live.frames = frames
+    snapshot.frames = {} -- end-of-capture findings are not put on frames from here
+    S = snapshot
+    local ok, text = pcall(function()
+        A.finish()
+        local ids = ordered_flow_ids()
+        local out = { string.format("sqosa %s: %d frames read; updated %s", SQOSA_VERSION,
+            S.frames_read, os.date("%H:%M:%S")), "" }
+        if #ids == 0 then
+            out[#out + 1] = "No SQOS message seen yet. Open a capture with SMB3 " ..
+                "FSCTL_STORAGE_QOS_CONTROL traffic"
+            out[#out + 1] = "(or start a capture): this window follows the packets as they " ..
+                "are read."
+            out[#out + 1] = ""
+        end
+        for _, l in ipairs(table_lines(ids)) do out[#out + 1] = l end
+        out[#out + 1] = ""
+        out[#out + 1] = "The same figures with the keys of `sqos flows --format json` " ..
+            "(plugin/README.md):"
+        for _, l in ipairs(detail_lines(ids)) do out[#out + 1] = l end
+        return table.concat(out, "\n") .. "\n"
+    end)
+    S = live
+    if not ok then error(text, 0) end
+    return text
+end
+
+-- Open windows, refreshed when the analysis changes (tap draw: Wireshark calls it every few
+-- seconds while packets are being read, and after a reload) and when a new file starts.
+local windows = {}
+local open_windows = 0
+
+local function show_text(w)
+    w:set(window_text())
+end
+
+local function refresh_windows()
+    if open_windows == 0 then return end
+    for w in pairs(windows) do show_text(w) end
+end
+
+function sqosa.init()
+    reset_state()
+    refresh_windows()
+end
+
+-- tshark: the summary at the end of the run. (This listener's filter also makes Wireshark and
+-- tshark build the protocol tree the postdissector reads.)
 local tap = Listener.new("frame", "sqosa")
 function tap.draw()
     if flows_requested() and not gui_enabled() then
@@ -1901,9 +2108,32 @@ function tap.draw()
     end
 end
 
+-- Wireshark: every SMB2 frame may change the analysis (READ/WRITE, CREATE, CLOSE too), so each
+-- one asks for a redraw; Wireshark then calls draw every few seconds (the "taps.update_interval"
+-- preference) while packets come in, and once more after the last one. A listener without a
+-- packet function never asks, and would leave the windows with what they showed mid-file.
 if gui_enabled() then
-    register_menu("SQOS Flows", function()
-        local w = TextWindow.new("SQOS Flows")
-        w:set(table.concat(summary_lines(), "\n") .. "\n")
-    end, MENU_STAT_GENERIC)
+    local follow = Listener.new("frame", "smb2")
+    function follow.packet() return 1 end -- 1: redraw (wslua wants a number)
+    function follow.draw() refresh_windows() end
+end
+
+local function open_flows_window()
+    local w = TextWindow.new("SQOS Flows")
+    windows[w] = true
+    open_windows = open_windows + 1
+    w:set_atclose(function()
+        if windows[w] then
+            windows[w] = nil
+            open_windows = open_windows - 1
+        end
+    end)
+    w:add_button("Refresh", function() show_text(w) end)
+    show_text(w)
+end
+
+if gui_enabled() then
+    -- MENU_STAT_UNSORTED: Wireshark 4.0's Qt main window puts no MENU_STAT_GENERIC item in any
+    -- menu (its addMenuActions has no case for that group).
+    register_menu("SQOS Flows", open_flows_window, MENU_STAT_UNSORTED)
 end
