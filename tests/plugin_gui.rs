@@ -12,17 +12,17 @@
 //! (`.ci/run` installs them).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
+mod support;
+use support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
+use support::repo;
+
 const CAPTURE: &str = "captures/noisy-neighbour.pcapng.gz";
 const PYTHON: &str = "/usr/bin/python3"; // Debian's: pyatspi is a Debian package
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn runs(program: &str, args: &[&str]) -> bool {
     Command::new(program)
@@ -133,69 +133,6 @@ fn block<'a>(text: &'a str, first: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// `key=value` pairs of a `flow` line (values in double quotes may hold spaces).
-fn kv(rest: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut rest = rest.trim_start();
-    while let Some((k, r)) = rest.split_once('=') {
-        let (v, r) = match r.strip_prefix('"') {
-            Some(q) => q.split_once('"').unwrap_or((q, "")),
-            None => r.split_once(' ').unwrap_or((r, "")),
-        };
-        out.insert(k.to_string(), v.to_string());
-        rest = r.trim_start();
-    }
-    out
-}
-
-/// Window line key → the `sqos flows --format json` value it shows.
-const FLOW_KEYS: &[(&str, &[&str])] = &[
-    ("initiator_id", &["initiator_id"]),
-    ("initiator_name", &["initiator_name"]),
-    ("initiator_node_name", &["initiator_node_name"]),
-    ("policy_id", &["policy_id"]),
-    ("dialect", &["dialect"]),
-    ("first_frame", &["first_frame"]),
-    ("opens_total", &["opens_total"]),
-    ("limit", &["limit"]),
-    ("reservation", &["reservation"]),
-    ("maximum_io_rate", &["maximum_io_rate"]),
-    ("minimum_io_rate", &["minimum_io_rate"]),
-    ("maximum_bandwidth", &["maximum_bandwidth"]),
-    ("base_io_size", &["base_io_size"]),
-    ("time_to_live", &["time_to_live"]),
-    ("last_status_name", &["last_status_name"]),
-    ("updates_sent", &["updates_sent"]),
-    ("updates_applied", &["updates_applied"]),
-    ("intervals", &["intervals"]),
-    ("iops", &["iops"]),
-    ("normalized_iops", &["normalized_iops"]),
-    ("avg_latency_ms", &["avg_latency_ms"]),
-    ("kilobytes_per_second", &["kilobytes_per_second"]),
-    ("observed_io_count", &["observed", "io_count"]),
-    ("observed_bytes", &["observed", "bytes"]),
-    ("observed_normalized_iops", &["observed", "normalized_iops"]),
-    (
-        "observed_kilobytes_per_second",
-        &["observed", "kilobytes_per_second"],
-    ),
-    ("observed_avg_response_ms", &["observed", "avg_response_ms"]),
-    ("findings_total", &["findings_total"]),
-];
-
-fn same(json: &Value, shown: Option<&String>) -> bool {
-    match (json, shown) {
-        (Value::Null, None) => true,
-        (Value::String(s), Some(v)) => s == v,
-        (Value::Number(n), Some(v)) => match (n.as_f64(), v.parse::<f64>()) {
-            // The window prints 6 decimals.
-            (Some(a), Ok(b)) => (a - b).abs() <= 1e-6 * a.abs().max(1.0),
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
 /// What `sqos flows` prints: the table (header, rows sorted), the count line, the findings.
 struct Expected {
     header: String,
@@ -251,7 +188,7 @@ fn check_window(stage: &str, text: &str, e: &Expected) {
         .filter_map(|l| l.strip_prefix("flow "))
         .map(|r| {
             let (id, rest) = r.split_once(' ').unwrap_or((r, ""));
-            (id.to_string(), kv(rest))
+            (id.to_string(), summary_kv(rest))
         })
         .collect();
     assert_eq!(shown.len(), e.json.len(), "{stage}: number of flows");
@@ -264,7 +201,7 @@ fn check_window(stage: &str, text: &str, e: &Expected) {
         for (key, path) in FLOW_KEYS {
             let want = path.iter().fold(f, |v, k| &v[*k]);
             assert!(
-                same(want, got.get(*key)),
+                same_value(want, got.get(*key)),
                 "{stage}: flow {id} {key}: window {:?}, sqos flows {want}",
                 got.get(*key)
             );

@@ -2,6 +2,8 @@
 //! locate captures; run tshark.
 #![allow(dead_code)]
 
+pub mod plugin_summary;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
