@@ -483,20 +483,9 @@ fn plugin_expert_info_in_z_expert() {
         ),
     ] {
         let text = tshark(&plugin_capture(capture), &["-q", "-z", "expert"]);
-        // Section headings ("Errors (18)", "Warns (10)", "Notes (2)") → the lines under them.
-        let mut section = "";
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
-        for line in text.lines() {
-            let t = line.trim_start();
-            for (head, sev) in [("Errors", "error"), ("Warns", "warning"), ("Notes", "note")] {
-                if t.starts_with(head) {
-                    section = sev;
-                }
-            }
-            if t.starts_with("Chats") || t.starts_with("Comments") {
-                section = "";
-            }
-            if let (true, Some(open)) = (line.contains("SQOSA"), line.find("[sqos.")) {
+        for (section, line) in sqosa_expert_lines(&text) {
+            if let Some(open) = line.find("[sqos.") {
                 let rest = &line[open + 1..];
                 let code = rest.split(']').next().unwrap_or_default().to_string();
                 seen.insert(code, section.to_string());
@@ -512,6 +501,28 @@ fn plugin_expert_info_in_z_expert() {
     }
 }
 
+/// The plugin's lines of `tshark -z expert` output, each with the severity of the section it is
+/// under (headings "Errors (18)", "Warns (10)", "Notes (2)"; "Chats" / "Comments" end them).
+fn sqosa_expert_lines(text: &str) -> Vec<(&'static str, &str)> {
+    let mut section = "";
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        for (head, sev) in [("Errors", "error"), ("Warns", "warning"), ("Notes", "note")] {
+            if t.starts_with(head) {
+                section = sev;
+            }
+        }
+        if t.starts_with("Chats") || t.starts_with("Comments") {
+            section = "";
+        }
+        if line.contains("SQOSA") {
+            out.push((section, line));
+        }
+    }
+    out
+}
+
 /// `tshark -z expert` on `captures/faulty-server.pcap.gz`: the server bugs the plugin finds, on
 /// the response frames that reveal them, under their severities (the request never answered is
 /// only known at the end of the capture: it is in the summary, not on a frame).
@@ -524,19 +535,9 @@ fn plugin_expert_info_shows_the_faulty_server() {
         &repo().join("captures/faulty-server.pcap.gz"),
         &["-q", "-z", "expert"],
     );
-    let mut section = "";
     let mut seen = Vec::new();
-    for line in text.lines() {
-        let t = line.trim_start();
-        for (head, sev) in [("Errors", "error"), ("Warns", "warning"), ("Notes", "note")] {
-            if t.starts_with(head) {
-                section = sev;
-            }
-        }
-        if t.starts_with("Chats") || t.starts_with("Comments") {
-            section = "";
-        }
-        if let (true, Some(open)) = (line.contains("SQOSA"), line.find("[flow.")) {
+    for (section, line) in sqosa_expert_lines(&text) {
+        if let Some(open) = line.find("[flow.") {
             let rest = &line[open + 1..];
             let code = rest.split(']').next().unwrap_or_default().to_string();
             let frame = rest
@@ -680,43 +681,13 @@ fn plugin_flow_findings_on_io_capture() {
 
 /// `flow ID key=value key="quoted value" …` lines → flow id → key → value.
 fn summary_flows(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("flow ") else {
-            continue;
-        };
-        let (id, mut rest) = rest.split_once(' ').unwrap_or((rest, ""));
-        let mut kv = BTreeMap::new();
-        while let Some((k, r)) = rest.trim_start().split_once('=') {
-            let (v, r) = if let Some(q) = r.strip_prefix('"') {
-                let mut v = String::new();
-                let mut chars = q.char_indices();
-                let mut end = q.len();
-                while let Some((i, c)) = chars.next() {
-                    match c {
-                        '\\' => {
-                            if let Some((_, n)) = chars.next() {
-                                v.push(n);
-                            }
-                        }
-                        '"' => {
-                            end = i + 1;
-                            break;
-                        }
-                        c => v.push(c),
-                    }
-                }
-                (v, &q[end..])
-            } else {
-                let (v, r) = r.split_once(' ').unwrap_or((r, ""));
-                (v.to_string(), r)
-            };
-            kv.insert(k.to_string(), v);
-            rest = r;
-        }
-        out.insert(id.to_string(), kv);
-    }
-    out
+    text.lines()
+        .filter_map(|line| line.strip_prefix("flow "))
+        .map(|rest| {
+            let (id, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+            (id.to_string(), summary_kv(rest))
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
