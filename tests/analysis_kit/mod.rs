@@ -229,26 +229,19 @@ impl Kit {
     pub fn io(&mut self, at: f64, file: u64, bytes: u32, rt: f64) {
         let request_frame = self.next_frame();
         let response_frame = self.next_frame();
-        self.an.on_io(&IoRecord {
-            request_frame,
-            response_frame,
-            request_ts: ts(at),
-            response_ts: ts(at + rt),
-            conn: self.conn,
-            session_id: self.session,
-            file_id: fid(file),
-            kind: IoKind::Read,
-            requested: bytes,
-            transferred: bytes,
-            nt_status: 0,
-        });
+        self.read(at, file, bytes, rt, request_frame, response_frame);
     }
 
     /// A READ whose response completed in `response_frame` (for records handed over late).
     pub fn io_at_frame(&mut self, at: f64, file: u64, bytes: u32, rt: f64, response_frame: u64) {
+        let request_frame = response_frame.saturating_sub(1);
+        self.read(at, file, bytes, rt, request_frame, response_frame);
+    }
+
+    fn read(&mut self, at: f64, file: u64, bytes: u32, rt: f64, request: u64, response: u64) {
         self.an.on_io(&IoRecord {
-            request_frame: response_frame.saturating_sub(1),
-            response_frame,
+            request_frame: request,
+            response_frame: response,
             request_ts: ts(at),
             response_ts: ts(at + rt),
             conn: self.conn,
