@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::reassembly::ReassemblyStats;
+use super::stats::ReassemblyStats;
 
 /// Receives what one direction delivers.
 pub(crate) trait Emit {

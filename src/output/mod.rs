@@ -3,7 +3,6 @@
 pub mod csv;
 pub mod flows;
 pub mod json;
-pub mod names;
 pub mod plot;
 pub mod png;
 pub mod stats;

@@ -26,7 +26,7 @@ use streams::Smb2Layer;
 use crate::capture::{decode_link, Frame, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::FramerConfig;
-use crate::sqos::{Dissection, Request, Response};
+use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub use crate::smb2::FileId;
 
@@ -210,7 +210,10 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            framer: FramerConfig::default(),
+            framer: FramerConfig {
+                keep_ioctls: &[FSCTL_STORAGE_QOS_CONTROL],
+                ..FramerConfig::default()
+            },
             hold_window_secs: 60,
             max_queued: 10_000,
             max_framer_bytes: 64 << 20,

@@ -13,13 +13,13 @@ use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL
 
 use super::capfile::CaptureWriter;
 use super::packet::Endpoint;
-use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
 use super::wire::{ConnSpec, NetConfig, Side, Time, Wire};
 use super::SynthSummary;
+use crate::sqos::{encode_request_with, encode_response, NamePlacement};
 
 pub const IO_SIZE: u32 = 65_536;
 /// I/Os between two status requests: 1,000 SMB2 messages.
@@ -394,7 +394,12 @@ fn status_exchange<W: Write>(
         t,
         h,
         (
-            smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &encode_request(&r), 4096),
+            smb2::ioctl_request(
+                FSCTL_STORAGE_QOS_CONTROL,
+                &fid,
+                &encode_request_with(&r, NamePlacement::AfterFixedPart),
+                4096,
+            ),
             0,
         ),
         0,

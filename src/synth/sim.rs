@@ -10,7 +10,6 @@ use std::io::{self, Write};
 use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 use super::packet::Endpoint;
-use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::{
     Action, Cluster, CounterReporting, FaultOn, FlowSpec, PolicySpec, SetupStyle,
@@ -19,6 +18,7 @@ use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
+use crate::sqos::{encode_request_with, encode_response, NamePlacement};
 
 /// MaxOutputResponse of the client's IOCTLs (what Windows' test suite sends).
 const MAX_OUTPUT: u32 = 4096;
@@ -750,7 +750,7 @@ impl<'c, W: Write> Sim<'c, W> {
         purpose: Purpose,
         note: String,
     ) -> usize {
-        let input = encode_request(&req);
+        let input = encode_request_with(&req, NamePlacement::AfterFixedPart);
         let m = self.msgs.len();
         let hdr = self.client_header(h, smb2::IOCTL, 1);
         self.msgs.push(MsgRec {
@@ -1344,7 +1344,7 @@ impl<'c, W: Write> Sim<'c, W> {
             Target::Spare => self.hosts.get(h).and_then(|x| x.spare),
         }
         .unwrap_or_default();
-        let size = encode_request(&rec.req).len();
+        let size = encode_request_with(&rec.req, NamePlacement::AfterFixedPart).len();
         // The first armed bug this request matches strikes it.
         let on = match rec.target {
             Target::Flow(f) => FaultOn::Flow(f),
