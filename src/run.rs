@@ -9,9 +9,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::capture::{CaptureError, CaptureReader, Timestamp};
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
 
-/// A record sink that also wants to know when the capture starts (for relative times).
+/// A record sink that also wants to know when the capture starts (for relative times), and can
+/// say that it wants nothing more (its output was closed: `sqos dissect big.pcap | head -1`).
 pub trait CaptureSink: RecordSink {
     fn on_first_frame(&mut self, _ts: Timestamp) {}
+    /// True to stop reading now; asked after every frame, so keep it cheap.
+    fn done(&mut self) -> bool {
+        false
+    }
 }
 
 /// How reading a capture ended.
@@ -60,13 +65,18 @@ pub fn run_capture<S: CaptureSink>(
     let bar = progress_bar(path, progress);
     let mut pipeline = Pipeline::new(cfg);
     let mut ending = Ending::Clean;
+    let mut stopped = false;
     loop {
         match reader.next_frame() {
             Ok(Some(frame)) => {
                 if frame.number == 1 {
                     sink.on_first_frame(frame.ts);
                 }
-                pipeline.push_frame(&frame, sink)
+                pipeline.push_frame(&frame, sink);
+                if sink.done() {
+                    stopped = true;
+                    break;
+                }
             }
             Ok(None) => break,
             Err(e) => {
@@ -84,7 +94,10 @@ pub fn run_capture<S: CaptureSink>(
             }
         }
     }
-    pipeline.finish(sink);
+    if !stopped {
+        // (Stopped: nobody wants what is left incomplete reported.)
+        pipeline.finish(sink);
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -5,6 +5,7 @@ mod check;
 mod dissect;
 mod export;
 mod flows;
+mod out;
 mod plot;
 mod stats;
 mod synth;
@@ -62,6 +63,11 @@ pub struct InputArgs {
 }
 
 impl InputArgs {
+    /// The capture arrives as it is made (standard input): show each record as it completes.
+    pub fn is_live(&self) -> bool {
+        self.capture.as_os_str() == "-"
+    }
+
     pub fn pipeline_config(&self) -> PipelineConfig {
         let mut reassembly = ReassemblyConfig::default();
         for p in &self.ports {
