@@ -82,13 +82,15 @@ pub fn run(a: &CheckArgs) -> i32 {
             ports: a.ports.clone(),
             quiet: a.quiet,
         };
+        let mut bar = super::progress::Bar::new(capture, !a.quiet);
         let v = judge_capture(
             capture,
             input.pipeline_config(),
             &plan,
             flow_analysis(),
-            !a.quiet,
+            &mut |p| bar.update(p),
         );
+        bar.finish();
         if let Some(e) = &v.error {
             eprintln!("sqos check: {}: {e}", v.capture);
         }

@@ -6,7 +6,7 @@ use sqos::capture::Timestamp;
 use sqos::output::json::record_json;
 use sqos::output::text::{detail_tree, hex_dump, summary_line};
 use sqos::pipeline::{CaptureNote, RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::run::CaptureSink;
 
 use super::out::RecordOut;
 use super::InputArgs;
@@ -103,14 +103,9 @@ pub fn run(a: &DissectArgs) -> i32 {
         first: Timestamp::default(),
         count: 0,
     };
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut p,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut p) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     if p.format == DissectFormat::Json {
         let tail = if p.count == 0 { "[]\n" } else { "\n]\n" };

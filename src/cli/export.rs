@@ -14,7 +14,7 @@ use sqos::output::csv::{
 use sqos::output::flows::{flow_json, series_row_json};
 use sqos::output::json::record_json;
 use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::run::CaptureSink;
 
 use super::out::RecordOut;
 use super::InputArgs;
@@ -213,13 +213,10 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     };
-    let cfg = a.input.pipeline_config();
-    let progress = !a.input.quiet;
-    let path = &a.input.capture;
     let (result, sink) = match a.what {
         What::Messages => {
             let mut m = Messages(sink);
-            (run_capture(path, cfg, &mut m, progress), m.0)
+            (super::read_capture(&a.input, &mut m), m.0)
         }
         What::Series => {
             let mut s = Series {
@@ -229,7 +226,7 @@ pub fn run(a: &ExportArgs) -> i32 {
                 }),
                 sink,
             };
-            let r = run_capture(path, cfg, &mut s, progress);
+            let r = super::read_capture(&a.input, &mut s);
             let analysis = s.analyzer.finish();
             let mut sink = s.sink;
             for (id, row) in &analysis.rows {
@@ -246,7 +243,7 @@ pub fn run(a: &ExportArgs) -> i32 {
         }
         What::Flows => {
             let mut analyzer = Analyzer::default();
-            let r = run_capture(path, cfg, &mut analyzer, progress);
+            let r = super::read_capture(&a.input, &mut analyzer);
             let analysis = analyzer.finish();
             let mut sink = sink;
             for f in &analysis.flows {
@@ -259,7 +256,7 @@ pub fn run(a: &ExportArgs) -> i32 {
     };
     let result = match result {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     if let Err(e) = sink.finish() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
@@ -267,5 +264,5 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(path, &result)
+    super::finish(&a.input.capture, &result)
 }

@@ -12,7 +12,7 @@ use sqos::capture::Timestamp;
 use sqos::pipeline::{
     CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord,
 };
-use sqos::run::{run_capture, CaptureSink, RunResult};
+use sqos::run::{run_path, CaptureSink, RunResult};
 
 #[derive(Default)]
 pub struct Collected {
@@ -50,7 +50,7 @@ impl CaptureSink for Collected {
 
 pub fn run(path: &Path) -> (Collected, RunResult) {
     let mut c = Collected::default();
-    let r = match run_capture(path, PipelineConfig::default(), &mut c, false) {
+    let r = match run_path(path, PipelineConfig::default(), &mut c) {
         Ok(r) => r,
         Err(e) => panic!("{}: unusable: {e}", path.display()),
     };
