@@ -241,9 +241,10 @@ impl Smb2Layer {
             SealOutcome::Incomplete => "incomplete",
             SealOutcome::Malformed(_) => "malformed",
         };
-        if !self.stats.undecrypted_why.contains_key(&key) {
-            self.stats.undecrypted_why.insert(key, short.to_string());
-        }
+        self.stats
+            .undecrypted_why
+            .entry(key)
+            .or_insert_with(|| short.to_string());
         let why = match outcome {
             SealOutcome::Decrypted { .. } | SealOutcome::NoKeys => None,
             SealOutcome::NeedDirectionKeys => Some(format!(

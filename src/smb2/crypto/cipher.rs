@@ -172,9 +172,10 @@ pub fn seal(
     Ok(th)
 }
 
+// Boxed: the AES key schedules (software and AES-NI) make a keystream about 1 KiB.
 enum Ctr {
-    A128(ctr::Ctr32BE<Aes128>),
-    A256(ctr::Ctr32BE<Aes256>),
+    A128(Box<ctr::Ctr32BE<Aes128>>),
+    A256(Box<ctr::Ctr32BE<Aes256>>),
 }
 
 /// The keystream that GCM and CCM XOR with the plaintext, positioned anywhere in the message:
@@ -196,8 +197,12 @@ impl Keystream {
             iv[15] = 1;
         }
         let ctr = match cipher.key_len() {
-            16 => Ctr::A128(ctr::Ctr32BE::<Aes128>::new_from_slices(key, &iv).ok()?),
-            _ => Ctr::A256(ctr::Ctr32BE::<Aes256>::new_from_slices(key, &iv).ok()?),
+            16 => Ctr::A128(Box::new(
+                ctr::Ctr32BE::<Aes128>::new_from_slices(key, &iv).ok()?,
+            )),
+            _ => Ctr::A256(Box::new(
+                ctr::Ctr32BE::<Aes256>::new_from_slices(key, &iv).ok()?,
+            )),
         };
         Some(Keystream { ctr })
     }
