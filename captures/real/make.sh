@@ -28,6 +28,7 @@ need_pkgs=()
 command -v smbd >/dev/null || need_pkgs+=(samba)
 command -v tcpdump >/dev/null || need_pkgs+=(tcpdump)
 command -v tshark >/dev/null || need_pkgs+=(tshark)
+command -v smbtorture >/dev/null || need_pkgs+=(samba-testsuite)
 if ((${#need_pkgs[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -85,6 +86,8 @@ cat >"$CONF" <<EOF
     # "if_required" are Samba's defaults; written out here so the capture conditions are explicit).
     server signing = auto
     server smb encrypt = if_required
+    # One session over several TCP connections (Samba's default on Linux since 4.15).
+    server multi channel support = yes
     passdb backend = tdbsam:$WORK/private/passdb.tdb
     private dir = $WORK/private
     lock directory = $WORK/lock
@@ -125,6 +128,14 @@ fi
 capture() {
     local name=$1
     shift
+    record "$name" "$PY" "$HERE/qos_client.py" --port "$PORT" --user "$SMB_USER" \
+        --password "$SMB_PASS" --keys-out "$KEYS" "$@"
+}
+
+# record NAME COMMAND...: COMMAND's traffic recorded into NAME.
+record() {
+    local name=$1
+    shift
     # shellcheck disable=SC2053 # ONLY is a glob on purpose
     [[ $name == ${ONLY:-*} ]] || return 0
     local pcap="$HERE/$name"
@@ -132,7 +143,7 @@ capture() {
     awk -v n="# $name" '$0 == n { skip = 2 } skip > 0 { skip--; next } { print }' "$KEYS" >"$KEYS.new"
     mv "$KEYS.new" "$KEYS"
     [[ " $* " == *" encrypted "* ]] && printf '# %s\n' "$name" >>"$KEYS"
-    tcpdump -i lo --immediate-mode -U -s 0 -w "$pcap" "tcp port $PORT" 2>"$WORK/log/tcpdump.err" &
+    tcpdump -i lo --immediate-mode -U -B 65536 -s 0 -w "$pcap" "tcp port $PORT" 2>"$WORK/log/tcpdump.err" &
     TCPDUMP_PID=$!
     # tcpdump says "listening on" once the capture is open.
     for _ in $(seq 50); do
@@ -140,8 +151,7 @@ capture() {
         sleep 0.1
     done
     echo "== $name"
-    "$PY" "$HERE/qos_client.py" --port "$PORT" --user "$SMB_USER" --password "$SMB_PASS" \
-        --keys-out "$KEYS" "$@"
+    "$@"
     # Let the last FIN/ACK reach the capture before stopping it.
     sleep 1
     kill -INT "$TCPDUMP_PID"
@@ -172,6 +182,12 @@ done
 for cipher in aes-128-ccm aes-256-gcm aes-256-ccm; do
     capture "smb311-encrypted-$cipher.pcap" --dialect 311 --security encrypted --cipher "$cipher"
 done
+# A multichannel session: smbprotocol cannot bind a second channel, Samba's own test client
+# can: smbtorture's smb2.multichannel.generic.num_channels opens one session and binds further
+# TCP connections to it (SESSION_SETUP with SMB2_SESSION_FLAG_BINDING), signed, SMB 3.1.1.
+record "smb311-multichannel.pcap" smbtorture "//127.0.0.1/vms" -p "$PORT" \
+    -U "$SMB_USER%$SMB_PASS" --option=clientmaxprotocol=SMB3_11 \
+    smb2.multichannel.generic.num_channels
 
 # ---- verify: tshark decrypts the encrypted captures and sees the SQOS IOCTLs ---------
 decode=()
