@@ -16,7 +16,7 @@ use super::packet::Endpoint;
 use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
-use super::seal::{self, Sealer};
+use super::seal::Sealer;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
 use super::wire::{ConnSpec, NetConfig, Part, Side, Time, Wire};
@@ -346,16 +346,10 @@ impl<W: Write> Stream<W> {
 
     /// A message as it goes on the wire: sealed once the session is encrypted.
     fn sealed(&mut self, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
-        let Some(s) = self.sealer.as_mut() else {
-            return parts;
-        };
-        if s.established() {
-            return s.seal(from_client, parts, self.wire.filler());
+        match self.sealer.as_mut() {
+            Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
+            None => parts,
         }
-        if let Some(b) = seal::message_bytes(&parts) {
-            s.observe(b);
-        }
-        parts
     }
 
     /// Request → response with one outstanding: (request tag, request's last frame time,

@@ -122,6 +122,18 @@ impl Sealer {
         self.hash = preauth_next(&self.hash, msg);
     }
 
+    /// A message as it goes on the wire: sealed once the session is set up; before, in clear
+    /// (NEGOTIATE and SESSION_SETUP then feed the preauth hash).
+    pub fn outgoing(&mut self, from_client: bool, parts: Vec<Part>, fill: &[u8]) -> Vec<Part> {
+        if self.established() {
+            return self.seal(from_client, parts, fill);
+        }
+        if let Some(b) = message_bytes(&parts) {
+            self.observe(b);
+        }
+        parts
+    }
+
     /// Seal one message (`parts` as `smb2::message` builds them: NetBIOS header first; `fill`
     /// the wire's filler that `Part::Fill` refers to). Before the session is set up, or if
     /// sealing fails, the message goes in clear.

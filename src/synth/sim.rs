@@ -15,7 +15,7 @@ use super::rng::Rng;
 use super::scenario::{
     Action, Cluster, CounterReporting, FaultOn, FlowSpec, PolicySpec, SetupStyle,
 };
-use super::seal::{self, Sealer};
+use super::seal::Sealer;
 use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, secs};
@@ -318,16 +318,10 @@ impl<'c, W: Write> Sim<'c, W> {
     /// `parts` of a message from `h`'s client (or server), sealed if the session is encrypted;
     /// NEGOTIATE and SESSION_SETUP go in clear and feed the preauth hash.
     fn sealed(&mut self, h: usize, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
-        let Some(s) = self.hosts.get_mut(h).and_then(|x| x.sealer.as_mut()) else {
-            return parts;
-        };
-        if s.established() {
-            return s.seal(from_client, parts, self.wire.filler());
+        match self.hosts.get_mut(h).and_then(|x| x.sealer.as_mut()) {
+            Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
+            None => parts,
         }
-        if let Some(b) = seal::message_bytes(&parts) {
-            s.observe(b);
-        }
-        parts
     }
 
     fn at(&mut self, t: Time, ev: Ev) {

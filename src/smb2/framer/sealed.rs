@@ -112,6 +112,30 @@ fn plausible(plain: &[u8], session_id: u64) -> bool {
     }
 }
 
+/// Walk `plain` (decrypted bytes of the message, from the walker's position) through `inner`.
+fn feed(
+    inner: &mut InMessage,
+    plain: &[u8],
+    cfg: &FramerConfig,
+    ctx: &mut SealCtx<'_>,
+    out: &mut Vec<FramerEvent>,
+) {
+    let mut at = 0usize;
+    let mut stalls = 0;
+    // A step may take no byte while its state moves on; three in a row means it is done.
+    while inner.remaining > 0 && at < plain.len() && stalls < 3 {
+        let n = inner.step(
+            plain.get(at..).unwrap_or(&[]),
+            cfg,
+            out,
+            &mut Vec::new(),
+            ctx,
+        );
+        at += n;
+        stalls = if n == 0 { stalls + 1 } else { 0 };
+    }
+}
+
 fn is_bulk(plain: &[u8]) -> bool {
     parse_header(plain).is_ok_and(|h| {
         h.next_command == 0
@@ -356,19 +380,7 @@ impl Sealed {
         );
         // Too large to authenticate within the bound and not bulk data: headers only.
         let mut inner = Box::new(InMessage::sealed(self.len as u32, !bulk, info));
-        let mut at = 0usize;
-        let mut stalls = 0;
-        while at < plain.len() && stalls < 3 {
-            let n = inner.step(
-                plain.get(at..).unwrap_or(&[]),
-                cfg,
-                out,
-                &mut Vec::new(),
-                ctx,
-            );
-            at += n;
-            stalls = if n == 0 { stalls + 1 } else { 0 };
-        }
+        feed(&mut inner, &plain, cfg, ctx, out);
         self.phase = Phase::Stream {
             ks,
             inner,
@@ -428,13 +440,7 @@ impl Sealed {
             authenticated: true,
         };
         let mut inner = InMessage::sealed(buf.len() as u32, false, info);
-        let mut at = 0usize;
-        let mut stalls = 0;
-        while inner.remaining > 0 && stalls < 3 {
-            let n = inner.step(buf.get(at..).unwrap_or(&[]), cfg, out, &mut Vec::new(), ctx);
-            at += n;
-            stalls = if n == 0 { stalls + 1 } else { 0 };
-        }
+        feed(&mut inner, &buf, cfg, ctx, out);
         inner.finish(cfg, out, ctx);
     }
 
