@@ -2,15 +2,13 @@
 //! all four ciphers, from the key file it writes, from the session key alone (3.0.2's KDF;
 //! 3.1.1's preauth hash), and never by buffering bulk data.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 
+use crate::support::*;
 use sqos::capture::CaptureReader;
 use sqos::pipeline::Pipeline;
 use sqos::synth::seal::CipherArg;
 use sqos::synth::{Scenario, SynthArgs, SynthSummary};
-use support::*;
 
 fn dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(

@@ -4,13 +4,11 @@
 //! hash of the capture's NEGOTIATE and SESSION_SETUP), and with the direction keys alone; a
 //! wrong key is a note naming the session, never garbage.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use sqos::pipeline::{Direction, SqosBody};
-use support::*;
 
 const ENCRYPTED: &[(&str, u64, u64, u64)] = &[
     // capture, session id, frame of the first SQOS request, its MessageId
