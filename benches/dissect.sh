@@ -6,6 +6,7 @@
 #   benches/dissect.sh [SIZE]        SIZE defaults to 1GiB (e.g. 256MiB for a quick run)
 #   SQOS_BENCH_DIR=/path             where the capture is written and kept (default: a temp dir)
 #   SKIP_TSHARK=1                    do not time tshark (it takes about a minute per GiB)
+#   SKIP_ENCRYPTED=1                 do not time the encrypted capture (same traffic, AES-128-GCM)
 #   RUNS=N                           runs of each fast command, the quickest is kept (default 3)
 #
 # Rows:
@@ -15,6 +16,8 @@
 #   sqos dissect     the main job, text output to /dev/null
 #   sqos flows       the whole analysis (flow table)
 #   tshark           `tshark -Y` on the SQOS IOCTLs, out-of-order reassembly on
+# A second table does the same for the same traffic in an encrypted SMB 3.1.1 session
+# (AES-128-GCM), decrypted with --keys (sqos and tshark alike).
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -59,6 +62,8 @@ echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | 
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 echo "capture: $CAP, $bytes bytes ($("$BIN" dissect --quiet "$CAP" | wc -l) SQOS messages)"
 
+# Rows of the table being measured: a name and "wall cpu rss" each. The first row is cat; a row
+# whose name starts with "tshark" is the tshark the others are compared with.
 names=()
 results=()
 row() {
@@ -67,6 +72,32 @@ row() {
   names+=("$name")
   results+=("$(measure "$@")")
 }
+# Prints the rows measured on a capture of $1 bytes as a table, then forgets them.
+table() {
+  local bytes=$1 cat_s cat_c tshark_s="" tshark_c="" wall cpu rss i
+  read -r cat_s cat_c _ <<<"${results[0]}"
+  for i in "${!names[@]}"; do
+    [[ ${names[$i]} == tshark* ]] && read -r tshark_s tshark_c _ <<<"${results[$i]}"
+  done
+  printf '%-22s %7s %7s %7s %8s %9s %13s %13s\n' "" "wall s" "CPU s" "MB/s" "MB/CPU-s" "peak RSS" \
+    "vs cat" "vs tshark"
+  printf '%-22s %7s %7s %7s %8s %9s %13s %13s\n' "" "" "" "" "" "" "wall / CPU" "wall / CPU"
+  for i in "${!names[@]}"; do
+    read -r wall cpu rss <<<"${results[$i]}"
+    awk -v n="${names[$i]}" -v w="$wall" -v c="$cpu" -v r="$rss" -v b="$bytes" \
+      -v cw="$cat_s" -v cc="$cat_c" -v tw="$tshark_s" -v tc="$tshark_c" 'BEGIN {
+        if (w <= 0) w = 0.005
+        if (c <= 0) c = 0.005
+        if (cc <= 0) cc = 0.005
+        ts = tw == "" ? "-" : sprintf("%.0fx / %.0fx", tw / w, tc / c)
+        printf "%-22s %7.2f %7.2f %7.0f %8.0f %6.1f MB %6.2fx/%.2fx %13s\n", n, w, c, b / 1e6 / w, b / 1e6 / c,
+          r / 1024, cw / w, cc / c, ts
+      }'
+  done
+  names=()
+  results=()
+}
+
 row "cat" cat "$CAP"
 row "parse ceiling" "$CEILING" "$CAP"
 row "sqos dissect" "$BIN" dissect --quiet "$CAP"
@@ -76,24 +107,31 @@ if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
     -Y 'smb2.ioctl.function == 0x00090350'
 fi
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
+table "$bytes"
 
-read -r cat_s cat_c _ <<<"${results[0]}"
-tshark_s=""
-tshark_c=""
-[ "${#results[@]}" -gt 4 ] && read -r tshark_s tshark_c _ <<<"${results[4]}"
-printf '%-16s %7s %7s %7s %8s %9s %13s %13s\n' "" "wall s" "CPU s" "MB/s" "MB/CPU-s" "peak RSS" \
-  "vs cat" "vs tshark"
-printf '%-16s %7s %7s %7s %8s %9s %13s %13s\n' "" "" "" "" "" "" "wall / CPU" "wall / CPU"
-for i in "${!names[@]}"; do
-  read -r wall cpu rss <<<"${results[$i]}"
-  awk -v n="${names[$i]}" -v w="$wall" -v c="$cpu" -v r="$rss" -v b="$bytes" \
-    -v cw="$cat_s" -v cc="$cat_c" -v tw="$tshark_s" -v tc="$tshark_c" 'BEGIN {
-      if (w <= 0) w = 0.005
-      if (c <= 0) c = 0.005
-      if (cc <= 0) cc = 0.005
-      ts = tw == "" ? "-" : sprintf("%.0fx / %.0fx", tw / w, tc / c)
-      printf "%-16s %7.2f %7.2f %7.0f %8.0f %6.1f MB %6.2fx/%.2fx %13s\n", n, w, c, b / 1e6 / w, b / 1e6 / c,
-        r / 1024, cw / w, cc / c, ts
-    }'
-done
+# The same traffic in an encrypted SMB 3.1.1 session (AES-128-GCM), decrypted with --keys: SQOS and
+# every other small message authenticated whole, READ/WRITE read by header through the keystream.
+if [ -z "${SKIP_ENCRYPTED:-}" ]; then
+  ENC="$DIR/large-$SIZE-aes128gcm.pcap"
+  KEYS="$DIR/large-$SIZE-aes128gcm.keys"
+  if [ ! -s "$ENC" ] || [ ! -s "$KEYS" ]; then
+    "$BIN" synth --scenario large --size "$SIZE" --seed 1 --encrypt aes-128-gcm --keys-out "$KEYS" \
+      -o "$ENC" >/dev/null 2>&1
+  fi
+  ebytes=$(stat -c %s "$ENC")
+  cat "$ENC" >/dev/null
+  echo
+  echo "encrypted capture: $ENC, $ebytes bytes ($("$BIN" dissect --quiet --keys "$KEYS" "$ENC" | wc -l) SQOS messages)"
+  row "cat" cat "$ENC"
+  row "sqos dissect --keys" "$BIN" dissect --quiet --keys "$KEYS" "$ENC"
+  row "sqos flows --keys" "$BIN" flows --quiet --keys "$KEYS" "$ENC"
+  if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
+    kopts=()
+    while read -r l; do [[ $l == \#* ]] || kopts+=(-o "uat:smb2_seskey_list:$l"); done <"$KEYS"
+    RUNS=1 row "tshark -Y sqos (keys)" tshark -n -r "$ENC" -o tcp.reassemble_out_of_order:TRUE \
+      "${kopts[@]}" -Y 'smb2.ioctl.function == 0x00090350'
+  fi
+  echo "load after: $(uptime | sed 's/.*load average/load average/')"
+  table "$ebytes"
+fi
 [ -n "${SQOS_BENCH_DIR:-}" ] || rm -rf "$DIR"

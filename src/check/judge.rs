@@ -82,6 +82,10 @@ pub fn judge_capture<A: FlowAnalysis>(
         Err(e) => return failed(format!("unusable capture: {}", e.source)),
     };
     let result = run_capture(&mut reader, cfg, &mut sink, progress);
+    // Encrypted messages left closed are said once, as every command says them.
+    if let Some(s) = result.stats.undecrypted_summary() {
+        eprintln!("sqos check: {capture}: {s}");
+    }
     let FactsSink {
         mut facts,
         analysis,

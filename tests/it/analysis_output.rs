@@ -1,0 +1,226 @@
+//! The faces of the analysis: flow JSON keys, the text table, CSV, the SVG plot.
+
+use crate::analysis_kit::*;
+use sqos::output::csv::{flow_flat, CsvTable, FLOW_COLUMNS};
+use sqos::output::flows::{flow_json, flows_json, flows_text};
+use sqos::output::plot::{iops_svg, PlotOptions};
+use sqos::sqos::Status;
+
+fn two_flows() -> sqos::analysis::Analysis {
+    let mut k = Kit::default();
+    Steady {
+        updates: 8,
+        ..Steady::default()
+    }
+    .run(&mut k, 0.0);
+    Steady {
+        file: 2,
+        flow: FLOW2,
+        iops: 320,
+        max: 200,
+        min: 100,
+        updates: 8,
+        status: Status::OK,
+        ..Steady::default()
+    }
+    .run(&mut k, 0.5);
+    k.finish()
+}
+
+#[test]
+fn flow_json_has_the_documented_keys_and_values() {
+    let a = two_flows();
+    let v = flows_json(&a);
+    let arr = v.as_array().expect("array");
+    assert_eq!(arr.len(), 2);
+    let f = &arr[0];
+    for key in [
+        "logical_flow_id",
+        "initiator_id",
+        "initiator_name",
+        "initiator_node_name",
+        "policy_id",
+        "protocol_version",
+        "opens",
+        "limit",
+        "reservation",
+        "bandwidth_limit",
+        "maximum_io_rate",
+        "minimum_io_rate",
+        "maximum_bandwidth",
+        "base_io_size",
+        "last_status",
+        "iops",
+        "normalized_iops",
+        "avg_latency_ms",
+        "avg_lower_latency_ms",
+        "kilobytes_per_second",
+        "observed",
+        "findings",
+    ] {
+        assert!(f.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(f["logical_flow_id"], FLOW.to_string());
+    assert_eq!(f["initiator_name"], "VM01");
+    assert_eq!(f["initiator_node_name"], "HV-01");
+    assert_eq!(f["initiator_id"], INITIATOR.to_string());
+    assert_eq!(f["protocol_version"], 0x0101);
+    assert_eq!(f["opens"][0]["file_name"], "vms\\vm01\\disk0.vhdx");
+    assert_eq!(f["limit"], 500);
+    assert_eq!(f["reservation"], 50);
+    assert_eq!(f["maximum_io_rate"], 500);
+    assert_eq!(f["minimum_io_rate"], 50);
+    assert_eq!(f["base_io_size"], 8192);
+    assert_eq!(f["last_status"], 0);
+    assert_eq!(f["iops"], 100.0);
+    assert_eq!(f["avg_latency_ms"], 2.0);
+    assert_eq!(f["avg_lower_latency_ms"], 2.0);
+    assert_eq!(f["kilobytes_per_second"], 800.0);
+    assert_eq!(f["observed"]["iops"], 100.0);
+    assert_eq!(f["observed"]["kilobytes_per_second"], 800.0);
+    for key in [
+        "iops",
+        "normalized_iops",
+        "kilobytes_per_second",
+        "avg_response_ms",
+    ] {
+        assert!(f["observed"].get(key).is_some(), "observed.{key}");
+    }
+    let g = &arr[1];
+    let finding = &g["findings"][0];
+    assert_eq!(finding["code"], "flow.exceeds_max_io_rate");
+    assert_eq!(finding["severity"], "error");
+    for key in ["message", "frame", "time"] {
+        assert!(finding.get(key).is_some(), "finding.{key}");
+    }
+}
+
+#[test]
+fn text_table_names_the_vms_and_lists_findings() {
+    let a = two_flows();
+    let t = flows_text(&a);
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[0].starts_with("VM / INITIATOR"), "{t}");
+    assert!(lines[1].starts_with("VM01 "), "{t}");
+    assert!(lines[1].contains("lim 500 res 50"), "{t}");
+    assert!(lines[1].contains("100/100"), "{t}");
+    assert!(lines[2].starts_with("VM02 "), "{t}");
+    assert!(lines[2].contains("320/320"), "{t}");
+    assert!(t.contains("Findings:"), "{t}");
+    assert!(t.contains("flow.exceeds_max_io_rate"), "{t}");
+    assert!(t.contains("(×8 intervals"), "{t}");
+}
+
+#[test]
+fn csv_has_one_row_per_flow() {
+    let a = two_flows();
+    let mut buf = Vec::new();
+    let mut t = CsvTable::new(&mut buf, FLOW_COLUMNS).expect("header");
+    for f in &a.flows {
+        t.row(&flow_flat(&flow_json(f))).expect("row");
+    }
+    t.finish().expect("flush");
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[0].starts_with("logical_flow_id,initiator_id,initiator_name"));
+    assert!(
+        lines[2].ends_with(",1,flow.exceeds_max_io_rate"),
+        "{}",
+        lines[2]
+    );
+    assert!(lines[1].contains(",vms\\vm01\\disk0.vhdx,"), "{}", lines[1]);
+}
+
+#[test]
+fn svg_has_a_panel_per_flow_with_limit_lines() {
+    let a = two_flows();
+    let svg = iops_svg(&a, &PlotOptions::default());
+    assert!(svg.starts_with("<svg"));
+    assert!(svg.trim_end().ends_with("</svg>"));
+    // Flows with findings come first.
+    let vm02 = svg.find("VM02 on HV-01").expect("VM02 panel");
+    let vm01 = svg.find("VM01 on HV-01").expect("VM01 panel");
+    assert!(vm02 < vm01);
+    assert_eq!(
+        svg.matches("stroke=\"#d62728\" stroke-width=\"2\"").count(),
+        2
+    );
+    assert!(svg.contains("<title>flow.exceeds_max_io_rate"));
+    if let Ok(dir) = std::env::var("SQOS_PLOT_DIR") {
+        let _ = std::fs::write(format!("{dir}/analysis_test.svg"), &svg);
+    }
+}
+
+/// `sqos plot -o x.png` on the noisy-neighbour capture: a real PNG twice the SVG's size in which
+/// the reported series, the MaximumIoRate line and the finding marks were actually painted.
+#[test]
+fn plot_cli_writes_png_and_svg_from_a_capture() {
+    let dir = std::env::temp_dir().join(format!("sqos-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let capture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/captures/noisy-neighbour.pcapng.gz"
+    );
+    let plot = |name: &str| {
+        let out = dir.join(name);
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_sqos"))
+            .args(["plot", "--quiet", capture, "-o"])
+            .arg(&out)
+            .status()
+            .expect("run sqos plot");
+        (st.code(), out)
+    };
+    let (code, svg_path) = plot("iops.svg");
+    assert_eq!(
+        code,
+        Some(0),
+        "a readable capture: exit 0 (findings do not change it)"
+    );
+    let svg = std::fs::read_to_string(&svg_path).expect("svg");
+    let dim = |key: &str| -> u32 {
+        let at = svg.find(&format!("{key}=\"")).expect(key) + key.len() + 2;
+        svg[at..]
+            .split('"')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("number")
+    };
+    let (sw, sh) = (dim("width"), dim("height"));
+
+    let (code, png_path) = plot("iops.png");
+    assert_eq!(code, Some(0));
+    let png = std::fs::read(&png_path).expect("png");
+    let mut d = png::Decoder::new(std::io::Cursor::new(&png[..]))
+        .read_info()
+        .expect("png header");
+    let mut px = vec![0; d.output_buffer_size().expect("size")];
+    let info = d.next_frame(&mut px).expect("frame");
+    assert_eq!((info.width, info.height), (2 * sw, 2 * sh));
+    assert_eq!(info.color_type, png::ColorType::Rgba);
+    let count = |rgb: [u8; 3]| px.chunks_exact(4).filter(|p| p[..3] == rgb).count();
+    // Reported series (#1f77b4), MaximumIoRate (#d62728), MinimumIoRate (#2ca02c): each drawn
+    // as lines of many pixels, not just present in the legend swatch.
+    for (name, rgb) in [
+        ("reported", [0x1f, 0x77, 0xb4]),
+        ("maximum", [0xd6, 0x27, 0x28]),
+        ("minimum", [0x2c, 0xa0, 0x2c]),
+    ] {
+        assert!(count(rgb) > 400, "{name}: {} pixels", count(rgb));
+    }
+    // Text is rendered with the embedded font: dark pixels in the title band (top 30 units).
+    let title_dark = px[..(info.width * 60 * 4) as usize]
+        .chunks_exact(4)
+        .filter(|p| p[0] < 80 && p[1] < 80 && p[2] < 80)
+        .count();
+    assert!(title_dark > 500, "title not drawn: {title_dark}");
+
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_sqos"))
+        .args(["plot", capture, "-o"])
+        .arg(dir.join("iops.jpg"))
+        .output()
+        .expect("run");
+    assert_eq!(st.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&st.stderr).contains(".svg or .png"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,126 @@
+//! Properties of the framer: any bytes, any chunking, any gaps — no panic, bounded memory; and a
+//! valid stream frames the same however it is cut into segments.
+
+use crate::smb2_build::*;
+use proptest::prelude::*;
+use sqos::smb2::{Framer, FramerConfig, FramerEvent};
+
+fn msg_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        (0u64..1000).prop_map(|id| framed(&Msg::request(ECHO, id, echo()))),
+        (0u64..1000, 0usize..5000, any::<u8>()).prop_map(|(id, n, b)| framed(&Msg::response(
+            READ,
+            id,
+            0,
+            read_response(n, b)
+        ))),
+        (0u64..1000, "[a-z\\\\]{0,40}").prop_map(|(id, name)| framed(&Msg::request(
+            CREATE,
+            id,
+            create_request(&name)
+        ))),
+        (
+            0u64..1000,
+            proptest::collection::vec(any::<u8>(), 0..300),
+            0usize..32
+        )
+            .prop_map(|(id, input, pad)| framed(&Msg::request(
+                IOCTL,
+                id,
+                ioctl_request(FSCTL_SQOS, fid(1, 2), &input, 96, pad)
+            ))),
+        (0u64..1000).prop_map(|id| nbss(&compound(&[
+            Msg::request(CREATE, id, create_request("f")),
+            Msg::request(CLOSE, id + 1, close_request(RELATED_FID)).related(),
+        ]))),
+    ]
+}
+
+/// Every part as (command, message id, kept bytes).
+fn summary(ev: &[FramerEvent]) -> Vec<(u16, u64, Vec<u8>)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            FramerEvent::Message(m) => Some(m),
+            _ => None,
+        })
+        .flat_map(|m| m.parts.iter())
+        .map(|p| (p.header.command.0, p.header.message_id, p.bytes.clone()))
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn chunking_does_not_change_the_result(
+        msgs in proptest::collection::vec(msg_strategy(), 1..12),
+        cuts in proptest::collection::vec(1usize..700, 1..40),
+    ) {
+        let stream: Vec<u8> = msgs.concat();
+        let mut whole = Vec::new();
+        Framer::new(FramerConfig::default()).push(&stream, &mut whole);
+        let mut f = Framer::new(FramerConfig::default());
+        let mut pieces = Vec::new();
+        let mut rest = stream.as_slice();
+        let mut i = 0;
+        while !rest.is_empty() {
+            let n = cuts[i % cuts.len()].min(rest.len());
+            f.push(&rest[..n], &mut pieces);
+            rest = &rest[n..];
+            i += 1;
+        }
+        // Every message framed (compounds give two parts), none lost to a resync.
+        let messages = whole.iter().filter(|e| matches!(e, FramerEvent::Message(_))).count();
+        prop_assert_eq!(messages, msgs.len());
+        let resyncs = whole.iter().filter(|e| matches!(e, FramerEvent::Resynced { .. })).count();
+        prop_assert_eq!(resyncs, 0);
+        prop_assert_eq!(summary(&whole), summary(&pieces));
+    }
+
+    #[test]
+    fn arbitrary_bytes_and_gaps_never_panic_and_stay_bounded(
+        ops in proptest::collection::vec(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..2000).prop_map(Ok),
+                (0u64..100_000).prop_map(Err),
+            ],
+            0..30,
+        ),
+        valid in proptest::collection::vec(msg_strategy(), 0..4),
+    ) {
+        let cfg = FramerConfig { max_keep: 4096, max_parts: 8 };
+        let mut f = Framer::new(cfg);
+        let mut out = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Ok(bytes) => f.push(bytes, &mut out),
+                Err(missing) => f.gap(*missing, &mut out),
+            }
+            if let Some(m) = valid.get(i) {
+                f.push(m, &mut out);
+            }
+            prop_assert!(f.buffered() <= cfg.max_keep + 64);
+        }
+        f.finish(&mut out);
+        prop_assert_eq!(f.buffered(), 0);
+    }
+
+    #[test]
+    fn resynchronises_after_a_cut_head(
+        msgs in proptest::collection::vec(msg_strategy(), 2..8),
+        cut in 1usize..64,
+    ) {
+        // Drop the first `cut` bytes of the first message: everything after it is found again.
+        let first = &msgs[0];
+        let cut = cut.min(first.len() - 1);
+        let mut stream = first[cut..].to_vec();
+        let rest: Vec<u8> = msgs[1..].concat();
+        stream.extend_from_slice(&rest);
+        let mut expect = Vec::new();
+        Framer::new(FramerConfig::default()).push(&rest, &mut expect);
+        let mut out = Vec::new();
+        Framer::new(FramerConfig::default()).push(&stream, &mut out);
+        let got = summary(&out);
+        let want = summary(&expect);
+        prop_assert!(got.len() >= want.len());
+        prop_assert_eq!(&got[got.len() - want.len()..], &want[..]);
+    }
+}

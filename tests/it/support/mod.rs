@@ -1,0 +1,178 @@
+//! Shared test helpers: run the library pipeline over a capture and collect what it emits;
+//! locate captures; run tshark.
+#![allow(dead_code)]
+
+pub mod need;
+pub mod plugin_summary;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sqos::capture::Timestamp;
+use sqos::pipeline::{
+    CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord,
+};
+use sqos::run::{run_path, CaptureSink, RunResult};
+
+#[derive(Default)]
+pub struct Collected {
+    pub sqos: Vec<SqosRecord>,
+    pub opens: Vec<OpenRecord>,
+    pub closes: Vec<CloseRecord>,
+    pub io: Vec<IoRecord>,
+    pub notes: Vec<CaptureNote>,
+    pub first_ts: Option<Timestamp>,
+}
+
+impl RecordSink for Collected {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.sqos.push(rec);
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.opens.push(rec.clone());
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.closes.push(rec.clone());
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.io.push(rec.clone());
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.notes.push(note.clone());
+    }
+}
+
+impl CaptureSink for Collected {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.first_ts = Some(ts);
+    }
+}
+
+pub fn run(path: &Path) -> (Collected, RunResult) {
+    run_with(path, PipelineConfig::default())
+}
+
+/// [`run`] with a pipeline configuration (keys, ports).
+pub fn run_with(path: &Path, cfg: PipelineConfig) -> (Collected, RunResult) {
+    let mut c = Collected::default();
+    let r = match run_path(path, cfg, &mut c) {
+        Ok(r) => r,
+        Err(e) => panic!("{}: unusable: {e}", path.display()),
+    };
+    (c, r)
+}
+
+/// A pipeline configuration with the keys of `files` (Wireshark `smb2_seskey_list` files).
+pub fn with_keys(files: &[&Path]) -> PipelineConfig {
+    let mut ring = sqos::smb2::crypto::KeyRing::default();
+    for f in files {
+        ring.load(f).expect("key file");
+    }
+    PipelineConfig {
+        keys: std::sync::Arc::new(ring),
+        ..PipelineConfig::default()
+    }
+}
+
+/// The key file beside a capture (`smb2_seskey_list` in its folder), if there is one.
+pub fn key_file_beside(path: &Path) -> Option<PathBuf> {
+    path.parent()
+        .map(|d| d.join("smb2_seskey_list"))
+        .filter(|k| k.is_file())
+}
+
+/// A pipeline configuration with the key file beside `path` (default without one).
+pub fn keys_beside(path: &Path) -> PipelineConfig {
+    match key_file_beside(path) {
+        Some(k) => with_keys(&[&k]),
+        None => PipelineConfig::default(),
+    }
+}
+
+/// tshark options giving it the rows of the key file beside `path` (one `-o uat:` each).
+pub fn tshark_key_opts(path: &Path) -> Vec<String> {
+    let Some(k) = key_file_beside(path) else {
+        return Vec::new();
+    };
+    std::fs::read_to_string(k)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .flat_map(|l| ["-o".to_string(), format!("uat:smb2_seskey_list:{l}")])
+        .collect()
+}
+
+/// The key file committed beside the Samba captures.
+pub fn real_keys() -> PathBuf {
+    repo().join("captures/real/smb2_seskey_list")
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every file in a directory with one of the capture extensions, sorted.
+pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    let n = p.to_string_lossy();
+                    [".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz"]
+                        .iter()
+                        .any(|ext| n.ends_with(ext))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Run tshark with `-T fields` and the given fields; one Vec of column strings per frame line.
+pub fn tshark_fields(path: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-n").arg("-r").arg(path);
+    cmd.args(tshark_key_opts(path));
+    cmd.args([
+        "-o",
+        "tcp.reassemble_out_of_order:TRUE",
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=|",
+        "-E",
+        "separator=\t",
+    ]);
+    if let Some(f) = filter {
+        cmd.arg("-Y").arg(f);
+    }
+    for f in fields {
+        cmd.arg("-e").arg(f);
+    }
+    let out = cmd.output().expect("run tshark");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+/// SMB2 messages per command name as tshark counts them (each `smb2.cmd` occurrence).
+pub fn tshark_smb2_counts(path: &Path) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for row in tshark_fields(path, Some("smb2"), &["smb2.cmd"]) {
+        for v in row[0].split('|').filter(|s| !s.is_empty()) {
+            let name = v
+                .parse::<u16>()
+                .ok()
+                .and_then(|c| sqos::smb2::Command(c).name())
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("0x{v}"));
+            *m.entry(name).or_insert(0) += 1;
+        }
+    }
+    m
+}
