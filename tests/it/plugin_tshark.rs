@@ -8,17 +8,15 @@
 //!   json`;
 //! - a missing or too old sqos, and a single pass, are said plainly, never a Lua error.
 //!
-//! Without tshark the tests are skipped, except with CI=true where that is a failure.
-
-mod support;
+//! The tests that run tshark are switched on by `SQOS_EXTERNAL_TESTS=1` (tests/it/support/need.rs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
-use support::{captures_in, have_tshark, real_captures_dir, repo};
+use crate::support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
+use crate::support::{captures_in, need, repo};
 
 fn plugin() -> PathBuf {
     repo().join("plugin/sqos.lua")
@@ -252,10 +250,12 @@ fn plugin_code_table_is_well_formed() {
 
 /// Malformed and rule-breaking buffers: the exact findings on each frame.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_findings_on_malformed_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-malformed.pcap"), &[]);
     let by_frame = |f: u64| -> Vec<String> {
         msgs.iter()
@@ -352,10 +352,12 @@ fn plugin_findings_on_malformed_capture() {
 /// The spec's own examples: the plugin decodes by the structure layout and says where the
 /// bytes look like the examples' contradicting layouts (sections 4.2 and 4.3).
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_reports_spec_example_layouts() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-spec-examples.pcap"), &[]);
     assert_eq!(msgs.len(), 12);
     // 1.0 SET_POLICY: InitiatorNameOffset 104 is inside the 112-byte fixed part.
@@ -385,7 +387,7 @@ fn plugin_reports_spec_example_layouts() {
     assert_eq!(r.int("sqosa.flow.time_to_live"), Some(3981));
     // The 1.0 response of the same exchange is clean.
     assert_eq!(msg_at(&msgs, 11, 4).findings(), Vec::<String>::new());
-    let wireshark = support::tshark_fields(
+    let wireshark = crate::support::tshark_fields(
         &plugin_capture("sqos-plugin-spec-examples.pcap"),
         Some("frame.number == 19"),
         &[
@@ -398,10 +400,12 @@ fn plugin_reports_spec_example_layouts() {
 
 /// Association, matching and the per-interval figures on two flows with known counters.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_flow_figures_on_flows_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-flows.pcap"), &[]);
     let a = "b13a32e4-e2ad-5db2-a4f8-5cd3be9d696e";
     let b = "5d0c5f2a-6f3e-4c61-9a55-0b8c6d1e2f30";
@@ -458,10 +462,12 @@ fn plugin_flow_figures_on_flows_capture() {
 /// is displayed): the first pass only writes the frames for sqos, and says so on SQOS frames and
 /// once on stderr. Requests show their answer's interval figures.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_shows_the_analysis_in_the_second_pass() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-flows.pcap");
     let one = run_tshark(
         &path,
@@ -497,10 +503,12 @@ fn plugin_shows_the_analysis_in_the_second_pass() {
 
 /// `tshark -z expert` lists the plugin's findings under the codec's severities.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_expert_info_in_z_expert() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let codes = plugin_codes();
     for (capture, expected) in [
         (
@@ -571,10 +579,12 @@ fn sqosa_expert_lines(text: &str) -> Vec<(&'static str, &str)> {
 /// each on the frame of the response that shows it (the request never answered on its request),
 /// under their severities.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_expert_info_shows_the_faulty_server() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let text = tshark(
         &repo().join("captures/faulty-server.pcap.gz"),
         &["-2", "-q", "-z", "expert"],
@@ -633,10 +643,12 @@ fn plugin_expert_info_shows_the_faulty_server() {
 
 /// The flow summary at the end of a tshark run, asked for by the script argument or the pref.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_flow_summary_in_tshark() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-flows.pcap");
     let by_arg = tshark(&path, &["-q", "-X", "lua_script1:flows"]);
     let by_pref = tshark(&path, &["-q", "-o", "sqosa.flows:TRUE"]);
@@ -687,10 +699,12 @@ fn plugin_flow_summary_in_tshark() {
 /// READ/WRITE on the wire and a client and server that break the rules: the flow findings of
 /// the Rust analysis, on the frames it puts them, and the observed figures.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_flow_findings_on_io_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-io.pcap");
     let (flows, findings) = plugin_flows(&path);
     let id = "3c2b1a09-8f7e-4d6c-9b5a-493827160504";
@@ -794,7 +808,7 @@ fn all_captures() -> Vec<PathBuf> {
         repo().join("captures"),
         repo().join("captures/real"),
         repo().join("plugin/test"),
-        real_captures_dir(),
+        need::real_captures(),
     ] {
         v.extend(captures_in(&dir));
         // captures_in knows .pcap, .pcapng and .pcap.gz; the generator also writes .pcapng.gz.
@@ -916,10 +930,12 @@ fn key_of_plugin(m: &PluginMsg) -> (u64, u64, String, Vec<String>) {
 /// direction), matching, NT status, FileId, Options/Status and findings (codes, and the
 /// expert item of each code has the CLI's severity); and never a Lua error, in either pass.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_shows_sqos_on_every_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let sev = plugin_codes();
     let files = all_captures();
     assert!(files.len() >= 3);
@@ -1011,10 +1027,12 @@ fn plugin_flows(path: &Path) -> PluginFlows {
 /// (FLOW_KEYS) and its findings (code, severity, frame, occurrences), on the generated captures
 /// and the plugin's own.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_summary_is_sqos_flows() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let mut errors = Vec::new();
     let mut compared = 0usize;
     let mut files = captures_in(&repo().join("captures"));
@@ -1123,7 +1141,7 @@ fn no_analysis(sqos: &str) -> (Vec<(u64, String)>, String) {
 
 /// Every frame with an SQOS IOCTL (Wireshark's `smb2.ioctl.function`) of the flows capture.
 fn sqos_frames() -> Vec<u64> {
-    support::tshark_fields(
+    crate::support::tshark_fields(
         &plugin_capture("sqos-plugin-flows.pcap"),
         Some("smb2.ioctl.function == 0x00090350"),
         &["frame.number"],
@@ -1134,10 +1152,12 @@ fn sqos_frames() -> Vec<u64> {
 }
 
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_says_when_sqos_is_missing() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let (frames, stderr) = no_analysis("/nonexistent/sqos");
     assert_eq!(
         frames.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
@@ -1158,10 +1178,12 @@ fn plugin_says_when_sqos_is_missing() {
 
 #[cfg(unix)]
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_says_when_sqos_is_too_old_or_too_new() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let old = fake_sqos(
         "old",
         "echo \"error: unrecognized subcommand 'annotate'\" >&2; exit 2",
