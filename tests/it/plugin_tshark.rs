@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
 use crate::support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
 use crate::support::{captures_in, need, repo};
+use serde_json::Value;
 
 fn plugin() -> PathBuf {
     repo().join("plugin/sqos.lua")
