@@ -477,15 +477,24 @@ local function add_line(res, v)
     end -- other types: added by a later sqos of the same version, not for this plugin
 end
 
+-- Wireshark's SMB2 decryption keys (Preferences > Protocols > SMB2 > Secret session keys: the
+-- profile's smb2_seskey_list file, in the format sqos --keys reads) go to sqos too.
+local function keys_file()
+    local ok, p = pcall(persconffile_path, "smb2_seskey_list")
+    if ok and p and file_exists(p) then return p end
+    return nil
+end
+
 -- Runs sqos on `path` (the first `upto` frames) and reads its lines.
-local function run_sqos(path, upto)
+local function run_sqos(path, upto, keys)
     local res = { upto = upto, frames = {}, flows = {}, ran = os.date("%H:%M:%S"),
-                  started = os.time() }
+                  started = os.time(), keys = keys }
     local program = sqosa.prefs.sqos
     if program == nil or program == "" then program = "sqos" end
     res.program = program
-    local cmd = shell_quote(program) .. " annotate --quiet " .. shell_quote(path) .. " 2>" ..
-        shell_quote(D.err_path)
+    local cmd = shell_quote(program) .. " annotate --quiet " .. shell_quote(path)
+    if keys then cmd = cmd .. " --keys " .. shell_quote(keys) end
+    cmd = cmd .. " 2>" .. shell_quote(D.err_path)
     if WINDOWS then cmd = '"' .. cmd .. '"' end
     local pipe = io.popen(cmd, "r")
     if pipe == nil then
@@ -499,6 +508,12 @@ local function run_sqos(path, upto)
     local stderr = read_all(D.err_path):gsub("%s+$", "")
     if not ok then
         res.error = string.format("%s: %s", program, err)
+    elseif res.header == nil and keys and stderr:find("--keys", 1, true) then
+        -- An sqos that cannot decrypt: analyse without the keys.
+        res = run_sqos(path, upto, nil)
+        res.note = "this sqos does not take --keys: SMB3 sessions encrypted with the keys of " ..
+            keys .. " are not analysed"
+        return res
     elseif res.header == nil then
         -- Nothing read: not found, not sqos, or an sqos without `annotate`.
         local why = stderr ~= "" and stderr or ("exit status " .. tostring(code))
@@ -544,7 +559,7 @@ local function analysis(frame)
     elseif D.dumper then
         pcall(D.dumper.flush, D.dumper)
     end
-    R = run_sqos(path or D.path, D.count)
+    R = run_sqos(path or D.path, D.count, keys_file())
     return R
 end
 
@@ -747,6 +762,10 @@ local function window_text()
     local sqos = res.header and ("sqos " .. tostring(res.header.sqos)) or "no sqos"
     local out = { string.format("sqosa %s, %s (%s): %d frames read; updated %s", SQOSA_VERSION,
         sqos, tostring(res.program), res.upto, res.ran), "" }
+    if res.keys then
+        out[#out + 1] = "SMB3 keys: " .. res.keys
+        out[#out + 1] = ""
+    end
     if #res.flows == 0 and not res.error then
         out[#out + 1] = "No SQOS message seen yet. Open a capture with SMB3 " ..
             "FSCTL_STORAGE_QOS_CONTROL traffic"

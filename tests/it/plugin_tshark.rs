@@ -137,8 +137,12 @@ fn plugin_messages(path: &Path, extra: &[&str]) -> Vec<PluginMsg> {
         "frame sqosa",
     ];
     args.extend_from_slice(extra);
-    let text = tshark(path, &args);
-    let packets: Value = serde_json::from_str(&text).unwrap_or(Value::Array(vec![]));
+    plugin_messages_of(&tshark(path, &args))
+}
+
+/// The `sqosa` subtrees of tshark's `-T json -J "frame sqosa"` output.
+fn plugin_messages_of(text: &str) -> Vec<PluginMsg> {
+    let packets: Value = serde_json::from_str(text).unwrap_or(Value::Array(vec![]));
     let mut out = Vec::new();
     for p in packets.as_array().into_iter().flatten() {
         let layers = &p["_source"]["layers"];
@@ -1091,6 +1095,77 @@ fn plugin_summary_is_sqos_flows() {
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     assert!(compared > 100, "only {compared} figures compared");
     eprintln!("compared {compared} flow figures with the plugin");
+}
+
+/// Encrypted SMB3: the SMB2 keys of the Wireshark profile (its `smb2_seskey_list` file) go to
+/// sqos (`--keys`), so the plugin shows the SQOS messages inside the encrypted session, as
+/// `sqos dissect --keys` decodes them; without the file, none.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+#[test]
+fn plugin_decrypts_with_the_profiles_keys() {
+    crate::support::need::tshark();
+    let capture = repo().join("captures/real/smb311-encrypted.pcap");
+    let keys = repo().join("captures/real/smb2_seskey_list");
+    let home = std::env::temp_dir().join(format!("sqosa-keys-{}", std::process::id()));
+    let profile = home.join(".config/wireshark");
+    std::fs::create_dir_all(&profile).expect("profile dir");
+    let shown = |with_keys: bool| -> Vec<(u64, u64, String, Vec<String>)> {
+        let list = profile.join("smb2_seskey_list");
+        if with_keys {
+            std::fs::copy(&keys, &list).expect("copy keys");
+        } else {
+            let _ = std::fs::remove_file(&list);
+        }
+        let out = Command::new("tshark")
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .arg("-n")
+            .arg("-X")
+            .arg(format!("lua_script:{}", plugin().display()))
+            .args(["-o", &format!("sqosa.sqos:{}", sqos_bin())])
+            .args([
+                "-2",
+                "-Y",
+                "sqosa",
+                "-T",
+                "json",
+                "--no-duplicate-keys",
+                "-J",
+                "frame sqosa",
+            ])
+            .arg("-r")
+            .arg(&capture)
+            .output()
+            .expect("run tshark");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("Lua") && !stderr.contains("sqosa:"),
+            "{stderr}"
+        );
+        plugin_messages_of(&String::from_utf8_lossy(&out.stdout))
+            .iter()
+            .filter(|m| m.get("sqosa.direction").is_some())
+            .map(key_of_plugin)
+            .collect()
+    };
+    let sev = plugin_codes();
+    let out = Command::new(sqos_bin())
+        .args(["dissect", "--format", "jsonl", "--keys"])
+        .arg(&keys)
+        .arg(&capture)
+        .output()
+        .expect("run sqos");
+    let ours: Vec<_> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| key_of_cli(&serde_json::from_str(l).expect("jsonl"), &sev))
+        .collect();
+    assert!(ours.len() >= 6, "{ours:?}");
+    assert_eq!(shown(true), ours);
+    assert_eq!(shown(false), vec![]);
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 // ---------------------------------------------------------------------------------------------
