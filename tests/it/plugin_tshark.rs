@@ -1109,7 +1109,8 @@ fn plugin_decrypts_with_the_profiles_keys() {
     crate::support::need::tshark();
     let capture = repo().join("captures/real/smb311-encrypted.pcap");
     let keys = repo().join("captures/real/smb2_seskey_list");
-    let home = std::env::temp_dir().join(format!("sqosa-keys-{}", std::process::id()));
+    let scratch = crate::support::scratch("sqosa-keys");
+    let home = scratch.path();
     let profile = home.join(".config/wireshark");
     std::fs::create_dir_all(&profile).expect("profile dir");
     let shown = |with_keys: bool| -> Vec<(u64, u64, String, Vec<String>)> {
@@ -1120,7 +1121,7 @@ fn plugin_decrypts_with_the_profiles_keys() {
             let _ = std::fs::remove_file(&list);
         }
         let out = Command::new("tshark")
-            .env("HOME", &home)
+            .env("HOME", home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
             .arg("-n")
             .arg("-X")
@@ -1165,7 +1166,6 @@ fn plugin_decrypts_with_the_profiles_keys() {
     assert!(ours.len() >= 6, "{ours:?}");
     assert_eq!(shown(true), ours);
     assert_eq!(shown(false), vec![]);
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1174,11 +1174,11 @@ fn plugin_decrypts_with_the_profiles_keys() {
 
 /// An executable shell script in a fresh directory, standing in for sqos.
 #[cfg(unix)]
-fn fake_sqos(name: &str, body: &str) -> PathBuf {
+fn fake_sqos(dir: &Path, name: &str, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("sqosa-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("sqos");
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).expect("temp dir");
+    let path = path.join("sqos");
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path
@@ -1259,7 +1259,9 @@ fn plugin_says_when_sqos_is_missing() {
 )]
 fn plugin_says_when_sqos_is_too_old_or_too_new() {
     crate::support::need::tshark();
+    let dir = crate::support::scratch("sqosa-test");
     let old = fake_sqos(
+        dir.path(),
         "old",
         "echo \"error: unrecognized subcommand 'annotate'\" >&2; exit 2",
     );
@@ -1272,6 +1274,7 @@ fn plugin_says_when_sqos_is_too_old_or_too_new() {
         "{frames:?}"
     );
     let new = fake_sqos(
+        dir.path(),
         "new",
         r#"echo '{"type":"header","format":"sqos-annotate","version":2,"sqos":"9.0.0"}'"#,
     );
@@ -1284,7 +1287,4 @@ fn plugin_says_when_sqos_is_too_old_or_too_new() {
         "{frames:?}"
     );
     assert!(stderr.contains("reads version 1"), "{stderr}");
-    for p in [old, new] {
-        let _ = std::fs::remove_dir_all(p.parent().expect("dir"));
-    }
 }
