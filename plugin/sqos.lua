@@ -23,7 +23,7 @@ local FSCTL_STORAGE_QOS_CONTROL = 0x00090350
 
 -- Expert items must exist before any packet is read, so the finding codes are listed here:
 -- exactly those of src/sqos/findings.rs (`FindingCode::as_str`, `severity`) and
--- src/analysis/finding.rs (`FlowFindingCode::as_str`); tests/plugin_tshark.rs checks that the
+-- src/analysis/finding.rs (`FlowFindingCode::as_str`); tests/it/plugin_tshark.rs checks that the
 -- lists agree and prints the lists to paste when they do not.
 -- BEGIN FINDING CODES
 local CODES = {

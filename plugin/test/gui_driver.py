@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Drives Wireshark's GUI with plugin/sqos.lua loaded and reports what Statistics > SQOS Flows shows.
 
-Run by tests/plugin_gui.rs inside `dbus-run-session` (the accessibility bus needs a session bus):
+Run by tests/it/plugin_gui.rs inside `dbus-run-session` (the accessibility bus needs a session bus):
 
     dbus-run-session -- /usr/bin/python3 plugin/test/gui_driver.py PLUGIN SQOS CAPTURE PACKETS [PNG]
 
