@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use foldhash::fast::FixedState;
+
 use super::exchange::{Chain, Exchange};
 use super::outbox::{Out, Outbox};
 use super::sqos_build::MsgCtx;
@@ -28,7 +30,9 @@ pub const OTHER_SESSIONS: &str = "(other sessions)";
 
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
-    framers: HashMap<(ConnId, Dir), Framer>,
+    /// Looked up for every chunk of stream data: hashed with foldhash, not SipHash (the keys
+    /// are our own connection numbers, nothing an attacker chooses to collide).
+    framers: HashMap<(ConnId, Dir), Framer, FixedState>,
     /// Sum of `Framer::buffered` over `framers`.
     framer_total: usize,
     /// Most bytes held by all framers together (see `Limits::max_framer_bytes`).
@@ -55,7 +59,7 @@ impl Smb2Layer {
     ) -> Self {
         Smb2Layer {
             framer_cfg,
-            framers: HashMap::new(),
+            framers: HashMap::with_hasher(FixedState::default()),
             framer_total: 0,
             max_framer_bytes,
             conns: BTreeMap::new(),
