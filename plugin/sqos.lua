@@ -93,6 +93,8 @@ local FLOW_CODES = {
     "flow.server_qos_unsupported",
     "flow.request_unanswered",
     "flow.multiple_initiators",
+    -- sqos only: its memory budget forgot requests of the flow (the plugin keeps no such bound)
+    "flow.memory_bound",
 }
 -- END FLOW FINDING CODES
 

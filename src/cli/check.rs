@@ -39,6 +39,8 @@ pub struct CheckArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    memory: super::MemoryArg,
 }
 
 fn cannot_run(msg: impl std::fmt::Display) -> i32 {
@@ -81,12 +83,13 @@ pub fn run(a: &CheckArgs) -> i32 {
             capture: capture.clone(),
             ports: a.ports.clone(),
             quiet: a.quiet,
+            memory: a.memory,
         };
         let v = judge_capture(
             capture,
             input.pipeline_config(),
             &plan,
-            flow_analysis(),
+            flow_analysis(input.analyzer_config()),
             !a.quiet,
         );
         if let Some(e) = &v.error {

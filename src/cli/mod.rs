@@ -14,6 +14,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use sqos::analysis::AnalyzerConfig;
+use sqos::budget::Budget;
 use sqos::net::ReassemblyConfig;
 use sqos::pipeline::PipelineConfig;
 
@@ -59,6 +61,27 @@ pub struct InputArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub memory: MemoryArg,
+}
+
+/// `--memory`: the run's memory budget (docs/robustness.md).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct MemoryArg {
+    /// Memory budget for the state sqos keeps (connections, reassembly, pending requests,
+    /// opens, flows): `64M`, `1G`… When a share is full, what it drops is counted and reported.
+    #[arg(long = "memory", value_name = "SIZE", default_value = "64M", value_parser = sqos::budget::parse_size)]
+    pub bytes: usize,
+}
+
+impl MemoryArg {
+    pub fn budget(&self) -> Budget {
+        Budget::new(self.bytes)
+    }
+
+    pub fn analyzer_config(&self) -> AnalyzerConfig {
+        AnalyzerConfig::default().with_memory(&self.budget())
+    }
 }
 
 impl InputArgs {
@@ -69,7 +92,16 @@ impl InputArgs {
                 reassembly.ports.push(*p);
             }
         }
-        PipelineConfig { reassembly }
+        PipelineConfig {
+            reassembly,
+            ..PipelineConfig::default()
+        }
+        .with_memory(self.memory.budget())
+    }
+
+    /// The analysis configured for this run's memory budget.
+    pub fn analyzer_config(&self) -> AnalyzerConfig {
+        self.memory.analyzer_config()
     }
 }
 
