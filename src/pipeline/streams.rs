@@ -90,16 +90,9 @@ impl Smb2Layer {
         if !self.framer_bytes.over() {
             return;
         }
-        // The framer that just grew gives back first; if that is not enough, the fullest ones
-        // until the total is under seven eighths of the bound, so the scan of every framer
-        // comes at most once per eighth of the bound newly held (linear time).
-        if let Some(framer) = self.framers.get_mut(&(conn, dir)) {
-            let freed = framer.shed();
-            Self::count_shed(&mut self.framer_bytes, &mut self.stats, freed, frame);
-        }
-        if !self.framer_bytes.over() {
-            return;
-        }
+        // The fullest framers give back until the total is under seven eighths of the bound,
+        // so this scan of every framer comes at most once per eighth of the bound newly held
+        // (linear time whatever the capture).
         let mut fullest: Vec<(usize, (ConnId, Dir))> = self
             .framers
             .iter()
