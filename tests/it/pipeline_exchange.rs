@@ -508,10 +508,7 @@ fn queue_bound_releases_the_held_request_with_a_note() {
     }
     // Four queued (request + three I/O records) > 3: the request went out unanswered,
     // counted in the queued share (no note per request)...
-    assert_eq!(
-        out.order(),
-        vec!["sqos-Request@1", "io@3", "io@5", "io@7"]
-    );
+    assert_eq!(out.order(), vec!["sqos-Request@1", "io@3", "io@5", "io@7"]);
     assert!(out.notes().is_empty());
     // ... and said once at the end.
     p.finish(&mut out);
@@ -614,7 +611,11 @@ fn bound_over_all_framers_cuts_the_biggest_message_in_progress() {
         "{}",
         said[0]
     );
-    let m = p.stats().memory.iter().find(|m| m.kind == sqos::budget::Kind::Framers);
+    let m = p
+        .stats()
+        .memory
+        .iter()
+        .find(|m| m.kind == sqos::budget::Kind::Framers);
     assert_eq!(m.map(|m| m.dropped_bytes), Some(2000 - 4 - 120));
     assert_eq!(p.framer_bytes(), 0);
 }
