@@ -41,6 +41,9 @@ pub struct CheckArgs {
     quiet: bool,
     #[command(flatten)]
     memory: super::MemoryArg,
+    /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
+    #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
+    keys: Vec<super::KeyFileArg>,
 }
 
 fn cannot_run(msg: impl std::fmt::Display) -> i32 {
@@ -84,6 +87,7 @@ pub fn run(a: &CheckArgs) -> i32 {
             ports: a.ports.clone(),
             quiet: a.quiet,
             memory: a.memory,
+            keys: a.keys.clone(),
         };
         let v = judge_capture(
             capture,

@@ -71,10 +71,11 @@ pub enum NoteKind {
     SqosIncomplete,
     Unanswered,
     Replaced,
+    Sealed,
 }
 
 impl NoteKind {
-    const COUNT: usize = 9;
+    const COUNT: usize = 10;
 
     fn describe(self) -> &'static str {
         match self {
@@ -87,6 +88,7 @@ impl NoteKind {
             NoteKind::SqosIncomplete => "incomplete SQOS buffers",
             NoteKind::Unanswered => "SQOS requests without a response",
             NoteKind::Replaced => "requests whose MessageId was used again",
+            NoteKind::Sealed => "encrypted messages or sessions not decrypted",
         }
     }
 }
@@ -157,6 +159,7 @@ impl Outbox {
             NoteKind::SqosIncomplete,
             NoteKind::Unanswered,
             NoteKind::Replaced,
+            NoteKind::Sealed,
         ];
         for kind in kinds {
             let n = self.notes_by_kind[kind as usize];
