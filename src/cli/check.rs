@@ -39,6 +39,8 @@ pub struct CheckArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    memory: super::MemoryArg,
     /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
     #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
     keys: Vec<super::KeyFileArg>,
@@ -84,6 +86,7 @@ pub fn run(a: &CheckArgs) -> i32 {
             capture: capture.clone(),
             ports: a.ports.clone(),
             quiet: a.quiet,
+            memory: a.memory,
             keys: a.keys.clone(),
         };
         let mut bar = super::progress::Bar::new(capture, !a.quiet);
@@ -91,7 +94,7 @@ pub fn run(a: &CheckArgs) -> i32 {
             capture,
             input.pipeline_config(),
             &plan,
-            flow_analysis(),
+            flow_analysis(input.analyzer_config()),
             &mut |p| bar.update(p),
         );
         bar.finish();

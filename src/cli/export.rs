@@ -222,7 +222,7 @@ pub fn run(a: &ExportArgs) -> i32 {
             let mut s = Series {
                 analyzer: Analyzer::new(AnalyzerConfig {
                     stream_rows: true,
-                    ..AnalyzerConfig::default()
+                    ..a.input.analyzer_config()
                 }),
                 sink,
             };
@@ -242,7 +242,7 @@ pub fn run(a: &ExportArgs) -> i32 {
             (r, sink)
         }
         What::Flows => {
-            let mut analyzer = Analyzer::default();
+            let mut analyzer = Analyzer::new(a.input.analyzer_config());
             let r = super::read_capture(&a.input, &mut analyzer);
             let analysis = analyzer.finish();
             let mut sink = sink;
