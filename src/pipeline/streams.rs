@@ -12,8 +12,11 @@ use super::{CaptureNote, Stats};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
-use crate::smb2::framer::{SealCtx, SealOutcome};
+use crate::smb2::framer::{CompressOutcome, SealCtx, SealOutcome};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
+
+/// Compressed messages not decompressed that are noted one by one.
+const MAX_COMPRESS_NOTES: u64 = 20;
 
 /// Most connections with SMB2 state at once. TCP reassembly forgets idle connections without
 /// telling (its own bound); this bound makes sure their framers are dropped too.
@@ -172,7 +175,9 @@ impl Smb2Layer {
                 session_id,
                 outcome,
             } => self.on_encrypted(conn, frame, *len, *session_id, outcome),
-            FramerEvent::Compressed { .. } => self.stats.compressed_messages += 1,
+            FramerEvent::Compressed { len, outcome } => {
+                self.on_compressed(conn, dir, frame, *len, outcome)
+            }
             FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,
             FramerEvent::SessionControl { .. } => {}
             FramerEvent::Resynced { skipped } => {
@@ -196,6 +201,57 @@ impl Smb2Layer {
                 };
                 self.note(frame, format!("{label}: {bytes} bytes missing ({what})"));
             }
+        }
+    }
+
+    fn on_compressed(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        len: u32,
+        outcome: &CompressOutcome,
+    ) {
+        self.stats.compressed_messages += 1;
+        let why = match outcome {
+            CompressOutcome::Decompressed {
+                algorithms,
+                chained,
+                ..
+            } => {
+                self.stats.decompressed_messages += 1;
+                for a in algorithms {
+                    *self
+                        .stats
+                        .compressed_by_algorithm
+                        .entry(a.to_string())
+                        .or_insert(0) += 1;
+                }
+                if *chained {
+                    self.stats.compressed_chained += 1;
+                }
+                return;
+            }
+            CompressOutcome::Failed(e) => e.to_string(),
+            CompressOutcome::Incomplete => {
+                "incomplete (lost bytes or the buffering bound)".to_string()
+            }
+        };
+        self.stats.undecompressed_messages += 1;
+        // Bounded: a capture full of an algorithm sqos does not decode (LZ4) says it a few
+        // times, then counts.
+        let n = self.stats.undecompressed_messages;
+        if n <= MAX_COMPRESS_NOTES {
+            let label = self.dir_label(conn, dir);
+            let more = if n == MAX_COMPRESS_NOTES {
+                "; further ones are counted only (sqos stats)"
+            } else {
+                ""
+            };
+            self.note(
+                frame,
+                format!("{label}: compressed message of {len} bytes not decompressed: {why}{more}"),
+            );
         }
     }
 
