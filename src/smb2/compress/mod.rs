@@ -385,6 +385,52 @@ pub fn compress_chained(
 }
 
 #[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// What `fuzz/fuzz_targets/compress.rs` checks, on arbitrary bytes after a valid
+        /// header of each form: no panic, the output bounded by the limit.
+        #[test]
+        fn arbitrary_data_never_panics_and_stays_bounded(
+            algorithm in 0u16..6,
+            chained in any::<bool>(),
+            size in 0u32..200_000,
+            body in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let mut msg = if chained {
+                TransformHeader::Chained { original_size: size }.to_bytes()
+            } else {
+                TransformHeader::Unchained {
+                    original_size: size,
+                    algorithm: Algorithm::from_id(algorithm),
+                    offset: 0,
+                }
+                .to_bytes()
+            };
+            if chained {
+                msg.extend_from_slice(&algorithm.to_le_bytes());
+                msg.extend_from_slice(&FLAG_CHAINED.to_le_bytes());
+                msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            }
+            msg.extend_from_slice(&body);
+            for r in [decompress(&msg, 1000), decompress_prefix(&msg, 1000)] {
+                if let Ok(d) = r {
+                    prop_assert!(d.bytes.len() <= 1000 + 4096);
+                    prop_assert!(d.bytes.len() as u64 <= d.total);
+                }
+            }
+            for a in [Algorithm::Lznt1, Algorithm::Lz77, Algorithm::Lz77Huffman] {
+                if let Ok(out) = expand(a, &body, 1000, true) {
+                    prop_assert!(out.len() <= 1000 + 4096);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
