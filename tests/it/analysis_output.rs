@@ -156,8 +156,8 @@ fn svg_has_a_panel_per_flow_with_limit_lines() {
 /// the reported series, the MaximumIoRate line and the finding marks were actually painted.
 #[test]
 fn plot_cli_writes_png_and_svg_from_a_capture() {
-    let dir = std::env::temp_dir().join(format!("sqos-plot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let tmp = crate::support::scratch("sqos-plot-");
+    let dir = tmp.path();
     let capture = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/captures/noisy-neighbour.pcapng.gz"
@@ -222,5 +222,4 @@ fn plot_cli_writes_png_and_svg_from_a_capture() {
         .expect("run");
     assert_eq!(st.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&st.stderr).contains(".svg or .png"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
