@@ -1,55 +1,35 @@
 //! `sqos synth --compress`: every algorithm, unchained and chained (with Pattern_V1), in clear
 //! and inside encryption, decompresses to everything the generator sent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::support::*;
 use sqos::synth::seal::CipherArg;
 use sqos::synth::squeeze::CompressArg;
 use sqos::synth::{Scenario, SynthArgs, SynthSummary};
 
-/// A temporary folder removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!(
-            "sqos-compress-{tag}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&d).expect("tempdir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Generate steady (10 s) compressed with `algo` (chained or not), encrypted with `cipher`.
 fn synth(
-    d: &TempDir,
+    d: &Path,
     algo: CompressArg,
     chained: bool,
     cipher: Option<CipherArg>,
 ) -> (PathBuf, PathBuf, SynthSummary) {
     let tag = format!("{algo:?}-{chained}-{cipher:?}");
-    let mut a = SynthArgs::new(Scenario::Steady, d.0.join(format!("{tag}.pcap")));
+    let mut a = SynthArgs::new(Scenario::Steady, d.join(format!("{tag}.pcap")));
     a.duration = Some(10.0);
     a.compress = Some(algo);
     a.chained = chained;
     a.encrypt = cipher;
-    a.keys_out = cipher.map(|_| d.0.join(format!("{tag}.keys")));
+    a.keys_out = cipher.map(|_| d.join(format!("{tag}.keys")));
     let summary = sqos::synth::run(&a).expect("synth");
-    (a.output.clone(), d.0.join(format!("{tag}.keys")), summary)
+    (a.output.clone(), d.join(format!("{tag}.keys")), summary)
 }
 
 #[test]
 fn every_algorithm_and_form_decompresses_everything_the_generator_sent() {
-    let d = TempDir::new("synth");
+    let d = scratch("sqos-compress-synth");
+    let d = d.path();
     for algo in [
         CompressArg::Lznt1,
         CompressArg::Lz77,
@@ -58,7 +38,7 @@ fn every_algorithm_and_form_decompresses_everything_the_generator_sent() {
         for chained in [false, true] {
             for cipher in [None, Some(CipherArg::Aes128Gcm)] {
                 let what = format!("{algo:?} chained {chained} {cipher:?}");
-                let (cap, keys, sum) = synth(&d, algo, chained, cipher);
+                let (cap, keys, sum) = synth(d, algo, chained, cipher);
                 let cfg = match cipher {
                     Some(_) => with_keys(&[&keys]),
                     None => Default::default(),
@@ -116,8 +96,9 @@ fn every_algorithm_and_form_decompresses_everything_the_generator_sent() {
 
 #[test]
 fn compression_needs_a_session_setup() {
-    let d = TempDir::new("args");
-    let mut a = SynthArgs::new(Scenario::SpecExamples, d.0.join("x.pcap"));
+    let d = scratch("sqos-compress-args");
+    let d = d.path();
+    let mut a = SynthArgs::new(Scenario::SpecExamples, d.join("x.pcap"));
     a.compress = Some(CompressArg::Lz77);
     assert!(sqos::synth::run(&a).is_err());
 }

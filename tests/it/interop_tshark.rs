@@ -308,7 +308,8 @@ fn sqos_fields_match_tshark_inside_compressed_messages() {
     use sqos::synth::seal::CipherArg;
     use sqos::synth::squeeze::CompressArg;
     crate::support::need::tshark();
-    let root = std::env::temp_dir().join(format!("sqos-interop-compress-{}", std::process::id()));
+    let root = scratch("sqos-interop-compress");
+    let root = root.path();
     let mut variants = Vec::new();
     for algo in [
         CompressArg::Lznt1,
@@ -364,7 +365,6 @@ fn sqos_fields_match_tshark_inside_compressed_messages() {
             ));
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     eprintln!("compared {compared} (frame, field) cells inside compressed messages with tshark");
 }

@@ -415,11 +415,9 @@ mod props {
                 msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
             }
             msg.extend_from_slice(&body);
-            for r in [decompress(&msg, 1000), decompress_prefix(&msg, 1000)] {
-                if let Ok(d) = r {
-                    prop_assert!(d.bytes.len() <= 1000 + 4096);
-                    prop_assert!(d.bytes.len() as u64 <= d.total);
-                }
+            for d in [decompress(&msg, 1000), decompress_prefix(&msg, 1000)].into_iter().flatten() {
+                prop_assert!(d.bytes.len() <= 1000 + 4096);
+                prop_assert!(d.bytes.len() as u64 <= d.total);
             }
             for a in [Algorithm::Lznt1, Algorithm::Lz77, Algorithm::Lz77Huffman] {
                 if let Ok(out) = expand(a, &body, 1000, true) {
