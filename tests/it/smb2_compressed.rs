@@ -213,3 +213,28 @@ fn lost_bytes_inside_a_compressed_message_are_reported() {
         Some(Command::ECHO)
     );
 }
+
+#[test]
+fn a_compressed_write_is_decompressed_only_as_far_as_its_fixed_body() {
+    // 64 KiB of WRITE data: well within the bound, still not decompressed.
+    let plain = Msg::request(WRITE, 12, write_request(fid(1, 2), 65536, 0x5A)).bytes(0);
+    for a in ALGORITHMS {
+        let packed = compress_unchained(&plain, a, 0).expect("smaller");
+        let (ev, _) = run_with(FramerConfig::default(), &[&nbss(&packed)]);
+        assert_eq!(
+            outcomes(&ev),
+            vec![&CompressOutcome::Decompressed {
+                algorithms: vec![a],
+                chained: false,
+                complete: false
+            }],
+            "{a}"
+        );
+        let m = messages(&ev);
+        let p = &m[0].parts[0];
+        assert_eq!(p.header.command, Command::WRITE);
+        assert_eq!(p.bytes, plain[..112], "{a}");
+        assert_eq!(p.wire_len, plain.len() as u64);
+        assert!(!p.cut && m[0].lost_bytes == 0, "{a}");
+    }
+}

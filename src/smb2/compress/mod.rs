@@ -70,7 +70,8 @@ pub struct Decompressed {
     pub total: u64,
     pub complete: bool,
     pub chained: bool,
-    /// Algorithms used, in order of first use (NONE included for chained payloads in clear).
+    /// Algorithms used, in order of first use (NONE included for chained payloads in clear);
+    /// those of payloads not decoded (stopped early) too.
     pub algorithms: Vec<Algorithm>,
 }
 
@@ -268,6 +269,14 @@ fn chained(
             }
         }
         at = end;
+    }
+    // Stopped early: the algorithms of the payloads not decoded, from their headers alone.
+    while at < msg.len() {
+        let Ok((ph, _)) = parse_payload_header(msg, at) else {
+            break;
+        };
+        note_algorithm(algorithms, ph.algorithm);
+        at += layout::PAYLOAD_HEADER_LEN + ph.length as usize;
     }
     Ok(out)
 }

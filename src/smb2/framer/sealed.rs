@@ -114,7 +114,8 @@ fn plausible(plain: &[u8], session_id: u64) -> bool {
     }
 }
 
-fn is_bulk(plain: &[u8]) -> bool {
+/// A single READ response or WRITE request (only its header and fixed body are used).
+pub(super) fn is_bulk(plain: &[u8]) -> bool {
     parse_header(plain).is_ok_and(|h| {
         h.next_command == 0
             && ((h.command == Command::READ && h.is_response())

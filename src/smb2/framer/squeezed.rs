@@ -6,12 +6,19 @@
 //! skipped by counting, as for any message. At its end the gathered bytes are decompressed to
 //! at most `max_keep` bytes (`smb2::compress` stops early, whatever the header claims), and
 //! the SMB2 message they hold is walked like a plain one: its parts come out as ordinary
-//! [`FramerEvent::Message`]s. A message larger than the bound (a bulk READ/WRITE) is decoded
-//! from its first bytes: the header and fixed body are in them, the data is not needed.
+//! [`FramerEvent::Message`]s. A bulk READ response or WRITE request is decompressed only as
+//! far as its header and fixed body (all observed I/O needs); one larger than the bound is
+//! decoded from its first bytes, which hold them.
 
 use super::chain::InMessage;
+use super::sealed::is_bulk;
 use super::{FramerConfig, FramerEvent, SealCtx, SealedInfo};
 use crate::smb2::compress::{decompress, decompress_prefix, Algorithm, CompressError};
+use crate::smb2::header::HEADER_LEN;
+
+/// Decompressed bytes looked at first: the SMB2 header and a WRITE request's fixed body (the
+/// longest of the bulk messages').
+const PROBE_LEN: usize = HEADER_LEN + 48;
 
 /// What became of a compressed message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,11 +113,19 @@ impl Squeezed {
             return out.push(event(CompressOutcome::Incomplete));
         }
         let whole = !self.lost && lost == 0 && self.buf.len() as u64 == u64::from(len);
-        let limit = cfg.max_keep;
-        let result = if whole {
-            decompress(&self.buf, limit)
-        } else {
-            decompress_prefix(&self.buf, limit)
+        let decode = |limit| {
+            if whole {
+                decompress(&self.buf, limit)
+            } else {
+                decompress_prefix(&self.buf, limit)
+            }
+        };
+        // First the header and the largest fixed body sqos reads of bulk data: a READ
+        // response or WRITE request stops there (its data is never decompressed); anything
+        // else is decoded again, up to the bound.
+        let result = match decode(PROBE_LEN.min(cfg.max_keep)) {
+            Ok(d) if d.complete || is_bulk(&d.bytes) => Ok(d),
+            _ => decode(cfg.max_keep),
         };
         let d = match result {
             Ok(d) if d.bytes.is_empty() => return out.push(event(CompressOutcome::Incomplete)),
