@@ -780,6 +780,10 @@ impl Analyzer {
         let keep = self.cfg.stream_rows;
         let mut rows = std::mem::take(&mut self.rows_out);
         let mut flows: Vec<FlowState> = self.flows.into_values().map(|f| *f).collect();
+        // In order of appearance; the catch-all null flow (findings of no flow) last. Sorted
+        // before the last rows are taken so that they too come out in that order, not the
+        // hash map's (which changes from run to run).
+        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.created));
         for f in &mut flows {
             let id = f.id;
             rows.extend(
@@ -788,8 +792,6 @@ impl Analyzer {
                     .map(|r| (id, r)),
             );
         }
-        // In order of appearance; the catch-all null flow (findings of no flow) last.
-        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.created));
         let memory = vec![
             self.pending_mem.usage(),
             self.opens_mem.usage(),

@@ -8,6 +8,7 @@ mod analysis_figures;
 mod analysis_findings;
 mod analysis_kit;
 mod analysis_memory;
+mod analysis_order;
 mod analysis_output;
 mod analysis_spec_examples;
 mod analysis_state;
