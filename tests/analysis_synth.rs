@@ -463,7 +463,7 @@ fn live_migration_and_copied_vm_are_multiple_initiators() {
         .message
         .contains("HV01.contoso.local, HV02.contoso.local"));
     assert_eq!(vm01.opens.total(), 2);
-    let conns: Vec<_> = vm01.opens.iter().map(|o| o.open.conn).collect();
+    let conns: Vec<_> = vm01.opens.iter().map(|o| o.conn).collect();
     assert_ne!(
         conns[0], conns[1],
         "the two opens are on two hosts' connections"

@@ -60,6 +60,8 @@ fn exchange(
         direction,
         msg_id,
         session_id: 0x1000 + u64::from(c.id),
+        replay: false,
+        channel_sequence: None,
         tree_id: Some(1),
         async_id: None,
         file_id: Some(FileId {

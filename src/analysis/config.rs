@@ -59,6 +59,9 @@ pub struct AnalyzerConfig {
     pub max_opens: usize,
     /// Requests waiting for their response; the oldest is dropped beyond this.
     pub max_pending: usize,
+    /// Channels (session × connection) followed at once; beyond, a channel's addresses and
+    /// how it joined are not known to the flows that use it.
+    pub max_channels: usize,
     /// Series rows kept over all flows; each flow keeps between `series_min_rows` and
     /// `series_max_rows`, halving its resolution (merging neighbours) when over its share.
     pub series_budget_rows: usize,
@@ -79,6 +82,7 @@ impl Default for AnalyzerConfig {
             max_flows: 1_000_000,
             max_opens: 4_000_000,
             max_pending: 1_000_000,
+            max_channels: 200_000,
             series_budget_rows: 250_000,
             series_min_rows: 4,
             series_max_rows: 1024,

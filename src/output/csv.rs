@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::pipeline::SqosRecord;
 
@@ -67,6 +67,8 @@ pub const FLOW_COLUMNS: &[&str] = &[
     "protocol_version",
     "opens_total",
     "file_names",
+    "channels_total",
+    "channels",
     "limit",
     "reservation",
     "bandwidth_limit",
@@ -143,6 +145,20 @@ pub fn message_flat(rec: &SqosRecord) -> Map<String, Value> {
             m.entry(k).or_insert(v);
         }
     }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        // client→server of each channel (connection number when the addresses are unknown).
+        let ends: Vec<Value> = chans
+            .iter()
+            .map(|c| match (c.get("client"), c.get("server")) {
+                (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
+                _ => json!(format!(
+                    "connection {}",
+                    c.get("connection").and_then(Value::as_u64).unwrap_or(0)
+                )),
+            })
+            .collect();
+        m.insert("channels".into(), Value::Array(ends));
+    }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
         m.insert("findings".into(), Value::Array(codes));
@@ -168,6 +184,20 @@ pub fn flow_flat(flow: &Value) -> Map<String, Value> {
             .filter(|v| !v.is_null())
             .collect();
         m.insert("file_names".into(), Value::Array(names));
+    }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        // client→server of each channel (connection number when the addresses are unknown).
+        let ends: Vec<Value> = chans
+            .iter()
+            .map(|c| match (c.get("client"), c.get("server")) {
+                (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
+                _ => json!(format!(
+                    "connection {}",
+                    c.get("connection").and_then(Value::as_u64).unwrap_or(0)
+                )),
+            })
+            .collect();
+        m.insert("channels".into(), Value::Array(ends));
     }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();

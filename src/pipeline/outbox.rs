@@ -10,11 +10,14 @@
 //! 5. the end of the capture ([`Outbox::release_all`]).
 //!
 //! Interim (STATUS_PENDING) responses do not release a request; they are queued after it.
-//! Releases 2–5 are noted, so an SQOS request shown without a response is explained.
+//! Releases 2–5 are noted (2 by the exchange, which knows every request of the connection), so
+//! an SQOS request shown without a response is explained.
 
 use std::collections::VecDeque;
 
-use super::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
+use super::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
+};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 
@@ -24,6 +27,7 @@ pub enum Out {
     Open(OpenRecord),
     Close(CloseRecord),
     Io(IoRecord),
+    Channel(ChannelRecord),
     Note(CaptureNote),
 }
 
@@ -96,25 +100,14 @@ impl Outbox {
         }
     }
 
-    /// Release the held requests of a closed connection.
-    pub fn release_conn(&mut self, conn: ConnId, frame: u64) {
-        let mut notes = Vec::new();
+    /// Release the held requests of a closed connection (the exchange notes each of them).
+    pub fn release_conn(&mut self, conn: ConnId) {
         for slot in self.queue.iter_mut() {
             if let (Out::Sqos(rec), true) = (&slot.out, slot.held) {
                 if rec.conn == conn {
                     slot.held = false;
-                    notes.push(CaptureNote {
-                        frame,
-                        message: format!(
-                            "SQOS request in frame {} (msg id {}) got no response before its connection closed",
-                            rec.frame, rec.msg_id
-                        ),
-                    });
                 }
             }
-        }
-        for n in notes {
-            self.push(Out::Note(n));
         }
     }
 
@@ -192,6 +185,7 @@ impl Outbox {
                 Out::Open(r) => sink.on_open(&r),
                 Out::Close(r) => sink.on_close(&r),
                 Out::Io(r) => sink.on_io(&r),
+                Out::Channel(r) => sink.on_channel(&r),
                 Out::Note(n) => sink.on_note(&n),
             }
         }

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::exchange::{Chain, Exchange};
 use super::outbox::{Out, Outbox};
 use super::sqos_build::MsgCtx;
-use super::{CaptureNote, Stats};
+use super::{CaptureNote, ChannelEnd, Stats};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
@@ -223,8 +223,8 @@ impl Smb2Layer {
         }
     }
 
-    /// Flush both framers of a connection (it ended) and forget it.
-    fn end_conn(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
+    /// Flush both framers of a connection (it ended, `how`) and forget it.
+    fn end_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
                 self.framer_total = self.framer_total.saturating_sub(f.buffered());
@@ -233,8 +233,8 @@ impl Smb2Layer {
             }
         }
         self.exchange
-            .close_conn(conn, frame, &mut self.outbox, &mut self.stats);
-        self.outbox.release_conn(conn, frame);
+            .close_conn(conn, how, frame, ts, &mut self.outbox, &mut self.stats);
+        self.outbox.release_conn(conn);
         self.conns.remove(&conn);
     }
 
@@ -250,7 +250,7 @@ impl Smb2Layer {
             }
         }
         self.exchange
-            .finish(self.last_frame, &mut self.outbox, &mut self.stats);
+            .finish(self.last_frame, ts, &mut self.outbox, &mut self.stats);
     }
 }
 
@@ -265,7 +265,7 @@ impl StreamSink for Smb2Layer {
                     frame,
                     format!("{label}: SMB2 state dropped, too many connections at once"),
                 );
-                self.end_conn(oldest, frame, ts);
+                self.end_conn(oldest, ChannelEnd::Dropped, frame, ts);
             }
         }
     }
@@ -283,8 +283,12 @@ impl StreamSink for Smb2Layer {
         self.handle_events(conn, dir, frame, ts);
     }
 
-    fn on_close(&mut self, conn: ConnId, _how: CloseKind, frame: u64, ts: Timestamp) {
-        self.end_conn(conn, frame, ts);
+    fn on_close(&mut self, conn: ConnId, how: CloseKind, frame: u64, ts: Timestamp) {
+        let how = match how {
+            CloseKind::Fin => ChannelEnd::Fin,
+            CloseKind::Rst => ChannelEnd::Rst,
+        };
+        self.end_conn(conn, how, frame, ts);
     }
 
     fn on_note(&mut self, conn: ConnId, frame: u64, note: NetNote) {
