@@ -471,10 +471,31 @@ impl Analyzer {
             SqosBody::Request(d) => d.message.map(Box::new),
             _ => None,
         };
+        let (assoc, raised) = match key {
+            Some(k) => self.open_mut_or_met(k, rec.file_name.as_deref()).map_or(
+                (Association::Unknown, false),
+                |o| {
+                    let raised = rec
+                        .channel_sequence
+                        .is_some_and(|seq| o.raise_channel_sequence(seq));
+                    (o.association, raised)
+                },
+            ),
+            None => (Association::Unknown, false),
+        };
         let replayed = match (&request, rec.replay) {
             (Some(r), true) => self.take_replayed(rec.conn, key, r),
             _ => None,
         };
+        let flow = match &replayed {
+            Some(orig) => orig.flow,
+            None => request.as_deref().and_then(|r| request_flow(r, assoc)),
+        };
+        if let (Some(id), true) = (flow, raised || rec.replay) {
+            if let Some(f) = self.flows.get_mut(&id) {
+                f.channel_failure();
+            }
+        }
         if let Some(orig) = replayed {
             // The interval was bounded by the request replayed: only the channel changes.
             if let Some(id) = orig.flow {
@@ -509,24 +530,6 @@ impl Analyzer {
             };
             self.remember_pending((rec.conn, rec.msg_id), p);
             return;
-        }
-        let (assoc, raised) = match key {
-            Some(k) => self.open_mut_or_met(k, rec.file_name.as_deref()).map_or(
-                (Association::Unknown, false),
-                |o| {
-                    let raised = rec
-                        .channel_sequence
-                        .is_some_and(|seq| o.raise_channel_sequence(seq));
-                    (o.association, raised)
-                },
-            ),
-            None => (Association::Unknown, false),
-        };
-        let flow = request.as_deref().and_then(|r| request_flow(r, assoc));
-        if let (Some(id), true) = (flow, raised || rec.replay) {
-            if let Some(f) = self.flows.get_mut(&id) {
-                f.channel_failure();
-            }
         }
         if let (Some(r), Some(id)) = (request.as_deref(), flow) {
             let notes = self.capture_notes;

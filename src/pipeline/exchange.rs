@@ -249,6 +249,9 @@ impl Exchange {
                         super::SqosBody::Request(d) => d.message.clone().map(Box::new),
                         _ => None,
                     };
+                    if let (true, Some(r)) = (h.flags.is_replay(), request.as_deref()) {
+                        self.replayed(ctx, h, file.0, r, outbox);
+                    }
                     if rec.buffer_truncated {
                         outbox.push(Out::Note(CaptureNote {
                             frame: ctx.frame,
@@ -464,6 +467,41 @@ impl Exchange {
                     nt_status: h.status.0,
                 }));
             }
+        }
+    }
+
+    /// An SQOS request replayed (SMB2_FLAGS_REPLAY_OPERATION) repeats one still waiting on
+    /// another channel of the session (its channel failed): that one will not be answered;
+    /// release it now rather than hold everything behind it for the hold window.
+    fn replayed(
+        &mut self,
+        ctx: &MsgCtx,
+        h: &Header,
+        file_id: Option<FileId>,
+        req: &sqos::Request,
+        outbox: &mut Outbox,
+    ) {
+        let session = h.session_id;
+        let original = self.pending.find(|(c, _), p| {
+            *c != ctx.conn
+                && p.session == session
+                && p.file_id == file_id
+                && matches!(&p.awaiting, Awaiting::Sqos { request: Some(q), .. } if **q == *req)
+        });
+        let Some(key) = original else {
+            return;
+        };
+        if let Some(p) = self.pending.remove(&key) {
+            if let Awaiting::Sqos { seq, .. } = p.awaiting {
+                outbox.release(seq);
+            }
+            outbox.push(Out::Note(CaptureNote {
+                frame: ctx.frame,
+                message: format!(
+                    "SQOS request in frame {} (msg id {}) sent again in frame {} on connection {} (SMB2_FLAGS_REPLAY_OPERATION): its channel failed",
+                    p.frame, key.1, ctx.frame, ctx.conn.0
+                ),
+            }));
         }
     }
 

@@ -100,6 +100,16 @@ impl Outbox {
         }
     }
 
+    /// Release the held request `seq` without its response (it was sent again elsewhere).
+    pub fn release(&mut self, seq: Seq) {
+        let idx = seq
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok());
+        if let Some(slot) = idx.and_then(|i| self.queue.get_mut(i)) {
+            slot.held = false;
+        }
+    }
+
     /// Release the held requests of a closed connection (the exchange notes each of them).
     pub fn release_conn(&mut self, conn: ConnId) {
         for slot in self.queue.iter_mut() {

@@ -67,6 +67,15 @@ impl<V> PendingTable<V> {
         self.map.get_mut(key).map(|(_, v)| v)
     }
 
+    /// The first outstanding request (oldest first) for which `f` holds.
+    pub fn find(&self, mut f: impl FnMut(&MsgKey, &V) -> bool) -> Option<MsgKey> {
+        self.order
+            .iter()
+            .filter(|(key, gen)| self.map.get(key).is_some_and(|(g, _)| g == gen))
+            .find(|(key, _)| self.map.get(key).is_some_and(|(_, v)| f(key, v)))
+            .map(|(key, _)| *key)
+    }
+
     /// Take the request answered by a final response.
     pub fn remove(&mut self, key: &MsgKey) -> Option<V> {
         let v = self.map.remove(key).map(|(_, v)| v);

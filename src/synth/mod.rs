@@ -28,7 +28,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 pub use capfile::Format;
-pub use scenario::Scenario;
+pub use scenario::{DropKind, Scenario};
 pub use truth::Truth;
 
 use capfile::{CaptureWriter, FileConfig};

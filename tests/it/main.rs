@@ -22,6 +22,7 @@ mod check_cli;
 mod check_junit;
 mod check_rules;
 mod interop_tshark;
+mod multichannel;
 mod net_props;
 mod net_real;
 mod net_reassembly;
