@@ -15,10 +15,12 @@ use super::rng::Rng;
 use super::scenario::{
     Action, Cluster, CounterReporting, DropKind, FaultOn, FlowSpec, PolicySpec, SetupStyle,
 };
+use super::seal::Sealer;
 use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
+use crate::smb2::crypto::{Cipher, SessionKeys};
 
 /// MaxOutputResponse of the client's IOCTLs (what Windows' test suite sends).
 const MAX_OUTPUT: u32 = 4096;
@@ -244,6 +246,8 @@ struct HostRt {
     rr: usize,
     /// Open.ChannelSequence (MS-SMB2 3.2.4.1.x), raised when a channel fails.
     channel_sequence: u16,
+    /// `--encrypt`: the session's keys and nonces.
+    sealer: Option<Sealer>,
 }
 
 /// One channel: a TCP connection the host's session is used over.
@@ -292,6 +296,8 @@ pub struct Sim<'c, W: Write> {
     armed: Vec<usize>,
     /// Channels that failed: (channel, how, when).
     drops: Vec<(usize, DropKind, Time)>,
+    /// `--encrypt`: every session is encrypted with this cipher.
+    encrypt: Option<Cipher>,
 }
 
 impl<'c, W: Write> Sim<'c, W> {
@@ -374,6 +380,7 @@ impl<'c, W: Write> Sim<'c, W> {
                 chans: mine,
                 rr: 0,
                 channel_sequence: 0,
+                sealer: None,
             });
         }
         Sim {
@@ -393,6 +400,30 @@ impl<'c, W: Write> Sim<'c, W> {
             end: c.start + c.duration_us,
             armed: Vec::new(),
             drops: Vec::new(),
+            encrypt: None,
+        }
+    }
+
+    /// Encrypt every session (after its SESSION_SETUP) with `cipher`.
+    pub fn encrypted(mut self, cipher: Option<Cipher>) -> Self {
+        self.encrypt = cipher;
+        self
+    }
+
+    /// `parts` of a `command` message on channel `ch` from the client (or server), sealed if
+    /// the session is encrypted. On the primary channel NEGOTIATE and SESSION_SETUP go in clear
+    /// and feed the preauth hash; on a further channel they go in clear (the binding
+    /// SESSION_SETUP is signed, not encrypted: MS-SMB2 3.2.5.3.1) and do not touch the session's.
+    fn sealed(&mut self, ch: usize, from_client: bool, command: u16, parts: Vec<Part>) -> Vec<Part> {
+        let Some((h, primary)) = self.chans.get(ch).map(|c| (c.host, c.index == 0)) else {
+            return parts;
+        };
+        if !primary && matches!(command, smb2::NEGOTIATE | smb2::SESSION_SETUP) {
+            return parts;
+        }
+        match self.hosts.get_mut(h).and_then(|x| x.sealer.as_mut()) {
+            Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
+            None => parts,
         }
     }
 
@@ -424,6 +455,11 @@ impl<'c, W: Write> Sim<'c, W> {
             self.handle(e.t, e.ev);
             self.flush_outbox();
         }
+        let keys = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.sealer.as_ref().and_then(Sealer::session_keys))
+            .collect();
         let retrans = self.wire.retransmissions;
         let reordered = self.wire.reordered;
         let missing = self.wire.unseen_segments;
@@ -458,6 +494,7 @@ impl<'c, W: Write> Sim<'c, W> {
             ios: self.ios,
             msgs: self.msgs,
             flows: self.flows,
+            keys,
         };
         Ok((w, result))
     }
@@ -702,6 +739,7 @@ impl<'c, W: Write> Sim<'c, W> {
         kind: ReqKind,
     ) {
         let parts = smb2::message(&hdr, body, fill);
+        let parts = self.sealed(ch, true, hdr.command, parts);
         self.queue_msg(ch, Side::Client, t, parts, Item::Req(ReqItem { hdr, kind }));
     }
 
@@ -750,10 +788,23 @@ impl<'c, W: Write> Sim<'c, W> {
         let c = &mut self.chans[ch];
         c.conn = conn;
         (c.client, c.server) = (Some(ends.0), Some(ends.1));
+        if let (Some(c), 0) = (self.encrypt, index) {
+            let mut key = [0u8; 16];
+            key[..8].copy_from_slice(&self.rng.next_u64().to_le_bytes());
+            key[8..].copy_from_slice(&self.rng.next_u64().to_le_bytes());
+            if let Some(host) = self.hosts.get_mut(h) {
+                host.sealer = Some(Sealer::new(c, spec.smb_dialect, key));
+            }
+        }
         let mut guid = [0u8; 16];
         guid.copy_from_slice(&self.rng.uuid().to_bytes_le());
         let salt = self.salt();
-        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt);
+        let ciphers = if self.encrypt.is_some() {
+            smb2::CIPHERS_ALL
+        } else {
+            smb2::CIPHERS_128
+        };
+        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
         let hdr = self.client_header(ch, smb2::NEGOTIATE, 0);
         self.client_send(ch, ready, hdr, &body, 0, ReqKind::Negotiate);
     }
@@ -1560,6 +1611,7 @@ impl<'c, W: Write> Sim<'c, W> {
             ..hdr
         };
         let parts = smb2::message(&hdr, body, fill);
+        let parts = self.sealed(ch, false, hdr.command, parts);
         self.queue_msg(
             ch,
             Side::Server,
@@ -1594,6 +1646,7 @@ impl<'c, W: Write> Sim<'c, W> {
                     reply,
                     self.c.start - 3_600_000_000 * 30,
                     &salt,
+                    self.encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
                 );
                 self.server_send(ch, reply, hdr, &body, 0, RespKind::Negotiate);
             }
@@ -1830,6 +1883,8 @@ pub struct SimResult {
     ios: Vec<IoRec>,
     msgs: Vec<MsgRec>,
     flows: Vec<FlowRt>,
+    /// `--encrypt`: the keys of every session, for the key file.
+    pub keys: Vec<SessionKeys>,
 }
 
 impl SimResult {
