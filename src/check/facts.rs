@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
-    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody,
+    SqosRecord,
 };
 use crate::run::CaptureSink;
 use crate::sqos::{Finding, Options, Severity};
@@ -210,6 +211,9 @@ impl<A: CaptureSink> RecordSink for FactsSink<A> {
     }
     fn on_io(&mut self, rec: &IoRecord) {
         self.analysis.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analysis.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.notes += 1;

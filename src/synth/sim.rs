@@ -414,7 +414,13 @@ impl<'c, W: Write> Sim<'c, W> {
     /// the session is encrypted. On the primary channel NEGOTIATE and SESSION_SETUP go in clear
     /// and feed the preauth hash; on a further channel they go in clear (the binding
     /// SESSION_SETUP is signed, not encrypted: MS-SMB2 3.2.5.3.1) and do not touch the session's.
-    fn sealed(&mut self, ch: usize, from_client: bool, command: u16, parts: Vec<Part>) -> Vec<Part> {
+    fn sealed(
+        &mut self,
+        ch: usize,
+        from_client: bool,
+        command: u16,
+        parts: Vec<Part>,
+    ) -> Vec<Part> {
         let Some((h, primary)) = self.chans.get(ch).map(|c| (c.host, c.index == 0)) else {
             return parts;
         };

@@ -19,7 +19,8 @@ use crate::analysis::{
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
-    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink,
+    SqosRecord,
 };
 use crate::run::CaptureSink;
 use crate::sqos::Dialect;
@@ -247,6 +248,11 @@ impl RecordSink for Analyzed {
     fn on_io(&mut self, rec: &IoRecord) {
         if let Some(a) = self.analyzer() {
             a.on_io(rec);
+        }
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        if let Some(a) = self.analyzer() {
+            a.on_channel(rec);
         }
     }
     fn on_note(&mut self, note: &CaptureNote) {

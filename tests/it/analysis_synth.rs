@@ -163,7 +163,10 @@ fn steady_matches_the_truth_and_has_no_findings() {
             .filter_map(|o| o.file_name.as_deref().map(str::to_string))
             .collect();
         assert_eq!(names, tf.file_names);
-        assert!(names.iter().all(|n| n.starts_with("\\\\sofs\\vms\\")), "{names:?}");
+        assert!(
+            names.iter().all(|n| n.starts_with("\\\\sofs\\vms\\")),
+            "{names:?}"
+        );
     }
 }
 

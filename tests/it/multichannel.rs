@@ -128,9 +128,18 @@ fn session_over_two_connections() -> Wire {
     w.exchange(
         0,
         0.0,
-        with_session(Msg::request(SESSION_SETUP, 1, b::session_setup_request(0)), 0, 0),
         with_session(
-            response(SESSION_SETUP, 1, MORE_PROCESSING, b::session_setup_response()),
+            Msg::request(SESSION_SETUP, 1, b::session_setup_request(0)),
+            0,
+            0,
+        ),
+        with_session(
+            response(
+                SESSION_SETUP,
+                1,
+                MORE_PROCESSING,
+                b::session_setup_response(),
+            ),
             SESSION,
             0,
         ),
@@ -138,8 +147,16 @@ fn session_over_two_connections() -> Wire {
     w.exchange(
         0,
         0.01,
-        with_session(Msg::request(SESSION_SETUP, 2, b::session_setup_request(0)), SESSION, 0),
-        with_session(response(SESSION_SETUP, 2, 0, b::session_setup_response()), SESSION, 0),
+        with_session(
+            Msg::request(SESSION_SETUP, 2, b::session_setup_request(0)),
+            SESSION,
+            0,
+        ),
+        with_session(
+            response(SESSION_SETUP, 2, 0, b::session_setup_response()),
+            SESSION,
+            0,
+        ),
     );
     w.exchange(
         0,
@@ -149,13 +166,21 @@ fn session_over_two_connections() -> Wire {
             SESSION,
             0,
         ),
-        with_session(response(TREE_CONNECT, 3, 0, b::tree_connect_response()), SESSION, 5),
+        with_session(
+            response(TREE_CONNECT, 3, 0, b::tree_connect_response()),
+            SESSION,
+            5,
+        ),
     );
     w.exchange(
         0,
         0.03,
         with_session(
-            Msg::request(CREATE, 4, crate::smb2_build::create_request("vm01\\disk0.vhdx")),
+            Msg::request(
+                CREATE,
+                4,
+                crate::smb2_build::create_request("vm01\\disk0.vhdx"),
+            ),
             SESSION,
             5,
         ),
@@ -171,7 +196,11 @@ fn session_over_two_connections() -> Wire {
             1,
             at,
             with_session(
-                Msg::request(SESSION_SETUP, mid, b::session_setup_request(b::SESSION_FLAG_BINDING)),
+                Msg::request(
+                    SESSION_SETUP,
+                    mid,
+                    b::session_setup_request(b::SESSION_FLAG_BINDING),
+                ),
                 SESSION,
                 0,
             ),
@@ -222,11 +251,24 @@ fn binding_makes_a_channel_and_io_on_it_reaches_the_open() {
     );
     assert!(matches!(
         events[2],
-        (1, ChannelEvent::Ended { by: ChannelEnd::Rst, unanswered: 0, .. })
+        (
+            1,
+            ChannelEvent::Ended {
+                by: ChannelEnd::Rst,
+                unanswered: 0,
+                ..
+            }
+        )
     ));
     assert!(matches!(
         events[3],
-        (0, ChannelEvent::Ended { by: ChannelEnd::CaptureEnd, .. })
+        (
+            0,
+            ChannelEvent::Ended {
+                by: ChannelEnd::CaptureEnd,
+                ..
+            }
+        )
     ));
     assert_eq!(
         (out.channels[1].client, out.channels[1].server),
@@ -260,7 +302,10 @@ fn a_session_first_met_on_a_connection_is_a_channel_seen() {
         ),
     );
     let (out, stats) = w.finish();
-    assert_eq!(out.channels[0].event, ChannelEvent::Joined(ChannelJoin::Seen));
+    assert_eq!(
+        out.channels[0].event,
+        ChannelEvent::Joined(ChannelJoin::Seen)
+    );
     assert_eq!(out.channels[0].conn, ConnId(2));
     assert_eq!(stats.sessions[0].channels[0].joined, ChannelJoin::Seen);
     // Without its TREE_CONNECT a name stays as the CREATE wrote it (none seen here).
@@ -274,13 +319,21 @@ fn a_replayed_sqos_request_releases_the_one_lost_with_its_channel() {
     // Sent on the second channel, which then goes silent; the client sends it again on the
     // first with SMB2_FLAGS_REPLAY_OPERATION and gets the answer there.
     let q = with_session(
-        Msg::request(IOCTL, 7, crate::smb2_build::ioctl_request(0x0009_0350, F, &sqos, 4096, 0)),
+        Msg::request(
+            IOCTL,
+            7,
+            crate::smb2_build::ioctl_request(0x0009_0350, F, &sqos, 4096, 0),
+        ),
         SESSION,
         5,
     );
     let lost = w.send(1, Dir::ToServer, 1.0, &q);
     let mut replay = with_session(
-        Msg::request(IOCTL, 9, crate::smb2_build::ioctl_request(0x0009_0350, F, &sqos, 4096, 0)),
+        Msg::request(
+            IOCTL,
+            9,
+            crate::smb2_build::ioctl_request(0x0009_0350, F, &sqos, 4096, 0),
+        ),
         SESSION,
         5,
     );
@@ -291,7 +344,12 @@ fn a_replayed_sqos_request_releases_the_one_lost_with_its_channel() {
         Dir::ToClient,
         2.001,
         &with_session(
-            response(IOCTL, 9, 0, crate::smb2_build::ioctl_response(0x0009_0350, F, &[], 0)),
+            response(
+                IOCTL,
+                9,
+                0,
+                crate::smb2_build::ioctl_response(0x0009_0350, F, &[], 0),
+            ),
             SESSION,
             5,
         ),
@@ -337,7 +395,13 @@ fn one_session_over_two_connections_counts_the_io_of_both() {
     k.join(0.0, 1, ChannelJoin::Binding);
     k.conn = ConnId(0);
     k.create(0.0, 1, "\\\\sofs\\vms\\vm01\\disk0.vhdx");
-    k.exchange(0.1, 1, req(Options::SET_LOGICAL_FLOW_ID, FLOW), SUCCESS, None);
+    k.exchange(
+        0.1,
+        1,
+        req(Options::SET_LOGICAL_FLOW_ID, FLOW),
+        SUCCESS,
+        None,
+    );
     k.exchange(
         0.2,
         1,
@@ -355,7 +419,13 @@ fn one_session_over_two_connections_counts_the_io_of_both() {
             k.io(start + 0.01 + f64::from(n) / 60.0, 1, 8192, 0.001);
         }
         k.conn = ConnId(0);
-        k.exchange(start + 4.0, 1, counters_req(FLOW, 240, 240, 2_400_000, 1920), SUCCESS, st());
+        k.exchange(
+            start + 4.0,
+            1,
+            counters_req(FLOW, 240, 240, 2_400_000, 1920),
+            SUCCESS,
+            st(),
+        );
     }
     let a = k.finish();
     let f = analysis_kit::flow(&a, FLOW);
@@ -372,7 +442,8 @@ fn one_session_over_two_connections_counts_the_io_of_both() {
             (1, Some(ChannelJoin::Binding), 9 * 120, None),
         ]
     );
-    assert_eq!(f.channels[0].sqos_requests, 13);
+    // SET_LOGICAL_FLOW_ID, the policy, the first UPDATE_COUNTERS and 9 more.
+    assert_eq!(f.channels[0].sqos_requests, 12);
     assert_eq!(f.channels[1].client, Some(addr("10.0.1.2:50001")));
 }
 
@@ -385,7 +456,13 @@ fn a_reset_channel_loses_a_request_that_a_replay_answers() {
     k.join(0.0, 0, ChannelJoin::Setup);
     k.join(0.0, 1, ChannelJoin::Binding);
     k.create(0.0, 1, "d.vhdx");
-    k.exchange(0.1, 1, req(Options::SET_LOGICAL_FLOW_ID, FLOW), SUCCESS, None);
+    k.exchange(
+        0.1,
+        1,
+        req(Options::SET_LOGICAL_FLOW_ID, FLOW),
+        SUCCESS,
+        None,
+    );
     let st = || Some(status(FLOW, 0, 0, 4000, Status::OK));
     k.exchange(0.2, 1, counters_req(FLOW, 0, 0, 0, 0), SUCCESS, st());
     for n in 0..40 {
@@ -405,7 +482,13 @@ fn a_reset_channel_loses_a_request_that_a_replay_answers() {
     for n in 0..20 {
         k.io(4.8 + f64::from(n) * 0.1, 1, 8192, 0.001);
     }
-    k.exchange(8.5, 1, counters_req(FLOW, 20, 20, 200_000, 160), SUCCESS, st());
+    k.exchange(
+        8.5,
+        1,
+        counters_req(FLOW, 20, 20, 200_000, 160),
+        SUCCESS,
+        st(),
+    );
     k.io(9.0, 1, 8192, 0.001);
     // The capture goes on: the lost request is older than the grace of 5 s.
     k.exchange(12.5, 1, counters_req(FLOW, 1, 1, 10_000, 8), SUCCESS, st());
@@ -414,7 +497,10 @@ fn a_reset_channel_loses_a_request_that_a_replay_answers() {
     let f = analysis_kit::flow(&a, FLOW);
     assert!(codes(f).is_empty(), "{:?}", codes(f));
     let ch = &f.channels[1];
-    assert_eq!((ch.ended, ch.ended_frame), (Some(ChannelEnding::Rst), Some(rst)));
+    assert_eq!(
+        (ch.ended, ch.ended_frame),
+        (Some(ChannelEnding::Rst), Some(rst))
+    );
     assert_eq!((ch.lost_requests, ch.replayed_requests), (1, 1));
     // The original bounded the interval; the replay's answer applied it.
     let row = f
@@ -441,7 +527,13 @@ fn a_silent_channel_loses_its_requests_without_a_finding() {
     k.join(0.0, 1, ChannelJoin::Binding);
     k.create(0.0, 1, "d.vhdx");
     let st = || Some(status(FLOW, 0, 0, 4000, Status::OK));
-    k.exchange(0.1, 1, req(Options::SET_LOGICAL_FLOW_ID, FLOW), SUCCESS, None);
+    k.exchange(
+        0.1,
+        1,
+        req(Options::SET_LOGICAL_FLOW_ID, FLOW),
+        SUCCESS,
+        None,
+    );
     k.conn = ConnId(1);
     let last = k.exchange(0.2, 1, counters_req(FLOW, 0, 0, 0, 0), SUCCESS, st());
     let lost = k.request(4.2, 1, counters_req(FLOW, 0, 0, 0, 0));
@@ -466,17 +558,17 @@ fn a_request_unanswered_on_a_live_channel_is_still_a_finding() {
     k.join(0.0, 0, ChannelJoin::Setup);
     k.create(0.0, 1, "d.vhdx");
     let st = || Some(status(FLOW, 0, 0, 4000, Status::OK));
-    k.exchange(0.1, 1, req(Options::SET_LOGICAL_FLOW_ID, FLOW), SUCCESS, None);
+    k.exchange(
+        0.1,
+        1,
+        req(Options::SET_LOGICAL_FLOW_ID, FLOW),
+        SUCCESS,
+        None,
+    );
     k.request(1.0, 1, counters_req(FLOW, 0, 0, 0, 0));
     // The server keeps answering on the channel.
     let later = k.exchange(5.0, 1, req(Options::GET_STATUS, FLOW), SUCCESS, st());
-    k.leave(
-        9.0,
-        0,
-        ChannelEnd::CaptureEnd,
-        Some((later, 5.001)),
-        1,
-    );
+    k.leave(9.0, 0, ChannelEnd::CaptureEnd, Some((later, 5.001)), 1);
     let a = k.finish();
     let f = analysis_kit::flow(&a, FLOW);
     assert_eq!(codes(f), vec!["flow.request_unanswered"]);
@@ -524,7 +616,11 @@ fn multichannel_scenario_matches_the_truth_with_no_finding() {
         let f = flows[tf.initiator_name.as_str()];
         assert!(codes(f).is_empty(), "{}: {:?}", tf.initiator_name, codes(f));
         // Observed figures equal what the generator did.
-        assert_eq!(f.all_io.io_count, tf.totals.io_count, "{}", tf.initiator_name);
+        assert_eq!(
+            f.all_io.io_count, tf.totals.io_count,
+            "{}",
+            tf.initiator_name
+        );
         assert_eq!(
             f.all_io.bytes,
             tf.totals.bytes_read + tf.totals.bytes_written
@@ -534,7 +630,11 @@ fn multichannel_scenario_matches_the_truth_with_no_finding() {
             tf.totals.io_count
         );
         assert_eq!(labels(f), tf.channels, "{}", tf.initiator_name);
-        let names: Vec<&str> = f.opens.iter().filter_map(|o| o.file_name.as_deref()).collect();
+        let names: Vec<&str> = f
+            .opens
+            .iter()
+            .filter_map(|o| o.file_name.as_deref())
+            .collect();
         assert_eq!(names, tf.file_names, "{}", tf.initiator_name);
     }
     // Every channel of a host's session: set up on the first, bound on the others.
@@ -601,7 +701,10 @@ fn steady_over_two_channels_matches_the_truth() {
     for f in &a.flows {
         assert!(codes(f).is_empty(), "{:?}", codes(f));
         assert_eq!(f.channels_total, 2, "{:?}", labels(f));
-        assert!(f.channels.iter().all(|c| c.io_count > 0 && c.ended.is_none()));
+        assert!(f
+            .channels
+            .iter()
+            .all(|c| c.io_count > 0 && c.ended.is_none()));
         let r = f.reported_rates().expect("reported");
         let o = f.observed_rates().expect("observed");
         assert!((r.iops - o.iops).abs() < 1e-9, "{} vs {}", r.iops, o.iops);
@@ -619,7 +722,11 @@ fn sqos(args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("run sqos");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
@@ -651,7 +758,10 @@ fn stats_flows_and_exports_show_the_channels() {
     );
     assert_eq!(sessions[0]["channels"][2]["ended_by"], "rst");
     let text = sqos(&["stats", cap]);
-    assert!(text.contains("sessions          2 (2 over several channels)"), "{text}");
+    assert!(
+        text.contains("sessions          2 (2 over several channels)"),
+        "{text}"
+    );
     assert!(text.contains("10.0.2.11:"), "{text}");
 
     let flows: serde_json::Value =
@@ -667,7 +777,10 @@ fn stats_flows_and_exports_show_the_channels() {
     assert_eq!(ch["server"], "10.0.1.100:445");
     assert_eq!(ch["joined"], "binding");
     assert_eq!(ch["ended_by"], "silence");
-    assert_eq!(vm03["opens"][0]["file_name"], "\\\\sofs\\vms\\vm03\\disk0.vhdx");
+    assert_eq!(
+        vm03["opens"][0]["file_name"],
+        "\\\\sofs\\vms\\vm03\\disk0.vhdx"
+    );
     let text = sqos(&["flows", cap]);
     assert!(text.contains("CHANNELS"), "{text}");
     assert!(text.contains("silent after frame"), "{text}");
@@ -675,8 +788,14 @@ fn stats_flows_and_exports_show_the_channels() {
 
     let csv = sqos(&["export", cap, "--what", "flows", "--format", "csv"]);
     let header: Vec<&str> = csv.lines().next().expect("header").split(',').collect();
-    let col = header.iter().position(|h| *h == "channels").expect("column");
-    let vm01 = csv.lines().find(|l| l.contains(",vm01,")).expect("vm01 row");
+    let col = header
+        .iter()
+        .position(|h| *h == "channels")
+        .expect("column");
+    let vm01 = csv
+        .lines()
+        .find(|l| l.contains(",vm01,"))
+        .expect("vm01 row");
     let cell = vm01.split(',').nth(col).expect("cell");
     assert_eq!(cell.split('|').count(), 4, "{cell}");
     assert!(cell.contains("10.0.3.11:"), "{cell}");
@@ -687,7 +806,10 @@ fn stats_flows_and_exports_show_the_channels() {
     let _ = std::fs::remove_file(&svg);
     assert!(s.contains(" · 4 channels · "), "panel header");
     assert!(s.contains("ended (rst) at frame"), "the reset is marked");
-    assert!(s.contains("ended (silence) at frame"), "the silence is marked");
+    assert!(
+        s.contains("ended (silence) at frame"),
+        "the silence is marked"
+    );
 }
 
 #[test]
@@ -715,7 +837,12 @@ fn check_rules_can_count_channels() {
         )
     };
     let v = judge(&multichannel_capture());
-    assert_eq!((v.passed(), v.failed()), (2, 0), "{}", sqos::check::report::capture_text(&v));
+    assert_eq!(
+        (v.passed(), v.failed()),
+        (2, 0),
+        "{}",
+        sqos::check::report::capture_text(&v)
+    );
     let steady = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("captures/steady.pcap.gz");
     let v = judge(&steady);
     assert_eq!(v.failed(), 2, "{}", sqos::check::report::capture_text(&v));
@@ -755,8 +882,10 @@ fn zeek_multichannel_channels_and_binding_are_recognised() {
     // Frames of the binding SESSION_SETUP responses (tshark: 833, 842, 843).
     let bound: Vec<u64> = s.channels.iter().skip(1).map(|c| c.frame).collect();
     assert_eq!(bound, vec![833, 842, 843]);
-    assert!(s.channels.iter().all(|c| c.client.starts_with("172.17.0.184:")
-        && c.server == "172.17.0.189:445"));
+    assert!(s
+        .channels
+        .iter()
+        .all(|c| c.client.starts_with("172.17.0.184:") && c.server == "172.17.0.189:445"));
     // Names carry the share (TREE_CONNECT \\172.17.0.189\share2).
     assert!(!sink.opens.is_empty());
     for o in &sink.opens {

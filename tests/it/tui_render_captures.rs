@@ -437,17 +437,29 @@ fn detail_channels_tab_lists_the_channels_of_a_multichannel_flow() {
     let (_, json) = analysis(MULTI);
     let shared = loaded(MULTI);
     let live = shared.lock();
-    for (row, flow) in json.iter().enumerate() {
-        let chans = flow["channels"].as_array().expect("channels");
+    // The TUI lists flows in appearance order, `sqos flows` by its own: each detail is
+    // matched to its JSON flow by the flow id it shows, and every flow is shown once.
+    let mut seen = Vec::new();
+    for row in 0..json.len() {
         let mut app = App::new(Theme::plain());
         open_detail(&mut app, &live, row);
         for _ in 0..4 {
             key(&mut app, &live, KeyCode::Right);
         }
         let s = screen(&mut app, &live, 160, 48);
+        let flow = json
+            .iter()
+            .find(|f| s[1].contains(&format!("flow {}  ", st(f, "logical_flow_id"))))
+            .unwrap_or_else(|| panic!("row {row}: no JSON flow for {}", s[1]));
+        seen.push(st(flow, "logical_flow_id").to_string());
+        let chans = flow["channels"].as_array().expect("channels");
         let name = st(flow, "initiator_name");
         assert!(
-            s[1].ends_with(&format!("{}  {} channels", st(flow, "logical_flow_id"), chans.len())),
+            s[1].ends_with(&format!(
+                "{}  {} channels",
+                st(flow, "logical_flow_id"),
+                chans.len()
+            )),
             "{name}: {}",
             s[1]
         );
@@ -473,6 +485,9 @@ fn detail_channels_tab_lists_the_channels_of_a_multichannel_flow() {
             assert_eq!(words(line_with(&s, &ends)), want, "{name}\n{}", shown(&s));
         }
     }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), json.len(), "{seen:?}");
 }
 
 /// Chart glyphs only (no legend text) right of the y axis, on every plot row.
