@@ -497,7 +497,13 @@ fn live_migration_and_copied_vm_are_multiple_initiators() {
         .iter()
         .filter_map(|o| o.file_name.as_deref())
         .collect();
-    assert_eq!(names, vec!["vm04\\disk0.vhdx", "vm05\\disk0.vhdx"]);
+    assert_eq!(
+        names,
+        vec![
+            "\\\\sofs\\vms\\vm04\\disk0.vhdx",
+            "\\\\sofs\\vms\\vm05\\disk0.vhdx"
+        ]
+    );
 }
 
 /// `sqos flows --format json` on the committed live-migration capture: each finding with the
@@ -533,12 +539,12 @@ fn flows_json_gives_the_migration_findings_with_frame_and_time() {
         (
             "vm01",
             "note",
-            policy_answer("vm01\\disk0.vhdx", "HV02.contoso.local"),
+            policy_answer("\\\\sofs\\vms\\vm01\\disk0.vhdx", "HV02.contoso.local"),
         ),
         (
             "vm05",
             "warning",
-            policy_answer("vm05\\disk0.vhdx", "HV02.contoso.local"),
+            policy_answer("\\\\sofs\\vms\\vm05\\disk0.vhdx", "HV02.contoso.local"),
         ),
     ];
     let list = flows.as_array().expect("array");

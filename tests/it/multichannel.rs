@@ -887,17 +887,83 @@ fn zeek_multichannel_channels_and_binding_are_recognised() {
         .iter()
         .all(|c| c.client.starts_with("172.17.0.184:") && c.server == "172.17.0.189:445"));
     // Names carry the share (TREE_CONNECT \\172.17.0.189\share2).
-    assert!(!sink.opens.is_empty());
     for o in &sink.opens {
         assert!(
             o.file_name.starts_with("\\\\172.17.0.189\\share2"),
             "{}",
             o.file_name
         );
-        assert_eq!(o.conn, ConnId(0));
     }
+    // Files are opened on every channel: successful CREATE responses per connection
+    // (tshark: `smb2.cmd==5 && smb2.flags.response==1 && smb2.nt_status==0` by tcp.stream).
+    let mut per_conn = std::collections::BTreeMap::new();
+    for o in &sink.opens {
+        *per_conn.entry(o.conn.0).or_insert(0u32) += 1;
+    }
+    assert_eq!(
+        per_conn,
+        [(0, 53), (1, 2), (2, 13), (3, 1)].into_iter().collect()
+    );
     // Opened on connection 0, used on all four.
     let conns: std::collections::BTreeSet<u32> = sink.io.iter().map(|i| i.conn.0).collect();
     assert_eq!(conns, [0, 1, 2, 3].into_iter().collect());
     assert!(sink.io.iter().all(|i| i.session_id == s.session_id));
+}
+
+/// Samba's smbtorture binds 31 channels to one SMB 3.1.1 session (captures/real, committed):
+/// tshark counts the successful SESSION_SETUP responses by tcp.stream — the setup on stream 1
+/// (frame 25), a binding on each of streams 2–32 (frames 39 … 410), none on stream 33 (its
+/// binding is refused with STATUS_INSUFFICIENT_RESOURCES: Samba's 32 channels a session); the
+/// other session (0xbecf07c1) is set up on stream 0 alone. Every connection ends with a FIN.
+#[test]
+fn samba_multichannel_32_channels_of_one_session() {
+    let cap =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("captures/real/smb311-multichannel.pcap");
+    let mut sink = Collect::default();
+    let r = run_capture(&cap, PipelineConfig::default(), &mut sink, false).expect("read");
+    let ids: Vec<u64> = r.stats.sessions.iter().map(|s| s.session_id).collect();
+    assert_eq!(ids, vec![0xbbb5_2830, 0xbecf_07c1]);
+    let s = &r.stats.sessions[0];
+    assert_eq!(s.channels_total, 32);
+    // (connection, how it joined, frame of the SESSION_SETUP response, frame its connection
+    // closed: the second FIN; tshark: stream 1 closes at 521, then one stream every 2 frames).
+    let got: Vec<(u32, ChannelJoin, u64, Option<u64>, Option<ChannelEnd>)> = s
+        .channels
+        .iter()
+        .map(|c| (c.connection, c.joined, c.frame, c.ended_frame, c.ended_by))
+        .collect();
+    let bound = [
+        39, 51, 64, 76, 88, 100, 112, 125, 137, 150, 162, 173, 186, 199, 211, 222, 236, 247, 261,
+        272, 286, 297, 310, 323, 336, 349, 361, 373, 384, 398, 410,
+    ];
+    let mut want = vec![(1, ChannelJoin::Setup, 25, Some(521), Some(ChannelEnd::Fin))];
+    for (k, frame) in (2u32..=32).zip(bound) {
+        let closed = 521 - 2 * u64::from(k - 1);
+        want.push((
+            k,
+            ChannelJoin::Binding,
+            frame,
+            Some(closed),
+            Some(ChannelEnd::Fin),
+        ));
+    }
+    assert_eq!(got, want);
+    assert!(s
+        .channels
+        .iter()
+        .all(|c| c.client.starts_with("127.0.0.1:") && c.server == "127.0.0.1:445"));
+    assert_eq!(s.channels[0].client, "127.0.0.1:49174");
+    let other = &r.stats.sessions[1];
+    assert_eq!(other.channels_total, 1);
+    assert_eq!(
+        (
+            other.channels[0].connection,
+            other.channels[0].joined,
+            other.channels[0].frame
+        ),
+        (0, ChannelJoin::Setup, 11)
+    );
+    // The refused 33rd binding (stream 33) makes no channel: 33 joins, 33 ends.
+    assert_eq!(sink.channels.len(), 66);
+    assert!(sink.channels.iter().all(|c| c.conn.0 != 33));
 }
