@@ -1,6 +1,7 @@
 //! Subcommands. Exit codes: 0 ok, 1 capture damaged but read (or, for checks, a check failed),
 //! 2 unusable input or usage error.
 
+mod annotate;
 mod check;
 mod dissect;
 mod export;
@@ -48,6 +49,9 @@ enum Command {
     Synth(sqos::synth::SynthArgs),
     /// Interactive terminal UI: flows, charts, messages with field tree and hex, findings.
     Tui(tui::TuiArgs),
+    /// Each SQOS message with its flow and figures, then the flows, as versioned JSON lines
+    /// (what the Wireshark plugin shows, plugin/README.md).
+    Annotate(annotate::AnnotateArgs),
 }
 
 /// Options every command that reads a capture shares.
@@ -131,6 +135,7 @@ pub fn main() -> i32 {
         Command::Check(a) => check::run(&a),
         Command::Synth(a) => synth::run(&a),
         Command::Tui(a) => tui::run_tui(&a),
+        Command::Annotate(a) => annotate::run(&a),
     }
 }
 
