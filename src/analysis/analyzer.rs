@@ -334,7 +334,7 @@ impl Analyzer {
         let grace = self.cfg.tolerances.unanswered_grace_secs;
         let (last_frame, last_ts) = last_server;
         let ending = ChannelEnding::from_pipeline(by).or_else(|| {
-            let quiet = last_ts.map_or(true, |t| rec.ts.secs_since(t) >= grace);
+            let quiet = last_ts.is_none_or(|t| rec.ts.secs_since(t) >= grace);
             (unanswered > 0 && quiet).then_some(ChannelEnding::Silence)
         });
         let Some(ending) = ending else {

@@ -910,6 +910,9 @@ fn zeek_multichannel_channels_and_binding_are_recognised() {
     assert!(sink.io.iter().all(|i| i.session_id == s.session_id));
 }
 
+/// (connection, how it joined, frame, frame it ended, how it ended)
+type ChannelRow = (u32, ChannelJoin, u64, Option<u64>, Option<ChannelEnd>);
+
 /// Samba's smbtorture binds 31 channels to one SMB 3.1.1 session (captures/real, committed):
 /// tshark counts the successful SESSION_SETUP responses by tcp.stream — the setup on stream 1
 /// (frame 25), a binding on each of streams 2–32 (frames 39 … 410), none on stream 33 (its
@@ -927,7 +930,7 @@ fn samba_multichannel_32_channels_of_one_session() {
     assert_eq!(s.channels_total, 32);
     // (connection, how it joined, frame of the SESSION_SETUP response, frame its connection
     // closed: the second FIN; tshark: stream 1 closes at 521, then one stream every 2 frames).
-    let got: Vec<(u32, ChannelJoin, u64, Option<u64>, Option<ChannelEnd>)> = s
+    let got: Vec<ChannelRow> = s
         .channels
         .iter()
         .map(|c| (c.connection, c.joined, c.frame, c.ended_frame, c.ended_by))
