@@ -103,6 +103,17 @@ pub struct FlowChannel {
 }
 
 impl FlowChannel {
+    /// The flow used the channel at `frame`.
+    pub fn used(&mut self, frame: u64, used: ChannelUse) {
+        self.first_frame = self.first_frame.min(frame);
+        self.last_frame = self.last_frame.max(frame);
+        match used {
+            ChannelUse::Io => self.io_count += 1,
+            ChannelUse::SqosRequest => self.sqos_requests += 1,
+            ChannelUse::Other => {}
+        }
+    }
+
     pub fn new(conn: ConnId, session_id: u64, info: Option<&ChannelInfo>, frame: u64) -> Self {
         FlowChannel {
             conn,

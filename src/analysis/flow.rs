@@ -336,13 +336,7 @@ impl FlowState {
         else {
             return false;
         };
-        c.first_frame = c.first_frame.min(frame);
-        c.last_frame = c.last_frame.max(frame);
-        match used {
-            ChannelUse::Io => c.io_count += 1,
-            ChannelUse::SqosRequest => c.sqos_requests += 1,
-            ChannelUse::Other => {}
-        }
+        c.used(frame, used);
         true
     }
 
@@ -374,13 +368,7 @@ impl FlowState {
             }
         };
         if let Some(c) = self.channels.get_mut(idx) {
-            c.first_frame = c.first_frame.min(frame);
-            c.last_frame = c.last_frame.max(frame);
-            match used {
-                ChannelUse::Io => c.io_count += 1,
-                ChannelUse::SqosRequest => c.sqos_requests += 1,
-                ChannelUse::Other => {}
-            }
+            c.used(frame, used);
         }
         new
     }

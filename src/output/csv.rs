@@ -146,24 +146,28 @@ pub fn message_flat(rec: &SqosRecord) -> Map<String, Value> {
         }
     }
     if let Some(Value::Array(chans)) = m.remove("channels") {
-        // client→server of each channel (connection number when the addresses are unknown).
-        let ends: Vec<Value> = chans
-            .iter()
-            .map(|c| match (c.get("client"), c.get("server")) {
-                (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
-                _ => json!(format!(
-                    "connection {}",
-                    c.get("connection").and_then(Value::as_u64).unwrap_or(0)
-                )),
-            })
-            .collect();
-        m.insert("channels".into(), Value::Array(ends));
+        m.insert("channels".into(), channel_ends(&chans));
     }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
         m.insert("findings".into(), Value::Array(codes));
     }
     m
+}
+
+/// client>server of each channel of a `channels` list (the connection number when the
+/// addresses are unknown).
+fn channel_ends(chans: &[Value]) -> Value {
+    chans
+        .iter()
+        .map(|c| match (c.get("client"), c.get("server")) {
+            (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
+            _ => json!(format!(
+                "connection {}",
+                c.get("connection").and_then(Value::as_u64).unwrap_or(0)
+            )),
+        })
+        .collect()
 }
 
 /// A flow object of `flow_json` as a flat object for `FLOW_COLUMNS`.
@@ -186,18 +190,7 @@ pub fn flow_flat(flow: &Value) -> Map<String, Value> {
         m.insert("file_names".into(), Value::Array(names));
     }
     if let Some(Value::Array(chans)) = m.remove("channels") {
-        // client→server of each channel (connection number when the addresses are unknown).
-        let ends: Vec<Value> = chans
-            .iter()
-            .map(|c| match (c.get("client"), c.get("server")) {
-                (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
-                _ => json!(format!(
-                    "connection {}",
-                    c.get("connection").and_then(Value::as_u64).unwrap_or(0)
-                )),
-            })
-            .collect();
-        m.insert("channels".into(), Value::Array(ends));
+        m.insert("channels".into(), channel_ends(&chans));
     }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();

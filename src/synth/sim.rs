@@ -270,6 +270,24 @@ struct ChanRt {
     known_dead: bool,
 }
 
+impl ChanRt {
+    /// Channel `index` of host `h`, not connected yet.
+    fn new(host: usize, index: usize) -> ChanRt {
+        ChanRt {
+            host,
+            index,
+            conn: u32::MAX,
+            client: None,
+            server: None,
+            next_mid: 0,
+            ready: false,
+            armed: None,
+            dead_at: None,
+            known_dead: false,
+        }
+    }
+}
+
 type Outbox = Vec<(usize, Side, Time, Vec<(Vec<Part>, Item)>)>;
 
 enum Item {
@@ -340,37 +358,13 @@ impl<'c, W: Write> Sim<'c, W> {
             });
         }
         // The primary channel of host h is channel h; further channels follow.
-        let mut chans: Vec<ChanRt> = (0..c.hosts.len())
-            .map(|h| ChanRt {
-                host: h,
-                index: 0,
-                conn: u32::MAX,
-                client: None,
-                server: None,
-                next_mid: 0,
-                ready: false,
-                armed: None,
-                dead_at: None,
-                known_dead: false,
-            })
-            .collect();
+        let mut chans: Vec<ChanRt> = (0..c.hosts.len()).map(|h| ChanRt::new(h, 0)).collect();
         let mut hosts = Vec::new();
         for (h, spec) in c.hosts.iter().enumerate() {
             let mut mine = vec![h];
             for index in 1..=spec.extra_channels.len() {
                 mine.push(chans.len());
-                chans.push(ChanRt {
-                    host: h,
-                    index,
-                    conn: u32::MAX,
-                    client: None,
-                    server: None,
-                    next_mid: 0,
-                    ready: false,
-                    armed: None,
-                    dead_at: None,
-                    known_dead: false,
-                });
+                chans.push(ChanRt::new(h, index));
             }
             hosts.push(HostRt {
                 session: 0,
