@@ -39,6 +39,8 @@ pub struct CheckArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    memory: super::MemoryArg,
     /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
     #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
     keys: Vec<super::KeyFileArg>,
@@ -84,13 +86,14 @@ pub fn run(a: &CheckArgs) -> i32 {
             capture: capture.clone(),
             ports: a.ports.clone(),
             quiet: a.quiet,
+            memory: a.memory,
             keys: a.keys.clone(),
         };
         let v = judge_capture(
             capture,
             input.pipeline_config(),
             &plan,
-            flow_analysis(),
+            flow_analysis(input.analyzer_config()),
             !a.quiet,
         );
         if let Some(e) = &v.error {

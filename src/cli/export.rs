@@ -202,7 +202,7 @@ pub fn run(a: &ExportArgs) -> i32 {
             let mut s = Series {
                 analyzer: Analyzer::new(AnalyzerConfig {
                     stream_rows: true,
-                    ..AnalyzerConfig::default()
+                    ..a.input.analyzer_config()
                 }),
                 sink,
             };
@@ -222,7 +222,7 @@ pub fn run(a: &ExportArgs) -> i32 {
             (r, sink)
         }
         What::Flows => {
-            let mut analyzer = Analyzer::default();
+            let mut analyzer = Analyzer::new(a.input.analyzer_config());
             let r = run_capture(path, cfg, &mut analyzer, progress);
             let analysis = analyzer.finish();
             let mut sink = sink;

@@ -51,7 +51,7 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: --scale {}: give a value in (0, 8]", a.scale);
         return 2;
     }
-    let mut analyzer = Analyzer::default();
+    let mut analyzer = Analyzer::new(a.input.analyzer_config());
     let result = match run_capture(
         &a.input.capture,
         a.input.pipeline_config(),

@@ -36,6 +36,8 @@ pub struct TuiArgs {
     /// Most SQOS messages kept for the Messages view (the oldest go first).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGES)]
     max_messages: usize,
+    #[command(flatten)]
+    memory: super::MemoryArg,
 }
 
 pub fn run_tui(a: &TuiArgs) -> i32 {
@@ -69,7 +71,9 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
         pipeline: PipelineConfig {
             reassembly,
             keys: super::key_ring(&a.keys),
-        },
+            ..PipelineConfig::default()
+        }
+        .with_memory(a.memory.budget()),
         max_messages: a.max_messages,
     })
 }

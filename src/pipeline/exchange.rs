@@ -4,25 +4,21 @@
 
 use std::sync::Arc;
 
-use super::outbox::{Out, Outbox, Seq};
+use super::outbox::{NoteKind, Out, Outbox, Seq};
 use super::sessions::{full_path, Sessions};
 use super::sqos_build::{request_record, response_record, MsgCtx};
 use super::{
-    CaptureNote, ChannelEnd, ChannelJoin, CloseRecord, IoKind, IoRecord, OpenRecord,
+    CaptureNote, ChannelEnd, ChannelJoin, CloseRecord, IoKind, IoRecord, Limits, OpenRecord,
     SessionSummary, Stats,
 };
+use crate::budget::MemoryUse;
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::smb2::header::UNSOLICITED_MESSAGE_ID;
-use crate::smb2::{parse_body, Body, Command, FileId, Header, OpenTable, Part, PendingTable};
+use crate::smb2::{
+    parse_body, Body, Command, Evicted, FileId, Header, OpenTable, Part, PendingTable,
+};
 use crate::sqos::{self, FSCTL_STORAGE_QOS_CONTROL};
-
-/// Most requests waiting for a response, over all connections.
-pub const MAX_PENDING: usize = 65_536;
-/// Most opens remembered, over all sessions.
-pub const MAX_OPENS: usize = 65_536;
-/// Eviction notes are given for the first few only; the rest are counted in the stats.
-const MAX_EVICTION_NOTES: u64 = 10;
 
 /// What a request waits for, with what its response needs to make a record.
 #[derive(Debug)]
@@ -63,6 +59,25 @@ struct PendingReq {
     awaiting: Awaiting,
 }
 
+impl PendingReq {
+    /// Bytes it holds beyond its entry: names, and a decoded SQOS request.
+    fn heap_bytes(&self) -> usize {
+        let name = |n: &Option<String>| n.as_ref().map_or(0, String::len);
+        let awaiting = match &self.awaiting {
+            Awaiting::Create { name: n } => name(n),
+            Awaiting::Sqos {
+                request: Some(r), ..
+            } => {
+                std::mem::size_of::<sqos::Request>()
+                    + r.initiator_name.as_ref().map_or(0, String::len)
+                    + r.initiator_node_name.as_ref().map_or(0, String::len)
+            }
+            _ => 0,
+        };
+        name(&self.file_name) + awaiting
+    }
+}
+
 /// The file a compound chain is working on, for related operations (FileId all ones).
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
@@ -84,13 +99,18 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn new() -> Self {
+    pub fn new(limits: &Limits) -> Self {
         Exchange {
-            pending: PendingTable::new(MAX_PENDING),
-            opens: OpenTable::new(MAX_OPENS),
+            pending: PendingTable::new(limits.max_pending_bytes),
+            opens: OpenTable::new(limits.max_open_bytes),
             sessions: Sessions::new(),
             last_channel: None,
         }
+    }
+
+    /// The pending and open tables' memory shares.
+    pub fn memory(&self) -> [MemoryUse; 2] {
+        [self.pending.share().usage(), self.opens.share().usage()]
     }
 
     /// The session of `h` is used on this connection: a channel, the first time (its setup
@@ -175,9 +195,8 @@ impl Exchange {
             Err(e) => {
                 stats.malformed_bodies += 1;
                 if h.command == Command::IOCTL {
-                    outbox.push(Out::Note(CaptureNote {
-                        frame: ctx.frame,
-                        message: format!(
+                    outbox.note(NoteKind::BodyNotDecoded, ctx.frame, || {
+                        format!(
                             "IOCTL {} msg id {}: body not decoded: {e}",
                             if h.is_response() {
                                 "response"
@@ -185,8 +204,8 @@ impl Exchange {
                                 "request"
                             },
                             h.message_id
-                        ),
-                    }));
+                        )
+                    });
                 }
                 Body::NotDecoded
             }
@@ -253,15 +272,14 @@ impl Exchange {
                         self.replayed(ctx, h, file.0, r, outbox);
                     }
                     if rec.buffer_truncated {
-                        outbox.push(Out::Note(CaptureNote {
-                            frame: ctx.frame,
-                            message: format!(
+                        outbox.note(NoteKind::SqosIncomplete, ctx.frame, || {
+                            format!(
                                 "SQOS request msg id {}: buffer incomplete ({} of {} bytes in the capture)",
                                 h.message_id,
                                 rec.buffer.len(),
                                 io.input_count
-                            ),
-                        }));
+                            )
+                        });
                     }
                     let seq = outbox.push_held(rec);
                     (file, Awaiting::Sqos { seq, request })
@@ -307,22 +325,22 @@ impl Exchange {
             file_name: file.1,
             awaiting,
         };
-        if let Some(((_, id), old)) = self.pending.insert((ctx.conn, h.message_id), req) {
+        let bytes = req.heap_bytes();
+        for ((_, id), old, why) in self.pending.insert((ctx.conn, h.message_id), req, bytes) {
             stats.pending_evicted += 1;
-            if stats.pending_evicted <= MAX_EVICTION_NOTES {
-                outbox.push(Out::Note(CaptureNote {
-                    frame: ctx.frame,
-                    message: format!(
-                        "{} request in frame {} (msg id {id}) forgotten unanswered: {}",
-                        old.command,
-                        old.frame,
-                        if id == h.message_id {
-                            "its MessageId was used again"
-                        } else {
-                            "too many requests outstanding"
-                        }
-                    ),
-                }));
+            match why {
+                // Counted in the pending share, reported once at the end.
+                Evicted::Full => {
+                    self.pending.share_mut().dropped(1, 0, ctx.frame);
+                }
+                Evicted::Replaced => {
+                    outbox.note(NoteKind::Replaced, ctx.frame, || {
+                        format!(
+                            "{} request in frame {} (msg id {id}) forgotten unanswered: its MessageId was used again",
+                            old.command, old.frame,
+                        )
+                    });
+                }
             }
         }
     }
@@ -364,8 +382,10 @@ impl Exchange {
                     tree_id: chain.tree_id,
                 };
                 if let Some(name) = name {
-                    if self.opens.open(session, c.file_id, name.clone()) {
-                        stats.opens_evicted += 1;
+                    let evicted = self.opens.open(session, c.file_id, name.clone());
+                    if evicted > 0 {
+                        stats.opens_evicted += evicted as u64;
+                        self.opens.share_mut().dropped(evicted as u64, 0, ctx.frame);
                     }
                     outbox.push(Out::Open(OpenRecord {
                         frame: ctx.frame,
@@ -548,14 +568,13 @@ impl Exchange {
         }
         stats.sqos_messages += 1;
         if rec.buffer_truncated {
-            outbox.push(Out::Note(CaptureNote {
-                frame: ctx.frame,
-                message: format!(
+            outbox.note(NoteKind::SqosIncomplete, ctx.frame, || {
+                format!(
                     "SQOS response msg id {}: buffer incomplete ({} bytes in the capture)",
                     h.message_id,
                     rec.buffer.len()
-                ),
-            }));
+                )
+            });
         }
         // A final response releases its held request, completing it.
         if let Some(PendingReq {
@@ -602,13 +621,12 @@ impl Exchange {
         for ((_, id), r) in left {
             stats.unanswered_requests += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Note(CaptureNote {
-                    frame,
-                    message: format!(
+                outbox.note(NoteKind::Unanswered, frame, || {
+                    format!(
                         "SQOS request in frame {} (msg id {id}) unanswered when its connection closed",
                         r.frame
-                    ),
-                }));
+                    )
+                });
             }
         }
     }
@@ -639,13 +657,12 @@ impl Exchange {
         stats.sessions_unlisted = self.sessions.unlisted_sessions;
         for ((_, id), r) in &left {
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Note(CaptureNote {
-                    frame: r.frame,
-                    message: format!(
+                outbox.note(NoteKind::Unanswered, r.frame, || {
+                    format!(
                         "SQOS request in frame {} (msg id {id}) unanswered at the end of the capture",
                         r.frame
-                    ),
-                }));
+                    )
+                });
             }
         }
         stats.unanswered_requests += left.len() as u64;
@@ -672,6 +689,6 @@ fn ends(ctx: &MsgCtx, h: &Header) -> (std::net::SocketAddr, std::net::SocketAddr
 
 impl Default for Exchange {
     fn default() -> Self {
-        Self::new()
+        Self::new(&Limits::default())
     }
 }

@@ -832,7 +832,7 @@ fn check_rules_can_count_channels() {
             cap,
             PipelineConfig::default(),
             &plan,
-            flow_analysis(),
+            flow_analysis(Default::default()),
             false,
         )
     };

@@ -30,23 +30,33 @@ fn sqos_bin() -> &'static str {
     env!("CARGO_BIN_EXE_sqos")
 }
 
-/// tshark with the plugin loaded and pointed at `sqos` (the program that analyses).
-fn run_tshark(path: &Path, sqos: &str, args: &[&str]) -> std::process::Output {
-    Command::new("tshark")
-        .arg("-n")
+/// tshark with the plugin loaded and pointed at `sqos` (the program that analyses), reading
+/// `path` with `args`.
+fn tshark_command(path: &Path, sqos: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("tshark");
+    c.arg("-n")
         .arg("-X")
         .arg(format!("lua_script:{}", plugin().display()))
         .args(["-o", &format!("sqosa.sqos:{sqos}")])
         .args(args)
         .arg("-r")
-        .arg(path)
+        .arg(path);
+    c
+}
+
+fn run_tshark(path: &Path, sqos: &str, args: &[&str]) -> std::process::Output {
+    tshark_command(path, sqos, args)
         .output()
         .expect("run tshark")
 }
 
 /// tshark with the plugin and this build's sqos; fails on any Lua or sqosa error.
 fn tshark(path: &Path, args: &[&str]) -> String {
-    let out = run_tshark(path, sqos_bin(), args);
+    checked(path, run_tshark(path, sqos_bin(), args))
+}
+
+/// tshark's output, failing on any Lua or sqosa error.
+fn checked(path: &Path, out: std::process::Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !stderr.contains("Lua: Error")
@@ -125,17 +135,20 @@ fn collect(v: &Value, out: &mut BTreeMap<String, Vec<String>>) {
 }
 
 /// Every `sqosa` subtree of the second pass (`tshark -2`), in frame order.
+/// tshark's arguments for the `sqosa` subtrees of the second pass, as JSON.
+const SECOND_PASS_JSON: [&str; 8] = [
+    "-2",
+    "-Y",
+    "sqosa",
+    "-T",
+    "json",
+    "--no-duplicate-keys",
+    "-J",
+    "frame sqosa",
+];
+
 fn plugin_messages(path: &Path, extra: &[&str]) -> Vec<PluginMsg> {
-    let mut args = vec![
-        "-2",
-        "-Y",
-        "sqosa",
-        "-T",
-        "json",
-        "--no-duplicate-keys",
-        "-J",
-        "frame sqosa",
-    ];
+    let mut args = SECOND_PASS_JSON.to_vec();
     args.extend_from_slice(extra);
     plugin_messages_of(&tshark(path, &args))
 }
@@ -874,9 +887,11 @@ fn sqos_cli(args: &[&str], path: &Path) -> std::process::Output {
         .expect("run sqos")
 }
 
-/// `sqos dissect --format jsonl` → one JSON object per message.
-fn dissect_jsonl(path: &Path) -> Vec<Value> {
-    let out = sqos_cli(&["dissect", "--format", "jsonl"], path);
+/// `sqos dissect --format jsonl [extra]` → one JSON object per message.
+fn dissect_jsonl(path: &Path, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["dissect", "--format", "jsonl"];
+    args.extend_from_slice(extra);
+    let out = sqos_cli(&args, path);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -984,7 +999,7 @@ fn plugin_shows_sqos_on_every_capture() {
     let mut errors = Vec::new();
     let mut compared = 0usize;
     for f in &files {
-        let ours: Vec<_> = dissect_jsonl(f)
+        let ours: Vec<_> = dissect_jsonl(f, &[])
             .iter()
             .map(|v| key_of_cli(v, &sev))
             .collect();
@@ -1158,48 +1173,22 @@ fn plugin_decrypts_with_the_profiles_keys() {
         } else {
             let _ = std::fs::remove_file(&list);
         }
-        let out = Command::new("tshark")
+        let out = tshark_command(&capture, sqos_bin(), &SECOND_PASS_JSON)
             .env("HOME", home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
-            .arg("-n")
-            .arg("-X")
-            .arg(format!("lua_script:{}", plugin().display()))
-            .args(["-o", &format!("sqosa.sqos:{}", sqos_bin())])
-            .args([
-                "-2",
-                "-Y",
-                "sqosa",
-                "-T",
-                "json",
-                "--no-duplicate-keys",
-                "-J",
-                "frame sqosa",
-            ])
-            .arg("-r")
-            .arg(&capture)
             .output()
             .expect("run tshark");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !stderr.contains("Lua") && !stderr.contains("sqosa:"),
-            "{stderr}"
-        );
-        plugin_messages_of(&String::from_utf8_lossy(&out.stdout))
+        plugin_messages_of(&checked(&capture, out))
             .iter()
             .filter(|m| m.get("sqosa.direction").is_some())
             .map(key_of_plugin)
             .collect()
     };
     let sev = plugin_codes();
-    let out = Command::new(sqos_bin())
-        .args(["dissect", "--format", "jsonl", "--keys"])
-        .arg(&keys)
-        .arg(&capture)
-        .output()
-        .expect("run sqos");
-    let ours: Vec<_> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| key_of_cli(&serde_json::from_str(l).expect("jsonl"), &sev))
+    let keys_arg = keys.display().to_string();
+    let ours: Vec<_> = dissect_jsonl(&capture, &["--keys", &keys_arg])
+        .iter()
+        .map(|v| key_of_cli(v, &sev))
         .collect();
     assert!(ours.len() >= 6, "{ours:?}");
     assert_eq!(shown(true), ours);
