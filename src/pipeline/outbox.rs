@@ -75,10 +75,11 @@ pub enum NoteKind {
     Unanswered,
     Replaced,
     Sealed,
+    Compressed,
 }
 
 impl NoteKind {
-    const COUNT: usize = 10;
+    const COUNT: usize = 11;
 
     fn describe(self) -> &'static str {
         match self {
@@ -92,6 +93,7 @@ impl NoteKind {
             NoteKind::Unanswered => "SQOS requests without a response",
             NoteKind::Replaced => "requests whose MessageId was used again",
             NoteKind::Sealed => "encrypted messages or sessions not decrypted",
+            NoteKind::Compressed => "compressed messages not decompressed",
         }
     }
 }
@@ -163,6 +165,7 @@ impl Outbox {
             NoteKind::Unanswered,
             NoteKind::Replaced,
             NoteKind::Sealed,
+            NoteKind::Compressed,
         ];
         for kind in kinds {
             let n = self.notes_by_kind[kind as usize];
@@ -255,6 +258,10 @@ impl Outbox {
 
     /// Deliver what is ready, applying the time window and the queue bound.
     pub fn drain<S: RecordSink>(&mut self, now: Timestamp, sink: &mut S) {
+        if self.queue.is_empty() {
+            // Most frames make no record: nothing to do.
+            return;
+        }
         loop {
             self.deliver_ready(sink);
             let Some(front) = self.queue.front() else {

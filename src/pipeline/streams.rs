@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use foldhash::fast::FixedState;
+
 use super::exchange::{Chain, Exchange};
 use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
@@ -13,7 +15,7 @@ use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
-use crate::smb2::framer::{SealCtx, SealOutcome};
+use crate::smb2::framer::{CompressOutcome, SealCtx, SealOutcome};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
 
 /// Most connections listed one by one in per-connection statistics.
@@ -25,7 +27,9 @@ pub const OTHER_SESSIONS: &str = "(other sessions)";
 
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
-    framers: HashMap<(ConnId, Dir), Framer>,
+    /// Looked up for every chunk of stream data: hashed with foldhash, not SipHash (the keys
+    /// are our own connection numbers, nothing an attacker chooses to collide).
+    framers: HashMap<(ConnId, Dir), Framer, FixedState>,
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     framer_bytes: Share,
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
@@ -48,7 +52,7 @@ impl Smb2Layer {
     pub fn new(limits: Limits, keys: Arc<KeyRing>) -> Self {
         Smb2Layer {
             framer_cfg: limits.framer,
-            framers: HashMap::new(),
+            framers: HashMap::with_hasher(FixedState::default()),
             framer_bytes: Share::new(Kind::Framers, limits.max_framer_bytes),
             conns: BTreeMap::new(),
             max_connections: limits.max_connections.max(1),
@@ -196,7 +200,9 @@ impl Smb2Layer {
                 session_id,
                 outcome,
             } => self.on_encrypted(conn, frame, *len, *session_id, outcome),
-            FramerEvent::Compressed { .. } => self.stats.compressed_messages += 1,
+            FramerEvent::Compressed { len, outcome } => {
+                self.on_compressed(conn, dir, frame, *len, outcome)
+            }
             FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,
             FramerEvent::SessionControl { .. } => {}
             FramerEvent::Resynced { skipped } => {
@@ -230,6 +236,48 @@ impl Smb2Layer {
                 });
             }
         }
+    }
+
+    fn on_compressed(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        len: u32,
+        outcome: &CompressOutcome,
+    ) {
+        self.stats.compressed_messages += 1;
+        let why = match outcome {
+            CompressOutcome::Decompressed {
+                algorithms,
+                chained,
+                ..
+            } => {
+                self.stats.decompressed_messages += 1;
+                for a in algorithms {
+                    *self
+                        .stats
+                        .compressed_by_algorithm
+                        .entry(a.to_string())
+                        .or_insert(0) += 1;
+                }
+                if *chained {
+                    self.stats.compressed_chained += 1;
+                }
+                return;
+            }
+            CompressOutcome::Failed(e) => e.to_string(),
+            CompressOutcome::Incomplete => {
+                "incomplete (lost bytes or the buffering bound)".to_string()
+            }
+        };
+        self.stats.undecompressed_messages += 1;
+        self.note(NoteKind::Compressed, frame, |s| {
+            format!(
+                "{}: compressed message of {len} bytes not decompressed: {why}",
+                s.dir_label(conn, dir)
+            )
+        });
     }
 
     fn on_encrypted(

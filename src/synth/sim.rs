@@ -18,6 +18,7 @@ use super::scenario::{
 use super::seal::Sealer;
 use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
+use super::squeeze::Squeezer;
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
 use crate::smb2::crypto::{Cipher, SessionKeys};
@@ -316,6 +317,8 @@ pub struct Sim<'c, W: Write> {
     drops: Vec<(usize, DropKind, Time)>,
     /// `--encrypt`: every session is encrypted with this cipher.
     encrypt: Option<Cipher>,
+    /// `--compress`: every connection negotiates compression and compresses its messages.
+    squeeze: Option<Squeezer>,
 }
 
 impl<'c, W: Write> Sim<'c, W> {
@@ -395,7 +398,14 @@ impl<'c, W: Write> Sim<'c, W> {
             armed: Vec::new(),
             drops: Vec::new(),
             encrypt: None,
+            squeeze: None,
         }
+    }
+
+    /// Compress messages (SMB 3.1.1 hosts) as `squeeze` says.
+    pub fn compressed(mut self, squeeze: Option<Squeezer>) -> Self {
+        self.squeeze = squeeze;
+        self
     }
 
     /// Encrypt every session (after its SESSION_SETUP) with `cipher`.
@@ -417,6 +427,13 @@ impl<'c, W: Write> Sim<'c, W> {
     ) -> Vec<Part> {
         let Some((h, primary)) = self.chans.get(ch).map(|c| (c.host, c.index == 0)) else {
             return parts;
+        };
+        // Compressed first when compression is on (MS-SMB2 3.1.4.3: compress, then encrypt).
+        let parts = match (&self.squeeze, self.c.hosts.get(h)) {
+            (Some(z), Some(spec)) if spec.smb_dialect == smb2::DIALECT_311 => {
+                z.outgoing(parts, self.wire.filler())
+            }
+            _ => parts,
         };
         if !primary && matches!(command, smb2::NEGOTIATE | smb2::SESSION_SETUP) {
             return parts;
@@ -804,7 +821,18 @@ impl<'c, W: Write> Sim<'c, W> {
         } else {
             smb2::CIPHERS_128
         };
-        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
+        let mut body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
+        if let Some(z) = self
+            .squeeze
+            .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
+        {
+            smb2::add_compression_context(
+                &mut body,
+                smb2::NEGOTIATE_REQUEST_CONTEXT_COUNT_AT,
+                &z.algorithm_ids(),
+                z.chained,
+            );
+        }
         let hdr = self.client_header(ch, smb2::NEGOTIATE, 0);
         self.client_send(ch, ready, hdr, &body, 0, ReqKind::Negotiate);
     }
@@ -1640,7 +1668,7 @@ impl<'c, W: Write> Sim<'c, W> {
                 let guid =
                     *uuid::Uuid::from_u128(0x5f0f_5e77_0000_4000_8000_0000_0000_0100).as_bytes();
                 let salt = self.salt();
-                let body = smb2::negotiate_response(
+                let mut body = smb2::negotiate_response(
                     spec.smb_dialect,
                     &guid,
                     reply,
@@ -1648,6 +1676,17 @@ impl<'c, W: Write> Sim<'c, W> {
                     &salt,
                     self.encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
                 );
+                if let Some(z) = self
+                    .squeeze
+                    .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
+                {
+                    smb2::add_compression_context(
+                        &mut body,
+                        smb2::NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT,
+                        &z.algorithm_ids(),
+                        z.chained,
+                    );
+                }
                 self.server_send(ch, reply, hdr, &body, 0, RespKind::Negotiate);
             }
             ReqKind::Session(round) => {

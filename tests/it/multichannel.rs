@@ -17,7 +17,7 @@ use sqos::pipeline::{
     CaptureNote, ChannelEnd, ChannelEvent, ChannelJoin, ChannelRecord, IoRecord, OpenRecord,
     Pipeline, PipelineConfig, RecordSink, SqosRecord, Stats,
 };
-use sqos::run::run_capture;
+use sqos::run::run_path;
 use sqos::sqos::{Options, Status};
 use sqos::synth::{generate, DropKind, Scenario, SynthArgs, Truth};
 
@@ -586,7 +586,7 @@ fn analyzed(args: &SynthArgs) -> (Analysis, Truth) {
     ));
     std::fs::write(&path, bytes).expect("temp capture");
     let mut a = Analyzer::default();
-    let r = run_capture(&path, PipelineConfig::default(), &mut a, false);
+    let r = run_path(&path, PipelineConfig::default(), &mut a);
     let _ = std::fs::remove_file(&path);
     assert!(r.is_ok());
     (a.finish(), truth)
@@ -833,7 +833,7 @@ fn check_rules_can_count_channels() {
             PipelineConfig::default(),
             &plan,
             flow_analysis(Default::default()),
-            false,
+            &mut sqos::run::no_progress,
         )
     };
     let v = judge(&multichannel_capture());
@@ -860,7 +860,7 @@ fn check_rules_can_count_channels() {
 fn zeek_multichannel_channels_and_binding_are_recognised() {
     let cap = need::real_capture("zeek-smb3_multichannel.pcap");
     let mut sink = Collect::default();
-    let r = run_capture(&cap, PipelineConfig::default(), &mut sink, false).expect("read");
+    let r = run_path(&cap, PipelineConfig::default(), &mut sink).expect("read");
     let sessions = &r.stats.sessions;
     assert_eq!(sessions.len(), 1);
     let s = &sessions[0];
@@ -923,7 +923,7 @@ fn samba_multichannel_32_channels_of_one_session() {
     let cap =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("captures/real/smb311-multichannel.pcap");
     let mut sink = Collect::default();
-    let r = run_capture(&cap, PipelineConfig::default(), &mut sink, false).expect("read");
+    let r = run_path(&cap, PipelineConfig::default(), &mut sink).expect("read");
     let ids: Vec<u64> = r.stats.sessions.iter().map(|s| s.session_id).collect();
     assert_eq!(ids, vec![0xbbb5_2830, 0xbecf_07c1]);
     let s = &r.stats.sessions[0];
@@ -985,12 +985,7 @@ fn encrypted_multichannel_decrypts_on_every_channel() {
     let sum = sqos::synth::run(&args).expect("synth");
     let keys = tmp.path().join("mc.keys");
     let mut a = Analyzer::default();
-    let r = run_capture(
-        &args.output,
-        crate::support::with_keys(&[&keys]),
-        &mut a,
-        false,
-    )
+    let r = run_path(&args.output, crate::support::with_keys(&[&keys]), &mut a)
     .expect("read");
     assert!(r.stats.encrypted_messages > 0);
     assert_eq!(r.stats.undecrypted(), 0);
