@@ -985,8 +985,7 @@ fn encrypted_multichannel_decrypts_on_every_channel() {
     let sum = sqos::synth::run(&args).expect("synth");
     let keys = tmp.path().join("mc.keys");
     let mut a = Analyzer::default();
-    let r = run_path(&args.output, crate::support::with_keys(&[&keys]), &mut a)
-    .expect("read");
+    let r = run_path(&args.output, crate::support::with_keys(&[&keys]), &mut a).expect("read");
     assert!(r.stats.encrypted_messages > 0);
     assert_eq!(r.stats.undecrypted(), 0);
     assert_eq!(r.stats.decrypted_messages, r.stats.encrypted_messages);
@@ -1004,4 +1003,27 @@ fn encrypted_multichannel_decrypts_on_every_channel() {
     let (_, again, truth) = generate(&args, Vec::new()).expect("generate");
     assert_eq!(again.frames, sum.frames);
     crate::analysis_synth::check_against_truth(&a, &truth, true);
+}
+
+/// `sqos plot`: each panel of a flow on several channels says how many, and a channel that
+/// failed under the flow is a line at the time it failed, titled with its addresses, how and
+/// the frame (HV01's third channel reset at frame 4837, HV02's second silent after 6660).
+#[test]
+fn plot_shows_the_channel_count_and_where_a_channel_failed() {
+    use sqos::output::plot::{iops_svg, PlotOptions};
+    let mut a = Analyzer::default();
+    run_path(&multichannel_capture(), PipelineConfig::default(), &mut a).expect("read");
+    let svg = iops_svg(&a.finish(), &PlotOptions::default());
+    assert_eq!(svg.matches(" · 4 channels · ").count(), 2, "{svg}");
+    assert_eq!(svg.matches(" · 2 channels · ").count(), 2, "{svg}");
+    let ended: Vec<&str> = svg
+        .match_indices("<title>channel ")
+        .map(|(i, _)| {
+            let t = &svg[i + 7..];
+            &t[..t.find("</title>").unwrap_or(0)]
+        })
+        .collect();
+    let reset = "channel 10.0.2.11:50532 → 10.0.2.100:445 ended (rst) at frame 4837";
+    let silent = "channel 10.0.1.12:50214 → 10.0.1.100:445 ended (silence) at frame 6660";
+    assert_eq!(ended, [reset, reset, silent, silent], "{svg}");
 }
