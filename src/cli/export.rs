@@ -13,7 +13,9 @@ use sqos::output::csv::{
 };
 use sqos::output::flows::{flow_json, series_row_json};
 use sqos::output::json::record_json;
-use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
+use sqos::pipeline::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
+};
 use sqos::run::CaptureSink;
 
 use super::out::RecordOut;
@@ -174,6 +176,9 @@ impl RecordSink for Series {
     fn on_io(&mut self, rec: &IoRecord) {
         self.analyzer.on_io(rec);
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);
     }
@@ -264,5 +269,5 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }
