@@ -135,6 +135,8 @@ impl RecordSink for Messages {
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.0.write(|| record_json(&rec), || message_flat(&rec));
     }
+    // Message rows carry their connection; the channels are the flows' business.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
 }
 impl CaptureSink for Messages {
     fn done(&mut self) -> bool {

@@ -239,7 +239,9 @@ pub trait RecordSink {
     fn on_open(&mut self, _rec: &OpenRecord) {}
     fn on_close(&mut self, _rec: &CloseRecord) {}
     fn on_io(&mut self, _rec: &IoRecord) {}
-    fn on_channel(&mut self, _rec: &ChannelRecord) {}
+    /// No default: five faces once forwarded everything else to the analyzer and silently
+    /// dropped the channels; each sink now says what it does with them.
+    fn on_channel(&mut self, rec: &ChannelRecord);
     fn on_note(&mut self, _note: &CaptureNote) {}
 }
 
