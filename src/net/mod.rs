@@ -12,5 +12,5 @@ mod stream;
 
 pub use conn::{ConnId, ConnKey, Dir};
 pub use reassembly::{CloseKind, NetNote, Reassembler, ReassemblyConfig, StreamSink};
-pub use stats::ReassemblyStats;
 pub use segment::{decode_tcp, NetError, TcpFlags, TcpSegment};
+pub use stats::ReassemblyStats;

@@ -15,10 +15,12 @@ use super::capfile::CaptureWriter;
 use super::packet::Endpoint;
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
+use super::seal::Sealer;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
-use super::wire::{ConnSpec, NetConfig, Side, Time, Wire};
+use super::wire::{ConnSpec, NetConfig, Part, Side, Time, Wire};
 use super::SynthSummary;
+use crate::smb2::crypto::Cipher;
 use crate::sqos::{encode_request_with, encode_response, NamePlacement};
 
 pub const IO_SIZE: u32 = 65_536;
@@ -42,6 +44,7 @@ pub fn generate<W: Write>(
     net: &NetConfig,
     size: u64,
     ipv6: bool,
+    encrypt: Option<Cipher>,
 ) -> io::Result<(W, SynthSummary, Truth)> {
     let mut wire = Wire::new(writer, net.clone(), Rng::new(0x1a76e));
     let (cip, sip) = if ipv6 {
@@ -84,6 +87,7 @@ pub fn generate<W: Write>(
         owd,
         mid: 0,
         session,
+        sealer: encrypt.map(|c| Sealer::new(c, smb2::DIALECT_311, *b"sqos-large-bench")),
     };
     let guid = *Uuid::from_u128(0x3d6a_2b11_7c44_4a0e_9e2f_0c1d_2e3f_4a5b).as_bytes();
     let salt = [0x42; 32];
@@ -91,19 +95,35 @@ pub fn generate<W: Write>(
     let steps: Vec<(u16, Vec<u8>, u32, Vec<u8>)> = vec![
         (
             smb2::NEGOTIATE,
-            smb2::negotiate_request(d311, &guid, &salt),
+            smb2::negotiate_request(
+                d311,
+                &guid,
+                &salt,
+                if encrypt.is_some() {
+                    smb2::CIPHERS_ALL
+                } else {
+                    smb2::CIPHERS_128
+                },
+            ),
             0,
-            smb2::negotiate_response(d311, &guid, t, EPOCH_US - 86_400_000_000, &salt),
+            smb2::negotiate_response(
+                d311,
+                &guid,
+                t,
+                EPOCH_US - 86_400_000_000,
+                &salt,
+                encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
+            ),
         ),
         (
             smb2::SESSION_SETUP,
-            smb2::session_setup_request(),
+            smb2::session_setup_request(0),
             smb2::STATUS_MORE_PROCESSING_REQUIRED,
             smb2::session_setup_response(),
         ),
         (
             smb2::SESSION_SETUP,
-            smb2::session_setup_request(),
+            smb2::session_setup_request(0),
             0,
             smb2::session_setup_response(),
         ),
@@ -196,6 +216,7 @@ pub fn generate<W: Write>(
             t = next;
         }
     }
+    let keys = st.sealer.as_ref().and_then(Sealer::session_keys);
     let (w, traces, frames, bytes) = st.wire.finish()?;
     let tr = |tag: Option<u32>| tag.and_then(|t| traces.get(t as usize)).copied();
     let mut truth = Truth {
@@ -214,7 +235,12 @@ pub fn generate<W: Write>(
         initiator_node_name: "HV01.contoso.local".into(),
         host: "HV01.contoso.local".into(),
         dialect: Dialect::V1_1,
-        file_names: vec!["vm01\\disk0.vhdx".into()],
+        file_names: vec!["\\\\sofs\\vms\\vm01\\disk0.vhdx".into()],
+        channels: vec![format!(
+            "{} → {}",
+            std::net::SocketAddr::new(spec.client.ip, spec.client.port),
+            std::net::SocketAddr::new(spec.server.ip, spec.server.port)
+        )],
         obeys_limits: true,
         policies: Vec::new(),
         updates: Vec::new(),
@@ -227,9 +253,10 @@ pub fn generate<W: Write>(
         truth.messages.push(MessageTruth {
             host: "HV01.contoso.local".into(),
             logical_flow_id: Some(flow_id),
-            file_name: Some("vm01\\disk0.vhdx".into()),
+            file_name: Some("\\\\sofs\\vms\\vm01\\disk0.vhdx".into()),
             request_frame: q.and_then(|x| x.frame),
             request_time: truth::secs(q.map_or(p.sent, |x| x.ts)),
+            replay_request_frames: Vec::new(),
             response_frame: r.and_then(|x| x.frame),
             response_time: r.map(|x| truth::secs(x.ts)),
             protocol_version: p.req.protocol_version.0,
@@ -281,6 +308,7 @@ pub fn generate<W: Write>(
         sqos_requests: truth.totals.sqos_requests,
         ios: truth.totals.ios,
         io_bytes: moved,
+        keys: keys.into_iter().collect(),
         ..SynthSummary::default()
     };
     Ok((w, summary, truth))
@@ -293,6 +321,7 @@ struct Stream<W: Write> {
     owd: u64,
     mid: u64,
     session: u64,
+    sealer: Option<Sealer>,
 }
 
 impl<W: Write> Stream<W> {
@@ -321,6 +350,14 @@ impl<W: Write> Stream<W> {
         h
     }
 
+    /// A message as it goes on the wire: sealed once the session is encrypted.
+    fn sealed(&mut self, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
+        match self.sealer.as_mut() {
+            Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
+            None => parts,
+        }
+    }
+
     /// Request → response with one outstanding: (request tag, request's last frame time,
     /// response tag, time the client has the response). Bodies come with their filler length.
     fn exchange(
@@ -332,26 +369,24 @@ impl<W: Write> Stream<W> {
         resp: (Vec<u8>, usize),
     ) -> io::Result<(u32, Time, u32, Time)> {
         self.wire.flush_before(t)?;
-        let d = self.wire.send(
-            self.conn,
-            Side::Client,
-            t,
-            vec![smb2::message(&h, &req.0, req.1)],
-        );
+        let msg = self.sealed(true, smb2::message(&h, &req.0, req.1));
+        let d = self.wire.send(self.conn, Side::Client, t, vec![msg]);
         let (qtag, qat) = d.first().map_or((0, t), |d| (d.tag, d.at));
+        // The server names the new tree in the TREE_CONNECT response's header.
         let rh = Header {
             status,
             response: true,
+            tree_id: if h.command == smb2::TREE_CONNECT {
+                1
+            } else {
+                h.tree_id
+            },
             ..h
         };
         let server_t = qat + 90 + (resp.1 + req.1) as u64 / 2500;
         self.wire.flush_before(qat)?;
-        let r = self.wire.send(
-            self.conn,
-            Side::Server,
-            server_t,
-            vec![smb2::message(&rh, &resp.0, resp.1)],
-        );
+        let msg = self.sealed(false, smb2::message(&rh, &resp.0, resp.1));
+        let r = self.wire.send(self.conn, Side::Server, server_t, vec![msg]);
         let (rtag, rat) = r.first().map_or((0, server_t), |d| (d.tag, d.at));
         Ok((qtag, qat.saturating_sub(self.owd), rtag, rat))
     }

@@ -14,9 +14,11 @@ pub mod large;
 pub mod packet;
 pub mod rng;
 pub mod scenario;
+pub mod seal;
 pub mod server;
 pub mod sim;
 pub mod smb2;
+pub mod squeeze;
 pub mod truth;
 pub mod wire;
 
@@ -28,7 +30,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 pub use capfile::Format;
-pub use scenario::Scenario;
+pub use scenario::{DropKind, Scenario};
 pub use truth::Truth;
 
 use capfile::{CaptureWriter, FileConfig};
@@ -62,6 +64,10 @@ pub struct SynthArgs {
     /// Virtual disks (logical flows) per VM.
     #[arg(long)]
     pub disks: Option<u32>,
+    /// SMB3 multichannel: channels (connections, each over its own pair of NICs) per host's
+    /// session, 1 to 4 (default 1; `multichannel`: 4, 2, 3, …).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub channels: Option<u32>,
     /// Capture length in seconds.
     #[arg(long)]
     pub duration: Option<f64>,
@@ -107,6 +113,22 @@ pub struct SynthArgs {
     /// Write the generator's ground truth (JSON) here.
     #[arg(long)]
     pub truth: Option<PathBuf>,
+    /// Encrypt every SMB3 session (after its SESSION_SETUP) with this cipher. AES-128-CCM
+    /// keeps the scenario's SMB dialects (3.0.2 and 3.1.1); the others need 3.1.1, which every
+    /// host then speaks.
+    #[arg(long, value_enum, value_name = "CIPHER")]
+    pub encrypt: Option<seal::CipherArg>,
+    /// Write the sessions' keys here, as Wireshark's "SMB2 Secret Keys" file (for `--keys`).
+    #[arg(long, value_name = "FILE", requires = "encrypt")]
+    pub keys_out: Option<PathBuf>,
+    /// Negotiate SMB 3.1.1 compression with this algorithm (every host then speaks 3.1.1)
+    /// and send every message after SESSION_SETUP compressed when that makes it smaller.
+    #[arg(long, value_enum, value_name = "ALGO")]
+    pub compress: Option<squeeze::CompressArg>,
+    /// With `--compress`: negotiate chained compression (and Pattern_V1) and send chained
+    /// messages.
+    #[arg(long, requires = "compress")]
+    pub chained: bool,
 }
 
 /// `--sqos-dialect` values.
@@ -139,6 +161,7 @@ impl SynthArgs {
             hosts: None,
             vms: None,
             disks: None,
+            channels: None,
             duration: None,
             loss: None,
             loss_no_retransmit: false,
@@ -154,6 +177,10 @@ impl SynthArgs {
             big_io: false,
             sqos_dialect: None,
             truth: None,
+            encrypt: None,
+            keys_out: None,
+            compress: None,
+            chained: false,
         }
     }
 }
@@ -180,6 +207,9 @@ pub struct SynthSummary {
     pub sqos_requests: u64,
     pub ios: u64,
     pub io_bytes: u64,
+    /// `--encrypt`: the keys of every session (written by `--keys-out`).
+    #[serde(skip)]
+    pub keys: Vec<crate::smb2::crypto::SessionKeys>,
 }
 
 /// Parses `1GiB`, `512MiB`, `64KiB`, `10MB`, `123`.
@@ -270,6 +300,7 @@ pub fn command_line(args: &SynthArgs) -> String {
     opt("hosts", args.hosts.map(|v| v.to_string()));
     opt("vms", args.vms.map(|v| v.to_string()));
     opt("disks", args.disks.map(|v| v.to_string()));
+    opt("channels", args.channels.map(|v| v.to_string()));
     opt("duration", args.duration.map(|v| v.to_string()));
     opt("loss", args.loss.map(|v| v.to_string()));
     opt("reorder", args.reorder.map(|v| v.to_string()));
@@ -277,6 +308,16 @@ pub fn command_line(args: &SynthArgs) -> String {
     opt("interfaces", args.interfaces.map(|v| v.to_string()));
     opt("snaplen", args.snaplen.map(|v| v.to_string()));
     opt("mss", (args.mss != 1448).then(|| args.mss.to_string()));
+    opt(
+        "encrypt",
+        args.encrypt
+            .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
+    );
+    opt(
+        "compress",
+        args.compress
+            .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
+    );
     opt(
         "sqos-dialect",
         args.sqos_dialect.map(|d| match d {
@@ -288,6 +329,7 @@ pub fn command_line(args: &SynthArgs) -> String {
         ("loss-no-retransmit", args.loss_no_retransmit),
         ("ipv6", args.ipv6),
         ("midstream", args.midstream),
+        ("chained", args.chained),
         ("delayed-ack", args.delayed_ack),
         ("nanos", args.nanos),
         ("big-io", args.big_io),
@@ -368,6 +410,16 @@ pub fn generate<W: Write>(
         ..NetConfig::default()
     };
     let (sink, summary, mut truth) = match args.scenario {
+        Scenario::SpecExamples if args.encrypt.is_some() || args.compress.is_some() => {
+            return Err(SynthError::InvalidArgs(
+                "--encrypt and --compress do not apply to spec-examples (no session setup)".into(),
+            ));
+        }
+        Scenario::Large if args.compress.is_some() => {
+            return Err(SynthError::InvalidArgs(
+                "--compress does not apply to the large scenario yet".into(),
+            ));
+        }
         Scenario::SpecExamples => {
             let wire = Wire::new(writer, net, rng.fork(7));
             let dialect = args
@@ -377,7 +429,8 @@ pub fn generate<W: Write>(
         }
         Scenario::Large => {
             let size = args.size.unwrap_or(1 << 30);
-            large::generate(writer, &net, size, args.ipv6).map_err(io_err)?
+            let cipher = args.encrypt.map(seal::CipherArg::cipher);
+            large::generate(writer, &net, size, args.ipv6, cipher).map_err(io_err)?
         }
         _ => {
             let shape = scenario::Shape {
@@ -388,6 +441,7 @@ pub fn generate<W: Write>(
                 ipv6: args.ipv6,
                 interfaces,
                 sizes_up_to_1mib: args.big_io,
+                channels: args.channels,
             };
             let mut crng = rng.fork(3);
             let mut cluster = scenario::build(args.scenario, &shape, &mut crng);
@@ -396,13 +450,28 @@ pub fn generate<W: Write>(
                     h.sqos = d.dialect();
                 }
             }
+            let cipher = args.encrypt.map(seal::CipherArg::cipher);
+            let squeeze = args.compress.map(|a| squeeze::Squeezer {
+                algorithm: a.algorithm(),
+                chained: args.chained,
+            });
+            if squeeze.is_some()
+                || cipher.is_some_and(|c| c != crate::smb2::crypto::Cipher::Aes128Ccm)
+            {
+                // Compression is SMB 3.1.1's; SMB 3.0.2 encrypts with AES-128-CCM only.
+                for h in cluster.hosts.iter_mut() {
+                    h.smb_dialect = smb2::DIALECT_311;
+                }
+            }
             let mut net = net;
             if args.midstream {
                 net.capture_from = Some(cluster.start + cluster.duration_us * 3 / 10);
             }
             let capture_from = net.capture_from;
             let wire = Wire::new(writer, net, rng.fork(4));
-            let sim = sim::Sim::new(&cluster, wire, rng.fork(5));
+            let sim = sim::Sim::new(&cluster, wire, rng.fork(5))
+                .encrypted(cipher)
+                .compressed(squeeze);
             let (sink, res) = sim.run().map_err(io_err)?;
             let mut truth = res.truth(&cluster);
             truth.capture = truth::CaptureInfo {
@@ -423,6 +492,7 @@ pub fn generate<W: Write>(
                 sqos_requests: truth.totals.sqos_requests,
                 ios: truth.totals.ios,
                 io_bytes: truth.totals.bytes_read + truth.totals.bytes_written,
+                keys: res.keys,
                 ..SynthSummary::default()
             };
             (sink, summary, truth)
@@ -457,6 +527,10 @@ pub fn run(args: &SynthArgs) -> Result<SynthSummary, SynthError> {
         serde_json::to_writer_pretty(&mut w, &truth)?;
         w.write_all(b"\n").map_err(io_err(path))?;
         w.flush().map_err(io_err(path))?;
+    }
+    if let Some(path) = &args.keys_out {
+        std::fs::write(path, crate::smb2::crypto::keys::key_file(&summary.keys))
+            .map_err(io_err(path))?;
     }
     Ok(summary)
 }
