@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod capture;
 pub mod check;
+pub mod filter;
 pub mod net;
 pub mod output;
 pub mod pipeline;

@@ -6,12 +6,18 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::capture::{CaptureError, CaptureReader, Timestamp};
+use crate::capture::{CaptureError, CaptureFormat, CaptureReader, Timestamp};
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
 
 /// A record sink that also wants to know when the capture starts (for relative times).
 pub trait CaptureSink: RecordSink {
     fn on_first_frame(&mut self, _ts: Timestamp) {}
+    /// The container format, once the capture's header is read.
+    fn on_format(&mut self, _format: CaptureFormat) {}
+    /// False once the sink has all it wants (`-c N`): reading stops there, cleanly.
+    fn wants_more(&self) -> bool {
+        true
+    }
 }
 
 /// How reading a capture ended.
@@ -24,11 +30,26 @@ pub enum Ending {
 }
 
 /// The capture could not be used at all (missing file, not a capture).
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+#[derive(Debug)]
 pub struct Unusable {
     pub path: String,
     pub source: CaptureError,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            // That error names the file already.
+            CaptureError::Open { .. } => write!(f, "{}", self.source),
+            other => write!(f, "{}: {other}", self.path),
+        }
+    }
+}
+
+impl std::error::Error for Unusable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 pub struct RunResult {
@@ -57,6 +78,7 @@ pub fn run_capture<S: CaptureSink>(
         source,
     };
     let mut reader = CaptureReader::open(path).map_err(unusable)?;
+    sink.on_format(reader.format());
     let bar = progress_bar(path, progress);
     let mut pipeline = Pipeline::new(cfg);
     let mut ending = Ending::Clean;
@@ -66,7 +88,10 @@ pub fn run_capture<S: CaptureSink>(
                 if frame.number == 1 {
                     sink.on_first_frame(frame.ts);
                 }
-                pipeline.push_frame(&frame, sink)
+                pipeline.push_frame(&frame, sink);
+                if !sink.wants_more() {
+                    break;
+                }
             }
             Ok(None) => break,
             Err(e) => {

@@ -76,6 +76,8 @@ fn exchange(
         buffer: Vec::new(),
         buffer_truncated: false,
         body: SqosBody::NoBuffer,
+        first_frame: None,
+        frame_copy: None,
     };
     let mut q = base(frame, t, Direction::Request);
     q.buffer = encode_request(&req);

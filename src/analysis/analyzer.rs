@@ -142,6 +142,33 @@ impl Analyzer {
         self.flows.get(id).map(|f| &**f)
     }
 
+    /// The flow a message concerns, judged before it is fed: a response's is its request's; a
+    /// request's the one it associates, else its open's, else the one it names.
+    pub fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
+        let key = open_key(rec.conn, rec.session_id, rec.file_id);
+        let assoc = key
+            .and_then(|k| self.opens.get(&k))
+            .map_or(Association::Unknown, |o| o.association);
+        let named = |id: Uuid| (!id.is_nil()).then_some(id);
+        match &rec.body {
+            SqosBody::Request(d) => match &d.message {
+                Some(r) => request_flow(r, assoc),
+                None => assoc.flow(),
+            },
+            SqosBody::Response(d) => self
+                .pending
+                .get(&(rec.conn, rec.msg_id))
+                .and_then(|p| p.flow)
+                .or(assoc.flow())
+                .or_else(|| d.message.as_ref().and_then(|m| named(m.logical_flow_id))),
+            SqosBody::NoBuffer => self
+                .pending
+                .get(&(rec.conn, rec.msg_id))
+                .and_then(|p| p.flow)
+                .or(assoc.flow()),
+        }
+    }
+
     /// Opens followed now.
     pub fn open_count(&self) -> usize {
         self.opens.len()
@@ -785,6 +812,9 @@ impl RecordSink for Analyzer {
     fn on_note(&mut self, _note: &CaptureNote) {
         self.capture_notes += 1;
     }
+
+    /// Nothing was lost: intervals stay comparable.
+    fn on_info(&mut self, _note: &CaptureNote) {}
 }
 
 impl CaptureSink for Analyzer {

@@ -10,7 +10,7 @@ pub mod link;
 pub mod source;
 pub mod writer;
 
-pub use frame::{Frame, Timestamp};
+pub use frame::{Frame, FrameCopy, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
 pub use source::{CaptureError, CaptureFormat, CaptureReader};
 pub use writer::{PcapOptions, PcapWriter, PcapngWriter, TsPrecision};

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use sqos::analysis::{Analyzer, AnalyzerConfig};
+use sqos::analysis::{Analyzer, AnalyzerConfig, FlowState};
 use sqos::capture::Timestamp;
+use sqos::filter::select::MessageSink;
+use sqos::filter::{Context, Filter, FlowSelect, MessageSelect, Subject};
 use sqos::output::csv::{
     flow_flat, message_flat, CsvTable, FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
 };
@@ -17,6 +19,7 @@ use sqos::output::json::record_json;
 use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
 use sqos::run::{run_capture, CaptureSink};
 
+use super::filter::FilterArgs;
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -36,9 +39,16 @@ pub enum ExportFormat {
 }
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos export captures/steady.pcap.gz --what messages --format csv -o messages.csv
+  sqos export capture.pcap --what series --vm vm01 --format csv -o vm01.csv
+  sqos export capture.pcap --what flows -Y 'finding_codes' --format jsonl")]
 pub struct ExportArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
     #[arg(long, value_enum)]
     what: What,
     #[arg(long, value_enum, default_value = "jsonl")]
@@ -116,24 +126,40 @@ impl RecordSink for Messages {
     }
 }
 impl CaptureSink for Messages {}
+impl MessageSink for Messages {}
 
 /// Series: the analyzer streams each finished interval row.
 struct Series {
     analyzer: Analyzer,
     sink: Sink,
+    filter: Option<Filter>,
+    start: Timestamp,
 }
 
 impl Series {
     fn drain(&mut self) {
         for (id, row) in self.analyzer.drain_rows() {
-            let name = self
-                .analyzer
-                .flow(&id)
-                .and_then(|f| f.initiator_name.clone());
+            let flow = self.analyzer.flow(&id);
+            let name = flow.and_then(|f| f.initiator_name.clone());
             let v = series_row_json(id, name.as_deref(), &row);
-            let v2 = v.clone();
-            self.sink.write(|| v, || flat_of(v2));
+            if row_kept(self.filter.as_ref(), &v, flow, self.start) {
+                let v2 = v.clone();
+                self.sink.write(|| v, || flat_of(v2));
+            }
         }
+    }
+}
+
+fn row_kept(
+    filter: Option<&Filter>,
+    row: &serde_json::Value,
+    flow: Option<&FlowState>,
+    start: Timestamp,
+) -> bool {
+    match (filter, row) {
+        (None, _) => true,
+        (Some(f), serde_json::Value::Object(m)) => f.matches(&Subject::row(m, flow, start)),
+        (Some(_), _) => false,
     }
 }
 
@@ -154,9 +180,13 @@ impl RecordSink for Series {
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);
     }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.analyzer.on_info(note);
+    }
 }
 impl CaptureSink for Series {
     fn on_first_frame(&mut self, ts: Timestamp) {
+        self.start = ts;
         self.analyzer.on_first_frame(ts);
     }
 }
@@ -169,6 +199,15 @@ fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write>> {
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
+    let ctx = match a.what {
+        What::Messages => Context::Messages,
+        What::Flows => Context::Flows,
+        What::Series => Context::Series,
+    };
+    let filter = match a.filter.build(ctx) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     let columns = match a.what {
         What::Messages => MESSAGE_COLUMNS,
         What::Flows => FLOW_COLUMNS,
@@ -190,8 +229,13 @@ pub fn run(a: &ExportArgs) -> i32 {
     let path = &a.input.capture;
     let (result, sink) = match a.what {
         What::Messages => {
-            let mut m = Messages(sink);
-            (run_capture(path, cfg, &mut m, progress), m.0)
+            let mut m = MessageSelect::new(Messages(sink), filter, false);
+            if m.follows_flows() {
+                if let Some(flows) = super::final_flows(&a.input) {
+                    m = m.with_final_flows(flows);
+                }
+            }
+            (run_capture(path, cfg, &mut m, progress), m.inner.0)
         }
         What::Series => {
             let mut s = Series {
@@ -200,24 +244,25 @@ pub fn run(a: &ExportArgs) -> i32 {
                     ..AnalyzerConfig::default()
                 }),
                 sink,
+                filter,
+                start: Timestamp::default(),
             };
             let r = run_capture(path, cfg, &mut s, progress);
             let analysis = s.analyzer.finish();
             let mut sink = s.sink;
             for (id, row) in &analysis.rows {
-                let name = analysis
-                    .flows
-                    .iter()
-                    .find(|f| f.id == *id)
-                    .and_then(|f| f.initiator_name.clone());
+                let flow = analysis.flows.iter().find(|f| f.id == *id);
+                let name = flow.and_then(|f| f.initiator_name.clone());
                 let v = series_row_json(*id, name.as_deref(), row);
-                let v2 = v.clone();
-                sink.write(|| v, || flat_of(v2));
+                if row_kept(s.filter.as_ref(), &v, flow, s.start) {
+                    let v2 = v.clone();
+                    sink.write(|| v, || flat_of(v2));
+                }
             }
             (r, sink)
         }
         What::Flows => {
-            let mut analyzer = Analyzer::default();
+            let mut analyzer = FlowSelect::new(Analyzer::default(), filter);
             let r = run_capture(path, cfg, &mut analyzer, progress);
             let analysis = analyzer.finish();
             let mut sink = sink;

@@ -3,7 +3,9 @@
 
 mod check;
 mod dissect;
+mod docs;
 mod export;
+mod filter;
 mod flows;
 mod plot;
 mod stats;
@@ -21,9 +23,15 @@ use sqos::pipeline::PipelineConfig;
 #[command(
     name = "sqos",
     version,
-    about = "Dissect and analyze MS-SQOS (Storage QoS over SMB3) in pcap/pcapng captures"
+    about = "Dissect and analyze MS-SQOS (Storage QoS over SMB3) in pcap/pcapng captures",
+    after_help = "\
+Examples:
+  sqos dissect captures/steady.pcap.gz
+  sqos flows capture.pcapng --vm vm03
+  sqos tui capture.pcapng
+See `sqos COMMAND --help`, and docs/ in the repository (filter.md, analysis.md, check.md)."
 )]
-struct Cli {
+pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -46,13 +54,44 @@ enum Command {
     Synth(sqos::synth::SynthArgs),
     /// Interactive terminal UI: flows, charts, messages with field tree and hex, findings.
     Tui(tui::TuiArgs),
+    /// Shell completion script for bash, zsh, fish, elvish or PowerShell.
+    Completions(docs::CompletionsArgs),
+    /// The manual page (roff), generated from this command line.
+    Man(docs::ManArgs),
+}
+
+impl Command {
+    /// The capture options of the commands that read one capture.
+    fn input_mut(&mut self) -> Option<&mut InputArgs> {
+        match self {
+            Command::Dissect(a) => Some(&mut a.input),
+            Command::Stats(a) => Some(&mut a.input),
+            Command::Flows(a) => Some(&mut a.input),
+            Command::Export(a) => Some(&mut a.input),
+            Command::Plot(a) => Some(&mut a.input),
+            Command::Check(_)
+            | Command::Synth(_)
+            | Command::Tui(_)
+            | Command::Completions(_)
+            | Command::Man(_) => None,
+        }
+    }
 }
 
 /// Options every command that reads a capture shares.
 #[derive(Args, Clone)]
 pub struct InputArgs {
     /// pcap or pcapng file (gzip allowed); `-` reads standard input.
+    #[arg(
+        value_name = "CAPTURE",
+        default_value = "",
+        hide_default_value = true,
+        value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from)
+    )]
     pub capture: PathBuf,
+    /// The capture to read, as tshark takes it (instead of CAPTURE).
+    #[arg(short = 'r', long = "read-file", value_name = "FILE")]
+    pub read_file: Option<PathBuf>,
     /// Extra TCP ports to treat as SMB (445 and 139 always are).
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
@@ -62,6 +101,23 @@ pub struct InputArgs {
 }
 
 impl InputArgs {
+    /// Settle `-r FILE` against the positional CAPTURE: exactly one of them names the input.
+    pub fn resolve(&mut self) -> Result<(), String> {
+        let positional = !self.capture.as_os_str().is_empty();
+        match self.read_file.take() {
+            Some(_) if positional => Err("give the capture once: as CAPTURE or with -r".into()),
+            Some(f) => {
+                self.capture = f;
+                Ok(())
+            }
+            None if positional => Ok(()),
+            None => Err(
+                "no capture given: sqos COMMAND CAPTURE (or -r CAPTURE; `-` reads standard input)"
+                    .into(),
+            ),
+        }
+    }
+
     pub fn pipeline_config(&self) -> PipelineConfig {
         let mut reassembly = ReassemblyConfig::default();
         for p in &self.ports {
@@ -69,7 +125,10 @@ impl InputArgs {
                 reassembly.ports.push(*p);
             }
         }
-        PipelineConfig { reassembly }
+        PipelineConfig {
+            reassembly,
+            ..PipelineConfig::default()
+        }
     }
 }
 
@@ -82,6 +141,13 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    let mut cli = cli;
+    if let Some(input) = cli.command.input_mut() {
+        if let Err(e) = input.resolve() {
+            eprintln!("sqos: {e}");
+            return 2;
+        }
+    }
     match cli.command {
         Command::Dissect(a) => dissect::run(&a),
         Command::Stats(a) => stats::run(&a),
@@ -91,7 +157,27 @@ pub fn main() -> i32 {
         Command::Check(a) => check::run(&a),
         Command::Synth(a) => synth::run(&a),
         Command::Tui(a) => tui::run_tui(&a),
+        Command::Completions(a) => docs::completions(&a),
+        Command::Man(a) => docs::man(&a),
     }
+}
+
+/// A first pass over a capture file for its flows' final state, so that a filter on flow fields
+/// sees each flow as `sqos flows` shows it (tshark's `-2`). `None` for standard input and pipes,
+/// which are read once: their messages are judged on the flow as it stood then.
+pub fn final_flows(input: &InputArgs) -> Option<Vec<sqos::analysis::FlowState>> {
+    if !input.capture.is_file() {
+        return None;
+    }
+    let mut a = sqos::analysis::Analyzer::default();
+    sqos::run::run_capture(
+        &input.capture,
+        input.pipeline_config(),
+        &mut a,
+        !input.quiet,
+    )
+    .ok()?;
+    Some(a.finish().flows)
 }
 
 /// Report how the input ended on stderr and turn it into the exit code.

@@ -6,25 +6,31 @@ use std::path::PathBuf;
 use clap::Args;
 
 use sqos::analysis::Analyzer;
+use sqos::filter::{Context, FlowSelect};
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::output::png::svg_to_png;
 use sqos::run::run_capture;
 
+use super::filter::FilterArgs;
 use super::InputArgs;
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos plot captures/noisy-neighbour.pcapng.gz -o iops.svg
+  sqos plot capture.pcapng --vm vm01 --vm vm02 -o vms.png --scale 3
+  sqos plot capture.pcapng --finding 'flow.exceeds_*' --time 60..120 -o breaches.svg")]
 pub struct PlotArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
     /// The file to write: `.svg` or `.png`.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
     /// PNG only: pixels per SVG unit (2 suits high-density screens and slides).
     #[arg(long, default_value_t = 2.0)]
     scale: f32,
-    /// Only this flow (GUID prefix or initiator name); repeat for several.
-    #[arg(long = "flow", value_name = "FLOW")]
-    flows: Vec<String>,
+    #[command(flatten)]
+    filter: FilterArgs,
     /// At most this many flows, one panel each (flows with findings first, then the busiest).
     #[arg(long, default_value_t = 12)]
     max_flows: usize,
@@ -51,7 +57,11 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: --scale {}: give a value in (0, 8]", a.scale);
         return 2;
     }
-    let mut analyzer = Analyzer::default();
+    let filter = match a.filter.build(Context::Flows) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let mut analyzer = FlowSelect::new(Analyzer::default(), filter);
     let result = match run_capture(
         &a.input.capture,
         a.input.pipeline_config(),
@@ -65,7 +75,6 @@ pub fn run(a: &PlotArgs) -> i32 {
     let svg = iops_svg(
         &analysis,
         &PlotOptions {
-            select: a.flows.clone(),
             max_flows: a.max_flows,
             ..PlotOptions::default()
         },

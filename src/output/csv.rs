@@ -14,6 +14,7 @@ use super::json::record_json;
 pub const MESSAGE_COLUMNS: &[&str] = &[
     "frame",
     "time",
+    "datetime",
     "src",
     "dst",
     "direction",
@@ -103,6 +104,8 @@ pub const SERIES_COLUMNS: &[&str] = &[
     "intervals",
     "start",
     "end",
+    "start_datetime",
+    "end_datetime",
     "seconds",
     "start_frame",
     "end_frame",

@@ -410,7 +410,7 @@ impl Exchange {
         for ((_, id), r) in self.pending.remove_conn(conn) {
             stats.unanswered_requests += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Note(CaptureNote {
+                outbox.push(Out::Info(CaptureNote {
                     frame,
                     message: format!(
                         "SQOS request in frame {} (msg id {id}) unanswered when its connection closed",
@@ -426,7 +426,7 @@ impl Exchange {
         let left = self.pending.drain();
         for ((_, id), r) in &left {
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Note(CaptureNote {
+                outbox.push(Out::Info(CaptureNote {
                     frame: r.frame,
                     message: format!(
                         "SQOS request in frame {} (msg id {id}) unanswered at the end of the capture",
@@ -437,12 +437,16 @@ impl Exchange {
         }
         stats.unanswered_requests += left.len() as u64;
         if !left.is_empty() {
-            outbox.push(Out::Note(CaptureNote {
+            outbox.push(Out::Info(CaptureNote {
                 frame: last_frame,
-                message: format!(
-                    "{} SMB2 requests had no response by the end of the capture",
-                    left.len()
-                ),
+                message: if left.len() == 1 {
+                    "1 SMB2 request had no response by the end of the capture".to_string()
+                } else {
+                    format!(
+                        "{} SMB2 requests had no response by the end of the capture",
+                        left.len()
+                    )
+                },
             }));
         }
     }

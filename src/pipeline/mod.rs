@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -23,7 +24,7 @@ pub mod streams;
 use outbox::Outbox;
 use streams::Smb2Layer;
 
-use crate::capture::{decode_link, Frame, Timestamp};
+use crate::capture::{decode_link, Frame, FrameCopy, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::FramerConfig;
 use crate::sqos::{Dissection, Request, Response};
@@ -81,6 +82,12 @@ pub struct SqosRecord {
     /// The buffer is shorter than the IOCTL said (snaplen, gap).
     pub buffer_truncated: bool,
     pub body: SqosBody,
+    /// With [`PipelineConfig::keep_frames`]: the frame in which the message began (earlier than
+    /// `frame` when it spans several segments).
+    pub first_frame: Option<u64>,
+    /// With [`PipelineConfig::keep_frames`]: a copy of frame `frame` (shared by the messages it
+    /// completes).
+    pub frame_copy: Option<Arc<FrameCopy>>,
 }
 
 /// An open seen in a CREATE response.
@@ -144,11 +151,20 @@ pub trait RecordSink {
     fn on_close(&mut self, _rec: &CloseRecord) {}
     fn on_io(&mut self, _rec: &IoRecord) {}
     fn on_note(&mut self, _note: &CaptureNote) {}
+    /// A note that loses no data (requests left unanswered at the end, a request shown before
+    /// its answer): worth telling, but the flow analysis does not treat it as a hole. By
+    /// default it is a note like the others.
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.on_note(note);
+    }
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct PipelineConfig {
     pub reassembly: ReassemblyConfig,
+    /// Keep a copy of the frame that completes each SQOS message, and where the message began
+    /// (`sqos dissect -x` / `-w`). Off by default: it costs a copy per SQOS frame.
+    pub keep_frames: bool,
 }
 
 /// Capture statistics (`sqos stats`).
@@ -227,6 +243,7 @@ pub struct Pipeline {
     layer: Smb2Layer,
     link_errors_noted: bool,
     last_ts: Timestamp,
+    keep_frames: bool,
 }
 
 impl Pipeline {
@@ -235,15 +252,18 @@ impl Pipeline {
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
+        let mut layer = Smb2Layer::new(
+            limits.framer,
+            limits.max_framer_bytes,
+            Outbox::new(limits.hold_window_secs, limits.max_queued),
+        );
+        layer.track_message_starts = cfg.keep_frames;
         Pipeline {
             reassembler: Reassembler::new(cfg.reassembly),
-            layer: Smb2Layer::new(
-                limits.framer,
-                limits.max_framer_bytes,
-                Outbox::new(limits.hold_window_secs, limits.max_queued),
-            ),
+            layer,
             link_errors_noted: false,
             last_ts: Timestamp::default(),
+            keep_frames: cfg.keep_frames,
         }
     }
 
@@ -253,8 +273,13 @@ impl Pipeline {
         if frame.is_truncated() {
             stats.truncated_frames += 1;
         }
+        self.layer.cut_frame =
+            frame
+                .is_truncated()
+                .then_some((frame.number, frame.data.len(), frame.orig_len));
         self.layer.last_frame = frame.number;
         self.last_ts = frame.ts;
+        let queued = self.layer.outbox.next_seq();
         match decode_link(frame.link_type, frame.data) {
             Ok(l3) => match decode_tcp(l3) {
                 Ok(Some(seg)) => {
@@ -275,6 +300,11 @@ impl Pipeline {
                     });
                 }
             }
+        }
+        if self.keep_frames {
+            self.layer
+                .outbox
+                .attach_frame(queued, frame.number, || Arc::new(frame.to_copy()));
         }
         self.layer.outbox.drain(frame.ts, sink);
     }

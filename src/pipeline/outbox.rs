@@ -13,9 +13,10 @@
 //! Releases 2–5 are noted, so an SQOS request shown without a response is explained.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
-use crate::capture::Timestamp;
+use crate::capture::{FrameCopy, Timestamp};
 use crate::net::ConnId;
 
 #[derive(Clone, Debug)]
@@ -25,6 +26,8 @@ pub enum Out {
     Close(CloseRecord),
     Io(IoRecord),
     Note(CaptureNote),
+    /// A note that loses no data ([`RecordSink::on_info`]).
+    Info(CaptureNote),
 }
 
 #[derive(Debug)]
@@ -96,6 +99,29 @@ impl Outbox {
         }
     }
 
+    /// The sequence number the next record will get.
+    pub fn next_seq(&self) -> Seq {
+        self.base + self.queue.len() as u64
+    }
+
+    /// Give the SQOS records queued from `since` on that frame `frame` completed a copy of it
+    /// (made once, shared).
+    pub fn attach_frame(&mut self, since: Seq, frame: u64, copy: impl FnOnce() -> Arc<FrameCopy>) {
+        let skip = usize::try_from(since.saturating_sub(self.base)).unwrap_or(usize::MAX);
+        let mut copy = Some(copy);
+        let mut made: Option<Arc<FrameCopy>> = None;
+        for slot in self.queue.iter_mut().skip(skip) {
+            if let Out::Sqos(rec) = &mut slot.out {
+                if rec.frame == frame {
+                    if made.is_none() {
+                        made = copy.take().map(|f| f());
+                    }
+                    rec.frame_copy = made.clone();
+                }
+            }
+        }
+    }
+
     /// Release the held requests of a closed connection.
     pub fn release_conn(&mut self, conn: ConnId, frame: u64) {
         let mut notes = Vec::new();
@@ -114,7 +140,7 @@ impl Outbox {
             }
         }
         for n in notes {
-            self.push(Out::Note(n));
+            self.push(Out::Info(n));
         }
     }
 
@@ -168,7 +194,7 @@ impl Outbox {
     fn release_front<S: RecordSink>(&mut self, sink: &mut S, why: &str) {
         if let Some(front) = self.queue.front_mut() {
             if let (Out::Sqos(rec), true) = (&front.out, front.held) {
-                sink.on_note(&CaptureNote {
+                sink.on_info(&CaptureNote {
                     frame: rec.frame,
                     message: format!(
                         "SQOS request in frame {} (msg id {}) shown without its response: {why}",
@@ -193,6 +219,7 @@ impl Outbox {
                 Out::Close(r) => sink.on_close(&r),
                 Out::Io(r) => sink.on_io(&r),
                 Out::Note(n) => sink.on_note(&n),
+                Out::Info(n) => sink.on_info(&n),
             }
         }
     }

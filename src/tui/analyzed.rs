@@ -253,6 +253,11 @@ impl RecordSink for Analyzed {
             a.on_note(note);
         }
     }
+    fn on_info(&mut self, note: &CaptureNote) {
+        if let Some(a) = self.analyzer() {
+            a.on_info(note);
+        }
+    }
 }
 
 impl FlowSource for Analyzed {
@@ -344,5 +349,16 @@ impl FlowSource for Analyzed {
             Stage::Done(a) => a.notes.clone(),
             _ => Vec::new(),
         }
+    }
+
+    fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
+        match &self.stage {
+            Stage::Running(a) => a.flow_of(rec).or_else(|| message_flow(rec)),
+            _ => message_flow(rec),
+        }
+    }
+
+    fn flow_state(&self, id: &Uuid) -> Option<&FlowState> {
+        self.flow(id)
     }
 }

@@ -4,8 +4,10 @@
 use uuid::Uuid;
 
 use super::model::{FindingRow, FlowDetail, FlowRow};
+use super::store::message_flow;
+use crate::analysis::FlowState;
 use crate::capture::Timestamp;
-use crate::pipeline::RecordSink;
+use crate::pipeline::{RecordSink, SqosRecord};
 
 pub trait FlowSource: RecordSink + Send {
     /// The first frame's time: series and findings are timed relative to it.
@@ -20,5 +22,13 @@ pub trait FlowSource: RecordSink + Send {
     /// Notes about what the source had to leave out (its bounds).
     fn notes(&self) -> Vec<String> {
         Vec::new()
+    }
+    /// The flow a message belongs to, judged before it is fed (filters read its fields).
+    fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
+        message_flow(rec)
+    }
+    /// A flow's state, for filters on flow fields.
+    fn flow_state(&self, _id: &Uuid) -> Option<&FlowState> {
+        None
     }
 }

@@ -44,6 +44,8 @@ pub struct TuiOptions {
     pub input: Input,
     pub pipeline: PipelineConfig,
     pub max_messages: usize,
+    /// `-Y` and its shortcuts: the messages kept and the flows listed.
+    pub selection: live::Selection,
 }
 
 /// The message for a run without a terminal.
@@ -159,6 +161,16 @@ pub fn start(
     pipeline: PipelineConfig,
     max_messages: usize,
 ) -> Result<Started, String> {
+    start_selected(input, pipeline, max_messages, live::Selection::default())
+}
+
+/// [`start`] with a `-Y` selection.
+pub fn start_selected(
+    input: &Input,
+    pipeline: PipelineConfig,
+    max_messages: usize,
+    selection: live::Selection,
+) -> Result<Started, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let prepared = prepare(input, stop.clone())?;
     let mut live = Live::new(
@@ -166,6 +178,7 @@ pub fn start(
         MessageStore::new(max_messages),
         flow_source(),
     );
+    live.selection = selection;
     live.progress.total = prepared.total;
     let shared = Shared::new(live);
     let reader = live::spawn_reader(prepared.opener, pipeline, shared.clone(), prepared.bytes)
@@ -185,7 +198,12 @@ pub fn run(opts: TuiOptions) -> i32 {
         eprintln!("{NO_TTY}");
         return 2;
     }
-    let mut started = match start(&opts.input, opts.pipeline, opts.max_messages) {
+    let mut started = match start_selected(
+        &opts.input,
+        opts.pipeline,
+        opts.max_messages,
+        opts.selection,
+    ) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sqos: {e}");
