@@ -1,8 +1,6 @@
 //! The faces of the analysis: flow JSON keys, the text table, CSV, the SVG plot.
 
-mod analysis_kit;
-
-use analysis_kit::*;
+use crate::analysis_kit::*;
 use sqos::output::csv::{flow_flat, CsvTable, FLOW_COLUMNS};
 use sqos::output::flows::{flow_json, flows_json, flows_text};
 use sqos::output::plot::{iops_svg, PlotOptions};
