@@ -45,3 +45,4 @@ mod synth_scenarios;
 mod tui_e2e;
 mod tui_render;
 mod tui_render_captures;
+mod user_cli;

@@ -2,7 +2,7 @@
 //! `-T fields -e -E`, `-x`, `-w`), the display filter and its shortcuts, and what `dissect` says
 //! when it has nothing to show.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
