@@ -55,6 +55,9 @@ pub struct CheckArgs {
     quiet: bool,
     #[command(flatten)]
     filter: super::filter::FilterArgs,
+    /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
+    #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
+    keys: Vec<super::KeyFileArg>,
 }
 
 fn cannot_run(msg: impl std::fmt::Display) -> i32 {
@@ -112,6 +115,7 @@ pub fn run(a: &CheckArgs) -> i32 {
             read_file: None,
             ports: a.ports.clone(),
             quiet: a.quiet,
+            keys: a.keys.clone(),
         };
         let v = judge_capture(
             capture,
