@@ -55,6 +55,8 @@ pub struct Analysis {
     pub rows: Vec<(Uuid, IntervalRow)>,
 }
 
+/// Clone: the TUI finishes a copy to show a followed file's last interval while it waits.
+#[derive(Clone)]
 pub struct Analyzer {
     cfg: AnalyzerConfig,
     opens: HashMap<OpenKey, OpenState>,

@@ -7,6 +7,7 @@
 mod frame;
 mod input;
 pub mod link;
+pub mod live;
 pub mod source;
 pub mod writer;
 

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use sqos::analysis::FlowState;
+use sqos::capture::live::{cannot_run, spawn_tcpdump, Relay};
+use sqos::capture::CaptureReader;
 use sqos::capture::{CaptureFormat, Timestamp};
 use sqos::filter::fields::{resolve, Context, FieldRef, Unresolved};
 use sqos::filter::select::MessageSink;
@@ -17,7 +19,7 @@ use sqos::output::json::record_json;
 use sqos::output::text::{detail_tree, frame_hex, hex_dump, summary_line_at};
 use sqos::output::time::{TimeColumn, TimeFormat};
 use sqos::pipeline::{CaptureNote, RecordSink, SqosRecord, Stats};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::run::{run_capture, run_reader, CaptureSink, RunResult};
 
 use super::filter::FilterArgs;
 
@@ -35,9 +37,9 @@ pub enum DissectFormat {
 #[derive(Args)]
 #[command(after_help = "\
 Examples:
-  sqos dissect captures/steady.pcap.gz -V
   sqos dissect -r capture.pcapng --vm vm03 -t ad -w vm03.pcap
-  sqos dissect capture.pcap -Y 'nt_status != 0 or findings' -T fields -e frame -e flow.initiator_name -e status_name -E header=y")]
+  sqos dissect capture.pcap -Y 'nt_status != 0 or findings' -T fields -e frame -e flow.initiator_name -e status_name -E header=y
+  sudo sqos dissect -i eth0 --vm vm03")]
 pub struct DissectArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -72,6 +74,10 @@ pub struct DissectArgs {
     /// name ends in .pcapng), with their original timestamps.
     #[arg(short = 'w', value_name = "OUT")]
     write: Option<PathBuf>,
+    /// Capture live from this interface (instead of a file) by running `tcpdump` (installed,
+    /// with the rights to capture); each message is printed as it completes. Ctrl-C ends it.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: Option<String>,
 }
 
 /// `-T fields` settings.
@@ -313,10 +319,11 @@ fn nothing_shown(stats: &Stats, seen: u64, filtered: bool) -> String {
         )
     };
     let mut extra = Vec::new();
+    // Which sessions stayed closed, and why, is said once after this line (`super::finish`).
     if stats.encrypted_messages > 0 {
         extra.push(format!(
-            "{} encrypted (no keys: not decrypted)",
-            stats.encrypted_messages
+            "{} encrypted ({} decrypted)",
+            stats.encrypted_messages, stats.decrypted_messages
         ));
     }
     if stats.compressed_messages > 0 {
@@ -338,6 +345,12 @@ fn nothing_shown(stats: &Stats, seen: u64, filtered: bool) -> String {
 }
 
 pub fn run(a: &DissectArgs) -> i32 {
+    if a.interface.is_some()
+        && (!a.input.capture.as_os_str().is_empty() || a.input.read_file.is_some())
+    {
+        eprintln!("sqos: give a capture or -i IFACE, not both");
+        return 2;
+    }
     let filter = match a.filter.build(Context::Messages) {
         Ok(f) => f,
         Err(code) => return code,
@@ -378,7 +391,7 @@ pub fn run(a: &DissectArgs) -> i32 {
         count: 0,
         limit: a.count,
         broken: false,
-        flush_each: false,
+        flush_each: a.interface.is_some(),
         frames,
         prev_seen: None,
     };
@@ -391,9 +404,22 @@ pub fn run(a: &DissectArgs) -> i32 {
     }
     let mut cfg = a.input.pipeline_config();
     cfg.keep_frames = a.hex || a.write.is_some();
-    let result = match run_capture(&a.input.capture, cfg, &mut sink, !a.input.quiet) {
-        Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+    let result = match &a.interface {
+        Some(iface) => match run_live(iface, &a.input.ports, cfg, &mut sink) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("sqos: {e}");
+                return 2;
+            }
+        },
+        None => match run_capture(&a.input.capture, cfg, &mut sink, !a.input.quiet) {
+            Ok(r) => r,
+            Err(e) => return super::unusable(&e),
+        },
+    };
+    let label = match &a.interface {
+        Some(iface) => PathBuf::from(iface),
+        None => a.input.capture.clone(),
     };
     let seen = sink.seen;
     let mut p = sink.inner;
@@ -405,7 +431,7 @@ pub fn run(a: &DissectArgs) -> i32 {
     if p.count == 0 {
         eprintln!(
             "sqos: {}: {}",
-            a.input.capture.display(),
+            label.display(),
             nothing_shown(&result.stats, seen, filtered)
         );
     }
@@ -418,5 +444,53 @@ pub fn run(a: &DissectArgs) -> i32 {
             }
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&label, &result)
 }
+
+/// Read a live capture from tcpdump until it ends (Ctrl-C reaches both) or the sink has all it
+/// wants (`-c N`, stdout closed); tcpdump's own lines go to stderr as "tcpdump: …".
+fn run_live<S: CaptureSink>(
+    iface: &str,
+    ports: &[u16],
+    cfg: sqos::pipeline::PipelineConfig,
+    sink: &mut S,
+) -> Result<RunResult, String> {
+    let mut child = spawn_tcpdump(iface, ports).map_err(|e| cannot_run(iface, &e, "dissect"))?;
+    let relay = child.stderr.take().map(Relay::start);
+    // Ctrl-C is for tcpdump (it reaches the whole foreground group): it ends the capture, and we
+    // finish reading what it wrote, close `-w` and say what was seen, as tshark does.
+    ignore_interrupt();
+    let stop = |child: &mut std::process::Child, relay: Option<Relay>, fallback: &str| {
+        let _ = child.kill();
+        let _ = child.wait();
+        relay.map(|r| r.finish(fallback))
+    };
+    let Some(out) = child.stdout.take() else {
+        stop(&mut child, relay, "");
+        return Err("tcpdump gave no output pipe".into());
+    };
+    let read = CaptureReader::from_reader(Box::new(out))
+        .and_then(|reader| run_reader(reader, cfg, sink, None));
+    match read {
+        Ok(r) => {
+            stop(&mut child, relay, "");
+            Ok(r)
+        }
+        Err(e) => {
+            let said = stop(&mut child, relay, &e.to_string());
+            Err(said.unwrap_or_else(|| format!("tcpdump: {e}")))
+        }
+    }
+}
+
+#[cfg(unix)]
+fn ignore_interrupt() {
+    // SAFETY: setting a signal's disposition to SIG_IGN runs no handler code; tcpdump, already
+    // started, keeps its own.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+}
+
+#[cfg(not(unix))]
+fn ignore_interrupt() {}

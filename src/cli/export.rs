@@ -41,7 +41,7 @@ pub enum ExportFormat {
 #[derive(Args)]
 #[command(after_help = "\
 Examples:
-  sqos export captures/steady.pcap.gz --what messages --format csv -o messages.csv
+  sqos export captures/steady.pcap.gz --what messages --format csv -o messages.csv --dtypes messages.dtypes.json
   sqos export capture.pcap --what series --vm vm01 --format csv -o vm01.csv
   sqos export capture.pcap --what flows -Y 'finding_codes' --format jsonl")]
 pub struct ExportArgs {
@@ -56,6 +56,11 @@ pub struct ExportArgs {
     /// Output file (default: standard output).
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
+    /// CSV only: also write the columns' pandas dtypes to this JSON file (nullable `Int64` for
+    /// the integer columns that request or response rows leave empty), for
+    /// `pd.read_csv(csv, dtype=json.load(open(FILE)))`.
+    #[arg(long, value_name = "FILE")]
+    dtypes: Option<PathBuf>,
 }
 
 /// Where rows go: JSON lines or a CSV table; the first write error stops further output.
@@ -99,13 +104,21 @@ impl Sink {
         }
     }
 
-    fn finish(self) -> std::io::Result<()> {
+    fn finish(self, dtypes: Option<&PathBuf>) -> std::io::Result<()> {
         if let Some(e) = self.error {
             return Err(e);
         }
         match self.rows {
             Rows::Jsonl(mut w) => w.flush(),
-            Rows::Csv(t) => t.finish(),
+            Rows::Csv(t) => {
+                if let Some(path) = dtypes {
+                    let json = serde_json::Value::Object(t.dtypes());
+                    std::fs::write(path, format!("{json:#}\n")).map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                    })?;
+                }
+                t.finish()
+            }
         }
     }
 }
@@ -208,6 +221,10 @@ pub fn run(a: &ExportArgs) -> i32 {
         Ok(f) => f,
         Err(code) => return code,
     };
+    if a.dtypes.is_some() && a.format != ExportFormat::Csv {
+        eprintln!("sqos: --dtypes goes with --format csv");
+        return 2;
+    }
     let columns = match a.what {
         What::Messages => MESSAGE_COLUMNS,
         What::Flows => FLOW_COLUMNS,
@@ -278,7 +295,7 @@ pub fn run(a: &ExportArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return super::unusable(&e),
     };
-    if let Err(e) = sink.finish() {
+    if let Err(e) = sink.finish(a.dtypes.as_ref()) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("sqos: writing the export: {e}");
             return 2;

@@ -66,6 +66,8 @@ impl Command {
     /// The capture options of the commands that read one capture.
     fn input_mut(&mut self) -> Option<&mut InputArgs> {
         match self {
+            // A live capture names no file.
+            Command::Dissect(a) if a.interface.is_some() => None,
             Command::Dissect(a) => Some(&mut a.input),
             Command::Stats(a) => Some(&mut a.input),
             Command::Flows(a) => Some(&mut a.input),

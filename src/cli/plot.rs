@@ -18,7 +18,7 @@ use super::InputArgs;
 #[command(after_help = "\
 Examples:
   sqos plot captures/noisy-neighbour.pcapng.gz -o iops.svg
-  sqos plot capture.pcapng --vm vm01 --vm vm02 -o vms.png --scale 3
+  sqos plot capture.pcapng --vm vm01 --vm vm02 -o vms.png --scale 3 --same-scale
   sqos plot capture.pcapng --finding 'flow.exceeds_*' --time 60..120 -o breaches.svg")]
 pub struct PlotArgs {
     #[command(flatten)]
@@ -34,6 +34,10 @@ pub struct PlotArgs {
     /// At most this many flows, one panel each (flows with findings first, then the busiest).
     #[arg(long, default_value_t = 12)]
     max_flows: usize,
+    /// One IOPS scale for every panel, so that flows compare at a glance (default: each panel
+    /// scaled to its own flow).
+    #[arg(long)]
+    same_scale: bool,
 }
 
 pub fn run(a: &PlotArgs) -> i32 {
@@ -76,6 +80,8 @@ pub fn run(a: &PlotArgs) -> i32 {
         &analysis,
         &PlotOptions {
             max_flows: a.max_flows,
+            capture: Some(capture_name(&a.input.capture)),
+            shared_scale: a.same_scale,
             ..PlotOptions::default()
         },
     );
@@ -95,4 +101,15 @@ pub fn run(a: &PlotArgs) -> i32 {
         return 2;
     }
     super::finish(&a.input.capture, &result)
+}
+
+/// The capture as the title names it: its file name (standard input: "stdin").
+fn capture_name(path: &std::path::Path) -> String {
+    if path.as_os_str() == "-" {
+        return "stdin".into();
+    }
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }

@@ -242,6 +242,9 @@ impl Exchange {
         } else {
             self.pending.remove(&key)
         };
+        if let Some(r) = &req {
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+        }
         let req_ref = match &req {
             Some(r) => Some(r),
             None if h.is_interim() => self.pending.get(&key),
@@ -409,6 +412,10 @@ impl Exchange {
     pub fn close_conn(&mut self, conn: ConnId, frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
         for ((_, id), r) in self.pending.remove_conn(conn) {
             stats.unanswered_requests += 1;
+            *stats
+                .unanswered_by_command
+                .entry(r.command.to_string())
+                .or_insert(0) += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.push(Out::Info(CaptureNote {
                     frame,
@@ -425,6 +432,10 @@ impl Exchange {
     pub fn finish(&mut self, last_frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
         let left = self.pending.drain();
         for ((_, id), r) in &left {
+            *stats
+                .unanswered_by_command
+                .entry(r.command.to_string())
+                .or_insert(0) += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.push(Out::Info(CaptureNote {
                     frame: r.frame,

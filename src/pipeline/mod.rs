@@ -19,6 +19,7 @@ use serde::Serialize;
 mod exchange;
 pub mod outbox;
 mod sqos_build;
+pub mod srt;
 pub mod streams;
 
 use outbox::Outbox;
@@ -216,6 +217,10 @@ pub struct Stats {
     pub malformed_bodies: u64,
     /// Requests without a response: connection closed or capture ended.
     pub unanswered_requests: u64,
+    /// The same, per command name.
+    pub unanswered_by_command: BTreeMap<String, u64>,
+    /// SMB2 service response time per command name (tshark's `-z smb2,srt`).
+    pub srt: BTreeMap<String, srt::Srt>,
     /// Requests forgotten because the table of outstanding requests was full or an id reused.
     pub pending_evicted: u64,
     /// Opens forgotten because the open table was full.

@@ -14,6 +14,9 @@ pub trait FlowSource: RecordSink + Send {
     fn on_first_frame(&mut self, ts: Timestamp);
     /// End of input: let the source close what was left open (e.g. unanswered requests).
     fn finish(&mut self);
+    /// The input is idle but not ended (a followed file, a quiet interface): show what the end
+    /// of input would (the last, still open interval), until the next record.
+    fn settle(&mut self) {}
     /// One row per flow, in order of first appearance.
     fn rows(&self) -> Vec<FlowRow>;
     fn detail(&self, id: Uuid) -> Option<FlowDetail>;

@@ -81,11 +81,12 @@ impl FlowCol {
             | FlowCol::Iops
             | FlowCol::Status
             | FlowCol::Findings => 0,
-            FlowCol::Policy => 1,
-            FlowCol::Latency => 2,
-            FlowCol::Kbps => 3,
-            FlowCol::Observed => 4,
-            FlowCol::Server => 5,
+            // The server's answer outlasts the figures derived from the wire.
+            FlowCol::Server => 1,
+            FlowCol::Policy => 2,
+            FlowCol::Latency => 3,
+            FlowCol::Kbps => 4,
+            FlowCol::Observed => 5,
             FlowCol::AvgIops | FlowCol::AvgLatency | FlowCol::AvgKbps => 6,
         }
     }

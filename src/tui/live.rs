@@ -206,6 +206,42 @@ impl RecordSink for Shared {
     }
 }
 
+/// Settles the flow views once the input has brought nothing new for a while but has not ended
+/// (a followed file that is complete, a quiet interface): the last interval is then shown as
+/// the end of input would show it (see [`FlowSource::settle`]), not one interval behind.
+pub struct IdleWatch {
+    after: Duration,
+    frames: u64,
+    since: Instant,
+    settled: Option<u64>,
+}
+
+impl IdleWatch {
+    pub fn new(after: Duration) -> Self {
+        IdleWatch {
+            after,
+            frames: 0,
+            since: Instant::now(),
+            settled: None,
+        }
+    }
+
+    /// Called before each redraw.
+    pub fn tick(&mut self, live: &mut Live) {
+        let frames = live.progress.frames;
+        if frames != self.frames {
+            self.frames = frames;
+            self.since = Instant::now();
+            return;
+        }
+        let idle = live.progress.state == ReadState::Reading && self.since.elapsed() >= self.after;
+        if idle && frames > 0 && self.settled != Some(frames) {
+            live.flows.settle();
+            self.settled = Some(frames);
+        }
+    }
+}
+
 /// Counts the bytes read from the input, for progress.
 pub struct Counting<R> {
     inner: R,

@@ -27,6 +27,7 @@ use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, E
 use ratatui::crossterm::execute;
 
 use crate::analysis::AnalyzerConfig;
+use crate::capture::live as tcpdump;
 use crate::capture::CaptureReader;
 use crate::pipeline::PipelineConfig;
 use analyzed::Analyzed;
@@ -107,12 +108,8 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
             })
         }
         Input::Interface { name, ports } => {
-            let mut child = source::spawn_tcpdump(name, ports).map_err(|e| {
-                format!(
-                    "cannot run tcpdump ({e}); install tcpdump, or capture yourself: \
-                     tcpdump -i {name} -w - -U port 445 | sqos tui -"
-                )
-            })?;
+            let mut child = tcpdump::spawn_tcpdump(name, ports)
+                .map_err(|e| tcpdump::cannot_run(name, &e, "tui"))?;
             let out = child
                 .stdout
                 .take()
@@ -122,7 +119,7 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
             Ok(Prepared {
                 opener: Opener::Deferred(Box::new(move || {
                     CaptureReader::from_reader(Box::new(r))
-                        .map_err(|e| source::tcpdump_error(stderr, &e.to_string()))
+                        .map_err(|e| tcpdump::tcpdump_error(stderr, &e.to_string()))
                 })),
                 bytes,
                 total: None,
@@ -237,10 +234,12 @@ fn ui_loop(shared: &Shared) -> std::io::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
     let mut app = App::new(Theme::from_env());
+    let mut idle = live::IdleWatch::new(TICK);
     let result = (|| -> std::io::Result<()> {
         loop {
             {
-                let live = shared.lock();
+                let mut live = shared.lock();
+                idle.tick(&mut live);
                 terminal.draw(|f| view::draw(f, &mut app, &live))?;
             }
             let last = Instant::now();

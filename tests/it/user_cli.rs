@@ -519,7 +519,12 @@ fn check_refuses_an_empty_rules_file_and_tolerates_5_percent_by_default() {
     // A baseline whose latency differs by 1 %: passes by default, fails when exact.
     let o = sqos(&["flows", "captures/steady.pcap.gz", "--format", "json"]);
     let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    let f = &mut v[0];
+    let f = v
+        .as_array_mut()
+        .expect("flows")
+        .iter_mut()
+        .find(|f| f["initiator_name"] == "vm01")
+        .expect("vm01");
     let lat = f["avg_latency_ms"].as_f64().expect("latency");
     f["avg_latency_ms"] = serde_json::json!(lat * 1.01);
     let base = dir.join("base.json");
@@ -608,4 +613,118 @@ fn every_help_ends_with_examples_and_completions_and_man_come_from_it() {
     let s = stdout(&o);
     assert!(s.contains(".TH sqos-dissect 1"), "{s}");
     assert!(s.contains("display\\-filter"), "{s}");
+}
+
+/// The largest y-axis label of each panel of a `sqos plot` SVG (one `<g>` per flow).
+fn panel_tops(svg: &str) -> Vec<f64> {
+    svg.split("<g>")
+        .skip(1)
+        .map(|g| {
+            g.split(r##"text-anchor="end" fill="#333">"##)
+                .skip(1)
+                .filter_map(|t| t.split('<').next()?.parse::<f64>().ok())
+                .fold(0.0, f64::max)
+        })
+        .collect()
+}
+
+#[test]
+fn plot_names_its_capture_and_its_markers_and_shares_one_scale_on_request() {
+    let dir = std::env::temp_dir().join(format!("sqos-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (own, same) = (dir.join("own.svg"), dir.join("same.svg"));
+    let cap = "captures/noisy-neighbour.pcapng.gz";
+    for (out, extra) in [(&own, None), (&same, Some("--same-scale"))] {
+        let mut args = vec!["plot", cap, "-o", out.to_str().unwrap()];
+        args.extend(extra);
+        let o = sqos(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let svg = std::fs::read_to_string(&own).unwrap();
+    assert!(
+        svg.contains(">noisy-neighbour.pcapng.gz</text>"),
+        "the capture in the title"
+    );
+    // Each finding's marker carries its name in text (a PNG has no tooltips).
+    let o = sqos(&["flows", cap, "--format", "json"]);
+    let flows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let codes: HashSet<String> = flows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["logical_flow_id"]
+                .as_str()
+                .is_some_and(|id| !id.starts_with("00000000"))
+        })
+        .flat_map(|f| f["findings"].as_array().cloned().unwrap_or_default())
+        .filter_map(|x| x["code"].as_str().map(str::to_string))
+        .collect();
+    assert!(!codes.is_empty());
+    for code in &codes {
+        let name = code.split_once('.').map_or(code.as_str(), |(_, n)| n);
+        assert!(
+            svg.contains(&format!(r##"fill="#d62728">{name}</text>"##)),
+            "marker {name} named"
+        );
+    }
+    // Own scales differ between panels; --same-scale gives them one.
+    let tops = panel_tops(&svg);
+    assert!(
+        tops.len() >= 2 && tops.iter().any(|t| *t != tops[0]),
+        "{tops:?}"
+    );
+    let shared = panel_tops(&std::fs::read_to_string(&same).unwrap());
+    let top = tops.iter().copied().fold(0.0, f64::max);
+    assert!(shared.iter().all(|t| *t == top), "{shared:?} vs {top}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn csv_export_gives_pandas_dtypes_for_the_columns_left_empty() {
+    let dir = std::env::temp_dir().join(format!("sqos-dtypes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (csv, dtypes) = (dir.join("m.csv"), dir.join("m.dtypes.json"));
+    let o = sqos(&[
+        "export",
+        "captures/steady.pcap.gz",
+        "--what",
+        "messages",
+        "--format",
+        "csv",
+        "-o",
+        csv.to_str().unwrap(),
+        "--dtypes",
+        dtypes.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let types: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dtypes).unwrap()).unwrap();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    assert_eq!(types.as_object().unwrap().len(), header.len());
+    // A response column: integers, empty on request rows — pandas needs the nullable Int64.
+    let col = header.iter().position(|c| *c == "maximum_io_rate").unwrap();
+    let cells: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(col).unwrap_or(""))
+        .collect();
+    assert!(cells.iter().any(|c| c.is_empty()) && cells.iter().any(|c| c.parse::<u64>().is_ok()));
+    assert_eq!(types["maximum_io_rate"], "Int64");
+    assert_eq!(types["frame"], "Int64");
+    assert_eq!(types["time"], "float64");
+    assert_eq!(types["datetime"], "string");
+    assert_eq!(types["direction"], "string");
+    // JSON lines carry their own types: --dtypes is for CSV.
+    let o = sqos(&[
+        "export",
+        "captures/steady.pcap.gz",
+        "--what",
+        "messages",
+        "--dtypes",
+        dtypes.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
 }
