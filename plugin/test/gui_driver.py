@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Drives Wireshark's GUI with plugin/sqos.lua loaded and reports what Statistics > SQOS Flows shows.
 
-Run by tests/plugin_gui.rs inside `dbus-run-session` (the accessibility bus needs a session bus):
+Run by tests/it/plugin_gui.rs inside `dbus-run-session` (the accessibility bus needs a session bus):
 
-    dbus-run-session -- /usr/bin/python3 plugin/test/gui_driver.py PLUGIN CAPTURE PACKETS [PNG]
+    dbus-run-session -- /usr/bin/python3 plugin/test/gui_driver.py PLUGIN SQOS CAPTURE PACKETS [PNG]
 
 It starts its own X server (Xvfb), the AT-SPI accessibility bus and registry, and Wireshark with a
-fresh profile and no capture file, then, like a user:
+fresh profile, no capture file and the plugin's preference pointing at the sqos program SQOS,
+then, like a user:
 
   1. opens Statistics > SQOS Flows before any capture is loaded (window "before");
   2. opens CAPTURE with File > Open (Ctrl+O, path typed into the file dialog); the open window
@@ -29,8 +30,8 @@ import sys
 import tempfile
 import time
 
-PLUGIN, CAPTURE, PACKETS = sys.argv[1], sys.argv[2], int(sys.argv[3])
-SCREENSHOT = sys.argv[4] if len(sys.argv) > 4 else None
+PLUGIN, SQOS, CAPTURE, PACKETS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+SCREENSHOT = sys.argv[5] if len(sys.argv) > 5 else None
 WINDOW_TITLE = "SQOS Flows"
 TIMEOUT = 90.0
 
@@ -129,8 +130,8 @@ def setup():
         # reached the bus, under load the run passed). So keep the CPUs busy while it starts.
         burners = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
                    for _ in range(2 * (os.cpu_count() or 2))]
-        wireshark = start(["wireshark", "-X", "lua_script:" + PLUGIN], env=ENV,
-                          stdout=subprocess.DEVNULL, stderr=ws_err)
+        wireshark = start(["wireshark", "-X", "lua_script:" + PLUGIN, "-o", "sqosa.sqos:" + SQOS],
+                          env=ENV, stdout=subprocess.DEVNULL, stderr=ws_err)
 
         def state():
             ws_err.seek(mark)

@@ -16,6 +16,7 @@ use super::nt::{
 };
 use super::open::{AssociatedBy, Association, OpenKey, OpenState};
 use super::rules::{evaluate, AssociationChange, Outcome, RequestFacts};
+use super::view::{FlowFrom, MessageView};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
@@ -75,6 +76,7 @@ pub struct Analyzer {
     dropped_opens: u64,
     evicted_pending: u64,
     rows_out: Vec<(Uuid, IntervalRow)>,
+    last: MessageView,
 }
 
 impl Default for Analyzer {
@@ -85,14 +87,14 @@ impl Default for Analyzer {
 
 /// The flow a request concerns: the one it associates, else the open's, else (state unknown)
 /// the one it names.
-fn request_flow(r: &Request, assoc: Association) -> Option<Uuid> {
+fn request_flow(r: &Request, assoc: Association) -> Option<(Uuid, FlowFrom)> {
     let id = r.logical_flow_id;
-    let named = (!id.is_nil()).then_some(id);
+    let named = (!id.is_nil()).then_some((id, FlowFrom::Message));
     if r.options.contains(Options::SET_LOGICAL_FLOW_ID) {
         return named;
     }
     match assoc {
-        Association::Flow(f) => Some(f),
+        Association::Flow(f) => Some((f, FlowFrom::Open)),
         Association::NotAssociated => named.filter(|_| r.options.contains(Options::PROBE_POLICY)),
         Association::Unknown => named,
     }
@@ -127,7 +129,13 @@ impl Analyzer {
             dropped_opens: 0,
             evicted_pending: 0,
             rows_out: Vec::new(),
+            last: MessageView::default(),
         }
+    }
+
+    /// What the analysis made of the SQOS message it was given last.
+    pub fn last_message(&self) -> MessageView {
+        self.last
     }
 
     pub fn config(&self) -> &AnalyzerConfig {
@@ -205,8 +213,9 @@ impl Analyzer {
                 self.dropped_flows += 1;
                 return None;
             }
-            self.flows
-                .insert(id, Box::new(FlowState::new(id, frame, ts, &self.cfg)));
+            let mut f = FlowState::new(id, frame, ts, &self.cfg);
+            f.created = self.flows.len() as u64;
+            self.flows.insert(id, Box::new(f));
         }
         self.flows.get_mut(&id).map(|f| &mut **f)
     }
@@ -357,7 +366,9 @@ impl Analyzer {
                 .map_or(Association::Unknown, |o| o.association),
             None => Association::Unknown,
         };
-        let flow = request.as_deref().and_then(|r| request_flow(r, assoc));
+        let found = request.as_deref().and_then(|r| request_flow(r, assoc));
+        self.last.flow = found;
+        let flow = found.map(|(id, _)| id);
         if let (Some(r), Some(id)) = (request.as_deref(), flow) {
             let notes = self.capture_notes;
             if let Some(f) = self.flow_mut(id, rec.frame, rec.ts) {
@@ -388,10 +399,34 @@ impl Analyzer {
             SqosBody::Response(d) => d.message.as_ref(),
             _ => None,
         };
-        let Some(p) = self.pending.remove(&(rec.conn, rec.msg_id)) else {
-            self.response_without_request(&rec, nt, response);
-            return;
-        };
+        let pending = self.pending.remove(&(rec.conn, rec.msg_id));
+        match &pending {
+            Some(p) => self.answer(&rec, p, nt, response),
+            None => self.response_without_request(&rec, nt, response),
+        }
+        // The flow the answer belongs to: the open's after it, else the one the request
+        // concerned, else the one the answer names.
+        let key = pending.as_ref().and_then(|p| p.key).or(open_key(
+            rec.conn,
+            rec.session_id,
+            rec.file_id,
+        ));
+        let open = key
+            .and_then(|k| self.opens.get(&k))
+            .and_then(|o| o.association.flow());
+        self.last.flow = open
+            .map(|id| (id, FlowFrom::Open))
+            .or(pending
+                .and_then(|p| p.flow)
+                .map(|id| (id, FlowFrom::Message)))
+            .or(response
+                .map(|r| r.logical_flow_id)
+                .filter(|id| !id.is_nil())
+                .map(|id| (id, FlowFrom::Message)));
+    }
+
+    /// The final response to a pending request.
+    fn answer(&mut self, rec: &SqosRecord, p: &Pending, nt: u32, response: Option<&Response>) {
         let (Some(key), Some(req)) = (p.key, p.request.as_deref()) else {
             return;
         };
@@ -410,9 +445,9 @@ impl Analyzer {
         let named = (!req.logical_flow_id.is_nil()).then_some(req.logical_flow_id);
         let home = p.flow.or(named).unwrap_or(Uuid::nil());
         if nt == STATUS_SUCCESS {
-            self.on_success(&rec, &p, key, req, &outcome, before, home, response);
+            self.on_success(rec, p, key, req, &outcome, before, home, response);
         } else {
-            self.on_failure(&rec, &p, key, req, &outcome, before, home, nt);
+            self.on_failure(rec, p, key, req, &outcome, before, home, nt);
         }
         if let Some(f) = p.flow {
             self.finalize_flow(f);
@@ -499,7 +534,7 @@ impl Analyzer {
         }
         if opts.contains(Options::UPDATE_COUNTERS) {
             if let Some(f) = p.flow.and_then(|id| self.flows.get_mut(&id)) {
-                f.update_answered(p.frame, Some(Counters::from_request(req)));
+                self.last.update = f.update_answered(p.frame, Some(Counters::from_request(req)));
             }
         }
         if opts.contains(Options::GET_STATUS) {
@@ -643,7 +678,7 @@ impl Analyzer {
         }
         if req.options.contains(Options::UPDATE_COUNTERS) {
             if let Some(f) = p.flow.and_then(|id| self.flows.get_mut(&id)) {
-                f.update_answered(p.frame, None);
+                self.last.update = f.update_answered(p.frame, None);
             }
         }
     }
@@ -728,7 +763,7 @@ impl Analyzer {
             );
         }
         // In order of appearance; the catch-all null flow (findings of no flow) last.
-        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame));
+        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.created));
         let mut notes = self.notes;
         if self.dropped_flows > 0 {
             notes.push(format!("{} flows were not followed", self.dropped_flows));
@@ -752,6 +787,7 @@ impl Analyzer {
 
 impl RecordSink for Analyzer {
     fn on_sqos(&mut self, rec: SqosRecord) {
+        self.last = MessageView::default();
         self.advance(rec.ts);
         match rec.direction {
             Direction::Request => self.on_request(rec),

@@ -15,6 +15,7 @@ use super::interval::{
     Counters, InEffect, IntervalRow, Observed, ObservedRates, Rates, Series, DEFAULT_BASE_IO_SIZE,
 };
 use super::open::{AssociatedBy, OpenKey};
+use super::view::UpdateAnswer;
 use crate::capture::Timestamp;
 use crate::sqos::{Options, ProtocolVersion, Request, Response, Severity, Status};
 
@@ -156,6 +157,8 @@ pub struct FlowState {
     pub id: Uuid,
     pub first_frame: u64,
     pub first_ts: Timestamp,
+    /// How many flows were met before this one: orders flows that appeared in the same frame.
+    pub created: u64,
     pub initiator_id: Option<Uuid>,
     pub initiator_name: Option<String>,
     pub initiator_node_name: Option<String>,
@@ -213,6 +216,7 @@ impl FlowState {
             id,
             first_frame: frame,
             first_ts: ts,
+            created: 0,
             initiator_id: None,
             initiator_name: None,
             initiator_node_name: None,
@@ -367,7 +371,12 @@ impl FlowState {
     }
 
     /// The answer to the UPDATE_COUNTERS sent in `request_frame`: its increments if applied.
-    pub fn update_answered(&mut self, request_frame: u64, applied: Option<Counters>) {
+    /// Gives what the answer means for the series (`None` when its interval is no longer kept).
+    pub fn update_answered(
+        &mut self,
+        request_frame: u64,
+        applied: Option<Counters>,
+    ) -> Option<UpdateAnswer> {
         if applied.is_some() {
             self.updates_applied += 1;
         }
@@ -377,20 +386,23 @@ impl FlowState {
             .filter(|f| f.frame == request_frame)
         {
             first.counters = applied;
-            return;
+            return Some(UpdateAnswer::First);
         }
-        if let Some(p) = self
+        let p = self
             .unfinished
             .iter_mut()
-            .find(|p| p.row.end_frame == request_frame)
-        {
-            p.awaiting = false;
-            if let Some(c) = applied {
-                p.row.reported = c;
-                p.row.reported_secs = p.row.secs();
-                p.row.updates_applied = 1;
-            }
+            .find(|p| p.row.end_frame == request_frame)?;
+        p.awaiting = false;
+        let secs = p.row.secs();
+        if let Some(c) = applied {
+            p.row.reported = c;
+            p.row.reported_secs = secs;
+            p.row.updates_applied = 1;
         }
+        Some(UpdateAnswer::Interval {
+            secs,
+            rates: applied.and_then(|c| c.rates(secs)),
+        })
     }
 
     /// A successful SET_POLICY / PROBE_POLICY (section 3.2.5.1.2).

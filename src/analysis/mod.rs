@@ -15,6 +15,7 @@ pub mod interval;
 pub mod nt;
 pub mod open;
 pub mod rules;
+pub mod view;
 
 pub use analyzer::{Analysis, Analyzer};
 pub use config::{AnalyzerConfig, Tolerances};
@@ -22,3 +23,4 @@ pub use finding::{FlowFinding, FlowFindingCode};
 pub use flow::{FlowState, OpenEntry, PolicyView, ServerView, TimelineEntry, TimelineEvent};
 pub use interval::{normalized_io_size, Counters, IntervalRow, Observed, ObservedRates, Rates};
 pub use open::{AssociatedBy, Association, OpenKey};
+pub use view::{FlowFrom, MessageView, UpdateAnswer};

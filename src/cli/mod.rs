@@ -1,6 +1,7 @@
 //! Subcommands. Exit codes: 0 ok, 1 capture damaged but read (or, for checks, a check failed),
 //! 2 unusable input or usage error.
 
+mod annotate;
 mod check;
 mod dissect;
 mod docs;
@@ -56,6 +57,9 @@ enum Command {
     Synth(sqos::synth::SynthArgs),
     /// Interactive terminal UI: flows, charts, messages with field tree and hex, findings.
     Tui(tui::TuiArgs),
+    /// Each SQOS message with its flow and figures, then the flows, as versioned JSON lines
+    /// (what the Wireshark plugin shows, plugin/README.md).
+    Annotate(annotate::AnnotateArgs),
     /// Shell completion script for bash, zsh, fish, elvish or PowerShell.
     Completions(docs::CompletionsArgs),
     /// The manual page (roff), generated from this command line.
@@ -73,6 +77,7 @@ impl Command {
             Command::Flows(a) => Some(&mut a.input),
             Command::Export(a) => Some(&mut a.input),
             Command::Plot(a) => Some(&mut a.input),
+            Command::Annotate(a) => Some(&mut a.input),
             Command::Check(_)
             | Command::Synth(_)
             | Command::Tui(_)
@@ -197,6 +202,7 @@ pub fn main() -> i32 {
         Command::Check(a) => check::run(&a),
         Command::Synth(a) => synth::run(&a),
         Command::Tui(a) => tui::run_tui(&a),
+        Command::Annotate(a) => annotate::run(&a),
         Command::Completions(a) => docs::completions(&a),
         Command::Man(a) => docs::man(&a),
     }

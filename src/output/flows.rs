@@ -23,7 +23,8 @@ fn short(u: Uuid) -> String {
     u.to_string().chars().take(8).collect()
 }
 
-fn dialect(v: ProtocolVersion) -> Option<&'static str> {
+/// "1.0" / "1.1", or `None` for a ProtocolVersion of neither dialect.
+pub fn dialect(v: ProtocolVersion) -> Option<&'static str> {
     match v.dialect() {
         Some(Dialect::V1_0) => Some("1.0"),
         Some(Dialect::V1_1) => Some("1.1"),
@@ -105,10 +106,10 @@ pub fn sorted_findings(f: &FlowState) -> Vec<&FlowFinding> {
     v
 }
 
-/// One flow as a JSON object (the `sqos flows --format json` array element).
-pub fn flow_json(f: &FlowState) -> Value {
+/// What a flow is now: identity, policy, the server's last answer, the counter updates applied.
+/// A part of `flow_json`; `sqos annotate` shows it after each message.
+pub fn flow_state_json(f: &FlowState) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("logical_flow_id".into(), json!(guid(f.id)));
     m.insert("initiator_id".into(), json!(f.initiator_id.map(guid)));
     m.insert("initiator_name".into(), json!(f.initiator_name));
     m.insert("initiator_node_name".into(), json!(f.initiator_node_name));
@@ -116,20 +117,6 @@ pub fn flow_json(f: &FlowState) -> Value {
         "policy_id".into(),
         json!(f.policy.map(|p| guid(p.policy_id))),
     );
-    m.insert(
-        "protocol_version".into(),
-        json!(f.protocol_version.map(|v| v.0)),
-    );
-    m.insert(
-        "dialect".into(),
-        json!(f.protocol_version.and_then(dialect)),
-    );
-    m.insert("first_frame".into(), json!(f.first_frame));
-    m.insert(
-        "opens".into(),
-        Value::Array(f.opens.iter().map(open_json).collect()),
-    );
-    m.insert("opens_total".into(), json!(f.opens.total()));
     m.insert("limit".into(), json!(f.policy.map(|p| p.limit)));
     m.insert("reservation".into(), json!(f.policy.map(|p| p.reservation)));
     m.insert(
@@ -156,8 +143,29 @@ pub fn flow_json(f: &FlowState) -> Value {
         "last_status_name".into(),
         json!(s.and_then(|s| s.status.name())),
     );
-    m.insert("updates_sent".into(), json!(f.updates_sent));
     m.insert("updates_applied".into(), json!(f.updates_applied));
+    m
+}
+
+/// One flow as a JSON object (the `sqos flows --format json` array element).
+pub fn flow_json(f: &FlowState) -> Value {
+    let mut m = flow_state_json(f);
+    m.insert("logical_flow_id".into(), json!(guid(f.id)));
+    m.insert(
+        "protocol_version".into(),
+        json!(f.protocol_version.map(|v| v.0)),
+    );
+    m.insert(
+        "dialect".into(),
+        json!(f.protocol_version.and_then(dialect)),
+    );
+    m.insert("first_frame".into(), json!(f.first_frame));
+    m.insert(
+        "opens".into(),
+        Value::Array(f.opens.iter().map(open_json).collect()),
+    );
+    m.insert("opens_total".into(), json!(f.opens.total()));
+    m.insert("updates_sent".into(), json!(f.updates_sent));
     m.insert(
         "intervals".into(),
         json!(f

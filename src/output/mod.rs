@@ -1,5 +1,6 @@
 //! The faces that print: tshark-like text, JSON / JSONL, statistics.
 
+pub mod annotate;
 pub mod csv;
 pub mod flows;
 pub mod frames;

@@ -1,5 +1,5 @@
 //! Memory of the analysis state with 100,000 logical flows and 1,000,000 opens, all alive at
-//! once. Run: `cargo test --release --test analysis_memory -- --ignored --nocapture`
+//! once. Run: `cargo test --release --test it analysis_memory -- --ignored --nocapture`
 //! (prints peak RSS and bytes per flow / per open; the numbers are in docs/analysis.md).
 
 use crate::analysis_kit::*;

@@ -19,12 +19,11 @@ fn analyzed(scenario: Scenario, name: &str) -> (Analysis, Truth) {
         Ok(x) => x,
         Err(e) => panic!("{name}: {e}"),
     };
-    let path: PathBuf =
-        std::env::temp_dir().join(format!("sqos-analysis-{name}-{}.pcap", std::process::id()));
+    let tmp = crate::support::scratch("sqos-analysis-");
+    let path: PathBuf = tmp.path().join(format!("{name}.pcap"));
     std::fs::write(&path, bytes).expect("temp capture");
     let mut a = Analyzer::default();
     let r = run_capture(&path, PipelineConfig::default(), &mut a, false);
-    let _ = std::fs::remove_file(&path);
     assert!(r.is_ok(), "{name}");
     (a.finish(), truth)
 }

@@ -1165,8 +1165,8 @@ fn follow_on_a_finished_file_settles_on_its_last_interval() {
     flate2::read::GzDecoder::new(std::fs::File::open(path(rel)).expect("open"))
         .read_to_end(&mut pcap)
         .expect("gunzip");
-    let dir = std::env::temp_dir().join(format!("sqos-follow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scratch = crate::support::scratch("sqos-follow-");
+    let dir = scratch.path().to_path_buf();
     let copy = dir.join("policy-change.pcap");
     std::fs::write(&copy, &pcap).expect("write the copy");
     let mut started = sqos::tui::start(
@@ -1217,5 +1217,4 @@ fn follow_on_a_finished_file_settles_on_its_last_interval() {
     }
     started.stop();
     let _ = started.reader.join();
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -268,8 +268,8 @@ fn time_formats() {
 
 #[test]
 fn write_keeps_the_matching_frames_whole_with_their_timestamps() {
-    let dir = std::env::temp_dir().join(format!("sqos-w-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
+    let scratch = crate::support::scratch("sqos-w-");
+    let dir = scratch.path().to_path_buf();
     let out = dir.join("vm03.pcap");
     let o = sqos(&[
         "dissect",
@@ -310,7 +310,6 @@ fn write_keeps_the_matching_frames_whole_with_their_timestamps() {
     // And sqos reads them back as the same messages of vm03.
     let o = sqos(&["dissect", out.to_str().expect("utf-8"), "--vm", "vm03"]);
     assert_eq!(frames_of(&stdout(&o)).len(), want.len());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -407,8 +406,8 @@ fn errors_name_the_file_once_and_an_empty_file_is_empty() {
         stderr(&o),
         "sqos: no-such-file.pcap: No such file or directory (os error 2)\n"
     );
-    let dir = std::env::temp_dir().join(format!("sqos-empty-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
+    let scratch = crate::support::scratch("sqos-empty-");
+    let dir = scratch.path().to_path_buf();
     let empty = dir.join("empty.pcap");
     std::fs::write(&empty, b"").expect("write");
     let o = sqos(&["flows", empty.to_str().expect("utf-8")]);
@@ -420,13 +419,12 @@ fn errors_name_the_file_once_and_an_empty_file_is_empty() {
             empty.display()
         )
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn synth_is_quiet_on_request_and_names_scenarios_as_typed() {
-    let dir = std::env::temp_dir().join(format!("sqos-synth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
+    let scratch = crate::support::scratch("sqos-synth-");
+    let dir = scratch.path().to_path_buf();
     let out = dir.join("nn.pcap");
     let out = out.to_str().expect("utf-8");
     let args = [
@@ -473,7 +471,6 @@ fn synth_is_quiet_on_request_and_names_scenarios_as_typed() {
             && line.contains(" to 200 of "),
         "{line}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -500,8 +497,8 @@ fn flows_notes_count_only_lost_data_with_the_right_grammar() {
 
 #[test]
 fn check_refuses_an_empty_rules_file_and_tolerates_5_percent_by_default() {
-    let dir = std::env::temp_dir().join(format!("sqos-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
+    let scratch = crate::support::scratch("sqos-check-");
+    let dir = scratch.path().to_path_buf();
     let rules = dir.join("empty.toml");
     std::fs::write(&rules, "# nothing yet\n").expect("write");
     let o = sqos(&[
@@ -557,7 +554,6 @@ fn check_refuses_an_empty_rules_file_and_tolerates_5_percent_by_default() {
     assert_eq!(o.status.code(), Some(0), "{text}{}", stderr(&o));
     assert_eq!(text.matches("baseline: flow").count(), 1, "{text}");
     assert!(text.contains("baseline: flow vm02"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -571,6 +567,7 @@ fn every_help_ends_with_examples_and_completions_and_man_come_from_it() {
         "check",
         "synth",
         "tui",
+        "annotate",
         "completions",
         "man",
     ] {
@@ -630,8 +627,8 @@ fn panel_tops(svg: &str) -> Vec<f64> {
 
 #[test]
 fn plot_names_its_capture_and_its_markers_and_shares_one_scale_on_request() {
-    let dir = std::env::temp_dir().join(format!("sqos-plot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = crate::support::scratch("sqos-plot-");
+    let dir = scratch.path().to_path_buf();
     let (own, same) = (dir.join("own.svg"), dir.join("same.svg"));
     let cap = "captures/noisy-neighbour.pcapng.gz";
     for (out, extra) in [(&own, None), (&same, Some("--same-scale"))] {
@@ -677,13 +674,12 @@ fn plot_names_its_capture_and_its_markers_and_shares_one_scale_on_request() {
     let shared = panel_tops(&std::fs::read_to_string(&same).unwrap());
     let top = tops.iter().copied().fold(0.0, f64::max);
     assert!(shared.iter().all(|t| *t == top), "{shared:?} vs {top}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn csv_export_gives_pandas_dtypes_for_the_columns_left_empty() {
-    let dir = std::env::temp_dir().join(format!("sqos-dtypes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = crate::support::scratch("sqos-dtypes-");
+    let dir = scratch.path().to_path_buf();
     let (csv, dtypes) = (dir.join("m.csv"), dir.join("m.dtypes.json"));
     let o = sqos(&[
         "export",
@@ -726,5 +722,4 @@ fn csv_export_gives_pandas_dtypes_for_the_columns_left_empty() {
         dtypes.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,6 +15,15 @@ use sqos::pipeline::{
 };
 use sqos::run::{run_capture, CaptureSink, RunResult};
 
+/// A fresh directory under the system temp dir, removed when the value drops (also when the
+/// test panics), so tests leave nothing behind in /tmp.
+pub fn scratch(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("temp dir")
+}
+
 #[derive(Default)]
 pub struct Collected {
     pub sqos: Vec<SqosRecord>,
