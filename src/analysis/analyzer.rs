@@ -162,7 +162,7 @@ impl Analyzer {
         let named = |id: Uuid| (!id.is_nil()).then_some(id);
         match &rec.body {
             SqosBody::Request(d) => match &d.message {
-                Some(r) => request_flow(r, assoc),
+                Some(r) => request_flow(r, assoc).map(|(id, _)| id),
                 None => assoc.flow(),
             },
             SqosBody::Response(d) => self
