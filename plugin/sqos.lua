@@ -74,6 +74,8 @@ local FLOW_CODES = {
     "flow.server_qos_unsupported",
     "flow.request_unanswered",
     "flow.multiple_initiators",
+    -- sqos's memory budget forgot requests of the flow (docs/robustness.md)
+    "flow.memory_bound",
 }
 -- END FLOW FINDING CODES
 

@@ -17,6 +17,7 @@ use super::nt::{
 use super::open::{AssociatedBy, Association, OpenKey, OpenState};
 use super::rules::{evaluate, AssociationChange, Outcome, RequestFacts};
 use super::view::{FlowFrom, MessageView};
+use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
@@ -24,9 +25,6 @@ use crate::pipeline::{
 };
 use crate::run::CaptureSink;
 use crate::sqos::{Options, Request, Response, Severity};
-
-/// Notes the analyzer keeps about itself (bounds hit); the rest are counted.
-const MAX_NOTES: usize = 32;
 
 /// A request waiting for its final response.
 #[derive(Clone, Debug)]
@@ -41,6 +39,16 @@ struct Pending {
     flow: Option<Uuid>,
 }
 
+impl Pending {
+    /// The request's names (the rest is in `Kind::FlowRequests`' entry cost).
+    fn heap_bytes(&self) -> usize {
+        self.request.as_deref().map_or(0, |r| {
+            r.initiator_name.as_ref().map_or(0, String::len)
+                + r.initiator_node_name.as_ref().map_or(0, String::len)
+        })
+    }
+}
+
 /// What the analysis found: one entry per logical flow, in order of first appearance.
 #[derive(Debug)]
 pub struct Analysis {
@@ -50,8 +58,11 @@ pub struct Analysis {
     pub end: Option<Timestamp>,
     /// Capture notes the pipeline gave (gaps, bounds): observed figures may be incomplete.
     pub capture_notes: u64,
-    /// What the analyzer itself had to leave out (its bounds).
+    /// What the analyzer itself had to leave out (its bounds): one note per memory share
+    /// that dropped something.
     pub notes: Vec<String>,
+    /// The analyzer's memory shares: limit, peak and what each dropped.
+    pub memory: Vec<MemoryUse>,
     /// Rows not yet drained when streaming rows (`AnalyzerConfig::stream_rows`).
     pub rows: Vec<(Uuid, IntervalRow)>,
 }
@@ -71,10 +82,12 @@ pub struct Analyzer {
     start: Option<Timestamp>,
     clock: Option<Timestamp>,
     capture_notes: u64,
-    notes: Vec<String>,
-    dropped_flows: u64,
-    dropped_opens: u64,
-    evicted_pending: u64,
+    /// Memory shares: flows (counted in flows), opens (with their names), pending requests.
+    flows_mem: Share,
+    opens_mem: Share,
+    pending_mem: Share,
+    /// Requests of each flow forgotten before their answer (for the flow's finding).
+    forgotten_by_flow: HashMap<Uuid, u64>,
     rows_out: Vec<(Uuid, IntervalRow)>,
     last: MessageView,
 }
@@ -115,7 +128,6 @@ fn open_key(
 impl Analyzer {
     pub fn new(cfg: AnalyzerConfig) -> Self {
         Analyzer {
-            cfg,
             opens: HashMap::new(),
             flows: HashMap::new(),
             pending: HashMap::new(),
@@ -124,10 +136,21 @@ impl Analyzer {
             start: None,
             clock: None,
             capture_notes: 0,
-            notes: Vec::new(),
-            dropped_flows: 0,
-            dropped_opens: 0,
-            evicted_pending: 0,
+            flows_mem: Share::new(
+                Kind::Flows,
+                cfg.max_flows.saturating_mul(Kind::Flows.entry_cost()),
+            ),
+            opens_mem: Share::new(
+                Kind::FlowOpens,
+                cfg.max_opens.saturating_mul(Kind::FlowOpens.entry_cost()),
+            ),
+            pending_mem: Share::new(
+                Kind::FlowRequests,
+                cfg.max_pending
+                    .saturating_mul(Kind::FlowRequests.entry_cost()),
+            ),
+            forgotten_by_flow: HashMap::new(),
+            cfg,
             rows_out: Vec::new(),
             last: MessageView::default(),
         }
@@ -189,30 +212,20 @@ impl Analyzer {
         std::mem::take(&mut self.rows_out)
     }
 
-    fn note(&mut self, msg: String) {
-        if self.notes.len() < MAX_NOTES {
-            self.notes.push(msg);
-        }
-    }
-
     fn series_cap(&self) -> usize {
         (self.cfg.series_budget_rows / self.flows.len().max(1))
             .clamp(self.cfg.series_min_rows, self.cfg.series_max_rows)
     }
 
-    /// The flow's state, created on first sight; `None` once `max_flows` are followed.
+    /// The flow's state, created on first sight; `None` once `max_flows` are followed (a
+    /// flow not followed is counted each time it is met, in the flows share).
     fn flow_mut(&mut self, id: Uuid, frame: u64, ts: Timestamp) -> Option<&mut FlowState> {
         if !self.flows.contains_key(&id) {
             if self.flows.len() >= self.cfg.max_flows {
-                if self.dropped_flows == 0 {
-                    self.note(format!(
-                        "more than {} logical flows: the others are not followed (from frame {frame})",
-                        self.cfg.max_flows
-                    ));
-                }
-                self.dropped_flows += 1;
+                self.flows_mem.dropped(1, 0, frame);
                 return None;
             }
+            self.flows_mem.charge(1, 0);
             let mut f = FlowState::new(id, frame, ts, &self.cfg);
             f.created = self.flows.len() as u64;
             self.flows.insert(id, Box::new(f));
@@ -266,30 +279,41 @@ impl Analyzer {
         }
     }
 
-    fn open_mut_or_met(&mut self, key: OpenKey, file_name: Option<&str>) -> Option<&mut OpenState> {
+    fn open_mut_or_met(
+        &mut self,
+        key: OpenKey,
+        file_name: Option<&str>,
+        frame: u64,
+    ) -> Option<&mut OpenState> {
         if !self.opens.contains_key(&key) {
-            if self.opens.len() >= self.cfg.max_opens {
-                self.drop_open();
+            let bytes = file_name.map_or(0, str::len);
+            if !self.room_for_open(bytes, frame) {
                 return None;
             }
+            self.opens_mem.charge(1, bytes);
             self.opens.insert(key, OpenState::met(file_name));
         }
         self.opens.get_mut(&key)
     }
 
-    fn drop_open(&mut self) {
-        if self.dropped_opens == 0 {
-            let msg = format!(
-                "more than {} opens at once: further opens are not followed",
-                self.cfg.max_opens
-            );
-            self.note(msg);
+    /// Whether a new open with a name of `bytes` fits; if not, it is counted as dropped.
+    fn room_for_open(&mut self, bytes: usize, frame: u64) -> bool {
+        if self.opens.len() < self.cfg.max_opens && self.opens_mem.fits(1, bytes) {
+            return true;
         }
-        self.dropped_opens += 1;
+        self.opens_mem.dropped(1, 0, frame);
+        false
+    }
+
+    fn forget_open(&mut self, key: &OpenKey) -> Option<OpenState> {
+        let o = self.opens.remove(key)?;
+        self.opens_mem
+            .release(1, o.file_name.as_deref().map_or(0, str::len));
+        Some(o)
     }
 
     fn associate(&mut self, key: OpenKey, flow: Uuid, by: AssociatedBy, frame: u64, ts: Timestamp) {
-        let Some(open) = self.open_mut_or_met(key, None) else {
+        let Some(open) = self.open_mut_or_met(key, None, frame) else {
             return;
         };
         let old = open.association;
@@ -329,28 +353,43 @@ impl Analyzer {
     }
 
     fn remember_pending(&mut self, id: (ConnId, u64), p: Pending) {
-        while self.pending.len() >= self.cfg.max_pending {
+        let bytes = p.heap_bytes();
+        if let Some(old) = self.take_pending(&id) {
+            // The same MessageId again: the earlier request is superseded.
+            self.pending_mem.dropped(1, 0, p.frame);
+            self.count_forgotten(&old);
+        }
+        while self.pending.len() >= self.cfg.max_pending || !self.pending_mem.fits(1, bytes) {
             let Some((old, frame)) = self.pending_order.pop_front() else {
                 break;
             };
             if self.pending.get(&old).is_some_and(|q| q.frame == frame) {
-                self.pending.remove(&old);
-                if self.evicted_pending == 0 {
-                    let msg = format!(
-                        "more than {} requests waiting for a response: the oldest are forgotten",
-                        self.cfg.max_pending
-                    );
-                    self.note(msg);
+                if let Some(q) = self.take_pending(&old) {
+                    self.count_forgotten(&q);
                 }
-                self.evicted_pending += 1;
+                self.pending_mem.dropped(1, 0, p.frame);
             }
         }
         self.pending_order.push_back((id, p.frame));
+        self.pending_mem.charge(1, bytes);
         self.pending.insert(id, p);
         if self.pending_order.len() > 2 * self.pending.len().max(1024) {
             let pending = &self.pending;
             self.pending_order
                 .retain(|(k, f)| pending.get(k).is_some_and(|p| p.frame == *f));
+        }
+    }
+
+    fn take_pending(&mut self, id: &(ConnId, u64)) -> Option<Pending> {
+        let p = self.pending.remove(id)?;
+        self.pending_mem.release(1, p.heap_bytes());
+        Some(p)
+    }
+
+    /// A request of a flow forgotten before its answer: the flow gets one finding for all.
+    fn count_forgotten(&mut self, p: &Pending) {
+        if let Some(f) = p.flow.filter(|f| self.flows.contains_key(f)) {
+            *self.forgotten_by_flow.entry(f).or_insert(0) += 1;
         }
     }
 
@@ -362,7 +401,7 @@ impl Analyzer {
         };
         let assoc = match key {
             Some(k) => self
-                .open_mut_or_met(k, rec.file_name.as_deref())
+                .open_mut_or_met(k, rec.file_name.as_deref(), rec.frame)
                 .map_or(Association::Unknown, |o| o.association),
             None => Association::Unknown,
         };
@@ -399,7 +438,7 @@ impl Analyzer {
             SqosBody::Response(d) => d.message.as_ref(),
             _ => None,
         };
-        let pending = self.pending.remove(&(rec.conn, rec.msg_id));
+        let pending = self.take_pending(&(rec.conn, rec.msg_id));
         match &pending {
             Some(p) => self.answer(&rec, p, nt, response),
             None => self.response_without_request(&rec, nt, response),
@@ -716,6 +755,7 @@ impl Analyzer {
     pub fn finish(mut self) -> Analysis {
         let end = self.clock;
         let grace = self.cfg.tolerances.unanswered_grace_secs;
+        self.pending_mem.clear();
         let mut unanswered: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
         unanswered.sort_by_key(|p| p.frame);
         for p in unanswered {
@@ -750,6 +790,21 @@ impl Analyzer {
             // Deadlines that passed within the capture.
             self.fire_timers(Timestamp(e.0.saturating_add(1)));
         }
+        let mut forgotten: Vec<(Uuid, u64)> = self.forgotten_by_flow.drain().collect();
+        forgotten.sort_unstable();
+        for (id, n) in forgotten {
+            let first = self.pending_mem.usage().first_drop_frame.unwrap_or(0);
+            self.finding(
+                id,
+                FlowFindingCode::MemoryBound,
+                Severity::Warning,
+                format!(
+                    "{n} of its SQOS requests were forgotten before their answer (the memory budget's flow_requests share was full from frame {first}): what those answers set or reported is missing"
+                ),
+                first,
+                self.start.unwrap_or_default(),
+            );
+        }
         let cap = self.series_cap();
         let keep = self.cfg.stream_rows;
         let mut rows = std::mem::take(&mut self.rows_out);
@@ -764,22 +819,19 @@ impl Analyzer {
         }
         // In order of appearance; the catch-all null flow (findings of no flow) last.
         flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.created));
-        let mut notes = self.notes;
-        if self.dropped_flows > 0 {
-            notes.push(format!("{} flows were not followed", self.dropped_flows));
-        }
-        if self.evicted_pending > 0 {
-            notes.push(format!(
-                "{} requests were forgotten before their response",
-                self.evicted_pending
-            ));
-        }
+        let memory = vec![
+            self.pending_mem.usage(),
+            self.opens_mem.usage(),
+            self.flows_mem.usage(),
+        ];
+        let notes = memory.iter().filter_map(MemoryUse::summary).collect();
         Analysis {
             flows,
             start: self.start,
             end,
             capture_notes: self.capture_notes,
             notes,
+            memory,
             rows,
         }
     }
@@ -806,10 +858,13 @@ impl RecordSink for Analyzer {
             if let Some(f) = self.flows.get_mut(&old) {
                 f.end_open(&key, rec.frame);
             }
-        } else if !self.opens.contains_key(&key) && self.opens.len() >= self.cfg.max_opens {
-            self.drop_open();
+        }
+        // A CREATE of an open already followed replaces it.
+        self.forget_open(&key);
+        if !self.room_for_open(rec.file_name.len(), rec.frame) {
             return;
         }
+        self.opens_mem.charge(1, rec.file_name.len());
         self.opens.insert(key, OpenState::created(&rec.file_name));
     }
 
@@ -820,7 +875,7 @@ impl RecordSink for Analyzer {
             session_id: rec.session_id,
             file_id: rec.file_id,
         };
-        if let Some(old) = self.opens.remove(&key).and_then(|o| o.association.flow()) {
+        if let Some(old) = self.forget_open(&key).and_then(|o| o.association.flow()) {
             if let Some(f) = self.flows.get_mut(&old) {
                 f.end_open(&key, rec.frame);
             }

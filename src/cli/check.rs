@@ -55,6 +55,8 @@ pub struct CheckArgs {
     quiet: bool,
     #[command(flatten)]
     filter: super::filter::FilterArgs,
+    #[command(flatten)]
+    memory: super::MemoryArg,
     /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
     #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
     keys: Vec<super::KeyFileArg>,
@@ -115,13 +117,14 @@ pub fn run(a: &CheckArgs) -> i32 {
             read_file: None,
             ports: a.ports.clone(),
             quiet: a.quiet,
+            memory: a.memory,
             keys: a.keys.clone(),
         };
         let v = judge_capture(
             capture,
             input.pipeline_config(),
             &plan,
-            FlowSelect::new(flow_analysis(), filter.clone()),
+            FlowSelect::new(flow_analysis(input.analyzer_config()), filter.clone()),
             !a.quiet,
         );
         if let Some(e) = &v.error {

@@ -258,7 +258,7 @@ pub fn run(a: &ExportArgs) -> i32 {
             let mut s = Series {
                 analyzer: Analyzer::new(AnalyzerConfig {
                     stream_rows: true,
-                    ..AnalyzerConfig::default()
+                    ..a.input.analyzer_config()
                 }),
                 sink,
                 filter,
@@ -279,7 +279,7 @@ pub fn run(a: &ExportArgs) -> i32 {
             (r, sink)
         }
         What::Flows => {
-            let mut analyzer = FlowSelect::new(Analyzer::default(), filter);
+            let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
             let r = run_capture(path, cfg, &mut analyzer, progress);
             let analysis = analyzer.finish();
             let mut sink = sink;

@@ -40,7 +40,7 @@ pub fn run(a: &FlowsArgs) -> i32 {
         Ok(f) => f,
         Err(code) => return code,
     };
-    let mut analyzer = FlowSelect::new(Analyzer::default(), filter);
+    let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
     let result = match run_capture(
         &a.input.capture,
         a.input.pipeline_config(),
@@ -53,12 +53,31 @@ pub fn run(a: &FlowsArgs) -> i32 {
     let analysis = analyzer.finish();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // What the memory budget dropped in the pipeline: after the table in text, on stderr
+    // beside JSON and CSV (the analysis's own notes are in the text table).
+    let dropped: Vec<String> = result
+        .stats
+        .memory
+        .iter()
+        .filter_map(|m| m.summary())
+        .collect();
     // A closed stdout (`| head`) ends the output quietly.
     let _ = match a.format {
-        FlowsFormat::Text => out.write_all(flows_text(&analysis).as_bytes()),
+        FlowsFormat::Text => {
+            let mut text = flows_text(&analysis);
+            for d in &dropped {
+                text.push_str(&format!("note: {d}\n"));
+            }
+            out.write_all(text.as_bytes())
+        }
         FlowsFormat::Json => out.write_all(format!("{:#}\n", flows_json(&analysis)).as_bytes()),
         FlowsFormat::Csv => write_csv(&mut out, &analysis),
     };
+    if !matches!(a.format, FlowsFormat::Text) {
+        for d in dropped.iter().chain(&analysis.notes) {
+            eprintln!("note: {d}");
+        }
+    }
     super::finish(&a.input.capture, &result)
 }
 

@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
+use sqos::analysis::AnalyzerConfig;
+use sqos::budget::Budget;
 use sqos::net::ReassemblyConfig;
 use sqos::pipeline::PipelineConfig;
 use sqos::smb2::crypto::KeyRing;
@@ -107,11 +109,32 @@ pub struct InputArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub memory: MemoryArg,
     /// SMB3 keys to decrypt encrypted sessions: Wireshark's "SMB2 Secret Keys" file
     /// (`smb2_seskey_list`; one session a line: session id, session key, server-to-client key,
     /// client-to-server key, in hex). Repeatable.
     #[arg(long = "keys", value_name = "FILE", value_parser = load_key_file_arg)]
     pub keys: Vec<KeyFileArg>,
+}
+
+/// `--memory`: the run's memory budget (docs/robustness.md).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct MemoryArg {
+    /// Memory budget for the state sqos keeps (connections, reassembly, pending requests,
+    /// opens, flows): `64M`, `1G`… When a share is full, what it drops is counted and reported.
+    #[arg(long = "memory", value_name = "SIZE", default_value = "64M", value_parser = sqos::budget::parse_size)]
+    pub bytes: usize,
+}
+
+impl MemoryArg {
+    pub fn budget(&self) -> Budget {
+        Budget::new(self.bytes)
+    }
+
+    pub fn analyzer_config(&self) -> AnalyzerConfig {
+        AnalyzerConfig::default().with_memory(&self.budget())
+    }
 }
 
 impl InputArgs {
@@ -144,6 +167,12 @@ impl InputArgs {
             keys: key_ring(&self.keys),
             ..PipelineConfig::default()
         }
+        .with_memory(self.memory.budget())
+    }
+
+    /// The analysis configured for this run's memory budget.
+    pub fn analyzer_config(&self) -> AnalyzerConfig {
+        self.memory.analyzer_config()
     }
 }
 
@@ -215,7 +244,7 @@ pub fn final_flows(input: &InputArgs) -> Option<Vec<sqos::analysis::FlowState>> 
     if !input.capture.is_file() {
         return None;
     }
-    let mut a = sqos::analysis::Analyzer::default();
+    let mut a = sqos::analysis::Analyzer::new(input.analyzer_config());
     sqos::run::run_capture(
         &input.capture,
         input.pipeline_config(),

@@ -65,7 +65,7 @@ pub fn run(a: &PlotArgs) -> i32 {
         Ok(f) => f,
         Err(code) => return code,
     };
-    let mut analyzer = FlowSelect::new(Analyzer::default(), filter);
+    let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
     let result = match run_capture(
         &a.input.capture,
         a.input.pipeline_config(),

@@ -45,6 +45,8 @@ pub struct TuiArgs {
     max_messages: usize,
     #[command(flatten)]
     filter: super::filter::FilterArgs,
+    #[command(flatten)]
+    memory: super::MemoryArg,
 }
 
 pub fn run_tui(a: &TuiArgs) -> i32 {
@@ -87,7 +89,8 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
             reassembly,
             keys: super::key_ring(&a.keys),
             ..PipelineConfig::default()
-        },
+        }
+        .with_memory(a.memory.budget()),
         max_messages: a.max_messages,
         selection: Selection {
             messages,

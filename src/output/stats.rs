@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
+use crate::budget::human_bytes;
 use crate::pipeline::srt::by_code;
 use crate::pipeline::Stats;
 
@@ -48,7 +49,29 @@ pub fn stats_text(s: &Stats) -> String {
     let _ = writeln!(out, "SMB1 (skipped)    {}", s.smb1_messages);
     let _ = writeln!(out, "gaps              {}", s.gaps);
     let _ = writeln!(out, "resyncs           {}", s.resyncs);
+    let _ = writeln!(out, "undecoded frames  {}", s.undecoded_frames);
     let _ = writeln!(out, "SQOS messages     {}", s.sqos_messages);
+    let _ = writeln!(out, "pending evicted   {}", s.pending_evicted);
+    let _ = writeln!(out, "opens evicted     {}", s.opens_evicted);
+    let _ = writeln!(out, "framer bytes shed {}", s.framer_bytes_shed);
+    if !s.memory.is_empty() {
+        let _ = writeln!(out, "memory            share        peak  dropped");
+        for m in &s.memory {
+            let _ = writeln!(
+                out,
+                "  {:<15} {:>10} {:>10}  {}",
+                m.kind.as_str(),
+                human_bytes(m.limit_bytes),
+                human_bytes(m.peak_bytes),
+                m.dropped
+            );
+        }
+        for m in &s.memory {
+            if let Some(line) = m.summary() {
+                let _ = writeln!(out, "note: {line}");
+            }
+        }
+    }
     let _ = writeln!(out, "unanswered        {}", s.unanswered_requests);
     for (cmd, n) in &s.unanswered_by_command {
         let _ = writeln!(out, "  {cmd:<16} {n}");

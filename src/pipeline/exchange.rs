@@ -1,21 +1,17 @@
 //! SMB2 messages → records: request/response matching, opens (FileId ↔ name), related compound
 //! operations, and the SQOS / open / close / I/O records.
 
-use super::outbox::{Out, Outbox, Seq};
+use super::outbox::{NoteKind, Out, Outbox, Seq};
 use super::sqos_build::{request_record, response_record, MsgCtx};
-use super::{CaptureNote, CloseRecord, IoKind, IoRecord, OpenRecord, Stats};
+use super::{CaptureNote, CloseRecord, IoKind, IoRecord, Limits, OpenRecord, Stats};
+use crate::budget::MemoryUse;
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::smb2::header::UNSOLICITED_MESSAGE_ID;
-use crate::smb2::{parse_body, Body, Command, FileId, Header, OpenTable, Part, PendingTable};
+use crate::smb2::{
+    parse_body, Body, Command, Evicted, FileId, Header, OpenTable, Part, PendingTable,
+};
 use crate::sqos::{self, FSCTL_STORAGE_QOS_CONTROL};
-
-/// Most requests waiting for a response, over all connections.
-pub const MAX_PENDING: usize = 65_536;
-/// Most opens remembered, over all sessions.
-pub const MAX_OPENS: usize = 65_536;
-/// Eviction notes are given for the first few only; the rest are counted in the stats.
-const MAX_EVICTION_NOTES: u64 = 10;
 
 /// What a request waits for, with what its response needs to make a record.
 #[derive(Debug)]
@@ -45,6 +41,25 @@ struct PendingReq {
     awaiting: Awaiting,
 }
 
+impl PendingReq {
+    /// Bytes it holds beyond its entry: names, and a decoded SQOS request.
+    fn heap_bytes(&self) -> usize {
+        let name = |n: &Option<String>| n.as_ref().map_or(0, String::len);
+        let awaiting = match &self.awaiting {
+            Awaiting::Create { name: n } => name(n),
+            Awaiting::Sqos {
+                request: Some(r), ..
+            } => {
+                std::mem::size_of::<sqos::Request>()
+                    + r.initiator_name.as_ref().map_or(0, String::len)
+                    + r.initiator_node_name.as_ref().map_or(0, String::len)
+            }
+            _ => 0,
+        };
+        name(&self.file_name) + awaiting
+    }
+}
+
 /// The file a compound chain is working on, for related operations (FileId all ones).
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
@@ -58,11 +73,16 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn new() -> Self {
+    pub fn new(limits: &Limits) -> Self {
         Exchange {
-            pending: PendingTable::new(MAX_PENDING),
-            opens: OpenTable::new(MAX_OPENS),
+            pending: PendingTable::new(limits.max_pending_bytes),
+            opens: OpenTable::new(limits.max_open_bytes),
         }
+    }
+
+    /// The pending and open tables' memory shares.
+    pub fn memory(&self) -> [MemoryUse; 2] {
+        [self.pending.share().usage(), self.opens.share().usage()]
     }
 
     /// The file a FileId names: related placeholders resolve to the chain's file.
@@ -98,9 +118,8 @@ impl Exchange {
             Err(e) => {
                 stats.malformed_bodies += 1;
                 if h.command == Command::IOCTL {
-                    outbox.push(Out::Note(CaptureNote {
-                        frame: ctx.frame,
-                        message: format!(
+                    outbox.note(NoteKind::BodyNotDecoded, ctx.frame, || {
+                        format!(
                             "IOCTL {} msg id {}: body not decoded: {e}",
                             if h.is_response() {
                                 "response"
@@ -108,8 +127,8 @@ impl Exchange {
                                 "request"
                             },
                             h.message_id
-                        ),
-                    }));
+                        )
+                    });
                 }
                 Body::NotDecoded
             }
@@ -171,15 +190,14 @@ impl Exchange {
                         _ => None,
                     };
                     if rec.buffer_truncated {
-                        outbox.push(Out::Note(CaptureNote {
-                            frame: ctx.frame,
-                            message: format!(
+                        outbox.note(NoteKind::SqosIncomplete, ctx.frame, || {
+                            format!(
                                 "SQOS request msg id {}: buffer incomplete ({} of {} bytes in the capture)",
                                 h.message_id,
                                 rec.buffer.len(),
                                 io.input_count
-                            ),
-                        }));
+                            )
+                        });
                     }
                     let seq = outbox.push_held(rec);
                     (file, Awaiting::Sqos { seq, request })
@@ -205,22 +223,22 @@ impl Exchange {
             file_name: file.1,
             awaiting,
         };
-        if let Some(((_, id), old)) = self.pending.insert((ctx.conn, h.message_id), req) {
+        let bytes = req.heap_bytes();
+        for ((_, id), old, why) in self.pending.insert((ctx.conn, h.message_id), req, bytes) {
             stats.pending_evicted += 1;
-            if stats.pending_evicted <= MAX_EVICTION_NOTES {
-                outbox.push(Out::Note(CaptureNote {
-                    frame: ctx.frame,
-                    message: format!(
-                        "{} request in frame {} (msg id {id}) forgotten unanswered: {}",
-                        old.command,
-                        old.frame,
-                        if id == h.message_id {
-                            "its MessageId was used again"
-                        } else {
-                            "too many requests outstanding"
-                        }
-                    ),
-                }));
+            match why {
+                // Counted in the pending share, reported once at the end.
+                Evicted::Full => {
+                    self.pending.share_mut().dropped(1, 0, ctx.frame);
+                }
+                Evicted::Replaced => {
+                    outbox.note(NoteKind::Replaced, ctx.frame, || {
+                        format!(
+                            "{} request in frame {} (msg id {id}) forgotten unanswered: its MessageId was used again",
+                            old.command, old.frame,
+                        )
+                    });
+                }
             }
         }
     }
@@ -264,8 +282,10 @@ impl Exchange {
                     name: name.clone(),
                 };
                 if let Some(name) = name {
-                    if self.opens.open(session, c.file_id, name.clone()) {
-                        stats.opens_evicted += 1;
+                    let evicted = self.opens.open(session, c.file_id, name.clone());
+                    if evicted > 0 {
+                        stats.opens_evicted += evicted as u64;
+                        self.opens.share_mut().dropped(evicted as u64, 0, ctx.frame);
                     }
                     outbox.push(Out::Open(OpenRecord {
                         frame: ctx.frame,
@@ -376,14 +396,13 @@ impl Exchange {
         }
         stats.sqos_messages += 1;
         if rec.buffer_truncated {
-            outbox.push(Out::Note(CaptureNote {
-                frame: ctx.frame,
-                message: format!(
+            outbox.note(NoteKind::SqosIncomplete, ctx.frame, || {
+                format!(
                     "SQOS response msg id {}: buffer incomplete ({} bytes in the capture)",
                     h.message_id,
                     rec.buffer.len()
-                ),
-            }));
+                )
+            });
         }
         // A final response releases its held request, completing it.
         if let Some(PendingReq {
@@ -417,13 +436,12 @@ impl Exchange {
                 .entry(r.command.to_string())
                 .or_insert(0) += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Info(CaptureNote {
-                    frame,
-                    message: format!(
+                outbox.note(NoteKind::Unanswered, frame, || {
+                    format!(
                         "SQOS request in frame {} (msg id {id}) unanswered when its connection closed",
                         r.frame
-                    ),
-                }));
+                    )
+                });
             }
         }
     }
@@ -437,13 +455,12 @@ impl Exchange {
                 .entry(r.command.to_string())
                 .or_insert(0) += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Info(CaptureNote {
-                    frame: r.frame,
-                    message: format!(
+                outbox.note(NoteKind::Unanswered, r.frame, || {
+                    format!(
                         "SQOS request in frame {} (msg id {id}) unanswered at the end of the capture",
                         r.frame
-                    ),
-                }));
+                    )
+                });
             }
         }
         stats.unanswered_requests += left.len() as u64;
@@ -465,6 +482,6 @@ impl Exchange {
 
 impl Default for Exchange {
     fn default() -> Self {
-        Self::new()
+        Self::new(&Limits::default())
     }
 }

@@ -6,9 +6,11 @@
 //! in `sqos_build`) → [`outbox::Outbox`] (frame order, SQOS requests held back until answered)
 //! → the [`RecordSink`].
 //!
-//! Memory is bounded: framers keep headers and fixed bodies (whole parts only for SQOS IOCTLs
-//! and CREATE names, at most `Limits::framer.max_keep` per message); outstanding requests,
-//! opens, connections and the held-back queue each have a bound, and hitting one is noted.
+//! Memory is bounded by the run's [`Budget`] (`--memory`): framers keep headers and fixed bodies
+//! (whole parts only for SQOS IOCTLs and CREATE names, at most `Limits::framer.max_keep` per
+//! message); connections, out-of-order data, framer bytes, outstanding requests, opens and the
+//! held-back queue each have a share of it. What a full share drops is counted and reported
+//! once per kind at the end (a note, and `Stats::memory`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -22,9 +24,9 @@ mod sqos_build;
 pub mod srt;
 pub mod streams;
 
-use outbox::Outbox;
 use streams::Smb2Layer;
 
+use crate::budget::{merged, Budget, Kind, MemoryUse};
 use crate::capture::{decode_link, Frame, FrameCopy, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::crypto::KeyRing;
@@ -167,8 +169,19 @@ pub struct PipelineConfig {
     /// Keep a copy of the frame that completes each SQOS message, and where the message began
     /// (`sqos dissect -x` / `-w`). Off by default: it costs a copy per SQOS frame.
     pub keep_frames: bool,
+    /// The run's memory budget: the pipeline's bounds are its shares.
+    pub memory: Budget,
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
+}
+
+impl PipelineConfig {
+    /// This configuration with the bounds of `budget` (reassembly's included).
+    pub fn with_memory(mut self, budget: Budget) -> Self {
+        self.reassembly.set_budget(&budget);
+        self.memory = budget;
+        self
+    }
 }
 
 /// Capture statistics (`sqos stats`).
@@ -227,6 +240,8 @@ pub struct Stats {
     pub opens_evicted: u64,
     /// Bytes of messages in progress dropped because all framers together held too much.
     pub framer_bytes_shed: u64,
+    /// The memory budget's shares: limit, peak and what each dropped (filled at the end).
+    pub memory: Vec<MemoryUse>,
 }
 
 impl Stats {
@@ -268,29 +283,55 @@ impl Stats {
     }
 }
 
-/// Bounds of the pipeline's own state (memory stays bounded whatever the capture).
+/// Bounds of the pipeline's own state (memory stays bounded whatever the capture). The
+/// defaults are the shares of a [`Budget`] ([`Limits::from_budget`]); tests set them smaller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     pub framer: FramerConfig,
     /// Capture seconds an SQOS request is held back waiting for its response.
     pub hold_window_secs: u32,
-    /// Most records queued behind held SQOS requests.
+    /// Most records queued behind held SQOS requests (also bounded in bytes by the queued share).
     pub max_queued: usize,
     /// Most bytes held by all SMB2 framers together. Each framer is bounded by
     /// `framer.max_keep`, but many connections each in the middle of a large SQOS IOCTL could add
-    /// up; beyond this bound the framer holding most gives its bytes back (its parts are cut,
-    /// and that is noted).
+    /// up; beyond this bound framers give their bytes back (their parts are cut, and that is
+    /// counted).
     pub max_framer_bytes: usize,
+    /// Most SMB2 requests waiting for a response, and opens remembered (bytes, at their
+    /// entries' cost plus names).
+    pub max_pending_bytes: usize,
+    pub max_open_bytes: usize,
+    /// Bytes of records and notes queued behind held SQOS requests.
+    pub max_queued_bytes: usize,
+    /// Most connections with SMB2 state (reassembly forgets connections first; this bound is
+    /// for the SMB2 layer fed directly).
+    pub max_connections: usize,
+}
+
+impl Limits {
+    pub fn from_budget(b: &Budget) -> Self {
+        let queued = b.share(Kind::Queued);
+        let framer = FramerConfig::default();
+        Limits {
+            // One message may keep at most a quarter of the framers' share.
+            framer: FramerConfig {
+                max_keep: framer.max_keep.min(b.limit(Kind::Framers) / 4),
+                ..framer
+            },
+            hold_window_secs: 60,
+            max_queued: queued.max_entries(),
+            max_framer_bytes: b.limit(Kind::Framers),
+            max_pending_bytes: b.limit(Kind::Pending),
+            max_open_bytes: b.limit(Kind::Opens),
+            max_queued_bytes: queued.limit(),
+            max_connections: b.share(Kind::Connections).max_entries(),
+        }
+    }
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            framer: FramerConfig::default(),
-            hold_window_secs: 60,
-            max_queued: 10_000,
-            max_framer_bytes: 64 << 20,
-        }
+        Limits::from_budget(&Budget::default())
     }
 }
 
@@ -308,16 +349,12 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(cfg: PipelineConfig) -> Self {
-        Self::with_limits(cfg, Limits::default())
+        let limits = Limits::from_budget(&cfg.memory);
+        Self::with_limits(cfg, limits)
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
-        let mut layer = Smb2Layer::new(
-            limits.framer,
-            limits.max_framer_bytes,
-            Outbox::new(limits.hold_window_secs, limits.max_queued),
-            cfg.keys,
-        );
+        let mut layer = Smb2Layer::new(limits, cfg.keys);
         layer.track_message_starts = cfg.keep_frames;
         Pipeline {
             reassembler: Reassembler::new(cfg.reassembly),
@@ -370,15 +407,46 @@ impl Pipeline {
         self.layer.outbox.drain(frame.ts, sink);
     }
 
-    /// End of input: flush held records and report what stayed incomplete.
+    /// End of input: flush held records and report what stayed incomplete, and once per
+    /// memory share what it dropped.
     pub fn finish<S: RecordSink>(&mut self, sink: &mut S) {
-        self.reassembler.finish(&mut self.layer);
-        self.layer.finish(self.last_ts);
+        let (frame, ts) = (self.layer.last_frame, self.last_ts);
+        // Connection by connection, delivering as it goes: what the end of the capture
+        // flushes (gaps, incomplete messages) is not queued all at once.
+        while self.reassembler.finish_one(&mut self.layer) {
+            self.layer.outbox.drain(ts, sink);
+        }
+        self.layer.finish(ts);
+        self.layer.outbox.note_summaries(frame);
+        let memory = merged(
+            self.reassembler
+                .memory()
+                .into_iter()
+                .chain(self.layer.memory()),
+        );
+        for m in &memory {
+            if let Some(message) = m.summary() {
+                self.layer
+                    .outbox
+                    .push(outbox::Out::Note(CaptureNote { frame, message }));
+            }
+        }
+        self.layer.stats.memory = memory;
         self.layer.outbox.release_all(sink);
     }
 
     pub fn stats(&self) -> &Stats {
         &self.layer.stats
+    }
+
+    /// The memory shares now (the same as `stats().memory` after `finish`).
+    pub fn memory(&self) -> Vec<MemoryUse> {
+        merged(
+            self.reassembler
+                .memory()
+                .into_iter()
+                .chain(self.layer.memory()),
+        )
     }
 
     /// The SMB2 layer as a [`crate::net::StreamSink`]: feed reassembled stream events directly

@@ -55,7 +55,12 @@ use `sqos dissect FILE` for the messages or `sqos flows FILE` for the flow table
 
 /// The flow analysis the views show.
 pub fn flow_source() -> Box<dyn FlowSource> {
-    Box::new(Analyzed::new(AnalyzerConfig::default()))
+    flow_source_within(&crate::budget::Budget::default())
+}
+
+/// The flow analysis, bounded by the run's memory budget.
+pub fn flow_source_within(budget: &crate::budget::Budget) -> Box<dyn FlowSource> {
+    Box::new(Analyzed::new(AnalyzerConfig::default().with_memory(budget)))
 }
 
 /// A prepared input: the reader (or how to open it), its byte counter, size, and the tcpdump
@@ -173,7 +178,7 @@ pub fn start_selected(
     let mut live = Live::new(
         input.label(),
         MessageStore::new(max_messages),
-        flow_source(),
+        flow_source_within(&pipeline.memory),
     );
     live.selection = selection;
     live.progress.total = prepared.total;

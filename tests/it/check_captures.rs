@@ -32,7 +32,7 @@ fn judge(stem: &str, rules: &str) -> CaptureVerdict {
         Path::new(&capture(stem)),
         PipelineConfig::default(),
         &plan,
-        flow_analysis(),
+        flow_analysis(Default::default()),
         false,
     );
     assert_eq!(v.error, None, "{stem} could not be judged");
@@ -158,7 +158,7 @@ fn judge_baseline(stem: &str, baseline: serde_json::Value, tol: &[&str]) -> Capt
         &capture(stem),
         PipelineConfig::default(),
         &plan,
-        flow_analysis(),
+        flow_analysis(Default::default()),
         false,
     )
 }
