@@ -75,10 +75,11 @@ pub enum NoteKind {
     Unanswered,
     Replaced,
     Sealed,
+    Compressed,
 }
 
 impl NoteKind {
-    const COUNT: usize = 10;
+    const COUNT: usize = 11;
 
     /// Whether data went missing (a gap, a cut body…); a request left unanswered loses none
     /// (its note goes to [`RecordSink::on_info`], and `sqos flows` does not count it as lost).
@@ -98,6 +99,7 @@ impl NoteKind {
             NoteKind::Unanswered => "SQOS requests without a response",
             NoteKind::Replaced => "requests whose MessageId was used again",
             NoteKind::Sealed => "encrypted messages or sessions not decrypted",
+            NoteKind::Compressed => "compressed messages not decompressed",
         }
     }
 }
@@ -174,6 +176,7 @@ impl Outbox {
             NoteKind::Unanswered,
             NoteKind::Replaced,
             NoteKind::Sealed,
+            NoteKind::Compressed,
         ];
         for kind in kinds {
             let n = self.notes_by_kind[kind as usize];
