@@ -71,6 +71,8 @@ impl Relay {
         let kept = Arc::clone(&tail);
         let thread = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                // tcpdump names itself in its errors, not in its "listening on" line.
+                let line = line.strip_prefix("tcpdump: ").unwrap_or(&line).to_string();
                 eprintln!("tcpdump: {line}");
                 if let Ok(mut t) = kept.lock() {
                     if t.len() == 4 {
@@ -83,10 +85,16 @@ impl Relay {
         Relay { thread, tail }
     }
 
-    /// Wait for tcpdump's stderr to close; what it said last, or `fallback`.
+    /// Wait for tcpdump's stderr to close; what it said first when things went wrong (its
+    /// reason; later lines repeat it), or `fallback`.
     pub fn finish(self, fallback: &str) -> String {
         let _ = self.thread.join();
-        let said = self.tail.lock().map(|t| t.join("; ")).unwrap_or_default();
+        let said = self
+            .tail
+            .lock()
+            .ok()
+            .and_then(|t| t.first().cloned())
+            .unwrap_or_default();
         said_or(&said, fallback)
     }
 }
