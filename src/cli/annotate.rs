@@ -11,9 +11,9 @@ use sqos::output::annotate::{closing_json, header_json, message_json};
 use sqos::output::flows::dialect;
 use sqos::output::json::record_json;
 use sqos::pipeline::{
-    CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
-use sqos::run::{run_capture, CaptureSink, Ending};
+use sqos::run::{CaptureSink, Ending};
 
 use super::InputArgs;
 
@@ -67,6 +67,9 @@ impl<W: Write> RecordSink for Annotate<W> {
     fn on_io(&mut self, rec: &IoRecord) {
         self.analyzer.on_io(rec);
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);
     }
@@ -85,17 +88,12 @@ pub fn run(a: &AnnotateArgs) -> i32 {
         error: None,
     };
     sink.line(&header_json());
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut sink,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut sink) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let error = match &result.ending {
-        Ending::Clean => None,
+        Ending::Clean | Ending::Stopped => None,
         Ending::Damaged(e) => Some(e.to_string()),
     };
     let analysis = sink.analyzer.finish();
@@ -114,5 +112,5 @@ pub fn run(a: &AnnotateArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

@@ -113,20 +113,22 @@ pub fn run(a: &CheckArgs) -> i32 {
     let mut out = std::io::stdout().lock();
     for capture in &a.captures {
         let input = InputArgs {
-            capture: capture.clone(),
+            captures: vec![capture.clone()],
             read_file: None,
             ports: a.ports.clone(),
             quiet: a.quiet,
             memory: a.memory,
             keys: a.keys.clone(),
         };
+        let mut bar = super::progress::Bar::new(std::slice::from_ref(capture), !a.quiet);
         let v = judge_capture(
             capture,
             input.pipeline_config(),
             &plan,
             FlowSelect::new(flow_analysis(input.analyzer_config()), filter.clone()),
-            !a.quiet,
+            &mut |p| bar.update(p),
         );
+        bar.finish();
         if let Some(e) = &v.error {
             eprintln!("sqos check: {}: {e}", v.capture);
         }

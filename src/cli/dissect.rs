@@ -2,7 +2,7 @@
 //! (`-x`), JSON, or chosen fields (`-T fields -e …`); filtered with `-Y` and its shortcuts,
 //! `-c N` messages at most, the matching frames written to a capture with `-w`.
 
-use std::io::{BufWriter, Stdout, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -18,11 +18,11 @@ use sqos::output::frames::FramesOut;
 use sqos::output::json::record_json;
 use sqos::output::text::{detail_tree, frame_hex, hex_dump, summary_line_at};
 use sqos::output::time::{TimeColumn, TimeFormat};
-use sqos::pipeline::{CaptureNote, RecordSink, SqosRecord, Stats};
-use sqos::run::{run_capture, run_reader, CaptureSink, RunResult};
+use sqos::pipeline::{CaptureNote, ChannelRecord, RecordSink, SqosRecord, Stats};
+use sqos::run::{no_progress, run_capture, CaptureSink, RunResult};
 
 use super::filter::FilterArgs;
-
+use super::out::RecordOut;
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -186,9 +186,10 @@ impl FieldsOut {
     }
 }
 
-/// Writes each record as it arrives; a closed stdout (`| head`) ends the output quietly.
+/// Writes each record as it arrives (flushed when live, see [`RecordOut`]); a closed stdout
+/// (`| head`) ends the output quietly and the run at once.
 struct Printer {
-    out: BufWriter<Stdout>,
+    out: RecordOut,
     format: DissectFormat,
     verbose: bool,
     hex: bool,
@@ -197,9 +198,6 @@ struct Printer {
     first: Timestamp,
     count: u64,
     limit: Option<u64>,
-    broken: bool,
-    /// Flush after every record (live capture: records appear as they complete).
-    flush_each: bool,
     frames: Option<FramesOut>,
     /// Time of the message before the one being shown (for `-t d`).
     prev_seen: Option<Timestamp>,
@@ -207,9 +205,14 @@ struct Printer {
 
 impl Printer {
     fn write(&mut self, s: &str) {
-        if !self.broken && self.out.write_all(s.as_bytes()).is_err() {
-            self.broken = true;
+        if !self.out.closed() {
+            let _ = self.out.write_all(s.as_bytes());
         }
+    }
+
+    /// False once it has all it wants: `-c N` messages shown, or nobody reads stdout.
+    fn wants_more(&self) -> bool {
+        self.limit.is_none_or(|n| self.count < n) && !self.out.closed()
     }
 
     fn text(&mut self, rec: &SqosRecord) -> String {
@@ -237,6 +240,8 @@ impl RecordSink for Printer {
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.on_message(rec, None);
     }
+    // One line per SQOS message; the channels show in `sqos flows` and `sqos stats`.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
 
     fn on_note(&mut self, note: &CaptureNote) {
         // Notes about incomplete data go to stderr so that JSON on stdout stays clean.
@@ -254,8 +259,8 @@ impl CaptureSink for Printer {
             f.input_format(format);
         }
     }
-    fn wants_more(&self) -> bool {
-        !self.broken && self.limit.is_none_or(|n| self.count < n)
+    fn done(&mut self) -> bool {
+        !self.wants_more()
     }
 }
 
@@ -296,9 +301,7 @@ impl MessageSink for Printer {
         };
         self.count += 1;
         self.write(&text);
-        if self.flush_each && !self.broken && self.out.flush().is_err() {
-            self.broken = true;
-        }
+        self.out.end_record();
     }
 }
 
@@ -345,9 +348,7 @@ fn nothing_shown(stats: &Stats, seen: u64, filtered: bool) -> String {
 }
 
 pub fn run(a: &DissectArgs) -> i32 {
-    if a.interface.is_some()
-        && (!a.input.capture.as_os_str().is_empty() || a.input.read_file.is_some())
-    {
+    if a.interface.is_some() && (!a.input.captures.is_empty() || a.input.read_file.is_some()) {
         eprintln!("sqos: give a capture or -i IFACE, not both");
         return 2;
     }
@@ -381,7 +382,7 @@ pub fn run(a: &DissectArgs) -> i32 {
     };
     let follow_flows = fields.as_ref().is_some_and(FieldsOut::needs_flow);
     let printer = Printer {
-        out: BufWriter::new(std::io::stdout()),
+        out: RecordOut::stdout(a.input.is_live() || a.interface.is_some()),
         format: a.format,
         verbose: a.verbose,
         hex: a.hex,
@@ -390,8 +391,6 @@ pub fn run(a: &DissectArgs) -> i32 {
         first: Timestamp::default(),
         count: 0,
         limit: a.count,
-        broken: false,
-        flush_each: a.interface.is_some(),
         frames,
         prev_seen: None,
     };
@@ -412,14 +411,14 @@ pub fn run(a: &DissectArgs) -> i32 {
                 return 2;
             }
         },
-        None => match run_capture(&a.input.capture, cfg, &mut sink, !a.input.quiet) {
+        None => match super::read_capture_with(&a.input, cfg, &mut sink) {
             Ok(r) => r,
-            Err(e) => return super::unusable(&e),
+            Err(code) => return code,
         },
     };
     let label = match &a.interface {
-        Some(iface) => PathBuf::from(iface),
-        None => a.input.capture.clone(),
+        Some(iface) => iface.clone(),
+        None => a.input.label(),
     };
     let seen = sink.seen;
     let mut p = sink.inner;
@@ -430,8 +429,7 @@ pub fn run(a: &DissectArgs) -> i32 {
     let _ = p.out.flush();
     if p.count == 0 {
         eprintln!(
-            "sqos: {}: {}",
-            label.display(),
+            "sqos: {label}: {}",
             nothing_shown(&result.stats, seen, filtered)
         );
     }
@@ -444,7 +442,7 @@ pub fn run(a: &DissectArgs) -> i32 {
             }
         }
     }
-    super::finish(&label, &result)
+    super::finish_as(&label, &result)
 }
 
 /// Read a live capture from tcpdump until it ends (Ctrl-C reaches both) or the sink has all it
@@ -470,7 +468,7 @@ fn run_live<S: CaptureSink>(
         return Err("tcpdump gave no output pipe".into());
     };
     let read = CaptureReader::from_reader(Box::new(out))
-        .and_then(|reader| run_reader(reader, cfg, sink, None));
+        .map(|mut reader| run_capture(&mut reader, cfg, sink, &mut no_progress));
     match read {
         Ok(r) => {
             stop(&mut child, relay, "");

@@ -1,8 +1,7 @@
 //! `sqos export CAPTURE --what messages|flows|series --format jsonl|csv [-o FILE]`: tables for
 //! spreadsheets, pandas and DuckDB. Messages and series rows are written as they are decoded.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -16,10 +15,13 @@ use sqos::output::csv::{
 };
 use sqos::output::flows::{flow_json, series_row_json};
 use sqos::output::json::record_json;
-use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::pipeline::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
+};
+use sqos::run::CaptureSink;
 
 use super::filter::FilterArgs;
+use super::out::RecordOut;
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -65,26 +67,42 @@ pub struct ExportArgs {
 
 /// Where rows go: JSON lines or a CSV table; the first write error stops further output.
 enum Rows {
-    Jsonl(Box<dyn Write>),
-    Csv(Box<CsvTable<Box<dyn Write>>>),
+    Jsonl(RecordOut),
+    Csv(Box<CsvTable<RecordOut>>),
 }
 
 struct Sink {
     rows: Rows,
+    /// Each row flushed as it is written (see [`RecordOut`]).
+    live: bool,
     error: Option<std::io::Error>,
 }
 
 impl Sink {
     fn new(
-        out: Box<dyn Write>,
+        out: RecordOut,
         format: ExportFormat,
         columns: &'static [&'static str],
     ) -> std::io::Result<Self> {
+        let live = out.is_live();
         let rows = match format {
             ExportFormat::Jsonl => Rows::Jsonl(out),
             ExportFormat::Csv => Rows::Csv(Box::new(CsvTable::new(out, columns)?)),
         };
-        Ok(Sink { rows, error: None })
+        Ok(Sink {
+            rows,
+            live,
+            error: None,
+        })
+    }
+
+    /// Nobody can read the rows any more (`| head`): the run can stop.
+    fn closed(&self) -> bool {
+        self.error.is_some()
+            || match &self.rows {
+                Rows::Jsonl(w) => w.closed(),
+                Rows::Csv(t) => t.writer().closed(),
+            }
     }
 
     fn write(
@@ -95,9 +113,12 @@ impl Sink {
         if self.error.is_some() {
             return;
         }
+        let live = self.live;
         let r = match &mut self.rows {
-            Rows::Jsonl(w) => writeln!(w, "{}", json()),
-            Rows::Csv(t) => t.row(&flat()),
+            Rows::Jsonl(w) => writeln!(w, "{}", json()).map(|()| w.end_record()),
+            Rows::Csv(t) => t
+                .row(&flat())
+                .and_then(|()| if live { t.flush() } else { Ok(()) }),
         };
         if let Err(e) = r {
             self.error = Some(e);
@@ -137,8 +158,14 @@ impl RecordSink for Messages {
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.0.write(|| record_json(&rec), || message_flat(&rec));
     }
+    // Message rows carry their connection; the channels are the flows' business.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
 }
-impl CaptureSink for Messages {}
+impl CaptureSink for Messages {
+    fn done(&mut self) -> bool {
+        self.0.closed()
+    }
+}
 impl MessageSink for Messages {}
 
 /// Series: the analyzer streams each finished interval row.
@@ -190,6 +217,9 @@ impl RecordSink for Series {
     fn on_io(&mut self, rec: &IoRecord) {
         self.analyzer.on_io(rec);
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);
     }
@@ -202,13 +232,16 @@ impl CaptureSink for Series {
         self.start = ts;
         self.analyzer.on_first_frame(ts);
     }
+    fn done(&mut self) -> bool {
+        self.sink.closed()
+    }
 }
 
-fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(p) => Box::new(BufWriter::new(File::create(p)?)),
-        None => Box::new(BufWriter::new(std::io::stdout())),
-    })
+fn open_output(path: &Option<PathBuf>, live_input: bool) -> std::io::Result<RecordOut> {
+    match path {
+        Some(p) => RecordOut::file(p, live_input),
+        None => Ok(RecordOut::stdout(live_input)),
+    }
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
@@ -230,7 +263,9 @@ pub fn run(a: &ExportArgs) -> i32 {
         What::Flows => FLOW_COLUMNS,
         What::Series => SERIES_COLUMNS,
     };
-    let sink = match open_output(&a.output).and_then(|out| Sink::new(out, a.format, columns)) {
+    let sink = match open_output(&a.output, a.input.is_live())
+        .and_then(|out| Sink::new(out, a.format, columns))
+    {
         Ok(s) => s,
         Err(e) => {
             let name = a
@@ -241,9 +276,6 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     };
-    let cfg = a.input.pipeline_config();
-    let progress = !a.input.quiet;
-    let path = &a.input.capture;
     let (result, sink) = match a.what {
         What::Messages => {
             let mut m = MessageSelect::new(Messages(sink), filter, false);
@@ -252,7 +284,7 @@ pub fn run(a: &ExportArgs) -> i32 {
                     m = m.with_final_flows(flows);
                 }
             }
-            (run_capture(path, cfg, &mut m, progress), m.inner.0)
+            (super::read_capture(&a.input, &mut m), m.inner.0)
         }
         What::Series => {
             let mut s = Series {
@@ -264,7 +296,7 @@ pub fn run(a: &ExportArgs) -> i32 {
                 filter,
                 start: Timestamp::default(),
             };
-            let r = run_capture(path, cfg, &mut s, progress);
+            let r = super::read_capture(&a.input, &mut s);
             let analysis = s.analyzer.finish();
             let mut sink = s.sink;
             for (id, row) in &analysis.rows {
@@ -280,7 +312,7 @@ pub fn run(a: &ExportArgs) -> i32 {
         }
         What::Flows => {
             let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
-            let r = run_capture(path, cfg, &mut analyzer, progress);
+            let r = super::read_capture(&a.input, &mut analyzer);
             let analysis = analyzer.finish();
             let mut sink = sink;
             for f in &analysis.flows {
@@ -293,7 +325,7 @@ pub fn run(a: &ExportArgs) -> i32 {
     };
     let result = match result {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     if let Err(e) = sink.finish(a.dtypes.as_ref()) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
@@ -301,5 +333,5 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(path, &result)
+    super::finish(&a.input, &result)
 }

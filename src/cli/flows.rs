@@ -8,7 +8,6 @@ use sqos::analysis::Analyzer;
 use sqos::filter::{Context, FlowSelect};
 use sqos::output::csv::{flow_flat, CsvTable, FLOW_COLUMNS};
 use sqos::output::flows::{flow_json, flows_json, flows_text};
-use sqos::run::run_capture;
 
 use super::filter::FilterArgs;
 use super::InputArgs;
@@ -41,14 +40,9 @@ pub fn run(a: &FlowsArgs) -> i32 {
         Err(code) => return code,
     };
     let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut analyzer,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut analyzer) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let analysis = analyzer.finish();
     let stdout = std::io::stdout();
@@ -78,7 +72,7 @@ pub fn run(a: &FlowsArgs) -> i32 {
             eprintln!("note: {d}");
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }
 
 fn write_csv(out: &mut dyn Write, analysis: &sqos::analysis::Analysis) -> std::io::Result<()> {

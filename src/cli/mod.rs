@@ -8,7 +8,9 @@ mod docs;
 mod export;
 mod filter;
 mod flows;
+mod out;
 mod plot;
+mod progress;
 mod stats;
 mod synth;
 mod tui;
@@ -92,14 +94,11 @@ impl Command {
 /// Options every command that reads a capture shares.
 #[derive(Args, Clone)]
 pub struct InputArgs {
-    /// pcap or pcapng file (gzip allowed); `-` reads standard input.
-    #[arg(
-        value_name = "CAPTURE",
-        default_value = "",
-        hide_default_value = true,
-        value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from)
-    )]
-    pub capture: PathBuf,
+    /// pcap or pcapng file (gzip allowed); `-` reads standard input. Several files (or quoted
+    /// globs, e.g. 'rotated-*.pcap') are one capture, their frames merged by time: rotated
+    /// captures (`tcpdump -G/-C`, `dumpcap -b`) read as if they were one file.
+    #[arg(num_args = 1.., value_name = "CAPTURE")]
+    pub captures: Vec<PathBuf>,
     /// The capture to read, as tshark takes it (instead of CAPTURE).
     #[arg(short = 'r', long = "read-file", value_name = "FILE")]
     pub read_file: Option<PathBuf>,
@@ -140,11 +139,11 @@ impl MemoryArg {
 impl InputArgs {
     /// Settle `-r FILE` against the positional CAPTURE: exactly one of them names the input.
     pub fn resolve(&mut self) -> Result<(), String> {
-        let positional = !self.capture.as_os_str().is_empty();
+        let positional = !self.captures.is_empty();
         match self.read_file.take() {
             Some(_) if positional => Err("give the capture once: as CAPTURE or with -r".into()),
             Some(f) => {
-                self.capture = f;
+                self.captures = vec![f];
                 Ok(())
             }
             None if positional => Ok(()),
@@ -152,6 +151,42 @@ impl InputArgs {
                 "no capture given: sqos COMMAND CAPTURE (or -r CAPTURE; `-` reads standard input)"
                     .into(),
             ),
+        }
+    }
+
+    /// The capture arrives as it is made (standard input): show each record as it completes.
+    pub fn is_live(&self) -> bool {
+        self.captures.iter().any(|c| c.as_os_str() == "-")
+    }
+
+    /// The capture files, globs expanded (in name order). A glob that matches nothing is an
+    /// error naming it; a name without glob characters is kept as it is (opening it says
+    /// whether it exists).
+    pub fn capture_paths(&self) -> Result<Vec<PathBuf>, String> {
+        let mut paths = Vec::new();
+        for c in &self.captures {
+            let text = c.to_string_lossy();
+            if c.exists() || !text.contains(['*', '?', '[']) {
+                paths.push(c.clone());
+                continue;
+            }
+            let matches = glob::glob(&text).map_err(|e| format!("{text}: {e}"))?;
+            let before = paths.len();
+            for m in matches {
+                paths.push(m.map_err(|e| e.to_string())?);
+            }
+            if paths.len() == before {
+                return Err(format!("{text}: no capture matches"));
+            }
+        }
+        Ok(paths)
+    }
+
+    /// How the input is named in messages: its file, or how many files were merged.
+    pub fn label(&self) -> String {
+        match self.captures.as_slice() {
+            [one] => one.display().to_string(),
+            many => format!("{} captures", many.len()),
         }
     }
 
@@ -237,35 +272,84 @@ pub fn main() -> i32 {
     }
 }
 
-/// A first pass over a capture file for its flows' final state, so that a filter on flow fields
-/// sees each flow as `sqos flows` shows it (tshark's `-2`). `None` for standard input and pipes,
-/// which are read once: their messages are judged on the flow as it stood then.
+/// Open the capture (or the captures, merged by time) and read it through `sink`, with a
+/// progress bar unless `--quiet`. An unusable capture is reported on stderr and gives exit code 2
+/// as the error.
+pub fn read_capture<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, i32> {
+    read_capture_with(input, input.pipeline_config(), sink)
+}
+
+/// [`read_capture`] with a pipeline configuration of the command's own (`dissect -x` keeps
+/// frames).
+pub fn read_capture_with<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    cfg: sqos::pipeline::PipelineConfig,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, i32> {
+    let paths = input.capture_paths().map_err(|e| {
+        eprintln!("sqos: {e}");
+        2
+    })?;
+    read_paths(input, &paths, cfg, sink).map_err(|e| unusable(&e))
+}
+
+/// [`read_capture`] of paths already expanded, the unusable capture left to the caller.
+fn read_paths<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    paths: &[PathBuf],
+    cfg: sqos::pipeline::PipelineConfig,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, sqos::run::Unusable> {
+    let mut bar = progress::Bar::new(paths, !input.quiet);
+    let result = if let [one] = paths {
+        let mut reader = sqos::run::open(one)?;
+        sink.on_format(reader.format());
+        sqos::run::run_capture(&mut reader, cfg, sink, &mut |p| bar.update(p))
+    } else {
+        let mut merged = sqos::run::open_merged(paths)?;
+        sqos::run::run_capture(&mut merged, cfg, sink, &mut |p| bar.update(p))
+    };
+    bar.finish();
+    Ok(result)
+}
+
+/// A first pass over the capture files for their flows' final state, so that a filter on flow
+/// fields sees each flow as `sqos flows` shows it (tshark's `-2`). `None` for standard input and
+/// pipes, which are read once: their messages are judged on the flow as it stood then.
 pub fn final_flows(input: &InputArgs) -> Option<Vec<sqos::analysis::FlowState>> {
-    if !input.capture.is_file() {
+    let paths = input.capture_paths().ok()?;
+    if !paths.iter().all(|p| p.is_file()) {
         return None;
     }
     let mut a = sqos::analysis::Analyzer::new(input.analyzer_config());
-    sqos::run::run_capture(
-        &input.capture,
-        input.pipeline_config(),
-        &mut a,
-        !input.quiet,
-    )
-    .ok()?;
+    // An unusable capture is reported once, by the pass that shows the messages.
+    read_paths(input, &paths, input.pipeline_config(), &mut a).ok()?;
     Some(a.finish().flows)
 }
 
 /// Report how the input ended on stderr and turn it into the exit code. Encrypted messages
 /// left closed are said once here, whatever the command.
-pub fn finish(path: &std::path::Path, result: &sqos::run::RunResult) -> i32 {
+pub fn finish(input: &InputArgs, result: &sqos::run::RunResult) -> i32 {
+    finish_as(&input.label(), result)
+}
+
+/// [`finish`] of an input named `label` (a live capture's interface).
+pub fn finish_as(label: &str, result: &sqos::run::RunResult) -> i32 {
     if let Some(s) = result.stats.undecrypted_summary() {
-        eprintln!("sqos: {}: {s}", path.display());
+        eprintln!("sqos: {label}: {s}");
     }
-    if let sqos::run::Ending::Damaged(e) = &result.ending {
-        eprintln!(
-            "sqos: {}: {e} (everything before it was decoded)",
-            path.display()
-        );
+    match &result.ending {
+        // The error names the file itself.
+        sqos::run::Ending::Damaged(e @ sqos::capture::CaptureError::InFile { .. }) => {
+            eprintln!("sqos: {e} (everything before it was decoded)")
+        }
+        sqos::run::Ending::Damaged(e) => {
+            eprintln!("sqos: {label}: {e} (everything before it was decoded)")
+        }
+        _ => {}
     }
     sqos::run::exit_code(&result.ending)
 }

@@ -9,7 +9,6 @@ use sqos::analysis::Analyzer;
 use sqos::filter::{Context, FlowSelect};
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::output::png::svg_to_png;
-use sqos::run::run_capture;
 
 use super::filter::FilterArgs;
 use super::InputArgs;
@@ -66,21 +65,16 @@ pub fn run(a: &PlotArgs) -> i32 {
         Err(code) => return code,
     };
     let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut analyzer,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut analyzer) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let analysis = analyzer.finish();
     let svg = iops_svg(
         &analysis,
         &PlotOptions {
             max_flows: a.max_flows,
-            capture: Some(capture_name(&a.input.capture)),
+            capture: Some(capture_name(&a.input)),
             shared_scale: a.same_scale,
             ..PlotOptions::default()
         },
@@ -100,16 +94,18 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: {}: {e}", a.output.display());
         return 2;
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }
 
-/// The capture as the title names it: its file name (standard input: "stdin").
-fn capture_name(path: &std::path::Path) -> String {
-    if path.as_os_str() == "-" {
-        return "stdin".into();
+/// The capture as the title names it: its file name (standard input: "stdin"; several files:
+/// how many).
+fn capture_name(input: &InputArgs) -> String {
+    match input.captures.as_slice() {
+        [path] if path.as_os_str() == "-" => "stdin".into(),
+        [path] => path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        _ => input.label(),
     }
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
 }

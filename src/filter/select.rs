@@ -14,7 +14,7 @@ use super::{Filter, Subject};
 use crate::analysis::{Analysis, Analyzer, FlowState};
 use crate::capture::{CaptureFormat, Timestamp};
 use crate::pipeline::{
-    CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
 
@@ -115,6 +115,12 @@ impl<S: MessageSink> RecordSink for MessageSelect<S> {
         }
         self.inner.on_io(rec);
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_channel(rec);
+        }
+        self.inner.on_channel(rec);
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         if let Some(a) = &mut self.analyzer {
             a.on_note(note);
@@ -140,8 +146,8 @@ impl<S: MessageSink> CaptureSink for MessageSelect<S> {
     fn on_format(&mut self, format: CaptureFormat) {
         self.inner.on_format(format);
     }
-    fn wants_more(&self) -> bool {
-        self.inner.wants_more()
+    fn done(&mut self) -> bool {
+        self.inner.done()
     }
 }
 
@@ -228,6 +234,9 @@ impl RecordSink for FlowSelect {
     }
     fn on_io(&mut self, rec: &IoRecord) {
         self.analyzer.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);

@@ -5,10 +5,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use foldhash::fast::FixedState;
+
 use super::exchange::{Chain, Exchange};
 use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
-use super::{CaptureNote, Limits, Stats};
+use super::{CaptureNote, ChannelEnd, Limits, Stats};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
@@ -25,7 +27,9 @@ pub const OTHER_SESSIONS: &str = "(other sessions)";
 
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
-    framers: HashMap<(ConnId, Dir), Framer>,
+    /// Looked up for every chunk of stream data: hashed with foldhash, not SipHash (the keys
+    /// are our own connection numbers, nothing an attacker chooses to collide).
+    framers: HashMap<(ConnId, Dir), Framer, FixedState>,
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     framer_bytes: Share,
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
@@ -56,7 +60,7 @@ impl Smb2Layer {
     pub fn new(limits: Limits, keys: Arc<KeyRing>) -> Self {
         Smb2Layer {
             framer_cfg: limits.framer,
-            framers: HashMap::new(),
+            framers: HashMap::with_hasher(FixedState::default()),
             framer_bytes: Share::new(Kind::Framers, limits.max_framer_bytes),
             conns: BTreeMap::new(),
             max_connections: limits.max_connections.max(1),
@@ -465,8 +469,8 @@ impl Smb2Layer {
         }
     }
 
-    /// Flush both framers of a connection (it ended) and forget it.
-    fn end_conn(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
+    /// Flush both framers of a connection (it ended, `how`) and forget it.
+    fn end_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
             self.start_push(conn, dir, frame);
             self.starts.remove(&(conn, dir));
@@ -484,8 +488,8 @@ impl Smb2Layer {
         }
         self.crypto.forget_conn(conn.0);
         self.exchange
-            .close_conn(conn, frame, &mut self.outbox, &mut self.stats);
-        self.outbox.release_conn(conn, frame);
+            .close_conn(conn, how, frame, ts, &mut self.outbox, &mut self.stats);
+        self.outbox.release_conn(conn);
         self.conns.remove(&conn);
     }
 
@@ -509,7 +513,7 @@ impl Smb2Layer {
             self.next_start = None;
         }
         self.exchange
-            .finish(self.last_frame, &mut self.outbox, &mut self.stats);
+            .finish(self.last_frame, ts, &mut self.outbox, &mut self.stats);
     }
 }
 
@@ -520,7 +524,7 @@ impl StreamSink for Smb2Layer {
         if self.conns.len() > self.max_connections {
             if let Some((&oldest, _)) = self.conns.iter().next() {
                 self.conns_dropped.dropped(1, 0, frame);
-                self.end_conn(oldest, frame, ts);
+                self.end_conn(oldest, ChannelEnd::Dropped, frame, ts);
             }
         }
     }
@@ -544,8 +548,14 @@ impl StreamSink for Smb2Layer {
         self.end_push(conn, dir);
     }
 
-    fn on_close(&mut self, conn: ConnId, _how: CloseKind, frame: u64, ts: Timestamp) {
-        self.end_conn(conn, frame, ts);
+    fn on_close(&mut self, conn: ConnId, how: CloseKind, frame: u64, ts: Timestamp) {
+        let how = match how {
+            CloseKind::Fin => ChannelEnd::Fin,
+            CloseKind::Rst => ChannelEnd::Rst,
+            // Forgotten by the reassembler to make room: the channel's state is dropped.
+            CloseKind::Forgotten => ChannelEnd::Dropped,
+        };
+        self.end_conn(conn, how, frame, ts);
     }
 
     fn on_note(&mut self, conn: ConnId, frame: u64, note: NetNote) {
