@@ -59,7 +59,7 @@ pub fn run(a: &FlowsArgs) -> i32 {
             eprintln!("note: {d}");
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }
 
 fn write_csv(out: &mut dyn Write, analysis: &sqos::analysis::Analysis) -> std::io::Result<()> {
