@@ -424,11 +424,6 @@ pub fn generate<W: Write>(
                 "--encrypt and --compress do not apply to spec-examples (no session setup)".into(),
             ));
         }
-        Scenario::Large if args.compress.is_some() => {
-            return Err(SynthError::InvalidArgs(
-                "--compress does not apply to the large scenario yet".into(),
-            ));
-        }
         Scenario::SpecExamples => {
             let wire = Wire::new(writer, net, rng.fork(7));
             let dialect = args
@@ -439,7 +434,11 @@ pub fn generate<W: Write>(
         Scenario::Large => {
             let size = args.size.unwrap_or(1 << 30);
             let cipher = args.encrypt.map(seal::CipherArg::cipher);
-            large::generate(writer, &net, size, args.ipv6, cipher).map_err(io_err)?
+            let squeeze = args.compress.map(|a| squeeze::Squeezer {
+                algorithm: a.algorithm(),
+                chained: args.chained,
+            });
+            large::generate(writer, &net, size, args.ipv6, cipher, squeeze).map_err(io_err)?
         }
         _ => {
             let shape = scenario::Shape {
