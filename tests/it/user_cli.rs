@@ -470,7 +470,7 @@ fn synth_is_quiet_on_request_and_names_scenarios_as_typed() {
         .find(|l| l.contains("not in the capture"))
         .expect("a snaplen note");
     has(
-        &line,
+        line,
         &[
             "bytes not in the capture: its snaplen cut frame ",
             " to 200 of ",
