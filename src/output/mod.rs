@@ -3,9 +3,11 @@
 pub mod annotate;
 pub mod csv;
 pub mod flows;
+pub mod frames;
 pub mod json;
 pub mod names;
 pub mod plot;
 pub mod png;
 pub mod stats;
 pub mod text;
+pub mod time;
