@@ -3,8 +3,10 @@
 pub mod annotate;
 pub mod csv;
 pub mod flows;
+pub mod frames;
 pub mod json;
 pub mod plot;
 pub mod png;
 pub mod stats;
 pub mod text;
+pub mod time;
