@@ -71,5 +71,5 @@ pub fn stats_text(s: &Stats) -> String {
             }
         }
     }
-    out
+    super::escape::lines(&out).into_owned()
 }

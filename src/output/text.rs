@@ -6,6 +6,7 @@ use crate::capture::Timestamp;
 use crate::pipeline::{Direction, SqosBody, SqosRecord};
 use crate::sqos::{Dialect, Field, FieldValue, Finding, ProtocolVersion, Request, Response};
 
+use super::escape;
 use super::json::file_id_guid;
 use super::names::nt_status_label;
 
@@ -48,10 +49,10 @@ fn request_summary(r: &Request) -> String {
             let _ = write!(s, " bwlimit={}KB/s", v.bandwidth_limit);
         }
         if let Some(n) = &r.initiator_name {
-            let _ = write!(s, " name=\"{n}\"");
+            let _ = write!(s, " name=\"{}\"", escape::text(n));
         }
         if let Some(n) = &r.initiator_node_name {
-            let _ = write!(s, " node=\"{n}\"");
+            let _ = write!(s, " node=\"{}\"", escape::text(n));
         }
     }
     if r.options.contains(crate::sqos::Options::UPDATE_COUNTERS) {
@@ -177,7 +178,8 @@ pub fn summary_line(rec: &SqosRecord, first: Timestamp) -> String {
             }
         }
     }
-    s
+    // One line, whatever a finding quotes.
+    escape::text(&s).into_owned()
 }
 
 fn field_value(v: &FieldValue) -> String {
@@ -202,7 +204,7 @@ fn field_value(v: &FieldValue) -> String {
             Some(n) => format!("0x{:08x} ({n})", st.0),
             None => format!("0x{:08x} (unknown)", st.0),
         },
-        FieldValue::Text(t) => format!("\"{t}\""),
+        FieldValue::Text(t) => format!("\"{}\"", escape::text(t)),
         FieldValue::Bytes => "…".into(),
     }
 }
@@ -303,7 +305,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
     if let Some(f) = rec.file_id {
         let _ = write!(out, "    FileId: {}", file_id_guid(f));
         if let Some(n) = &rec.file_name {
-            let _ = write!(out, " ({n})");
+            let _ = write!(out, " ({})", escape::text(n));
         }
         out.push('\n');
     }
@@ -360,7 +362,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
         }
         _ => {}
     }
-    out
+    escape::lines(&out).into_owned()
 }
 
 /// `-x`: hex and ASCII of the SQOS buffer, 16 bytes a line, offsets from the buffer start.
