@@ -56,8 +56,19 @@ pub fn run_capture<S: CaptureSink>(
         path: path.display().to_string(),
         source,
     };
-    let mut reader = CaptureReader::open(path).map_err(unusable)?;
+    let reader = CaptureReader::open(path).map_err(unusable)?;
     let bar = progress_bar(path, progress);
+    run_reader(reader, cfg, sink, bar.as_ref()).map_err(unusable)
+}
+
+/// Read an opened capture through a fresh pipeline into `sink` (`run_capture` without the
+/// file: in-memory input, the fuzz targets). Err only when nothing at all could be read.
+pub fn run_reader<S: CaptureSink>(
+    mut reader: CaptureReader,
+    cfg: PipelineConfig,
+    sink: &mut S,
+    bar: Option<&ProgressBar>,
+) -> Result<RunResult, CaptureError> {
     let mut pipeline = Pipeline::new(cfg);
     let mut ending = Ending::Clean;
     loop {
@@ -72,13 +83,13 @@ pub fn run_capture<S: CaptureSink>(
             Err(e) => {
                 // Nothing at all was read: the input is not a capture we can use.
                 if reader.frames_read() == 0 && matches!(e, CaptureError::NotACapture { .. }) {
-                    return Err(unusable(e));
+                    return Err(e);
                 }
                 ending = Ending::Damaged(e);
                 break;
             }
         }
-        if let Some(bar) = &bar {
+        if let Some(bar) = bar {
             if reader.frames_read() % 4096 == 0 {
                 bar.set_position(reader.input_bytes_read());
             }

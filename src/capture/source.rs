@@ -27,6 +27,10 @@ use super::{Frame, Timestamp};
 pub const MAX_BLOCK_LEN: usize = 1 << 20;
 /// The read buffer: one maximal record plus slack, allocated once.
 const BUFFER_CAPACITY: usize = MAX_BLOCK_LEN + 64 * 1024;
+/// The buffer starts this small and grows (up to `BUFFER_CAPACITY`) when a record needs it:
+/// most records are far smaller, and a small capture (or a fuzz input) then costs no 1 MiB
+/// buffer.
+const INITIAL_CAPACITY: usize = 64 * 1024;
 /// Interfaces per pcapng section; a file declaring more is treated as damaged.
 const MAX_INTERFACES: usize = 1 << 16;
 
@@ -135,6 +139,8 @@ pub struct CaptureReader {
     gzip: bool,
     /// Length of the record last handed out, consumed at the next call.
     pending: usize,
+    /// Size of the reader's buffer now.
+    capacity: usize,
     frames: u64,
     last_ts: Timestamp,
     done: bool,
@@ -189,7 +195,7 @@ impl CaptureReader {
                     offset: 0,
                 });
             }
-            let rdr = PcapNGReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+            let rdr = PcapNGReader::new(INITIAL_CAPACITY, rewind(prefix, stream))
                 .map_err(|e| corrupt_at(1, 0, &e))?;
             return Ok(Self::with(
                 Box::new(rdr),
@@ -223,7 +229,7 @@ impl CaptureReader {
             header_pending: true,
             record_header_len: if header.is_modified_format() { 24 } else { 16 },
         };
-        let rdr = LegacyPcapReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+        let rdr = LegacyPcapReader::new(INITIAL_CAPACITY, rewind(prefix, stream))
             .map_err(|e| corrupt_at(1, 0, &e))?;
         Ok(Self::with(Box::new(rdr), format, tap_state, gzip))
     }
@@ -240,6 +246,7 @@ impl CaptureReader {
             tap,
             gzip,
             pending: 0,
+            capacity: INITIAL_CAPACITY,
             frames: 0,
             last_ts: Timestamp::default(),
             done: false,
@@ -362,6 +369,12 @@ impl CaptureReader {
 
     /// Reads until `need` bytes are buffered. False when the input ended first.
     fn fill(&mut self, need: usize) -> Result<bool, CaptureError> {
+        if need > self.capacity {
+            let grown = need.next_power_of_two().clamp(self.capacity, BUFFER_CAPACITY);
+            if self.rdr.grow(grown) {
+                self.capacity = grown;
+            }
+        }
         while self.rdr.data().len() < need {
             let offset = self.offset();
             if self.rdr.refill().is_err() {
