@@ -119,7 +119,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn control_characters_are_replaced() {
-        assert_eq!(xml_safe("a\u{1}b\tc<"), "a\u{FFFD}b\tc<");
+    fn control_characters_are_escaped_and_what_xml_forbids_replaced() {
+        assert_eq!(xml_safe("a\u{1}b\tc<\n"), "a\\x01b\\tc<\n");
+        assert_eq!(xml_safe("x\u{FFFE}"), "x\u{FFFD}");
     }
 }
