@@ -23,7 +23,10 @@ use uuid::Uuid;
 /// Each case: name, what it is at scale 1 (the sizes), how to write it.
 const CASES: [(&str, &str); 9] = [
     ("connections", "200,000 connections, SYN + 100 B each"),
-    ("netbios-length", "NetBIOS length 0xFFFFFF on 10,000 connections"),
+    (
+        "netbios-length",
+        "NetBIOS length 0xFFFFFF on 10,000 connections",
+    ),
     ("unanswered-ioctls", "1,000,000 unanswered SQOS IOCTLs"),
     ("creates-never-closed", "1,000,000 CREATEs never closed"),
     ("flow-ids", "1,000,000 distinct LogicalFlowIds"),
@@ -35,8 +38,14 @@ const CASES: [(&str, &str); 9] = [
         "snaplen-cut-segments",
         "3,000,000 snaplen-cut out-of-order segments (a million per connection)",
     ),
-    ("one-byte-segments", "3,000,000 one-byte out-of-order segments"),
-    ("pending-and-resets", "65,536 pending + 100,000 SYN/RST connections"),
+    (
+        "one-byte-segments",
+        "3,000,000 one-byte out-of-order segments",
+    ),
+    (
+        "pending-and-resets",
+        "65,536 pending + 100,000 SYN/RST connections",
+    ),
 ];
 
 const SERVER: Endpoint = Endpoint {
@@ -180,7 +189,11 @@ fn sqos_response(i: u64, flow: u128) -> Vec<u8> {
 }
 
 fn write_case<W: Write>(case: &str, scale: u64, w: W) -> io::Result<()> {
-    let snaplen = if case == "snaplen-cut-segments" { 96 } else { 0 };
+    let snaplen = if case == "snaplen-cut-segments" {
+        96
+    } else {
+        0
+    };
     let mut o = Out::new(w, snaplen)?;
     match case {
         "connections" => {

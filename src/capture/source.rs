@@ -370,7 +370,9 @@ impl CaptureReader {
     /// Reads until `need` bytes are buffered. False when the input ended first.
     fn fill(&mut self, need: usize) -> Result<bool, CaptureError> {
         if need > self.capacity {
-            let grown = need.next_power_of_two().clamp(self.capacity, BUFFER_CAPACITY);
+            let grown = need
+                .next_power_of_two()
+                .clamp(self.capacity, BUFFER_CAPACITY);
             if self.rdr.grow(grown) {
                 self.capacity = grown;
             }

@@ -305,7 +305,10 @@ fn table_row(f: &FlowState) -> Vec<String> {
     };
     vec![
         cut(&name, 24),
-        cut(&escape::text(f.initiator_node_name.as_deref().unwrap_or("-")), 24),
+        cut(
+            &escape::text(f.initiator_node_name.as_deref().unwrap_or("-")),
+            24,
+        ),
         short(f.id),
         policy_label(f),
         format!(

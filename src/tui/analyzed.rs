@@ -292,7 +292,10 @@ impl FlowSource for Analyzed {
         Some(FlowDetail {
             id,
             initiator_name: f.initiator_name.as_deref().map(|n| esc(n).into_owned()),
-            node_name: f.initiator_node_name.as_deref().map(|n| esc(n).into_owned()),
+            node_name: f
+                .initiator_node_name
+                .as_deref()
+                .map(|n| esc(n).into_owned()),
             initiator_id: f.initiator_id,
             policy_id: f.policy.map(|p| p.policy_id),
             dialect: f.protocol_version.map(|v| match v.dialect() {

@@ -63,7 +63,10 @@ fn dissect_lines_show_names_escaped_and_cannot_be_forged() {
     let (out, err) = sqos(&["dissect", "--quiet", c.to_str().unwrap_or_default()]);
     assert_inert("dissect", &out);
     assert_inert("dissect stderr", &err);
-    assert!(out.contains(r#"name="vm01\x1b]0;pwned\x07\x1b[2J""#), "{out}");
+    assert!(
+        out.contains(r#"name="vm01\x1b]0;pwned\x07\x1b[2J""#),
+        "{out}"
+    );
     assert!(out.contains(r#"name="vm03\u202exdhv.exe""#));
     assert!(out.contains(r#"node="HV02\x1b[31m.contoso.local""#));
     // The forged line stays inside its request's line.
@@ -81,9 +84,15 @@ fn dissect_tree_shows_fields_and_file_names_escaped() {
     let (out, _) = sqos(&["dissect", "-V", "--quiet", c.to_str().unwrap_or_default()]);
     assert_inert("dissect -V", &out);
     for name in escaped() {
-        assert!(out.contains(&format!("\"{name}\"")), "{name} not in the tree");
+        assert!(
+            out.contains(&format!("\"{name}\"")),
+            "{name} not in the tree"
+        );
         // The file the open was created with, named after the VM.
-        assert!(out.contains(&format!("({name}\\disk0.vhdx)")), "{name}\\disk0.vhdx");
+        assert!(
+            out.contains(&format!("({name}\\disk0.vhdx)")),
+            "{name}\\disk0.vhdx"
+        );
     }
     assert!(out.contains(&format!("\"{}\"", sqos::output::escape::text(HOSTILE_NODE))));
 }
@@ -180,7 +189,7 @@ fn plot_svg_is_well_formed_with_names_escaped() {
         match reader.read_event() {
             Ok(quick_xml::events::Event::Eof) => break,
             Ok(quick_xml::events::Event::Text(t)) => {
-                shown.push_str(&t.decode().expect("text").into_owned());
+                shown.push_str(&t.decode().expect("text"));
                 shown.push('\n');
             }
             Ok(_) => {}
