@@ -44,7 +44,20 @@ pub fn stats_text(s: &Stats) -> String {
             ),
         }
     );
-    let _ = writeln!(out, "compressed        {}", s.compressed_messages);
+    let _ = writeln!(
+        out,
+        "compressed        {}{}",
+        s.compressed_messages,
+        match (s.compressed_messages, s.undecompressed_messages) {
+            (0, _) => String::new(),
+            (_, 0) => format!(" (all decompressed: {})", algorithm_list(s)),
+            (_, u) => format!(
+                " ({} decompressed: {}; {u} not)",
+                s.decompressed_messages,
+                algorithm_list(s)
+            ),
+        }
+    );
     let _ = writeln!(out, "SMB1 (skipped)    {}", s.smb1_messages);
     let _ = writeln!(out, "gaps              {}", s.gaps);
     let _ = writeln!(out, "resyncs           {}", s.resyncs);
@@ -72,4 +85,19 @@ pub fn stats_text(s: &Stats) -> String {
         }
     }
     super::escape::lines(&out).into_owned()
+}
+
+/// "LZ77 12, Pattern_V1 3" (messages per algorithm; a chained message counts once per
+/// algorithm it uses).
+fn algorithm_list(s: &Stats) -> String {
+    let list: Vec<String> = s
+        .compressed_by_algorithm
+        .iter()
+        .map(|(a, n)| format!("{a} {n}"))
+        .collect();
+    if list.is_empty() {
+        "none".to_string()
+    } else {
+        list.join(", ")
+    }
 }

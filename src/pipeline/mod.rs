@@ -177,7 +177,16 @@ pub struct Stats {
     /// Command name (e.g. "IOCTL") → messages, requests and responses, each compound part counted.
     pub by_command: BTreeMap<String, u64>,
     pub encrypted_messages: u64,
+    /// Compressed (0xFC) messages, in clear or inside encrypted ones.
     pub compressed_messages: u64,
+    /// Of those, decompressed (their SMB2 messages are in `by_command`).
+    pub decompressed_messages: u64,
+    /// Of those, in the chained form.
+    pub compressed_chained: u64,
+    /// Compressed messages that could not be decompressed (each is noted with why).
+    pub undecompressed_messages: u64,
+    /// Decompressed messages per algorithm used ("LZ77", "Pattern_V1", "NONE"…).
+    pub compressed_by_algorithm: BTreeMap<String, u64>,
     pub smb1_messages: u64,
     pub gaps: u64,
     pub resyncs: u64,

@@ -72,10 +72,11 @@ pub enum NoteKind {
     Unanswered,
     Replaced,
     Sealed,
+    Compressed,
 }
 
 impl NoteKind {
-    const COUNT: usize = 10;
+    const COUNT: usize = 11;
 
     fn describe(self) -> &'static str {
         match self {
@@ -89,6 +90,7 @@ impl NoteKind {
             NoteKind::Unanswered => "SQOS requests without a response",
             NoteKind::Replaced => "requests whose MessageId was used again",
             NoteKind::Sealed => "encrypted messages or sessions not decrypted",
+            NoteKind::Compressed => "compressed messages not decompressed",
         }
     }
 }
@@ -160,6 +162,7 @@ impl Outbox {
             NoteKind::Unanswered,
             NoteKind::Replaced,
             NoteKind::Sealed,
+            NoteKind::Compressed,
         ];
         for kind in kinds {
             let n = self.notes_by_kind[kind as usize];

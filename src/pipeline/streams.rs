@@ -13,7 +13,7 @@ use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
-use crate::smb2::framer::{SealCtx, SealOutcome};
+use crate::smb2::framer::{CompressOutcome, SealCtx, SealOutcome};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
 
 /// Most connections listed one by one in per-connection statistics.
@@ -204,7 +204,9 @@ impl Smb2Layer {
                 session_id,
                 outcome,
             } => self.on_encrypted(conn, frame, *len, *session_id, outcome),
-            FramerEvent::Compressed { .. } => self.stats.compressed_messages += 1,
+            FramerEvent::Compressed { len, outcome } => {
+                self.on_compressed(conn, dir, frame, *len, outcome)
+            }
             FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,
             FramerEvent::SessionControl { .. } => {}
             FramerEvent::Resynced { skipped } => {
@@ -238,6 +240,48 @@ impl Smb2Layer {
                 });
             }
         }
+    }
+
+    fn on_compressed(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        len: u32,
+        outcome: &CompressOutcome,
+    ) {
+        self.stats.compressed_messages += 1;
+        let why = match outcome {
+            CompressOutcome::Decompressed {
+                algorithms,
+                chained,
+                ..
+            } => {
+                self.stats.decompressed_messages += 1;
+                for a in algorithms {
+                    *self
+                        .stats
+                        .compressed_by_algorithm
+                        .entry(a.to_string())
+                        .or_insert(0) += 1;
+                }
+                if *chained {
+                    self.stats.compressed_chained += 1;
+                }
+                return;
+            }
+            CompressOutcome::Failed(e) => e.to_string(),
+            CompressOutcome::Incomplete => {
+                "incomplete (lost bytes or the buffering bound)".to_string()
+            }
+        };
+        self.stats.undecompressed_messages += 1;
+        self.note(NoteKind::Compressed, frame, |s| {
+            format!(
+                "{}: compressed message of {len} bytes not decompressed: {why}",
+                s.dir_label(conn, dir)
+            )
+        });
     }
 
     fn on_encrypted(

@@ -6,6 +6,7 @@
 //! that links requests, responses and file names.
 
 pub mod body;
+pub mod compress;
 pub mod crypto;
 pub mod error;
 pub mod file_id;

@@ -18,6 +18,7 @@ pub mod seal;
 pub mod server;
 pub mod sim;
 pub mod smb2;
+pub mod squeeze;
 pub mod truth;
 pub mod wire;
 
@@ -116,6 +117,14 @@ pub struct SynthArgs {
     /// Write the sessions' keys here, as Wireshark's "SMB2 Secret Keys" file (for `--keys`).
     #[arg(long, value_name = "FILE", requires = "encrypt")]
     pub keys_out: Option<PathBuf>,
+    /// Negotiate SMB 3.1.1 compression with this algorithm (every host then speaks 3.1.1)
+    /// and send every message after SESSION_SETUP compressed when that makes it smaller.
+    #[arg(long, value_enum, value_name = "ALGO")]
+    pub compress: Option<squeeze::CompressArg>,
+    /// With `--compress`: negotiate chained compression (and Pattern_V1) and send chained
+    /// messages.
+    #[arg(long, requires = "compress")]
+    pub chained: bool,
 }
 
 /// `--sqos-dialect` values.
@@ -165,6 +174,8 @@ impl SynthArgs {
             truth: None,
             encrypt: None,
             keys_out: None,
+            compress: None,
+            chained: false,
         }
     }
 }
@@ -297,6 +308,11 @@ pub fn command_line(args: &SynthArgs) -> String {
             .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
     );
     opt(
+        "compress",
+        args.compress
+            .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
+    );
+    opt(
         "sqos-dialect",
         args.sqos_dialect.map(|d| match d {
             DialectArg::V1_0 => "1.0".to_string(),
@@ -307,6 +323,7 @@ pub fn command_line(args: &SynthArgs) -> String {
         ("loss-no-retransmit", args.loss_no_retransmit),
         ("ipv6", args.ipv6),
         ("midstream", args.midstream),
+        ("chained", args.chained),
         ("delayed-ack", args.delayed_ack),
         ("nanos", args.nanos),
         ("big-io", args.big_io),
@@ -387,9 +404,14 @@ pub fn generate<W: Write>(
         ..NetConfig::default()
     };
     let (sink, summary, mut truth) = match args.scenario {
-        Scenario::SpecExamples if args.encrypt.is_some() => {
+        Scenario::SpecExamples if args.encrypt.is_some() || args.compress.is_some() => {
             return Err(SynthError::InvalidArgs(
-                "--encrypt does not apply to spec-examples (no session setup)".into(),
+                "--encrypt and --compress do not apply to spec-examples (no session setup)".into(),
+            ));
+        }
+        Scenario::Large if args.compress.is_some() => {
+            return Err(SynthError::InvalidArgs(
+                "--compress does not apply to the large scenario yet".into(),
             ));
         }
         Scenario::SpecExamples => {
@@ -422,8 +444,14 @@ pub fn generate<W: Write>(
                 }
             }
             let cipher = args.encrypt.map(seal::CipherArg::cipher);
-            if cipher.is_some_and(|c| c != crate::smb2::crypto::Cipher::Aes128Ccm) {
-                // SMB 3.0.2 encrypts with AES-128-CCM only.
+            let squeeze = args.compress.map(|a| squeeze::Squeezer {
+                algorithm: a.algorithm(),
+                chained: args.chained,
+            });
+            if squeeze.is_some()
+                || cipher.is_some_and(|c| c != crate::smb2::crypto::Cipher::Aes128Ccm)
+            {
+                // Compression is SMB 3.1.1's; SMB 3.0.2 encrypts with AES-128-CCM only.
                 for h in cluster.hosts.iter_mut() {
                     h.smb_dialect = smb2::DIALECT_311;
                 }
@@ -434,7 +462,9 @@ pub fn generate<W: Write>(
             }
             let capture_from = net.capture_from;
             let wire = Wire::new(writer, net, rng.fork(4));
-            let sim = sim::Sim::new(&cluster, wire, rng.fork(5)).encrypted(cipher);
+            let sim = sim::Sim::new(&cluster, wire, rng.fork(5))
+                .encrypted(cipher)
+                .compressed(squeeze);
             let (sink, res) = sim.run().map_err(io_err)?;
             let mut truth = res.truth(&cluster);
             truth.capture = truth::CaptureInfo {

@@ -18,6 +18,7 @@ use super::scenario::{
 use super::seal::Sealer;
 use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
+use super::squeeze::Squeezer;
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
 use crate::smb2::crypto::{Cipher, SessionKeys};
@@ -249,6 +250,8 @@ pub struct Sim<'c, W: Write> {
     armed: Vec<usize>,
     /// `--encrypt`: every session is encrypted with this cipher.
     encrypt: Option<Cipher>,
+    /// `--compress`: every connection negotiates compression and compresses its messages.
+    squeeze: Option<Squeezer>,
 }
 
 impl<'c, W: Write> Sim<'c, W> {
@@ -306,7 +309,14 @@ impl<'c, W: Write> Sim<'c, W> {
             end: c.start + c.duration_us,
             armed: Vec::new(),
             encrypt: None,
+            squeeze: None,
         }
+    }
+
+    /// Compress messages (SMB 3.1.1 hosts) as `squeeze` says.
+    pub fn compressed(mut self, squeeze: Option<Squeezer>) -> Self {
+        self.squeeze = squeeze;
+        self
     }
 
     /// Encrypt every session (after its SESSION_SETUP) with `cipher`.
@@ -317,7 +327,14 @@ impl<'c, W: Write> Sim<'c, W> {
 
     /// `parts` of a message from `h`'s client (or server), sealed if the session is encrypted;
     /// NEGOTIATE and SESSION_SETUP go in clear and feed the preauth hash.
+    /// Compressed first when compression is on (MS-SMB2 3.1.4.3: compress, then encrypt).
     fn sealed(&mut self, h: usize, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
+        let parts = match (&self.squeeze, self.c.hosts.get(h)) {
+            (Some(z), Some(spec)) if spec.smb_dialect == smb2::DIALECT_311 => {
+                z.outgoing(parts, self.wire.filler())
+            }
+            _ => parts,
+        };
         match self.hosts.get_mut(h).and_then(|x| x.sealer.as_mut()) {
             Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
             None => parts,
@@ -579,7 +596,18 @@ impl<'c, W: Write> Sim<'c, W> {
         } else {
             smb2::CIPHERS_128
         };
-        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
+        let mut body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
+        if let Some(z) = self
+            .squeeze
+            .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
+        {
+            smb2::add_compression_context(
+                &mut body,
+                smb2::NEGOTIATE_REQUEST_CONTEXT_COUNT_AT,
+                &z.algorithm_ids(),
+                z.chained,
+            );
+        }
         let hdr = self.client_header(h, smb2::NEGOTIATE, 0);
         self.client_send(h, ready, hdr, &body, 0, ReqKind::Negotiate);
     }
@@ -1260,7 +1288,7 @@ impl<'c, W: Write> Sim<'c, W> {
                 let guid =
                     *uuid::Uuid::from_u128(0x5f0f_5e77_0000_4000_8000_0000_0000_0100).as_bytes();
                 let salt = self.salt();
-                let body = smb2::negotiate_response(
+                let mut body = smb2::negotiate_response(
                     spec.smb_dialect,
                     &guid,
                     reply,
@@ -1268,6 +1296,17 @@ impl<'c, W: Write> Sim<'c, W> {
                     &salt,
                     self.encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
                 );
+                if let Some(z) = self
+                    .squeeze
+                    .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
+                {
+                    smb2::add_compression_context(
+                        &mut body,
+                        smb2::NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT,
+                        &z.algorithm_ids(),
+                        z.chained,
+                    );
+                }
                 self.server_send(h, reply, hdr, &body, 0, RespKind::Negotiate);
             }
             ReqKind::Session(round) => {

@@ -154,6 +154,35 @@ fn negotiate_contexts(b: &mut Vec<u8>, salt: &[u8; 32], ciphers: &[u16]) {
     }
 }
 
+/// Where NegotiateContextCount is in a NEGOTIATE request body and in a response body.
+pub const NEGOTIATE_REQUEST_CONTEXT_COUNT_AT: usize = 32;
+pub const NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT: usize = 6;
+
+/// Append SMB2_COMPRESSION_CAPABILITIES (MS-SMB2 2.2.3.1.3) to a 3.1.1 NEGOTIATE body whose
+/// NegotiateContextCount is at `count_at`.
+pub fn add_compression_context(
+    b: &mut Vec<u8>,
+    count_at: usize,
+    algorithms: &[u16],
+    chained: bool,
+) {
+    pad8(b, 64);
+    let n = algorithms.len() as u16;
+    b.extend_from_slice(&3u16.to_le_bytes());
+    b.extend_from_slice(&(8 + 2 * n).to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&n.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes()); // Padding
+    b.extend_from_slice(&u32::from(chained).to_le_bytes()); // SMB2_COMPRESSION_CAPABILITIES_FLAG_CHAINED
+    for a in algorithms {
+        b.extend_from_slice(&a.to_le_bytes());
+    }
+    if let Some(c) = b.get_mut(count_at..count_at + 2) {
+        let count = u16::from_le_bytes([c[0], c[1]]) + 1;
+        c.copy_from_slice(&count.to_le_bytes());
+    }
+}
+
 pub fn negotiate_response(
     dialect: u16,
     server_guid: &[u8; 16],

@@ -1063,3 +1063,49 @@ fn readme_flows_screenshot_and_key_list_are_current() {
         .collect();
     assert_eq!(rows, want);
 }
+
+/// Encrypted sessions left closed are said in the TUI as the other commands say them on
+/// stderr: short in the title bar (with the `--keys` hint), the full sentence naming the
+/// session in the Findings view; with the key file, nothing is said.
+#[test]
+fn encrypted_sessions_left_closed_are_said_in_the_title_bar_and_findings() {
+    const ENCRYPTED: &str = "captures/real/smb311-encrypted.pcap";
+    let live = loaded(ENCRYPTED);
+    let live = live.lock();
+    for (w, h) in SIZES {
+        let mut app = App::new(Theme::plain());
+        let s = screen(&mut app, &live, w, h);
+        assert!(
+            s[0].contains("22 encrypted closed (--keys)"),
+            "{w}x{h}: {}",
+            s[0]
+        );
+        key(&mut app, &live, KeyCode::Char('3'));
+        let s = screen(&mut app, &live, w, h).join(" ");
+        let flat = words(&s).join(" ");
+        assert!(
+            flat.contains("22 encrypted SMB3 messages not decrypted: session 0x00000000e08f4391"),
+            "{w}x{h}: {flat}"
+        );
+    }
+    drop(live);
+    // With the keys: decrypted, nothing said.
+    let started = sqos::tui::start(
+        &Input::File(PathBuf::from(ENCRYPTED)),
+        crate::support::with_keys(&[&crate::support::real_keys()]),
+        DEFAULT_MAX_MESSAGES,
+    )
+    .expect("start");
+    let shared = started.shared.clone();
+    started.reader.join().expect("reader");
+    let live = shared.lock();
+    assert_eq!(live.stats.undecrypted(), 0);
+    assert!(live.stats.decrypted_messages > 0);
+    let mut app = App::new(Theme::plain());
+    let s = screen(&mut app, &live, 160, 48);
+    assert!(!s[0].contains("encrypted closed"), "{}", s[0]);
+    key(&mut app, &live, KeyCode::Char('3'));
+    assert!(!screen(&mut app, &live, 160, 48)
+        .join(" ")
+        .contains("not decrypted"));
+}

@@ -13,9 +13,11 @@
 
 mod chain;
 mod sealed;
+mod squeezed;
 
 use chain::InMessage;
 pub use sealed::{SealOutcome, SealedInfo, STREAM_MIN};
+pub use squeezed::CompressOutcome;
 
 use super::crypto::Decryptor;
 
@@ -104,9 +106,11 @@ pub enum FramerEvent {
         session_id: Option<u64>,
         outcome: SealOutcome,
     },
-    /// 0xFC compression transform header, not decoded.
+    /// 0xFC compression transform header (in clear, or inside an encrypted message), and
+    /// what became of it. When decompressed, the SMB2 message inside follows as a `Message`.
     Compressed {
         len: u32,
+        outcome: CompressOutcome,
     },
     /// An SMB1 message, skipped.
     Smb1 {
