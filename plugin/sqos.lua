@@ -316,10 +316,23 @@ end
 local WINDOWS = package.config:sub(1, 1) == "\\"
 
 local function temp_name()
-    local name = os.tmpname()
-    -- Windows' tmpname is a bare name in the root of the drive.
-    if WINDOWS then name = (os.getenv("TEMP") or ".") .. name end
-    return name
+    local dir = os.getenv(WINDOWS and "TEMP" or "TMPDIR")
+    if dir == nil or dir == "" then
+        if WINDOWS then return "." .. os.tmpname() end -- a bare name in the drive's root
+        return os.tmpname() -- Lua makes it under /tmp
+    end
+    -- The user's temporary directory (the copy is as large as the capture). Lua's tmpname
+    -- ignores it; the name is made unique by an address of this process and the time.
+    dir = dir:gsub("[/\\]+$", "")
+    local id = tostring({}):match("%x+$") or "0"
+    local sep = WINDOWS and "\\" or "/"
+    for n = 0, 99 do
+        local name = string.format("%s%ssqosa-%s-%d-%d", dir, sep, id, os.time(), n)
+        local f = io.open(name, "rb")
+        if f == nil then return name end
+        f:close()
+    end
+    return os.tmpname()
 end
 
 local D = { path = temp_name(), dumper = nil, count = 0, unwritten = 0, error = nil,

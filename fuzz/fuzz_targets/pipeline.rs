@@ -8,7 +8,7 @@ use sqos::analysis::Analyzer;
 use sqos::capture::CaptureReader;
 use sqos::output::{csv, flows, json, stats, text};
 use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
-use sqos::run::{run_reader, CaptureSink};
+use sqos::run::{no_progress, run_capture, CaptureSink, Ending};
 
 /// Renders every record as `dissect` does, then hands it to the analysis.
 struct Faces {
@@ -43,7 +43,8 @@ impl RecordSink for Faces {
 impl CaptureSink for Faces {}
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(reader) = CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())))
+    let Ok(mut reader) =
+        CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())))
     else {
         return;
     };
@@ -51,9 +52,10 @@ fuzz_target!(|data: &[u8]| {
         analyzer: Analyzer::default(),
         rendered: 0,
     };
-    let Ok(result) = run_reader(reader, Default::default(), &mut faces, None) else {
+    let result = run_capture(&mut reader, Default::default(), &mut faces, &mut no_progress);
+    if matches!(result.ending, Ending::Stopped) {
         return;
-    };
+    }
     for m in &result.stats.memory {
         assert!(
             m.peak_bytes <= m.limit_bytes + (1 << 20),

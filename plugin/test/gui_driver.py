@@ -14,7 +14,8 @@ then, like a user:
      follows the packets as they are read ("followed_open");
   3. opens Statistics > SQOS Flows again ("menu_after_open");
   4. reloads the file (View > Reload, Ctrl+R); both windows follow ("first_after_reload",
-     "second_after_reload") and a third one opened then shows the same ("menu_after_reload").
+     "second_after_reload") and a third one opened then shows the same ("menu_after_reload");
+  5. quits (Ctrl+Q): the plugin's temporary files ($TMPDIR, a directory of this run) are gone.
 
 The menu is opened with the keyboard (Alt+S) and the item clicked with the mouse (xdotool); the
 item's position and the windows' text are read through Qt's accessibility interface (AT-SPI), so
@@ -68,6 +69,8 @@ def xdo(*args):
 # --- an X server, the accessibility bus, Wireshark ------------------------------------------
 T0 = time.monotonic()
 work = tempfile.mkdtemp(prefix="sqosa-gui-")
+TMP = os.path.join(work, "tmp")
+WIRESHARK = None
 ws_err = open(os.path.join(work, "wireshark.err"), "w+")
 ENV = dict(os.environ)
 pyatspi = Atspi = GLib = None
@@ -79,7 +82,7 @@ class NoBridge(RuntimeError):
 
 
 def setup():
-    global pyatspi, Atspi, GLib
+    global pyatspi, Atspi, GLib, WIRESHARK
     rfd, wfd = os.pipe()
     start(["Xvfb", "-displayfd", str(wfd), "-screen", "0", "1280x1000x24", "-nolisten", "tcp"],
           pass_fds=(wfd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -98,8 +101,10 @@ def setup():
         "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
         "QT_ACCESSIBILITY": "1",
         "QT_LOGGING_RULES": "qt.accessibility.atspi=true",  # says when the bridge failed
+        "TMPDIR": TMP,  # where the plugin keeps its copy of the capture: checked at the end
     })
     os.makedirs(ENV["XDG_CONFIG_HOME"])
+    os.makedirs(TMP)
     os.environ.update(ENV)  # for libatspi in this process
     # Without DISPLAY the launcher does not also publish the bus on the X root window: with
     # both, Qt's bridge connects twice and sometimes ends up with no connection at all.
@@ -149,9 +154,13 @@ def setup():
                 b.kill()
                 b.wait()
         if up:
+            WIRESHARK = wireshark
             break
         wireshark.terminate()
         wireshark.wait(timeout=10)
+        # A killed Wireshark cannot remove the plugin's files (a quit one does: checked below).
+        shutil.rmtree(TMP)
+        os.makedirs(TMP)
         ws_err.seek(0, os.SEEK_END)
         ws_err.write("(Qt did not reach the accessibility bus: Wireshark started again)\n")
     else:
@@ -399,6 +408,17 @@ try:
         xdo("windowsize", "--sync", ids[-1], "1240", "420")
         time.sleep(1.0)
         subprocess.run(["import", "-window", ids[-1], SCREENSHOT], env=ENV, check=True)
+
+    # Quit as a user does (Ctrl+Q): Wireshark closes its Lua state, and the plugin removes its
+    # copy of the capture and its other files from the temporary directory.
+    focus_main()
+    xdo("key", "ctrl+q")
+    wait_for("Wireshark to quit", lambda: WIRESHARK.poll() is not None, timeout=60)
+    log("quit, exit status %d" % WIRESHARK.returncode)
+    # (Qt keeps its runtime-root there too, without XDG_RUNTIME_DIR.)
+    left = sorted(f for f in os.listdir(TMP) if f.startswith("sqosa-"))
+    if left:
+        errors.append("the plugin left its temporary files behind: %s" % left)
 except NoBridge as e:  # the harness, not the plugin: reported apart from errors
     result["unreadable"] = str(e)
 except Exception as e:  # reported, with what was seen so far

@@ -13,7 +13,7 @@ use sqos::output::json::record_json;
 use sqos::pipeline::{
     CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
-use sqos::run::{run_capture, CaptureSink, Ending};
+use sqos::run::{CaptureSink, Ending};
 
 use super::InputArgs;
 
@@ -81,17 +81,12 @@ pub fn run(a: &AnnotateArgs) -> i32 {
         error: None,
     };
     sink.line(&header_json());
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut sink,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut sink) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let error = match &result.ending {
-        Ending::Clean => None,
+        Ending::Clean | Ending::Stopped => None,
         Ending::Damaged(e) => Some(e.to_string()),
     };
     let analysis = sink.analyzer.finish();

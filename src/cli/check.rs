@@ -89,13 +89,15 @@ pub fn run(a: &CheckArgs) -> i32 {
             memory: a.memory,
             keys: a.keys.clone(),
         };
+        let mut bar = super::progress::Bar::new(capture, !a.quiet);
         let v = judge_capture(
             capture,
             input.pipeline_config(),
             &plan,
             flow_analysis(input.analyzer_config()),
-            !a.quiet,
+            &mut |p| bar.update(p),
         );
+        bar.finish();
         if let Some(e) = &v.error {
             eprintln!("sqos check: {}: {e}", v.capture);
         }

@@ -1,8 +1,7 @@
 //! `sqos export CAPTURE --what messages|flows|series --format jsonl|csv [-o FILE]`: tables for
 //! spreadsheets, pandas and DuckDB. Messages and series rows are written as they are decoded.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -15,8 +14,9 @@ use sqos::output::csv::{
 use sqos::output::flows::{flow_json, series_row_json};
 use sqos::output::json::record_json;
 use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::run::CaptureSink;
 
+use super::out::RecordOut;
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,26 +50,42 @@ pub struct ExportArgs {
 
 /// Where rows go: JSON lines or a CSV table; the first write error stops further output.
 enum Rows {
-    Jsonl(Box<dyn Write>),
-    Csv(Box<CsvTable<Box<dyn Write>>>),
+    Jsonl(RecordOut),
+    Csv(Box<CsvTable<RecordOut>>),
 }
 
 struct Sink {
     rows: Rows,
+    /// Each row flushed as it is written (see [`RecordOut`]).
+    live: bool,
     error: Option<std::io::Error>,
 }
 
 impl Sink {
     fn new(
-        out: Box<dyn Write>,
+        out: RecordOut,
         format: ExportFormat,
         columns: &'static [&'static str],
     ) -> std::io::Result<Self> {
+        let live = out.is_live();
         let rows = match format {
             ExportFormat::Jsonl => Rows::Jsonl(out),
             ExportFormat::Csv => Rows::Csv(Box::new(CsvTable::new(out, columns)?)),
         };
-        Ok(Sink { rows, error: None })
+        Ok(Sink {
+            rows,
+            live,
+            error: None,
+        })
+    }
+
+    /// Nobody can read the rows any more (`| head`): the run can stop.
+    fn closed(&self) -> bool {
+        self.error.is_some()
+            || match &self.rows {
+                Rows::Jsonl(w) => w.closed(),
+                Rows::Csv(t) => t.writer().closed(),
+            }
     }
 
     fn write(
@@ -80,9 +96,12 @@ impl Sink {
         if self.error.is_some() {
             return;
         }
+        let live = self.live;
         let r = match &mut self.rows {
-            Rows::Jsonl(w) => writeln!(w, "{}", json()),
-            Rows::Csv(t) => t.row(&flat()),
+            Rows::Jsonl(w) => writeln!(w, "{}", json()).map(|()| w.end_record()),
+            Rows::Csv(t) => t
+                .row(&flat())
+                .and_then(|()| if live { t.flush() } else { Ok(()) }),
         };
         if let Err(e) = r {
             self.error = Some(e);
@@ -115,7 +134,11 @@ impl RecordSink for Messages {
         self.0.write(|| record_json(&rec), || message_flat(&rec));
     }
 }
-impl CaptureSink for Messages {}
+impl CaptureSink for Messages {
+    fn done(&mut self) -> bool {
+        self.0.closed()
+    }
+}
 
 /// Series: the analyzer streams each finished interval row.
 struct Series {
@@ -159,13 +182,16 @@ impl CaptureSink for Series {
     fn on_first_frame(&mut self, ts: Timestamp) {
         self.analyzer.on_first_frame(ts);
     }
+    fn done(&mut self) -> bool {
+        self.sink.closed()
+    }
 }
 
-fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(p) => Box::new(BufWriter::new(File::create(p)?)),
-        None => Box::new(BufWriter::new(std::io::stdout())),
-    })
+fn open_output(path: &Option<PathBuf>, live_input: bool) -> std::io::Result<RecordOut> {
+    match path {
+        Some(p) => RecordOut::file(p, live_input),
+        None => Ok(RecordOut::stdout(live_input)),
+    }
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
@@ -174,7 +200,9 @@ pub fn run(a: &ExportArgs) -> i32 {
         What::Flows => FLOW_COLUMNS,
         What::Series => SERIES_COLUMNS,
     };
-    let sink = match open_output(&a.output).and_then(|out| Sink::new(out, a.format, columns)) {
+    let sink = match open_output(&a.output, a.input.is_live())
+        .and_then(|out| Sink::new(out, a.format, columns))
+    {
         Ok(s) => s,
         Err(e) => {
             let name = a
@@ -185,13 +213,10 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     };
-    let cfg = a.input.pipeline_config();
-    let progress = !a.input.quiet;
-    let path = &a.input.capture;
     let (result, sink) = match a.what {
         What::Messages => {
             let mut m = Messages(sink);
-            (run_capture(path, cfg, &mut m, progress), m.0)
+            (super::read_capture(&a.input, &mut m), m.0)
         }
         What::Series => {
             let mut s = Series {
@@ -201,7 +226,7 @@ pub fn run(a: &ExportArgs) -> i32 {
                 }),
                 sink,
             };
-            let r = run_capture(path, cfg, &mut s, progress);
+            let r = super::read_capture(&a.input, &mut s);
             let analysis = s.analyzer.finish();
             let mut sink = s.sink;
             for (id, row) in &analysis.rows {
@@ -218,7 +243,7 @@ pub fn run(a: &ExportArgs) -> i32 {
         }
         What::Flows => {
             let mut analyzer = Analyzer::new(a.input.analyzer_config());
-            let r = run_capture(path, cfg, &mut analyzer, progress);
+            let r = super::read_capture(&a.input, &mut analyzer);
             let analysis = analyzer.finish();
             let mut sink = sink;
             for f in &analysis.flows {
@@ -231,7 +256,7 @@ pub fn run(a: &ExportArgs) -> i32 {
     };
     let result = match result {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     if let Err(e) = sink.finish() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
@@ -239,5 +264,5 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(path, &result)
+    super::finish(&a.input.capture, &result)
 }

@@ -7,7 +7,6 @@ use clap::{Args, ValueEnum};
 use sqos::analysis::Analyzer;
 use sqos::output::csv::{flow_flat, CsvTable, FLOW_COLUMNS};
 use sqos::output::flows::{flow_json, flows_json, flows_text};
-use sqos::run::run_capture;
 
 use super::InputArgs;
 
@@ -28,14 +27,9 @@ pub struct FlowsArgs {
 
 pub fn run(a: &FlowsArgs) -> i32 {
     let mut analyzer = Analyzer::new(a.input.analyzer_config());
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut analyzer,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut analyzer) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let analysis = analyzer.finish();
     let stdout = std::io::stdout();

@@ -6,7 +6,9 @@ mod check;
 mod dissect;
 mod export;
 mod flows;
+mod out;
 mod plot;
+mod progress;
 mod stats;
 mod synth;
 mod tui;
@@ -96,6 +98,11 @@ impl MemoryArg {
 }
 
 impl InputArgs {
+    /// The capture arrives as it is made (standard input): show each record as it completes.
+    pub fn is_live(&self) -> bool {
+        self.capture.as_os_str() == "-"
+    }
+
     pub fn pipeline_config(&self) -> PipelineConfig {
         let mut reassembly = ReassemblyConfig::default();
         for p in &self.ports {
@@ -167,6 +174,21 @@ pub fn main() -> i32 {
         Command::Tui(a) => tui::run_tui(&a),
         Command::Annotate(a) => annotate::run(&a),
     }
+}
+
+/// Open the capture and read it through `sink`, with a progress bar unless `--quiet`. An
+/// unusable capture is reported on stderr and gives exit code 2 as the error.
+pub fn read_capture<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, i32> {
+    let mut reader = sqos::run::open(&input.capture).map_err(|e| unusable(&e))?;
+    let mut bar = progress::Bar::new(&input.capture, !input.quiet);
+    let result = sqos::run::run_capture(&mut reader, input.pipeline_config(), sink, &mut |p| {
+        bar.update(p)
+    });
+    bar.finish();
+    Ok(result)
 }
 
 /// Report how the input ended on stderr and turn it into the exit code. Encrypted messages

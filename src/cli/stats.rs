@@ -4,7 +4,7 @@ use clap::{Args, ValueEnum};
 
 use sqos::output::stats::{stats_json, stats_text};
 use sqos::pipeline::{RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::run::CaptureSink;
 
 use super::InputArgs;
 
@@ -29,14 +29,9 @@ impl RecordSink for Discard {
 impl CaptureSink for Discard {}
 
 pub fn run(a: &StatsArgs) -> i32 {
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut Discard,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut Discard) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let text = match a.format {
         StatsFormat::Text => stats_text(&result.stats),

@@ -386,6 +386,19 @@ impl Reassembler {
     /// Which side is the server, by port. When both ports are server ports, a SYN tells, or an
     /// existing connection, or else the destination is taken as the server.
     fn orient(&self, seg: &TcpSegment<'_>) -> Option<(ConnKey, Dir)> {
+        // Bulk transfers send many segments in a row on one connection: its orientation was
+        // settled when it was first seen. Not for a client SYN, which the rules below may
+        // orient afresh (a new connection on the reversed ports when both are server ports).
+        if let Some((k, _)) = &self.last {
+            if !seg.flags.syn || seg.flags.ack {
+                if k.client == seg.src && k.server == seg.dst {
+                    return Some((*k, Dir::ToServer));
+                }
+                if k.client == seg.dst && k.server == seg.src {
+                    return Some((*k, Dir::ToClient));
+                }
+            }
+        }
         let src_srv = self.cfg.ports.contains(&seg.src.port());
         let dst_srv = self.cfg.ports.contains(&seg.dst.port());
         let to_server = (

@@ -256,6 +256,10 @@ impl Outbox {
 
     /// Deliver what is ready, applying the time window and the queue bound.
     pub fn drain<S: RecordSink>(&mut self, now: Timestamp, sink: &mut S) {
+        if self.queue.is_empty() {
+            // Most frames make no record: nothing to do.
+            return;
+        }
         loop {
             self.deliver_ready(sink);
             let Some(front) = self.queue.front() else {

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use foldhash::fast::FixedState;
+
 use super::exchange::{Chain, Exchange};
 use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
@@ -25,7 +27,9 @@ pub const OTHER_SESSIONS: &str = "(other sessions)";
 
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
-    framers: HashMap<(ConnId, Dir), Framer>,
+    /// Looked up for every chunk of stream data: hashed with foldhash, not SipHash (the keys
+    /// are our own connection numbers, nothing an attacker chooses to collide).
+    framers: HashMap<(ConnId, Dir), Framer, FixedState>,
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     framer_bytes: Share,
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
@@ -48,7 +52,7 @@ impl Smb2Layer {
     pub fn new(limits: Limits, keys: Arc<KeyRing>) -> Self {
         Smb2Layer {
             framer_cfg: limits.framer,
-            framers: HashMap::new(),
+            framers: HashMap::with_hasher(FixedState::default()),
             framer_bytes: Share::new(Kind::Framers, limits.max_framer_bytes),
             conns: BTreeMap::new(),
             max_connections: limits.max_connections.max(1),

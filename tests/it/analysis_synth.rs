@@ -3,11 +3,12 @@
 //! Tolerance: counts exact; rates within 1e-9 relative (both sides use the capture's µs times).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::Cursor;
 
 use sqos::analysis::{Analysis, Analyzer, FlowState};
+use sqos::capture::CaptureReader;
 use sqos::pipeline::PipelineConfig;
-use sqos::run::run_capture;
+use sqos::run::{no_progress, run_capture, Ending};
 use sqos::sqos::Severity;
 use sqos::synth::truth::UpdateTruth;
 use sqos::synth::{generate, Scenario, SynthArgs, Truth};
@@ -19,12 +20,15 @@ fn analyzed(scenario: Scenario, name: &str) -> (Analysis, Truth) {
         Ok(x) => x,
         Err(e) => panic!("{name}: {e}"),
     };
-    let tmp = crate::support::scratch("sqos-analysis-");
-    let path: PathBuf = tmp.path().join(format!("{name}.pcap"));
-    std::fs::write(&path, bytes).expect("temp capture");
+    let mut reader = CaptureReader::from_reader(Box::new(Cursor::new(bytes))).expect(name);
     let mut a = Analyzer::default();
-    let r = run_capture(&path, PipelineConfig::default(), &mut a, false);
-    assert!(r.is_ok(), "{name}");
+    let r = run_capture(
+        &mut reader,
+        PipelineConfig::default(),
+        &mut a,
+        &mut no_progress,
+    );
+    assert!(matches!(r.ending, Ending::Clean), "{name}: {:?}", r.ending);
     (a.finish(), truth)
 }
 

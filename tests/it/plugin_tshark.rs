@@ -518,6 +518,42 @@ fn plugin_shows_the_analysis_in_the_second_pass() {
         .all(|l| !l.contains("sqosa")));
 }
 
+/// The copy of the frames goes to the user's temporary directory (`$TMPDIR`) and is gone, with
+/// sqos's stderr file, when tshark ends.
+#[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+fn plugin_keeps_its_files_in_tmpdir_and_removes_them() {
+    need::tshark();
+    let tmp = crate::support::scratch("sqosa-tmpdir");
+    let path = plugin_capture("sqos-plugin-flows.pcap");
+    let out = tshark_command(&path, sqos_bin(), &SECOND_PASS_JSON)
+        .env("TMPDIR", tmp.path())
+        .output()
+        .expect("run tshark");
+    let shown = plugin_messages_of(&checked(&path, out));
+    assert_eq!(shown.len(), dissect_jsonl(&path, &[]).len());
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("read TMPDIR")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, Vec::<std::ffi::OsString>::new());
+    // It is that directory the plugin writes to: one that does not exist is named in the error.
+    let missing = tmp.path().join("missing");
+    let out = tshark_command(&path, sqos_bin(), &["-2", "-q"])
+        .env("TMPDIR", &missing)
+        .output()
+        .expect("run tshark");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "sqosa: cannot write the frames to {}/sqosa-",
+        missing.display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+}
+
 /// `tshark -z expert` lists the plugin's findings under the codec's severities.
 #[test]
 #[cfg_attr(

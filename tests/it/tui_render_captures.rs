@@ -18,7 +18,7 @@ use sqos::analysis::{Analysis, Analyzer};
 use sqos::output::flows::{flows_json, series_row_json};
 use sqos::output::text::summary_line;
 use sqos::pipeline::{PipelineConfig, SqosBody, SqosRecord};
-use sqos::run::run_capture;
+use sqos::run::run_path;
 use sqos::sqos::{parse_request, parse_response, Field};
 use sqos::tui::app::{App, View};
 use sqos::tui::live::{Live, ReadState};
@@ -60,7 +60,7 @@ fn loaded(rel: &str) -> sqos::tui::live::Shared {
 /// What `sqos flows` computes for the capture, and its JSON.
 fn analysis(rel: &str) -> (Analysis, Vec<Value>) {
     let mut analyzer = Analyzer::default();
-    run_capture(&path(rel), PipelineConfig::default(), &mut analyzer, false)
+    run_path(&path(rel), PipelineConfig::default(), &mut analyzer)
         .unwrap_or_else(|e| panic!("{rel}: {e}"));
     let a = analyzer.finish();
     let json = match flows_json(&a) {
