@@ -6,7 +6,7 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use crate::capture::{CaptureError, CaptureReader, Frame, Timestamp};
+use crate::capture::{CaptureError, CaptureReader, Frame, MergedCaptures, Timestamp};
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
 
 /// A record sink that also wants to know when the capture starts (for relative times), and can
@@ -33,6 +33,15 @@ impl FrameSource for CaptureReader {
     }
     fn input_bytes_read(&self) -> u64 {
         CaptureReader::input_bytes_read(self)
+    }
+}
+
+impl FrameSource for MergedCaptures {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        MergedCaptures::next_frame(self)
+    }
+    fn input_bytes_read(&self) -> u64 {
+        MergedCaptures::input_bytes_read(self)
     }
 }
 
@@ -148,6 +157,15 @@ where
         stats: pipeline.stats().clone(),
         ending,
     }
+}
+
+/// Open several captures (each as [`open`] does) to be read as one, merged by time.
+pub fn open_merged(paths: &[std::path::PathBuf]) -> Result<MergedCaptures, Unusable> {
+    let mut readers = Vec::with_capacity(paths.len());
+    for p in paths {
+        readers.push((p.clone(), open(p)?));
+    }
+    Ok(MergedCaptures::new(readers))
 }
 
 /// [`open`] and [`run_capture`] without progress: for tests and library users with a file.

@@ -12,10 +12,12 @@ pub mod link;
 mod map_reader;
 #[cfg(target_os = "linux")]
 mod mapped;
+mod merge;
 pub mod source;
 pub mod writer;
 
 pub use frame::{Frame, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
+pub use merge::MergedCaptures;
 pub use source::{CaptureError, CaptureFormat, CaptureReader};
 pub use writer::{PcapOptions, PcapWriter, PcapngWriter, TsPrecision};

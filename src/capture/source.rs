@@ -67,6 +67,12 @@ pub enum CaptureError {
         offset: u64,
         reason: String,
     },
+    /// One of several captures read as one (frame and offset are the file's own).
+    #[error("{path}: {source}")]
+    InFile {
+        path: String,
+        source: Box<CaptureError>,
+    },
 }
 
 impl CaptureError {
@@ -79,6 +85,8 @@ impl CaptureError {
             CaptureError::Truncated { frame, .. } | CaptureError::Corrupt { frame, .. } => {
                 *frame <= 1
             }
+            // The other captures were read.
+            CaptureError::InFile { .. } => false,
         }
     }
 }
@@ -155,6 +163,8 @@ pub struct CaptureReader {
     /// file shrank under the map.
     #[cfg(target_os = "linux")]
     mapped: Option<Watch>,
+    /// A packet moved to by `peek_ts` and not handed out yet.
+    ready: Option<PacketMeta>,
 }
 
 impl CaptureReader {
@@ -250,6 +260,7 @@ impl CaptureReader {
             follow: false,
             #[cfg(target_os = "linux")]
             mapped: None,
+            ready: None,
         }
     }
 
@@ -263,6 +274,41 @@ impl CaptureReader {
     ///
     /// After an error the frames returned so far stand and every later call returns `Ok(None)`.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        let meta = match self.ready.take() {
+            Some(m) => m,
+            None => match self.step()? {
+                Some(m) => m,
+                None => return Ok(None),
+            },
+        };
+        let data = self
+            .rdr
+            .data()
+            .get(meta.start..meta.end)
+            .unwrap_or_default();
+        Ok(Some(Frame {
+            number: self.frames,
+            ts: meta.ts,
+            interface: meta.interface,
+            link_type: meta.link_type,
+            data,
+            orig_len: meta.orig_len,
+        }))
+    }
+
+    /// The timestamp of the next frame without handing it out: the next [`next_frame`] returns
+    /// that frame (for merging several captures by time).
+    ///
+    /// [`next_frame`]: CaptureReader::next_frame
+    pub fn peek_ts(&mut self) -> Result<Option<Timestamp>, CaptureError> {
+        if self.ready.is_none() {
+            self.ready = self.step()?;
+        }
+        Ok(self.ready.as_ref().map(|m| m.ts))
+    }
+
+    /// Moves to the next packet; after an error, every later call gives `Ok(None)`.
+    fn step(&mut self) -> Result<Option<PacketMeta>, CaptureError> {
         let advanced = self.advance();
         #[cfg(target_os = "linux")]
         if let Some(watch) = self.mapped {
@@ -284,27 +330,7 @@ impl CaptureReader {
                 });
             }
         }
-        let meta = match advanced {
-            Ok(Some(m)) => m,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
-        };
-        let data = self
-            .rdr
-            .data()
-            .get(meta.start..meta.end)
-            .unwrap_or_default();
-        Ok(Some(Frame {
-            number: self.frames,
-            ts: meta.ts,
-            interface: meta.interface,
-            link_type: meta.link_type,
-            data,
-            orig_len: meta.orig_len,
-        }))
+        advanced.inspect_err(|_| self.done = true)
     }
 
     /// Bytes of the (decompressed) input consumed so far, for progress display.

@@ -105,5 +105,5 @@ pub fn run(a: &AnnotateArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

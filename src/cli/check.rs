@@ -83,13 +83,13 @@ pub fn run(a: &CheckArgs) -> i32 {
     let mut out = std::io::stdout().lock();
     for capture in &a.captures {
         let input = InputArgs {
-            capture: capture.clone(),
+            captures: vec![capture.clone()],
             ports: a.ports.clone(),
             quiet: a.quiet,
             memory: a.memory,
             keys: a.keys.clone(),
         };
-        let mut bar = super::progress::Bar::new(capture, !a.quiet);
+        let mut bar = super::progress::Bar::new(std::slice::from_ref(capture), !a.quiet);
         let v = judge_capture(
             capture,
             input.pipeline_config(),

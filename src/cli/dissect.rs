@@ -116,5 +116,5 @@ pub fn run(a: &DissectArgs) -> i32 {
         p.write(tail);
     }
     let _ = p.out.flush();
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

@@ -264,5 +264,5 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

@@ -59,7 +59,7 @@ pub fn run(a: &FlowsArgs) -> i32 {
             eprintln!("note: {}", sqos::output::escape::text(d));
         }
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }
 
 fn write_csv(out: &mut dyn Write, analysis: &sqos::analysis::Analysis) -> std::io::Result<()> {

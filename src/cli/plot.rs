@@ -79,5 +79,5 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: {}: {e}", a.output.display());
         return 2;
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -15,9 +15,9 @@ const MIN_SIZE: u64 = 64 << 20;
 pub struct Bar(Option<ProgressBar>);
 
 impl Bar {
-    /// A bar for reading `path`, when `wanted` and worth it.
-    pub fn new(path: &Path, wanted: bool) -> Self {
-        Bar(make(path, wanted))
+    /// A bar for reading `paths` (one after the other or merged), when `wanted` and worth it.
+    pub fn new(paths: &[PathBuf], wanted: bool) -> Self {
+        Bar(make(paths, wanted))
     }
 
     /// The run's progress callback: moves the bar every 4096 frames.
@@ -37,13 +37,16 @@ impl Bar {
     }
 }
 
-fn make(path: &Path, wanted: bool) -> Option<ProgressBar> {
-    if !wanted || !std::io::stderr().is_terminal() || path == Path::new("-") {
+fn make(paths: &[PathBuf], wanted: bool) -> Option<ProgressBar> {
+    if !wanted || !std::io::stderr().is_terminal() || paths.iter().any(|p| p == Path::new("-")) {
         return None;
     }
-    // The position is in file bytes (before decompression), so the file size is the total for
-    // gzip input too.
-    let len = std::fs::metadata(path).ok()?.len();
+    // The position is in file bytes (before decompression), so the files' size is the total
+    // for gzip input too.
+    let mut len = 0;
+    for p in paths {
+        len += std::fs::metadata(p).ok()?.len();
+    }
     if len < MIN_SIZE {
         return None;
     }

@@ -38,5 +38,5 @@ pub fn run(a: &StatsArgs) -> i32 {
         StatsFormat::Json => format!("{:#}\n", stats_json(&result.stats)),
     };
     let _ = std::io::stdout().write_all(text.as_bytes());
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

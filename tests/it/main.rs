@@ -14,6 +14,7 @@ mod analysis_state;
 mod analysis_synth;
 mod capture_encapsulations;
 mod capture_formats;
+mod capture_many;
 mod capture_mapped;
 mod capture_real;
 mod capture_stdin;
