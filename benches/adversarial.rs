@@ -157,6 +157,7 @@ fn header(command: u16, message_id: u64, response: bool) -> Header {
         credits: 1,
         tree_id: 1,
         session_id: 0x1000_0000_0001,
+        replay: false,
     }
 }
 

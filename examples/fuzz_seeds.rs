@@ -16,7 +16,7 @@ use std::path::Path;
 
 use sqos::capture::{CaptureFormat, CaptureReader, PcapWriter, PcapngWriter, Timestamp};
 use sqos::net::{decode_tcp, ConnId, Dir, Reassembler, ReassemblyConfig, StreamSink};
-use sqos::pipeline::{Pipeline, PipelineConfig, RecordSink, SqosRecord};
+use sqos::pipeline::{ChannelRecord, Pipeline, PipelineConfig, RecordSink, SqosRecord};
 
 const CAPTURES: [&str; 7] = [
     "spec-examples-1.0.pcap",
@@ -144,6 +144,8 @@ fn sqos_buffers(path: &Path) -> Result<Vec<Vec<u8>>, Box<dyn std::error::Error>>
                 self.0.push(rec.buffer);
             }
         }
+        /// Seeds are SQOS buffers only: channels carry none.
+        fn on_channel(&mut self, _rec: &ChannelRecord) {}
     }
     let mut r = CaptureReader::open(path)?;
     let mut p = Pipeline::new(PipelineConfig::default());

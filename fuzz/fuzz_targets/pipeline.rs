@@ -7,7 +7,9 @@ use libfuzzer_sys::fuzz_target;
 use sqos::analysis::Analyzer;
 use sqos::capture::CaptureReader;
 use sqos::output::{csv, flows, json, stats, text};
-use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
+use sqos::pipeline::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
+};
 use sqos::run::{no_progress, run_capture, CaptureSink, Ending};
 
 /// Renders every record as `dissect` does, then hands it to the analysis.
@@ -33,6 +35,10 @@ impl RecordSink for Faces {
     }
     fn on_io(&mut self, rec: &IoRecord) {
         self.analyzer.on_io(rec);
+    }
+    /// Channels feed the analysis, as in `flows`: its channel table is fuzzed too.
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.rendered += note.message.len();

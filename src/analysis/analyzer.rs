@@ -2,10 +2,11 @@
 //! request when its final response arrives, and collects the findings.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use uuid::Uuid;
 
+use super::channel::{ChannelEnding, ChannelInfo, ChannelUse, MAX_FLOWS_PER_CHANNEL};
 use super::config::AnalyzerConfig;
 use super::finding::{FlowFinding, FlowFindingCode};
 use super::flow::FlowState;
@@ -21,7 +22,8 @@ use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
-    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelEvent, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord,
+    RecordSink, SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
 use crate::sqos::{Options, Request, Response, Severity};
@@ -31,6 +33,13 @@ use crate::sqos::{Options, Request, Response, Severity};
 struct Pending {
     frame: u64,
     ts: Timestamp,
+    session_id: u64,
+    conn: ConnId,
+    /// The UPDATE_COUNTERS request whose interval this request's answer completes: its own
+    /// frame, or for a replay the frame of the request it replays.
+    update_frame: u64,
+    /// Its channel ended (or went silent) before an answer: not "unanswered" by the server.
+    lost: bool,
     key: Option<OpenKey>,
     request: Option<Box<Request>>,
     request_size: Option<usize>,
@@ -72,7 +81,11 @@ pub struct Analyzer {
     opens: HashMap<OpenKey, OpenState>,
     /// Boxed: the table's empty buckets then cost a pointer, not a whole flow.
     flows: HashMap<Uuid, Box<FlowState>>,
-    pending: HashMap<(ConnId, u64), Pending>,
+    /// By (connection, MessageId): ordered, so a connection's requests are a range.
+    pending: BTreeMap<(ConnId, u64), Pending>,
+    /// Channels (session × connection) open now.
+    channels: HashMap<(u64, ConnId), ChannelInfo>,
+    dropped_channels: u64,
     /// Insertion order of `pending` (with stale keys, compacted when it grows), for eviction.
     pending_order: VecDeque<((ConnId, u64), u64)>,
     /// SET_POLICY → GET_STATUS deadlines (section 3.1.6).
@@ -111,13 +124,8 @@ fn request_flow(r: &Request, assoc: Association) -> Option<(Uuid, FlowFrom)> {
     }
 }
 
-fn open_key(
-    conn: ConnId,
-    session_id: u64,
-    file_id: Option<crate::pipeline::FileId>,
-) -> Option<OpenKey> {
+fn open_key(session_id: u64, file_id: Option<crate::pipeline::FileId>) -> Option<OpenKey> {
     file_id.map(|file_id| OpenKey {
-        conn,
         session_id,
         file_id,
     })
@@ -128,7 +136,9 @@ impl Analyzer {
         Analyzer {
             opens: HashMap::new(),
             flows: HashMap::new(),
-            pending: HashMap::new(),
+            pending: BTreeMap::new(),
+            channels: HashMap::new(),
+            dropped_channels: 0,
             pending_order: VecDeque::new(),
             timers: BinaryHeap::new(),
             start: None,
@@ -283,7 +293,139 @@ impl Analyzer {
         Some(o)
     }
 
-    fn associate(&mut self, key: OpenKey, flow: Uuid, by: AssociatedBy, frame: u64, ts: Timestamp) {
+    /// The flow used a channel: count it there (and let the channel know the flow).
+    fn saw_channel(
+        &mut self,
+        flow: Uuid,
+        session: u64,
+        conn: ConnId,
+        frame: u64,
+        used: ChannelUse,
+    ) {
+        let Some(f) = self.flows.get_mut(&flow) else {
+            return;
+        };
+        if f.touch_channel(conn, session, frame, used) {
+            return;
+        }
+        let info = self.channels.get_mut(&(session, conn));
+        f.saw_channel(conn, session, info.as_deref(), frame, used);
+        if let Some(i) = info {
+            if i.flows.len() < MAX_FLOWS_PER_CHANNEL && !i.flows.contains(&flow) {
+                i.flows.push(flow);
+            }
+        }
+    }
+
+    fn on_channel_joined(&mut self, rec: &ChannelRecord, joined: crate::pipeline::ChannelJoin) {
+        let key = (rec.session_id, rec.conn);
+        if !self.channels.contains_key(&key) && self.channels.len() >= self.cfg.max_channels {
+            // Said once, at the end (`Analysis::notes`).
+            self.dropped_channels += 1;
+            return;
+        }
+        self.channels.insert(
+            key,
+            ChannelInfo {
+                client: rec.client,
+                server: rec.server,
+                joined,
+                frame: rec.frame,
+                ts: rec.ts,
+                flows: Vec::new(),
+            },
+        );
+    }
+
+    /// A channel ended. Its SQOS requests still waiting will not be answered there: they are
+    /// lost with the channel, not unanswered by the server (a replay on another channel may
+    /// still take their place). At the end of the capture a channel the server had gone
+    /// silent on for `unanswered_grace_secs` while requests waited counts as ended by silence.
+    fn on_channel_ended(
+        &mut self,
+        rec: &ChannelRecord,
+        by: crate::pipeline::ChannelEnd,
+        last_server: (Option<u64>, Option<Timestamp>),
+        unanswered: u64,
+    ) {
+        let info = self.channels.remove(&(rec.session_id, rec.conn));
+        let grace = self.cfg.tolerances.unanswered_grace_secs;
+        let (last_frame, last_ts) = last_server;
+        let ending = ChannelEnding::from_pipeline(by).or_else(|| {
+            let quiet = last_ts.is_none_or(|t| rec.ts.secs_since(t) >= grace);
+            (unanswered > 0 && quiet).then_some(ChannelEnding::Silence)
+        });
+        let Some(ending) = ending else {
+            return;
+        };
+        let range = (rec.conn, 0)..=(rec.conn, u64::MAX);
+        let mut lost = Vec::new();
+        for p in self.pending.range_mut(range).map(|(_, p)| p) {
+            let after_last = last_ts.is_none_or(|t| p.ts >= t);
+            if p.session_id == rec.session_id
+                && !p.lost
+                && (ending != ChannelEnding::Silence || after_last)
+            {
+                p.lost = true;
+                lost.extend(p.flow);
+            }
+        }
+        let at = match (ending, last_frame, last_ts) {
+            (ChannelEnding::Silence, Some(f), Some(t)) => (f, t),
+            _ => (rec.frame, rec.ts),
+        };
+        let mut told: Vec<Uuid> = info.map(|i| i.flows).unwrap_or_default();
+        told.extend(lost.iter().copied());
+        // A reset, or requests lost: a failure, not the end of a session's use of a channel.
+        let failed = matches!(ending, ChannelEnding::Rst | ChannelEnding::Dropped)
+            || unanswered > 0
+            || !lost.is_empty();
+        for id in told {
+            if let Some(f) = self.flows.get_mut(&id) {
+                f.channel_ended(rec.conn, rec.session_id, ending, at);
+                if failed {
+                    f.channel_failure();
+                }
+            }
+        }
+        for id in lost {
+            if let Some(c) = self
+                .flows
+                .get_mut(&id)
+                .and_then(|f| f.channel_mut(rec.conn, rec.session_id))
+            {
+                c.lost_requests += 1;
+            }
+        }
+    }
+
+    /// A replayed request (SMB2_FLAGS_REPLAY_OPERATION) that repeats one still waiting on
+    /// another channel of its session takes its place: the oldest such request is returned,
+    /// removed from the pending table.
+    fn take_replayed(
+        &mut self,
+        conn: ConnId,
+        key: Option<OpenKey>,
+        req: &Request,
+    ) -> Option<Pending> {
+        let found = self
+            .pending
+            .iter()
+            .filter(|((c, _), p)| *c != conn && p.key == key && p.request.as_deref() == Some(req))
+            .min_by_key(|(_, p)| p.frame)
+            .map(|(k, _)| *k)?;
+        self.take_pending(&found)
+    }
+
+    fn associate(
+        &mut self,
+        key: OpenKey,
+        conn: ConnId,
+        flow: Uuid,
+        by: AssociatedBy,
+        frame: u64,
+        ts: Timestamp,
+    ) {
         let Some(open) = self.open_mut_or_met(key, None, frame) else {
             return;
         };
@@ -301,6 +443,7 @@ impl Analyzer {
         if let Some(f) = self.flow_mut(flow, frame, ts) {
             f.add_open(super::flow::OpenEntry {
                 open: key,
+                conn,
                 file_name,
                 by,
                 frame,
@@ -365,30 +508,101 @@ impl Analyzer {
     }
 
     fn on_request(&mut self, rec: SqosRecord) {
-        let key = open_key(rec.conn, rec.session_id, rec.file_id);
+        let key = open_key(rec.session_id, rec.file_id);
         let request = match rec.body {
             SqosBody::Request(d) => d.message.map(Box::new),
             _ => None,
         };
-        let assoc = match key {
+        let (assoc, raised) = match key {
             Some(k) => self
                 .open_mut_or_met(k, rec.file_name.as_deref(), rec.frame)
-                .map_or(Association::Unknown, |o| o.association),
-            None => Association::Unknown,
+                .map_or((Association::Unknown, false), |o| {
+                    let raised = rec
+                        .channel_sequence
+                        .is_some_and(|seq| o.raise_channel_sequence(seq));
+                    (o.association, raised)
+                }),
+            None => (Association::Unknown, false),
         };
-        let found = request.as_deref().and_then(|r| request_flow(r, assoc));
+        let replayed = match (&request, rec.replay) {
+            (Some(r), true) => self.take_replayed(rec.conn, key, r),
+            _ => None,
+        };
+        // A replay belongs to its original's flow.
+        let found = match &replayed {
+            Some(orig) => orig.flow.map(|id| {
+                let from = if matches!(assoc, Association::Flow(f) if f == id) {
+                    FlowFrom::Open
+                } else {
+                    FlowFrom::Message
+                };
+                (id, from)
+            }),
+            None => request.as_deref().and_then(|r| request_flow(r, assoc)),
+        };
         self.last.flow = found;
         let flow = found.map(|(id, _)| id);
+        if let (Some(id), true) = (flow, raised || rec.replay) {
+            if let Some(f) = self.flows.get_mut(&id) {
+                f.channel_failure();
+            }
+        }
+        if let Some(orig) = replayed {
+            // The interval was bounded by the request replayed: only the channel changes.
+            if let Some(id) = orig.flow {
+                if let Some(c) = self
+                    .flows
+                    .get_mut(&id)
+                    .and_then(|f| f.channel_mut(orig.conn, orig.session_id))
+                {
+                    c.replayed_requests += 1;
+                    if !orig.lost {
+                        c.lost_requests += 1;
+                    }
+                }
+                self.saw_channel(
+                    id,
+                    rec.session_id,
+                    rec.conn,
+                    rec.frame,
+                    ChannelUse::SqosRequest,
+                );
+            }
+            let p = Pending {
+                frame: rec.frame,
+                ts: rec.ts,
+                conn: rec.conn,
+                lost: false,
+                key,
+                request,
+                request_size: (!rec.buffer_truncated).then_some(rec.buffer.len()),
+                max_output: rec.max_output_response,
+                ..orig
+            };
+            self.remember_pending((rec.conn, rec.msg_id), p);
+            return;
+        }
         if let (Some(r), Some(id)) = (request.as_deref(), flow) {
             let notes = self.capture_notes;
             if let Some(f) = self.flow_mut(id, rec.frame, rec.ts) {
-                f.on_request(r, rec.frame, rec.ts, notes);
+                f.on_request(r, rec.frame, rec.ts, notes, rec.replay);
             }
+            self.saw_channel(
+                id,
+                rec.session_id,
+                rec.conn,
+                rec.frame,
+                ChannelUse::SqosRequest,
+            );
             self.finalize_flow(id);
         }
         let p = Pending {
             frame: rec.frame,
             ts: rec.ts,
+            session_id: rec.session_id,
+            conn: rec.conn,
+            update_frame: rec.frame,
+            lost: false,
             key,
             request,
             request_size: (!rec.buffer_truncated).then_some(rec.buffer.len()),
@@ -416,11 +630,10 @@ impl Analyzer {
         }
         // The flow the answer belongs to: the open's after it, else the one the request
         // concerned, else the one the answer names.
-        let key = pending.as_ref().and_then(|p| p.key).or(open_key(
-            rec.conn,
-            rec.session_id,
-            rec.file_id,
-        ));
+        let key = pending
+            .as_ref()
+            .and_then(|p| p.key)
+            .or(open_key(rec.session_id, rec.file_id));
         let open = key
             .and_then(|k| self.opens.get(&k))
             .and_then(|o| o.association.flow());
@@ -503,7 +716,7 @@ impl Analyzer {
                 } else {
                     AssociatedBy::ProbePolicy
                 };
-                self.associate(key, id, by, frame, ts);
+                self.associate(key, rec.conn, id, by, frame, ts);
             }
             AssociationChange::Clear => self.dissociate(key, frame),
             AssociationChange::Keep => {
@@ -517,7 +730,7 @@ impl Analyzer {
                     .filter(|id| !id.is_nil())
                     .or(p.flow);
                 if let (true, true, Some(id)) = (unknown, needs_flow, shown) {
-                    self.associate(key, id, AssociatedBy::Inferred, frame, ts);
+                    self.associate(key, rec.conn, id, AssociatedBy::Inferred, frame, ts);
                 }
             }
         }
@@ -544,7 +757,8 @@ impl Analyzer {
         }
         if opts.contains(Options::UPDATE_COUNTERS) {
             if let Some(f) = p.flow.and_then(|id| self.flows.get_mut(&id)) {
-                self.last.update = f.update_answered(p.frame, Some(Counters::from_request(req)));
+                self.last.update =
+                    f.update_answered(p.update_frame, Some(Counters::from_request(req)));
             }
         }
         if opts.contains(Options::GET_STATUS) {
@@ -688,7 +902,7 @@ impl Analyzer {
         }
         if req.options.contains(Options::UPDATE_COUNTERS) {
             if let Some(f) = p.flow.and_then(|id| self.flows.get_mut(&id)) {
-                self.last.update = f.update_answered(p.frame, None);
+                self.last.update = f.update_answered(p.update_frame, None);
             }
         }
     }
@@ -701,7 +915,7 @@ impl Analyzer {
         if r.logical_flow_id.is_nil() {
             return;
         }
-        if let Some(key) = open_key(rec.conn, rec.session_id, rec.file_id) {
+        if let Some(key) = open_key(rec.session_id, rec.file_id) {
             let unknown = self
                 .opens
                 .get(&key)
@@ -709,6 +923,7 @@ impl Analyzer {
             if unknown {
                 self.associate(
                     key,
+                    rec.conn,
                     r.logical_flow_id,
                     AssociatedBy::Inferred,
                     rec.frame,
@@ -727,7 +942,10 @@ impl Analyzer {
         let end = self.clock;
         let grace = self.cfg.tolerances.unanswered_grace_secs;
         self.pending_mem.clear();
-        let mut unanswered: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        let mut unanswered: Vec<Pending> = std::mem::take(&mut self.pending)
+            .into_values()
+            .filter(|p| !p.lost)
+            .collect();
         unanswered.sort_by_key(|p| p.frame);
         for p in unanswered {
             let waited = end.map_or(0.0, |e| e.secs_since(p.ts));
@@ -780,6 +998,10 @@ impl Analyzer {
         let keep = self.cfg.stream_rows;
         let mut rows = std::mem::take(&mut self.rows_out);
         let mut flows: Vec<FlowState> = self.flows.into_values().map(|f| *f).collect();
+        // In order of appearance; the catch-all null flow (findings of no flow) last. Sorted
+        // before the last rows are taken so that they too come out in that order, not the
+        // hash map's (which changes from run to run).
+        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.created));
         for f in &mut flows {
             let id = f.id;
             rows.extend(
@@ -788,14 +1010,18 @@ impl Analyzer {
                     .map(|r| (id, r)),
             );
         }
-        // In order of appearance; the catch-all null flow (findings of no flow) last.
-        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.created));
         let memory = vec![
             self.pending_mem.usage(),
             self.opens_mem.usage(),
             self.flows_mem.usage(),
         ];
-        let notes = memory.iter().filter_map(MemoryUse::summary).collect();
+        let mut notes: Vec<String> = memory.iter().filter_map(MemoryUse::summary).collect();
+        if self.dropped_channels > 0 {
+            notes.push(format!(
+                "{} channels were not followed (more than {} at once): the flows using them show no addresses for them",
+                self.dropped_channels, self.cfg.max_channels
+            ));
+        }
         Analysis {
             flows,
             start: self.start,
@@ -821,7 +1047,6 @@ impl RecordSink for Analyzer {
     fn on_open(&mut self, rec: &OpenRecord) {
         self.advance(rec.ts);
         let key = OpenKey {
-            conn: rec.conn,
             session_id: rec.session_id,
             file_id: rec.file_id,
         };
@@ -842,7 +1067,6 @@ impl RecordSink for Analyzer {
     fn on_close(&mut self, rec: &CloseRecord) {
         self.advance(rec.ts);
         let key = OpenKey {
-            conn: rec.conn,
             session_id: rec.session_id,
             file_id: rec.file_id,
         };
@@ -856,20 +1080,46 @@ impl RecordSink for Analyzer {
     fn on_io(&mut self, rec: &IoRecord) {
         self.advance(rec.response_ts);
         let key = OpenKey {
-            conn: rec.conn,
             session_id: rec.session_id,
             file_id: rec.file_id,
         };
-        let Some(id) = self.opens.get(&key).and_then(|o| o.association.flow()) else {
+        let Some(open) = self.opens.get_mut(&key) else {
+            return;
+        };
+        let raised = open.raise_channel_sequence(rec.channel_sequence);
+        let Some(id) = open.association.flow() else {
             return;
         };
         if let Some(f) = self.flows.get_mut(&id) {
+            if raised {
+                f.channel_failure();
+            }
             f.add_io(
                 rec.request_ts,
                 rec.response_ts,
                 rec.response_frame,
                 rec.requested,
             );
+        }
+        self.saw_channel(
+            id,
+            rec.session_id,
+            rec.conn,
+            rec.response_frame,
+            ChannelUse::Io,
+        );
+    }
+
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.advance(rec.ts);
+        match rec.event {
+            ChannelEvent::Joined(j) => self.on_channel_joined(rec, j),
+            ChannelEvent::Ended {
+                by,
+                last_server_frame,
+                last_server_ts,
+                unanswered,
+            } => self.on_channel_ended(rec, by, (last_server_frame, last_server_ts), unanswered),
         }
     }
 

@@ -62,6 +62,9 @@ pub struct AnalyzerConfig {
     pub max_opens: usize,
     /// Requests waiting for their response; the oldest is dropped beyond this.
     pub max_pending: usize,
+    /// Channels (session × connection) followed at once; beyond, a channel's addresses and
+    /// how it joined are not known to the flows that use it.
+    pub max_channels: usize,
     /// Series rows kept over all flows; each flow keeps between `series_min_rows` and
     /// `series_max_rows`, halving its resolution (merging neighbours) when over its share.
     pub series_budget_rows: usize,
@@ -82,6 +85,7 @@ impl Default for AnalyzerConfig {
             max_flows: 0,
             max_opens: 0,
             max_pending: 0,
+            max_channels: 200_000,
             series_budget_rows: 0,
             series_min_rows: 4,
             series_max_rows: 1024,

@@ -7,6 +7,7 @@
 
 mod analyzer;
 pub mod capped;
+pub mod channel;
 pub mod checks;
 pub mod config;
 pub mod finding;
@@ -18,6 +19,7 @@ pub mod rules;
 pub mod view;
 
 pub use analyzer::{Analysis, Analyzer};
+pub use channel::{ChannelEnding, FlowChannel};
 pub use config::{AnalyzerConfig, Tolerances};
 pub use finding::{FlowFinding, FlowFindingCode};
 pub use flow::{FlowState, OpenEntry, PolicyView, ServerView, TimelineEntry, TimelineEvent};

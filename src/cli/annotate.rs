@@ -11,7 +11,7 @@ use sqos::output::annotate::{closing_json, header_json, message_json};
 use sqos::output::flows::dialect;
 use sqos::output::json::record_json;
 use sqos::pipeline::{
-    CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
 use sqos::run::{CaptureSink, Ending};
 
@@ -62,6 +62,9 @@ impl<W: Write> RecordSink for Annotate<W> {
     }
     fn on_io(&mut self, rec: &IoRecord) {
         self.analyzer.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);

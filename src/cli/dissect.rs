@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 use sqos::capture::Timestamp;
 use sqos::output::json::record_json;
 use sqos::output::text::{detail_tree, hex_dump, summary_line};
-use sqos::pipeline::{CaptureNote, RecordSink, SqosRecord};
+use sqos::pipeline::{CaptureNote, ChannelRecord, RecordSink, SqosRecord};
 use sqos::run::CaptureSink;
 
 use super::out::RecordOut;
@@ -52,6 +52,8 @@ impl Printer {
 }
 
 impl RecordSink for Printer {
+    // One line per SQOS message; the channels show in `sqos flows` and `sqos stats`.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
     fn on_sqos(&mut self, rec: SqosRecord) {
         let text = match self.format {
             DissectFormat::Text => {

@@ -13,7 +13,9 @@ use sqos::output::csv::{
 };
 use sqos::output::flows::{flow_json, series_row_json};
 use sqos::output::json::record_json;
-use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
+use sqos::pipeline::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
+};
 use sqos::run::CaptureSink;
 
 use super::out::RecordOut;
@@ -133,6 +135,8 @@ impl RecordSink for Messages {
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.0.write(|| record_json(&rec), || message_flat(&rec));
     }
+    // Message rows carry their connection; the channels are the flows' business.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
 }
 impl CaptureSink for Messages {
     fn done(&mut self) -> bool {
@@ -173,6 +177,9 @@ impl RecordSink for Series {
     }
     fn on_io(&mut self, rec: &IoRecord) {
         self.analyzer.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);

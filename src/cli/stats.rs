@@ -3,7 +3,7 @@ use std::io::Write;
 use clap::{Args, ValueEnum};
 
 use sqos::output::stats::{stats_json, stats_text};
-use sqos::pipeline::{RecordSink, SqosRecord};
+use sqos::pipeline::{ChannelRecord, RecordSink, SqosRecord};
 use sqos::run::CaptureSink;
 
 use super::InputArgs;
@@ -25,6 +25,8 @@ pub struct StatsArgs {
 struct Discard;
 impl RecordSink for Discard {
     fn on_sqos(&mut self, _rec: SqosRecord) {}
+    // The run's stats count sessions and channels themselves.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
 }
 impl CaptureSink for Discard {}
 

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::pipeline::SqosRecord;
 
@@ -67,6 +67,8 @@ pub const FLOW_COLUMNS: &[&str] = &[
     "protocol_version",
     "opens_total",
     "file_names",
+    "channels_total",
+    "channels",
     "limit",
     "reservation",
     "bandwidth_limit",
@@ -143,11 +145,29 @@ pub fn message_flat(rec: &SqosRecord) -> Map<String, Value> {
             m.entry(k).or_insert(v);
         }
     }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        m.insert("channels".into(), channel_ends(&chans));
+    }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
         m.insert("findings".into(), Value::Array(codes));
     }
     m
+}
+
+/// client>server of each channel of a `channels` list (the connection number when the
+/// addresses are unknown).
+fn channel_ends(chans: &[Value]) -> Value {
+    chans
+        .iter()
+        .map(|c| match (c.get("client"), c.get("server")) {
+            (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
+            _ => json!(format!(
+                "connection {}",
+                c.get("connection").and_then(Value::as_u64).unwrap_or(0)
+            )),
+        })
+        .collect()
 }
 
 /// A flow object of `flow_json` as a flat object for `FLOW_COLUMNS`.
@@ -168,6 +188,9 @@ pub fn flow_flat(flow: &Value) -> Map<String, Value> {
             .filter(|v| !v.is_null())
             .collect();
         m.insert("file_names".into(), Value::Array(names));
+    }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        m.insert("channels".into(), channel_ends(&chans));
     }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();

@@ -8,7 +8,8 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use crate::analysis::{
-    Analysis, FlowFinding, FlowState, IntervalRow, OpenEntry, TimelineEntry, TimelineEvent,
+    Analysis, FlowChannel, FlowFinding, FlowState, IntervalRow, OpenEntry, TimelineEntry,
+    TimelineEvent,
 };
 use crate::capture::Timestamp;
 use crate::sqos::{Dialect, ProtocolVersion, Status};
@@ -47,12 +48,30 @@ fn open_json(o: &OpenEntry) -> Value {
     json!({
         "file_name": o.file_name.as_deref(),
         "file_id": file_id_guid(o.open.file_id).to_string(),
-        "connection": o.open.conn.0,
+        "connection": o.conn.0,
         "session_id": o.open.session_id,
         "associated_by": o.by,
         "frame": o.frame,
         "time": o.ts.as_secs_f64(),
         "ended_frame": o.ended_frame,
+    })
+}
+
+fn channel_json(c: &FlowChannel) -> Value {
+    json!({
+        "connection": c.conn.0,
+        "session_id": c.session_id,
+        "client": c.client.map(|a| a.to_string()),
+        "server": c.server.map(|a| a.to_string()),
+        "joined": c.joined,
+        "first_frame": c.first_frame,
+        "last_frame": c.last_frame,
+        "io_count": c.io_count,
+        "sqos_requests": c.sqos_requests,
+        "ended_by": c.ended.map(|e| e.as_str()),
+        "ended_frame": c.ended_frame,
+        "lost_requests": c.lost_requests,
+        "replayed_requests": c.replayed_requests,
     })
 }
 
@@ -161,6 +180,11 @@ pub fn flow_json(f: &FlowState) -> Value {
         Value::Array(f.opens.iter().map(open_json).collect()),
     );
     m.insert("opens_total".into(), json!(f.opens.total()));
+    m.insert(
+        "channels".into(),
+        Value::Array(f.channels.iter().map(channel_json).collect()),
+    );
+    m.insert("channels_total".into(), json!(f.channels_total));
     m.insert("updates_sent".into(), json!(f.updates_sent));
     m.insert(
         "intervals".into(),
@@ -330,11 +354,12 @@ fn table_row(f: &FlowState) -> Vec<String> {
         f.server
             .map_or_else(|| "-".into(), |s| status_label(s.status)),
         f.opens.total().to_string(),
+        f.channels_total.to_string(),
         f.findings_total().to_string(),
     ]
 }
 
-const HEADERS: [&str; 11] = [
+const HEADERS: [&str; 12] = [
     "VM / INITIATOR",
     "NODE",
     "FLOW",
@@ -345,6 +370,7 @@ const HEADERS: [&str; 11] = [
     "KB/s rep/obs",
     "STATUS",
     "OPENS",
+    "CHANNELS",
     "FINDINGS",
 ];
 
@@ -379,9 +405,10 @@ pub fn flows_text(a: &Analysis) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{} flows; NIOPS = normalized IOPS reported by the client / observed on the wire; MAX/MIN = the server's MaximumIoRate/MinimumIoRate.",
+        "\n{} flows; NIOPS = normalized IOPS reported by the client / observed on the wire; MAX/MIN = the server's MaximumIoRate/MinimumIoRate; CHANNELS = connections its I/O and SQOS requests went over.",
         a.flows.iter().filter(|f| !f.id.is_nil()).count()
     );
+    channels_text(a, &mut out);
     let start = a.start.unwrap_or_default();
     let mut findings: Vec<(&FlowState, &FlowFinding)> = a
         .flows
@@ -435,6 +462,65 @@ pub fn flows_text(a: &Analysis) -> String {
     }
     // Whatever a finding or note quotes from the wire.
     escape::lines(&out).into_owned()
+}
+
+/// One channel of a flow, for the text table: addresses, how it joined, what went over it,
+/// how it ended.
+pub fn channel_line(c: &FlowChannel) -> String {
+    let joined = c.joined.map_or("-", |j| j.as_str());
+    let mut s = format!(
+        "{}  session 0x{:016x}  {joined}  frames {}-{}  {} I/O  {} SQOS requests",
+        c.label(),
+        c.session_id,
+        c.first_frame,
+        c.last_frame,
+        c.io_count,
+        c.sqos_requests
+    );
+    if let (Some(e), Some(f)) = (c.ended, c.ended_frame) {
+        let what = match e {
+            crate::analysis::ChannelEnding::Fin => format!("closed (FIN) at frame {f}"),
+            crate::analysis::ChannelEnding::Rst => format!("reset (RST) at frame {f}"),
+            crate::analysis::ChannelEnding::Logoff => format!("logged off at frame {f}"),
+            crate::analysis::ChannelEnding::Dropped => format!("state dropped at frame {f}"),
+            crate::analysis::ChannelEnding::Silence => {
+                format!("silent after frame {f} (server sent nothing more)")
+            }
+        };
+        let _ = write!(s, "  {what}");
+    }
+    if c.lost_requests > 0 {
+        let _ = write!(
+            s,
+            "; {} SQOS requests lost with it, {} replayed on another channel",
+            c.lost_requests, c.replayed_requests
+        );
+    }
+    s
+}
+
+/// The channels of the flows that used more than one, or lost requests with one.
+fn channels_text(a: &Analysis, out: &mut String) {
+    let multi: Vec<&FlowState> = a
+        .flows
+        .iter()
+        .filter(|f| f.channels_total > 1 || f.channels.iter().any(|c| c.lost_requests > 0))
+        .collect();
+    if multi.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nChannels:");
+    for f in multi {
+        let who = f.initiator_name.clone().unwrap_or_else(|| "?".into());
+        let _ = writeln!(out, "  {who} {}:", short(f.id));
+        for c in &f.channels {
+            let _ = writeln!(out, "    {}", channel_line(c));
+        }
+        let more = f.channels_total.saturating_sub(f.channels.len() as u64);
+        if more > 0 {
+            let _ = writeln!(out, "    ({more} more channels not listed)");
+        }
+    }
 }
 
 fn rel(ts: Timestamp, start: Timestamp) -> f64 {

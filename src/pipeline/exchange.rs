@@ -1,9 +1,16 @@
-//! SMB2 messages → records: request/response matching, opens (FileId ↔ name), related compound
-//! operations, and the SQOS / open / close / I/O records.
+//! SMB2 messages → records: request/response matching, opens (FileId ↔ name), sessions and
+//! their channels and trees (`sessions`), related compound operations, and the SQOS / open /
+//! close / I/O / channel records.
+
+use std::sync::Arc;
 
 use super::outbox::{NoteKind, Out, Outbox, Seq};
+use super::sessions::{full_path, Sessions};
 use super::sqos_build::{request_record, response_record, MsgCtx};
-use super::{CaptureNote, CloseRecord, IoKind, IoRecord, Limits, OpenRecord, Stats};
+use super::{
+    CaptureNote, ChannelEnd, ChannelJoin, CloseRecord, IoKind, IoRecord, Limits, OpenRecord,
+    SessionSummary, Stats,
+};
 use crate::budget::MemoryUse;
 use crate::capture::Timestamp;
 use crate::net::ConnId;
@@ -28,11 +35,22 @@ enum Awaiting {
         seq: Seq,
         request: Option<Box<sqos::Request>>,
     },
+    SessionSetup {
+        binding: bool,
+    },
+    TreeConnect {
+        path: Option<Arc<str>>,
+    },
+    TreeDisconnect {
+        tree: Option<u32>,
+    },
     Other,
 }
 
 #[derive(Debug)]
 struct PendingReq {
+    session: u64,
+    channel_sequence: u16,
     frame: u64,
     ts: Timestamp,
     command: Command,
@@ -65,11 +83,19 @@ impl PendingReq {
 pub struct Chain {
     file_id: Option<FileId>,
     name: Option<String>,
+    /// TreeId of the chain's last request with a real one (related requests carry 0xFFFFFFFF).
+    tree_id: Option<u32>,
 }
+
+/// TreeId of a related request that takes the previous request's (MS-SMB2 3.2.4.1.4).
+const RELATED_TREE_ID: u32 = 0xFFFF_FFFF;
 
 pub struct Exchange {
     pending: PendingTable<PendingReq>,
     opens: OpenTable,
+    pub sessions: Sessions,
+    /// The channel of the previous message (most follow one on the same channel).
+    last_channel: Option<(crate::net::ConnId, u64)>,
 }
 
 impl Exchange {
@@ -77,12 +103,57 @@ impl Exchange {
         Exchange {
             pending: PendingTable::new(limits.max_pending_bytes),
             opens: OpenTable::new(limits.max_open_bytes),
+            sessions: Sessions::new(),
+            last_channel: None,
         }
     }
 
     /// The pending and open tables' memory shares.
     pub fn memory(&self) -> [MemoryUse; 2] {
         [self.pending.share().usage(), self.opens.share().usage()]
+    }
+
+    /// The session of `h` is used on this connection: a channel, the first time (its setup
+    /// was not seen here). SESSION_SETUP and NEGOTIATE do not count: a session exists on a
+    /// connection once its SESSION_SETUP succeeded.
+    fn channel_seen(&mut self, ctx: &MsgCtx, h: &Header, outbox: &mut Outbox) {
+        let session = h.session_id;
+        if session == 0
+            || h.command == Command::SESSION_SETUP
+            || h.command == Command::NEGOTIATE
+            || self.last_channel == Some((ctx.conn, session))
+        {
+            return;
+        }
+        let (client, server) = ends(ctx, h);
+        if let Some(rec) = self.sessions.join(
+            session,
+            ctx.conn,
+            client,
+            server,
+            ChannelJoin::Seen,
+            ctx.frame,
+            ctx.ts,
+        ) {
+            outbox.push(Out::Channel(rec));
+        }
+        self.last_channel = Some((ctx.conn, session));
+    }
+
+    /// The name an open gets: the share path of its tree before the CREATE name.
+    fn open_name(&self, h: &Header, chain: &Chain, name: Option<String>) -> Option<String> {
+        let name = name?;
+        let tree = match h.tree_id() {
+            Some(RELATED_TREE_ID) if h.flags.is_related() => chain.tree_id,
+            t => t,
+        };
+        let dfs = h.flags.0 & crate::smb2::HeaderFlags::DFS_OPERATIONS != 0;
+        Some(
+            match tree.and_then(|t| self.sessions.share(h.session_id, t)) {
+                Some(share) => full_path(share, &name, dfs),
+                None => name,
+            },
+        )
     }
 
     /// The file a FileId names: related placeholders resolve to the chain's file.
@@ -113,6 +184,12 @@ impl Exchange {
         stats: &mut Stats,
     ) {
         let h = &part.header;
+        self.channel_seen(ctx, h, outbox);
+        if h.is_response() {
+            self.sessions.server_spoke(ctx.conn, ctx.frame, ctx.ts);
+        } else if let Some(t) = h.tree_id().filter(|&t| t != RELATED_TREE_ID) {
+            chain.tree_id = Some(t);
+        }
         let body = match parse_body(h, &part.bytes) {
             Ok(b) => b,
             Err(e) => {
@@ -158,12 +235,14 @@ impl Exchange {
         let h = &part.header;
         let (file, awaiting) = match body {
             Body::CreateRequest(c) => {
+                let name = self.open_name(h, chain, c.name);
                 // A new chain file: its FileId is known only from the response.
                 *chain = Chain {
                     file_id: None,
-                    name: c.name.clone(),
+                    name: name.clone(),
+                    tree_id: chain.tree_id,
                 };
-                ((None, c.name.clone()), Awaiting::Create { name: c.name })
+                ((None, name.clone()), Awaiting::Create { name })
             }
             Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
             Body::ReadRequest(r) => (
@@ -189,6 +268,9 @@ impl Exchange {
                         super::SqosBody::Request(d) => d.message.clone().map(Box::new),
                         _ => None,
                     };
+                    if let (true, Some(r)) = (h.flags.is_replay(), request.as_deref()) {
+                        self.replayed(ctx, h, file.0, r, outbox);
+                    }
                     if rec.buffer_truncated {
                         outbox.note(NoteKind::SqosIncomplete, ctx.frame, || {
                             format!(
@@ -205,6 +287,24 @@ impl Exchange {
                     (file, Awaiting::Other)
                 }
             }
+            Body::SessionSetupRequest(r) => (
+                (None, None),
+                Awaiting::SessionSetup {
+                    binding: r.is_binding(),
+                },
+            ),
+            Body::TreeConnectRequest(r) => (
+                (None, None),
+                Awaiting::TreeConnect {
+                    path: r.path.map(Arc::from),
+                },
+            ),
+            _ if h.command == Command::TREE_DISCONNECT => (
+                (None, None),
+                Awaiting::TreeDisconnect {
+                    tree: h.tree_id().filter(|&t| t != RELATED_TREE_ID),
+                },
+            ),
             _ => ((None, None), Awaiting::Other),
         };
         if let (Some(fid), false) = (file.0, matches!(awaiting, Awaiting::Create { .. })) {
@@ -216,6 +316,8 @@ impl Exchange {
             return;
         }
         let req = PendingReq {
+            session: h.session_id,
+            channel_sequence: h.channel_sequence(),
             frame: ctx.frame,
             ts: ctx.ts,
             command: h.command,
@@ -277,6 +379,7 @@ impl Exchange {
                 *chain = Chain {
                     file_id: Some(c.file_id),
                     name: name.clone(),
+                    tree_id: chain.tree_id,
                 };
                 if let Some(name) = name {
                     let evicted = self.opens.open(session, c.file_id, name.clone());
@@ -323,6 +426,42 @@ impl Exchange {
                 self.sqos_response(ctx, part, None, file, req, outbox, stats);
                 return;
             }
+            Body::SessionSetupResponse(_) if h.status.0 == 0 => {
+                let joined = match req_ref.map(|r| &r.awaiting) {
+                    Some(Awaiting::SessionSetup { binding: true }) => ChannelJoin::Binding,
+                    Some(Awaiting::SessionSetup { binding: false }) => ChannelJoin::Setup,
+                    _ => ChannelJoin::Seen,
+                };
+                let (client, server) = ends(ctx, h);
+                if let Some(rec) = self
+                    .sessions
+                    .join(session, ctx.conn, client, server, joined, ctx.frame, ctx.ts)
+                {
+                    outbox.push(Out::Channel(rec));
+                }
+            }
+            Body::TreeConnectResponse(_) if status_ok => {
+                if let (Some(Awaiting::TreeConnect { path: Some(p) }), Some(t)) =
+                    (req_ref.map(|r| &r.awaiting), h.tree_id())
+                {
+                    self.sessions.tree_connected(session, t, p.clone());
+                }
+            }
+            _ if h.command == Command::TREE_DISCONNECT && status_ok => {
+                if let Some(Awaiting::TreeDisconnect { tree: Some(t) }) =
+                    req_ref.map(|r| &r.awaiting)
+                {
+                    self.sessions.tree_disconnected(session, *t);
+                }
+            }
+            _ if h.command == Command::LOGOFF && status_ok && !h.is_interim() => {
+                for rec in self.sessions.logoff(session, ctx.frame, ctx.ts) {
+                    outbox.push(Out::Channel(rec));
+                }
+                if self.last_channel.is_some_and(|(_, s)| s == session) {
+                    self.last_channel = None;
+                }
+            }
             _ => {}
         }
         // I/O: a final READ/WRITE response matched with its request.
@@ -342,11 +481,47 @@ impl Exchange {
                     session_id: session,
                     file_id: r.file_id.unwrap_or_default(),
                     kind,
+                    channel_sequence: r.channel_sequence,
                     requested,
                     transferred,
                     nt_status: h.status.0,
                 }));
             }
+        }
+    }
+
+    /// An SQOS request replayed (SMB2_FLAGS_REPLAY_OPERATION) repeats one still waiting on
+    /// another channel of the session (its channel failed): that one will not be answered;
+    /// release it now rather than hold everything behind it for the hold window.
+    fn replayed(
+        &mut self,
+        ctx: &MsgCtx,
+        h: &Header,
+        file_id: Option<FileId>,
+        req: &sqos::Request,
+        outbox: &mut Outbox,
+    ) {
+        let session = h.session_id;
+        let original = self.pending.find(|(c, _), p| {
+            *c != ctx.conn
+                && p.session == session
+                && p.file_id == file_id
+                && matches!(&p.awaiting, Awaiting::Sqos { request: Some(q), .. } if **q == *req)
+        });
+        let Some(key) = original else {
+            return;
+        };
+        if let Some(p) = self.pending.remove(&key) {
+            if let Awaiting::Sqos { seq, .. } = p.awaiting {
+                outbox.release(seq);
+            }
+            outbox.push(Out::Note(CaptureNote {
+                frame: ctx.frame,
+                message: format!(
+                    "SQOS request in frame {} (msg id {}) sent again in frame {} on connection {} (SMB2_FLAGS_REPLAY_OPERATION): its channel failed",
+                    p.frame, key.1, ctx.frame, ctx.conn.0
+                ),
+            }));
         }
     }
 
@@ -424,9 +599,26 @@ impl Exchange {
         outbox.push(Out::Sqos(Box::new(rec)));
     }
 
-    /// A connection closed: its outstanding requests will never be answered.
-    pub fn close_conn(&mut self, conn: ConnId, frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
-        for ((_, id), r) in self.pending.remove_conn(conn) {
+    /// A connection closed (`how`): its outstanding requests will never be answered, and its
+    /// sessions lose that channel.
+    pub fn close_conn(
+        &mut self,
+        conn: ConnId,
+        how: ChannelEnd,
+        frame: u64,
+        ts: crate::capture::Timestamp,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let left = self.pending.remove_conn(conn);
+        let pending: Vec<(u64, u64)> = left.iter().map(|(_, r)| (r.session, r.frame)).collect();
+        for rec in self.sessions.end_conn(conn, how, (frame, ts), &pending) {
+            outbox.push(Out::Channel(rec));
+        }
+        if self.last_channel.is_some_and(|(c, _)| c == conn) {
+            self.last_channel = None;
+        }
+        for ((_, id), r) in left {
             stats.unanswered_requests += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.note(NoteKind::Unanswered, frame, || {
@@ -439,9 +631,30 @@ impl Exchange {
         }
     }
 
-    /// End of capture: report what stayed unanswered.
-    pub fn finish(&mut self, last_frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
+    /// End of capture: report what stayed unanswered; every channel still open ends.
+    pub fn finish(
+        &mut self,
+        last_frame: u64,
+        ts: crate::capture::Timestamp,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
         let left = self.pending.drain();
+        let pending: Vec<(ConnId, u64, u64)> = left
+            .iter()
+            .map(|((c, _), r)| (*c, r.session, r.frame))
+            .collect();
+        for rec in self.sessions.end_all((last_frame, ts), &pending) {
+            outbox.push(Out::Channel(rec));
+        }
+        self.last_channel = None;
+        stats.sessions = self
+            .sessions
+            .listed
+            .values()
+            .cloned()
+            .collect::<Vec<SessionSummary>>();
+        stats.sessions_unlisted = self.sessions.unlisted_sessions;
         for ((_, id), r) in &left {
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.note(NoteKind::Unanswered, r.frame, || {
@@ -462,6 +675,15 @@ impl Exchange {
                 ),
             }));
         }
+    }
+}
+
+/// (client, server) of a message's connection: requests travel client → server.
+fn ends(ctx: &MsgCtx, h: &Header) -> (std::net::SocketAddr, std::net::SocketAddr) {
+    if h.is_response() {
+        (ctx.dst, ctx.src)
+    } else {
+        (ctx.src, ctx.dst)
     }
 }
 

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 mod exchange;
 pub mod outbox;
+pub mod sessions;
 mod sqos_build;
 pub mod streams;
 
@@ -63,12 +64,19 @@ pub struct SqosRecord {
     pub direction: Direction,
     pub msg_id: u64,
     pub session_id: u64,
+    /// The request is a replay (SMB2_FLAGS_REPLAY_OPERATION): the client sent it again,
+    /// typically on another channel after the one it was outstanding on failed.
+    pub replay: bool,
+    /// Requests (SMB 3.x): the header's ChannelSequence, which the client raises for its opens
+    /// when a channel fails.
+    pub channel_sequence: Option<u16>,
     /// Sync header only.
     pub tree_id: Option<u32>,
     /// Async header only.
     pub async_id: Option<u64>,
     pub file_id: Option<FileId>,
-    /// Name the FileId was opened with, when the CREATE was seen.
+    /// Name the FileId was opened with, when the CREATE was seen: `\\server\share\path` when
+    /// the TREE_CONNECT of its tree was seen too, else the path within the share.
     pub file_name: Option<String>,
     /// Responses only.
     pub nt_status: Option<u32>,
@@ -127,11 +135,95 @@ pub struct IoRecord {
     pub session_id: u64,
     pub file_id: FileId,
     pub kind: IoKind,
+    /// The request header's ChannelSequence (SMB 3.x; raised when a channel failed).
+    pub channel_sequence: u16,
     /// Bytes asked for (READ Length / WRITE Length).
     pub requested: u32,
     /// Bytes transferred (READ response DataLength; WRITE response Count).
     pub transferred: u32,
     pub nt_status: u32,
+}
+
+/// How a session came to be seen on a connection (a channel of the session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelJoin {
+    /// SESSION_SETUP answered with success, without the binding flag: the session's first
+    /// channel (a new authentication).
+    Setup,
+    /// SESSION_SETUP with SMB2_SESSION_FLAG_BINDING answered with success: a further channel of
+    /// an existing session (SMB3 multichannel).
+    Binding,
+    /// The session's setup was not seen on this connection (the capture began later): its
+    /// first message there.
+    Seen,
+}
+
+impl ChannelJoin {
+    /// The name JSON uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelJoin::Setup => "setup",
+            ChannelJoin::Binding => "binding",
+            ChannelJoin::Seen => "seen",
+        }
+    }
+}
+
+/// How a channel ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelEnd {
+    /// The TCP connection closed with FIN in both directions.
+    Fin,
+    /// The TCP connection was reset.
+    Rst,
+    /// LOGOFF ended the session.
+    Logoff,
+    /// Its state was dropped (too many connections at once).
+    Dropped,
+    /// Still open when the capture ended.
+    CaptureEnd,
+}
+
+impl ChannelEnd {
+    /// The name JSON uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelEnd::Fin => "fin",
+            ChannelEnd::Rst => "rst",
+            ChannelEnd::Logoff => "logoff",
+            ChannelEnd::Dropped => "dropped",
+            ChannelEnd::CaptureEnd => "capture_end",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelEvent {
+    Joined(ChannelJoin),
+    /// The channel ended; the last message from the server on its connection (a channel that
+    /// went silent has none after its last requests).
+    Ended {
+        by: ChannelEnd,
+        last_server_frame: Option<u64>,
+        last_server_ts: Option<Timestamp>,
+        /// Requests of the session outstanding on the connection when it ended; at the end of
+        /// the capture, only those sent after the server's last message there.
+        unanswered: u64,
+    },
+}
+
+/// A session joined or left a connection (one channel of the session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelRecord {
+    pub frame: u64,
+    pub ts: Timestamp,
+    pub conn: ConnId,
+    pub client: SocketAddr,
+    pub server: SocketAddr,
+    pub session_id: u64,
+    pub event: ChannelEvent,
 }
 
 /// Something about the capture the user must be told (incomplete data, bounds hit, errors).
@@ -147,6 +239,9 @@ pub trait RecordSink {
     fn on_open(&mut self, _rec: &OpenRecord) {}
     fn on_close(&mut self, _rec: &CloseRecord) {}
     fn on_io(&mut self, _rec: &IoRecord) {}
+    /// No default: five faces once forwarded everything else to the analyzer and silently
+    /// dropped the channels; each sink now says what it does with them.
+    fn on_channel(&mut self, rec: &ChannelRecord);
     fn on_note(&mut self, _note: &CaptureNote) {}
 }
 
@@ -229,8 +324,22 @@ pub struct Stats {
     pub opens_evicted: u64,
     /// Bytes of messages in progress dropped because all framers together held too much.
     pub framer_bytes_shed: u64,
+    /// Sessions and their channels (connections), in SessionId order; filled at the end of
+    /// the capture, at most `sessions::MAX_LISTED_SESSIONS`.
+    pub sessions: Vec<SessionSummary>,
+    /// Sessions seen beyond the listed ones.
+    pub sessions_unlisted: u64,
     /// The memory budget's shares: limit, peak and what each dropped (filled at the end).
     pub memory: Vec<MemoryUse>,
+}
+
+/// A session and the channels it was seen on (`sqos stats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SessionSummary {
+    pub session_id: u64,
+    /// Channels seen (listed or not).
+    pub channels_total: u64,
+    pub channels: Vec<sessions::ChannelStats>,
 }
 
 impl Stats {

@@ -12,12 +12,14 @@
 //! 5. the end of the capture ([`Outbox::release_all`]).
 //!
 //! Interim (STATUS_PENDING) responses do not release a request; they are queued after it.
-//! Releases 2, 3 and 5 are noted per request, so an SQOS request shown without a response is
-//! explained.
+//! Releases 2–5 are noted (2 by the exchange, which knows every request of the connection, 3
+//! and 5 here), so an SQOS request shown without a response is explained.
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{CaptureNote, CloseRecord, IoRecord, Limits, OpenRecord, RecordSink, SqosRecord};
+use super::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, Limits, OpenRecord, RecordSink, SqosRecord,
+};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
@@ -28,6 +30,7 @@ pub enum Out {
     Open(OpenRecord),
     Close(CloseRecord),
     Io(IoRecord),
+    Channel(ChannelRecord),
     Note(CaptureNote),
 }
 
@@ -41,7 +44,7 @@ impl Out {
             }
             Out::Open(r) => r.file_name.len(),
             Out::Note(n) => n.message.len(),
-            Out::Close(_) | Out::Io(_) => 0,
+            Out::Close(_) | Out::Io(_) | Out::Channel(_) => 0,
         }
     }
 }
@@ -228,12 +231,19 @@ impl Outbox {
         }
     }
 
-    /// Release the held requests of a closed connection.
-    pub fn release_conn(&mut self, conn: ConnId, frame: u64) {
+    /// Release the held request `seq` without its response (it was sent again elsewhere).
+    pub fn release(&mut self, seq: Seq) {
+        if let Some(slot) = slot_mut(&mut self.queue, self.base, seq) {
+            slot.held = false;
+        }
+    }
+
+    /// Release the held requests of a closed connection (the exchange notes each of them:
+    /// it knows every request of the connection, held or not).
+    pub fn release_conn(&mut self, conn: ConnId) {
         let Some(seqs) = self.held_by_conn.remove(&conn) else {
             return;
         };
-        let mut notes = Vec::new();
         for seq in seqs {
             let Some(slot) = slot_mut(&mut self.queue, self.base, seq) else {
                 continue;
@@ -241,16 +251,8 @@ impl Outbox {
             if let (Out::Sqos(rec), true) = (&slot.out, slot.held) {
                 if rec.conn == conn {
                     slot.held = false;
-                    notes.push((rec.frame, rec.msg_id));
                 }
             }
-        }
-        for (req_frame, msg_id) in notes {
-            self.note(NoteKind::Unanswered, frame, || {
-                format!(
-                    "SQOS request in frame {req_frame} (msg id {msg_id}) got no response before its connection closed"
-                )
-            });
         }
     }
 
@@ -349,6 +351,7 @@ impl Outbox {
                 Out::Open(r) => sink.on_open(&r),
                 Out::Close(r) => sink.on_close(&r),
                 Out::Io(r) => sink.on_io(&r),
+                Out::Channel(r) => sink.on_channel(&r),
                 Out::Note(n) => sink.on_note(&n),
             }
         }

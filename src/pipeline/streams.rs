@@ -10,7 +10,7 @@ use foldhash::fast::FixedState;
 use super::exchange::{Chain, Exchange};
 use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
-use super::{CaptureNote, Limits, Stats};
+use super::{CaptureNote, ChannelEnd, Limits, Stats};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
@@ -433,8 +433,8 @@ impl Smb2Layer {
         }
     }
 
-    /// Flush both framers of a connection (it ended) and forget it.
-    fn end_conn(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
+    /// Flush both framers of a connection (it ended, `how`) and forget it.
+    fn end_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
                 self.framer_bytes.release(0, f.buffered());
@@ -449,8 +449,8 @@ impl Smb2Layer {
         }
         self.crypto.forget_conn(conn.0);
         self.exchange
-            .close_conn(conn, frame, &mut self.outbox, &mut self.stats);
-        self.outbox.release_conn(conn, frame);
+            .close_conn(conn, how, frame, ts, &mut self.outbox, &mut self.stats);
+        self.outbox.release_conn(conn);
         self.conns.remove(&conn);
     }
 
@@ -471,7 +471,7 @@ impl Smb2Layer {
             }
         }
         self.exchange
-            .finish(self.last_frame, &mut self.outbox, &mut self.stats);
+            .finish(self.last_frame, ts, &mut self.outbox, &mut self.stats);
     }
 }
 
@@ -482,7 +482,7 @@ impl StreamSink for Smb2Layer {
         if self.conns.len() > self.max_connections {
             if let Some((&oldest, _)) = self.conns.iter().next() {
                 self.conns_dropped.dropped(1, 0, frame);
-                self.end_conn(oldest, frame, ts);
+                self.end_conn(oldest, ChannelEnd::Dropped, frame, ts);
             }
         }
     }
@@ -502,8 +502,14 @@ impl StreamSink for Smb2Layer {
         self.handle_events(conn, dir, frame, ts);
     }
 
-    fn on_close(&mut self, conn: ConnId, _how: CloseKind, frame: u64, ts: Timestamp) {
-        self.end_conn(conn, frame, ts);
+    fn on_close(&mut self, conn: ConnId, how: CloseKind, frame: u64, ts: Timestamp) {
+        let how = match how {
+            CloseKind::Fin => ChannelEnd::Fin,
+            CloseKind::Rst => ChannelEnd::Rst,
+            // Forgotten by the reassembler to make room: the channel's state is dropped.
+            CloseKind::Forgotten => ChannelEnd::Dropped,
+        };
+        self.end_conn(conn, how, frame, ts);
     }
 
     fn on_note(&mut self, conn: ConnId, frame: u64, note: NetNote) {

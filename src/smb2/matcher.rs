@@ -103,6 +103,15 @@ impl<V> PendingTable<V> {
         self.map.get_mut(key).map(|e| &mut e.value)
     }
 
+    /// The first outstanding request (oldest first) for which `f` holds.
+    pub fn find(&self, mut f: impl FnMut(&MsgKey, &V) -> bool) -> Option<MsgKey> {
+        self.order
+            .iter()
+            .filter(|(key, gen)| self.map.get(key).is_some_and(|e| e.generation == *gen))
+            .find(|(key, _)| self.map.get(key).is_some_and(|e| f(key, &e.value)))
+            .map(|(key, _)| *key)
+    }
+
     /// Take the request answered by a final response.
     pub fn remove(&mut self, key: &MsgKey) -> Option<V> {
         let v = self.take(key);

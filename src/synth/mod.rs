@@ -30,7 +30,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 pub use capfile::Format;
-pub use scenario::Scenario;
+pub use scenario::{DropKind, Scenario};
 pub use truth::Truth;
 
 use capfile::{CaptureWriter, FileConfig};
@@ -64,6 +64,10 @@ pub struct SynthArgs {
     /// Virtual disks (logical flows) per VM.
     #[arg(long)]
     pub disks: Option<u32>,
+    /// SMB3 multichannel: channels (connections, each over its own pair of NICs) per host's
+    /// session, 1 to 4 (default 1; `multichannel`: 4, 2, 3, …).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub channels: Option<u32>,
     /// Capture length in seconds.
     #[arg(long)]
     pub duration: Option<f64>,
@@ -157,6 +161,7 @@ impl SynthArgs {
             hosts: None,
             vms: None,
             disks: None,
+            channels: None,
             duration: None,
             loss: None,
             loss_no_retransmit: false,
@@ -295,6 +300,7 @@ pub fn command_line(args: &SynthArgs) -> String {
     opt("hosts", args.hosts.map(|v| v.to_string()));
     opt("vms", args.vms.map(|v| v.to_string()));
     opt("disks", args.disks.map(|v| v.to_string()));
+    opt("channels", args.channels.map(|v| v.to_string()));
     opt("duration", args.duration.map(|v| v.to_string()));
     opt("loss", args.loss.map(|v| v.to_string()));
     opt("reorder", args.reorder.map(|v| v.to_string()));
@@ -435,6 +441,7 @@ pub fn generate<W: Write>(
                 ipv6: args.ipv6,
                 interfaces,
                 sizes_up_to_1mib: args.big_io,
+                channels: args.channels,
             };
             let mut crng = rng.fork(3);
             let mut cluster = scenario::build(args.scenario, &shape, &mut crng);

@@ -11,7 +11,8 @@ use super::flows::FlowSource;
 use super::store::MessageStore;
 use crate::capture::{CaptureReader, Timestamp};
 use crate::pipeline::{
-    CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord, Stats,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink,
+    SqosRecord, Stats,
 };
 use crate::run::{run_capture, CaptureSink, Ending};
 
@@ -99,6 +100,9 @@ impl RecordSink for Live {
     fn on_io(&mut self, rec: &IoRecord) {
         self.flows.on_io(rec);
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.flows.on_channel(rec);
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         self.notes_total += 1;
         if self.notes.len() < MAX_NOTES {
@@ -136,6 +140,9 @@ impl RecordSink for Shared {
     }
     fn on_io(&mut self, rec: &IoRecord) {
         self.lock().on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.lock().on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.lock().on_note(note);

@@ -51,7 +51,7 @@ fn close(a: f64, b: f64) -> bool {
 /// Every applied update after the first: reported increments and observed I/O as the truth says.
 /// A logical flow handed from one open to another (live migration, a copied VM) has one truth
 /// entry per open: their updates together, in frame order, are the flow's series.
-fn check_against_truth(a: &Analysis, t: &Truth, exact_observed: bool) {
+pub(crate) fn check_against_truth(a: &Analysis, t: &Truth, exact_observed: bool) {
     let mut ids: Vec<Uuid> = Vec::new();
     for tf in &t.flows {
         if !ids.contains(&tf.logical_flow_id) {
@@ -159,19 +159,17 @@ fn steady_matches_the_truth_and_has_no_findings() {
             f.initiator_node_name.as_deref(),
             Some(tf.initiator_node_name.as_str())
         );
+        // The share of the TREE_CONNECT before the CREATE name: `\\sofs\vms\vm01\disk0.vhdx`.
         let names: Vec<String> = f
             .opens
             .iter()
             .filter_map(|o| o.file_name.as_deref().map(str::to_string))
             .collect();
-        for n in &tf.file_names {
-            assert!(
-                names
-                    .iter()
-                    .any(|x| x.ends_with(n.trim_start_matches('\\')) || n.ends_with(x.as_str())),
-                "{n} in {names:?}"
-            );
-        }
+        assert_eq!(names, tf.file_names);
+        assert!(
+            names.iter().all(|n| n.starts_with("\\\\sofs\\vms\\")),
+            "{names:?}"
+        );
     }
 }
 
@@ -466,7 +464,7 @@ fn live_migration_and_copied_vm_are_multiple_initiators() {
         .message
         .contains("HV01.contoso.local, HV02.contoso.local"));
     assert_eq!(vm01.opens.total(), 2);
-    let conns: Vec<_> = vm01.opens.iter().map(|o| o.open.conn).collect();
+    let conns: Vec<_> = vm01.opens.iter().map(|o| o.conn).collect();
     assert_ne!(
         conns[0], conns[1],
         "the two opens are on two hosts' connections"
@@ -502,7 +500,13 @@ fn live_migration_and_copied_vm_are_multiple_initiators() {
         .iter()
         .filter_map(|o| o.file_name.as_deref())
         .collect();
-    assert_eq!(names, vec!["vm04\\disk0.vhdx", "vm05\\disk0.vhdx"]);
+    assert_eq!(
+        names,
+        vec![
+            "\\\\sofs\\vms\\vm04\\disk0.vhdx",
+            "\\\\sofs\\vms\\vm05\\disk0.vhdx"
+        ]
+    );
 }
 
 /// `sqos flows --format json` on the committed live-migration capture: each finding with the
@@ -538,12 +542,12 @@ fn flows_json_gives_the_migration_findings_with_frame_and_time() {
         (
             "vm01",
             "note",
-            policy_answer("vm01\\disk0.vhdx", "HV02.contoso.local"),
+            policy_answer("\\\\sofs\\vms\\vm01\\disk0.vhdx", "HV02.contoso.local"),
         ),
         (
             "vm05",
             "warning",
-            policy_answer("vm05\\disk0.vhdx", "HV02.contoso.local"),
+            policy_answer("\\\\sofs\\vms\\vm05\\disk0.vhdx", "HV02.contoso.local"),
         ),
     ];
     let list = flows.as_array().expect("array");

@@ -74,7 +74,12 @@ fn assert_samba_sqos(c: &Collected, first_frame: u64, first_id: u64, what: &str)
             assert!(r.frame > prev.frame, "{what}: frames in order");
         }
         assert_eq!(r.msg_id, first_id + i as u64 / 2, "{what}");
-        assert_eq!(r.file_name.as_deref(), Some("vm01\\disk0.vhdx"), "{what}");
+        // The share of the TREE_CONNECT (decrypted too) before the CREATE name.
+        assert_eq!(
+            r.file_name.as_deref(),
+            Some("\\\\127.0.0.1\\vms\\vm01\\disk0.vhdx"),
+            "{what}"
+        );
         if i % 2 == 1 {
             assert_eq!(r.direction, Direction::Response, "{what}");
             assert_eq!(r.nt_status, Some(0xC000_0010), "{what}");

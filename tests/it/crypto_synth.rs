@@ -65,10 +65,10 @@ fn every_cipher_decrypts_everything_the_generator_sent() {
         assert_eq!(
             names,
             [
-                "vm01\\disk0.vhdx",
-                "vm02\\disk0.vhdx",
-                "vm03\\disk0.vhdx",
-                "vm04\\disk0.vhdx"
+                "\\\\sofs\\vms\\vm01\\disk0.vhdx",
+                "\\\\sofs\\vms\\vm02\\disk0.vhdx",
+                "\\\\sofs\\vms\\vm03\\disk0.vhdx",
+                "\\\\sofs\\vms\\vm04\\disk0.vhdx"
             ],
             "{cipher:?}"
         );

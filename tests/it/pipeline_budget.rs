@@ -10,6 +10,8 @@ use sqos::pipeline::{CaptureNote, Pipeline, PipelineConfig, RecordSink, SqosReco
 struct Notes(Vec<CaptureNote>);
 
 impl RecordSink for Notes {
+    // These tests look at messages, opens, I/O and notes, not channels.
+    fn on_channel(&mut self, _rec: &sqos::pipeline::ChannelRecord) {}
     fn on_sqos(&mut self, _rec: SqosRecord) {}
     fn on_note(&mut self, note: &CaptureNote) {
         self.0.push(note.clone());

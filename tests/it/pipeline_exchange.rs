@@ -25,6 +25,8 @@ enum Rec {
 struct Collect(Vec<Rec>);
 
 impl RecordSink for Collect {
+    // These tests look at messages, opens, I/O and notes, not channels.
+    fn on_channel(&mut self, _rec: &sqos::pipeline::ChannelRecord) {}
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.0.push(Rec::Sqos(Box::new(rec)));
     }

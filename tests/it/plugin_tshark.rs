@@ -749,6 +749,44 @@ fn plugin_flow_summary_in_tshark() {
     assert_eq!(got, want, "{by_arg}");
 }
 
+/// SMB3 multichannel (issue 13): the plugin shows the analysis of sqos, so a flow's channels
+/// are in its summary — the `CHANNELS` column and the *Channels* section of `sqos flows`, line
+/// for line (each channel's client → server, how it joined, its I/O, how it failed), and
+/// `channels_total` on each flow line.
+#[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+fn plugin_shows_the_channels_of_a_multichannel_capture() {
+    crate::support::need::tshark();
+    let path = repo().join("captures/multichannel.pcap.gz");
+    let text = tshark(&path, &["-q", "-X", "lua_script1:flows"]);
+    let table = sqos_cli(&["flows"], &path);
+    let table = String::from_utf8(table.stdout).expect("utf-8");
+    let section: Vec<&str> = table
+        .lines()
+        .skip_while(|l| *l != "Channels:")
+        .take_while(|l| !l.is_empty())
+        .collect();
+    // vm01, vm02 on 4 channels, vm03, vm04 on 2: a header and a line per flow and channel.
+    assert_eq!(section.len(), 1 + 2 * (1 + 4) + 2 * (1 + 2), "{table}");
+    assert!(section.iter().any(|l| l.contains("reset (RST) at frame")));
+    assert!(section.iter().any(|l| l.contains("silent after frame")));
+    let shown: Vec<&str> = text.lines().collect();
+    for l in &section {
+        assert!(shown.contains(l), "plugin lacks {l:?}:\n{text}");
+    }
+    let flows = summary_flows(&text);
+    let totals: Vec<&str> = flows
+        .values()
+        .map(|f| f.get("channels_total").map_or("-", String::as_str))
+        .collect();
+    let mut totals = totals;
+    totals.sort_unstable();
+    assert_eq!(totals, ["2", "2", "4", "4"], "{text}");
+}
+
 /// READ/WRITE on the wire and a client and server that break the rules: the flow findings of
 /// the Rust analysis, on the frames it puts them, and the observed figures.
 #[test]

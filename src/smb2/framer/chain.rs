@@ -573,23 +573,25 @@ impl InMessage {
 }
 
 /// How many bytes of a part to keep, given its header and fixed body: the whole part for SQOS
-/// IOCTLs (the SQOS buffer), up to the end of the name for CREATE requests, else the fixed part.
+/// IOCTLs (the SQOS buffer), up to the end of the name for CREATE requests and of the share
+/// path for TREE_CONNECT requests, else the fixed part.
 fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
+    let u16_at = |at: usize| {
+        let b: [u8; 2] = fixed.get(at..at + 2)?.try_into().ok()?;
+        Some(usize::from(u16::from_le_bytes(b)))
+    };
+    // A name located by (offset, length) fields of the fixed body.
+    let through = |off_at: usize, len_at: usize| match (u16_at(off_at), u16_at(len_at)) {
+        (Some(off), Some(len)) => off.saturating_add(len),
+        _ => fixed.len(),
+    };
     let whole = match h.command {
         // Whole for SMB 3.1.1's preauth integrity hash (the decryption keys derive from it).
         Command::NEGOTIATE | Command::SESSION_SETUP => wire,
         Command::IOCTL if peek_ctl_code(fixed) == Some(FSCTL_STORAGE_QOS_CONTROL) => wire,
-        Command::CREATE if !h.is_response() => {
-            let u16_at = |at: usize| {
-                let b: [u8; 2] = fixed.get(at..at + 2)?.try_into().ok()?;
-                Some(usize::from(u16::from_le_bytes(b)))
-            };
-            match (u16_at(HEADER_LEN + 44), u16_at(HEADER_LEN + 46)) {
-                (Some(off), Some(len)) => off.saturating_add(len),
-                _ => fixed.len(),
-            }
-        }
+        Command::CREATE if !h.is_response() => through(HEADER_LEN + 44, HEADER_LEN + 46),
+        Command::TREE_CONNECT if !h.is_response() => through(HEADER_LEN + 4, HEADER_LEN + 6),
         _ => fixed.len(),
     };
     whole.min(wire).max(fixed.len())

@@ -35,6 +35,8 @@ pub struct Collected {
 }
 
 impl RecordSink for Collected {
+    // These tests look at messages, opens, I/O and notes, not channels.
+    fn on_channel(&mut self, _rec: &sqos::pipeline::ChannelRecord) {}
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.sqos.push(rec);
     }
