@@ -49,8 +49,7 @@ impl RecordSink for Faces {
 impl CaptureSink for Faces {}
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(mut reader) =
-        CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())))
+    let Ok(mut reader) = CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())))
     else {
         return;
     };
@@ -58,7 +57,12 @@ fuzz_target!(|data: &[u8]| {
         analyzer: Analyzer::default(),
         rendered: 0,
     };
-    let result = run_capture(&mut reader, Default::default(), &mut faces, &mut no_progress);
+    let result = run_capture(
+        &mut reader,
+        Default::default(),
+        &mut faces,
+        &mut no_progress,
+    );
     if matches!(result.ending, Ending::Stopped) {
         return;
     }

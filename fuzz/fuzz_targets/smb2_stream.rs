@@ -25,7 +25,11 @@ fuzz_target!(|data: &[u8]| {
     while let [h, l, tail @ ..] = rest {
         frame += 1;
         let ts = Timestamp(frame as i64 * 1_000_000);
-        let dir = if h & 0x80 == 0 { Dir::ToServer } else { Dir::ToClient };
+        let dir = if h & 0x80 == 0 {
+            Dir::ToServer
+        } else {
+            Dir::ToClient
+        };
         let len = (usize::from(h & 0x3f) << 8 | usize::from(*l)).min(tail.len());
         let (chunk, after) = tail.split_at(len);
         if h & 0x40 != 0 {
@@ -36,8 +40,12 @@ fuzz_target!(|data: &[u8]| {
         p.deliver(ts, &mut analyzer);
         rest = after;
     }
-    p.stream_sink()
-        .on_close(conn, CloseKind::Fin, frame + 1, Timestamp((frame + 1) as i64 * 1_000_000));
+    p.stream_sink().on_close(
+        conn,
+        CloseKind::Fin,
+        frame + 1,
+        Timestamp((frame + 1) as i64 * 1_000_000),
+    );
     p.finish(&mut analyzer);
     let _ = analyzer.finish();
 });

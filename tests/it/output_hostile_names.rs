@@ -88,10 +88,10 @@ fn dissect_tree_shows_fields_and_file_names_escaped() {
             out.contains(&format!("\"{name}\"")),
             "{name} not in the tree"
         );
-        // The file the open was created with, named after the VM.
+        // The file the open was created with, named after the VM, on the share it was opened on.
         assert!(
-            out.contains(&format!("({name}\\disk0.vhdx)")),
-            "{name}\\disk0.vhdx"
+            out.contains(&format!("(\\\\sofs\\vms\\{name}\\disk0.vhdx)")),
+            "\\\\sofs\\vms\\{name}\\disk0.vhdx"
         );
     }
     assert!(out.contains(&format!("\"{}\"", sqos::output::escape::text(HOSTILE_NODE))));
