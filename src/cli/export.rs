@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use sqos::analysis::{Analyzer, AnalyzerConfig};
+use sqos::analysis::{Analyzer, AnalyzerConfig, FlowState};
 use sqos::capture::Timestamp;
+use sqos::filter::select::MessageSink;
+use sqos::filter::{Context, Filter, FlowSelect, MessageSelect, Subject};
 use sqos::output::csv::{
     flow_flat, message_flat, CsvTable, FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
 };
@@ -18,6 +20,7 @@ use sqos::pipeline::{
 };
 use sqos::run::CaptureSink;
 
+use super::filter::FilterArgs;
 use super::out::RecordOut;
 use super::InputArgs;
 
@@ -38,9 +41,16 @@ pub enum ExportFormat {
 }
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos export captures/steady.pcap.gz --what messages --format csv -o messages.csv --dtypes messages.dtypes.json
+  sqos export capture.pcap --what series --vm vm01 --format csv -o vm01.csv
+  sqos export capture.pcap --what flows -Y 'finding_codes' --format jsonl")]
 pub struct ExportArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
     #[arg(long, value_enum)]
     what: What,
     #[arg(long, value_enum, default_value = "jsonl")]
@@ -48,6 +58,11 @@ pub struct ExportArgs {
     /// Output file (default: standard output).
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
+    /// CSV only: also write the columns' pandas dtypes to this JSON file (nullable `Int64` for
+    /// the integer columns that request or response rows leave empty), for
+    /// `pd.read_csv(csv, dtype=json.load(open(FILE)))`.
+    #[arg(long, value_name = "FILE")]
+    dtypes: Option<PathBuf>,
 }
 
 /// Where rows go: JSON lines or a CSV table; the first write error stops further output.
@@ -110,13 +125,21 @@ impl Sink {
         }
     }
 
-    fn finish(self) -> std::io::Result<()> {
+    fn finish(self, dtypes: Option<&PathBuf>) -> std::io::Result<()> {
         if let Some(e) = self.error {
             return Err(e);
         }
         match self.rows {
             Rows::Jsonl(mut w) => w.flush(),
-            Rows::Csv(t) => t.finish(),
+            Rows::Csv(t) => {
+                if let Some(path) = dtypes {
+                    let json = serde_json::Value::Object(t.dtypes());
+                    std::fs::write(path, format!("{json:#}\n")).map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                    })?;
+                }
+                t.finish()
+            }
         }
     }
 }
@@ -143,24 +166,40 @@ impl CaptureSink for Messages {
         self.0.closed()
     }
 }
+impl MessageSink for Messages {}
 
 /// Series: the analyzer streams each finished interval row.
 struct Series {
     analyzer: Analyzer,
     sink: Sink,
+    filter: Option<Filter>,
+    start: Timestamp,
 }
 
 impl Series {
     fn drain(&mut self) {
         for (id, row) in self.analyzer.drain_rows() {
-            let name = self
-                .analyzer
-                .flow(&id)
-                .and_then(|f| f.initiator_name.clone());
+            let flow = self.analyzer.flow(&id);
+            let name = flow.and_then(|f| f.initiator_name.clone());
             let v = series_row_json(id, name.as_deref(), &row);
-            let v2 = v.clone();
-            self.sink.write(|| v, || flat_of(v2));
+            if row_kept(self.filter.as_ref(), &v, flow, self.start) {
+                let v2 = v.clone();
+                self.sink.write(|| v, || flat_of(v2));
+            }
         }
+    }
+}
+
+fn row_kept(
+    filter: Option<&Filter>,
+    row: &serde_json::Value,
+    flow: Option<&FlowState>,
+    start: Timestamp,
+) -> bool {
+    match (filter, row) {
+        (None, _) => true,
+        (Some(f), serde_json::Value::Object(m)) => f.matches(&Subject::row(m, flow, start)),
+        (Some(_), _) => false,
     }
 }
 
@@ -184,9 +223,13 @@ impl RecordSink for Series {
     fn on_note(&mut self, note: &CaptureNote) {
         self.analyzer.on_note(note);
     }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.analyzer.on_info(note);
+    }
 }
 impl CaptureSink for Series {
     fn on_first_frame(&mut self, ts: Timestamp) {
+        self.start = ts;
         self.analyzer.on_first_frame(ts);
     }
     fn done(&mut self) -> bool {
@@ -202,6 +245,19 @@ fn open_output(path: &Option<PathBuf>, live_input: bool) -> std::io::Result<Reco
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
+    let ctx = match a.what {
+        What::Messages => Context::Messages,
+        What::Flows => Context::Flows,
+        What::Series => Context::Series,
+    };
+    let filter = match a.filter.build(ctx) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    if a.dtypes.is_some() && a.format != ExportFormat::Csv {
+        eprintln!("sqos: --dtypes goes with --format csv");
+        return 2;
+    }
     let columns = match a.what {
         What::Messages => MESSAGE_COLUMNS,
         What::Flows => FLOW_COLUMNS,
@@ -222,8 +278,13 @@ pub fn run(a: &ExportArgs) -> i32 {
     };
     let (result, sink) = match a.what {
         What::Messages => {
-            let mut m = Messages(sink);
-            (super::read_capture(&a.input, &mut m), m.0)
+            let mut m = MessageSelect::new(Messages(sink), filter, false);
+            if m.follows_flows() {
+                if let Some(flows) = super::final_flows(&a.input) {
+                    m = m.with_final_flows(flows);
+                }
+            }
+            (super::read_capture(&a.input, &mut m), m.inner.0)
         }
         What::Series => {
             let mut s = Series {
@@ -232,24 +293,25 @@ pub fn run(a: &ExportArgs) -> i32 {
                     ..a.input.analyzer_config()
                 }),
                 sink,
+                filter,
+                start: Timestamp::default(),
             };
             let r = super::read_capture(&a.input, &mut s);
             let analysis = s.analyzer.finish();
             let mut sink = s.sink;
             for (id, row) in &analysis.rows {
-                let name = analysis
-                    .flows
-                    .iter()
-                    .find(|f| f.id == *id)
-                    .and_then(|f| f.initiator_name.clone());
+                let flow = analysis.flows.iter().find(|f| f.id == *id);
+                let name = flow.and_then(|f| f.initiator_name.clone());
                 let v = series_row_json(*id, name.as_deref(), row);
-                let v2 = v.clone();
-                sink.write(|| v, || flat_of(v2));
+                if row_kept(s.filter.as_ref(), &v, flow, s.start) {
+                    let v2 = v.clone();
+                    sink.write(|| v, || flat_of(v2));
+                }
             }
             (r, sink)
         }
         What::Flows => {
-            let mut analyzer = Analyzer::new(a.input.analyzer_config());
+            let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
             let r = super::read_capture(&a.input, &mut analyzer);
             let analysis = analyzer.finish();
             let mut sink = sink;
@@ -265,7 +327,7 @@ pub fn run(a: &ExportArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    if let Err(e) = sink.finish() {
+    if let Err(e) = sink.finish(a.dtypes.as_ref()) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("sqos: writing the export: {e}");
             return 2;

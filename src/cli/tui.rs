@@ -4,14 +4,21 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use sqos::filter::Context;
 use sqos::net::ReassemblyConfig;
 use sqos::pipeline::PipelineConfig;
+use sqos::tui::live::Selection;
 use sqos::tui::source::Input;
 use sqos::tui::store::DEFAULT_MAX_MESSAGES;
 use sqos::tui::{run, TuiOptions};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["capture", "interface"])))]
+#[command(after_help = "\
+Examples:
+  sqos tui captures/steady.pcap.gz
+  sqos tui --follow /var/tmp/smb.pcapng --vm 'vm0*'
+  sudo sqos tui -i eth0 -Y 'flow.normalized_iops > flow.maximum_io_rate or findings'")]
 pub struct TuiArgs {
     /// pcap or pcapng file (gzip allowed); `-` reads a capture stream from standard input.
     capture: Option<PathBuf>,
@@ -37,10 +44,20 @@ pub struct TuiArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGES)]
     max_messages: usize,
     #[command(flatten)]
+    filter: super::filter::FilterArgs,
+    #[command(flatten)]
     memory: super::MemoryArg,
 }
 
 pub fn run_tui(a: &TuiArgs) -> i32 {
+    let messages = match a.filter.build(Context::Messages) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let flows = match a.filter.build(Context::Flows) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     let mut reassembly = ReassemblyConfig::default();
     for p in &a.ports {
         if !reassembly.ports.contains(p) {
@@ -75,5 +92,10 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
         }
         .with_memory(a.memory.budget()),
         max_messages: a.max_messages,
+        selection: Selection {
+            messages,
+            flows,
+            ..Selection::default()
+        },
     })
 }

@@ -14,6 +14,7 @@ use super::json::record_json;
 pub const MESSAGE_COLUMNS: &[&str] = &[
     "frame",
     "time",
+    "datetime",
     "src",
     "dst",
     "direction",
@@ -105,6 +106,8 @@ pub const SERIES_COLUMNS: &[&str] = &[
     "intervals",
     "start",
     "end",
+    "start_datetime",
+    "end_datetime",
     "seconds",
     "start_frame",
     "end_frame",
@@ -214,10 +217,62 @@ pub fn cell(v: Option<&Value>) -> String {
     }
 }
 
+/// What a column held over the rows written, for its pandas dtype: the cells a request row
+/// leaves empty in response columns (and the reverse) make pandas read integers as float64
+/// unless told the column is a nullable integer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Kind {
+    #[default]
+    Empty,
+    Bool,
+    /// Integers that fit i64.
+    Int,
+    /// Integers, some only in u64.
+    UInt,
+    Float,
+    Text,
+}
+
+impl Kind {
+    fn of(v: &Value) -> Kind {
+        match v {
+            Value::Null => Kind::Empty,
+            Value::Bool(_) => Kind::Bool,
+            Value::Number(n) if n.is_i64() => Kind::Int,
+            Value::Number(n) if n.is_u64() => Kind::UInt,
+            Value::Number(_) => Kind::Float,
+            Value::String(_) | Value::Array(_) | Value::Object(_) => Kind::Text,
+        }
+    }
+
+    fn join(self, other: Kind) -> Kind {
+        use Kind::*;
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Empty, k) | (k, Empty) => k,
+            (Int, UInt) | (UInt, Int) => UInt,
+            (Int | UInt | Float, Int | UInt | Float) => Float,
+            _ => Text,
+        }
+    }
+
+    /// The pandas dtype (nullable integer and boolean types: empty cells are `<NA>`).
+    fn pandas(self) -> &'static str {
+        match self {
+            Kind::Bool => "boolean",
+            Kind::Int => "Int64",
+            Kind::UInt => "UInt64",
+            Kind::Float => "float64",
+            Kind::Empty | Kind::Text => "string",
+        }
+    }
+}
+
 /// A CSV table with fixed columns.
 pub struct CsvTable<W: Write> {
     w: ::csv::Writer<W>,
     columns: &'static [&'static str],
+    kinds: Vec<Kind>,
 }
 
 impl<W: Write> CsvTable<W> {
@@ -225,12 +280,31 @@ impl<W: Write> CsvTable<W> {
     pub fn new(out: W, columns: &'static [&'static str]) -> std::io::Result<Self> {
         let mut w = ::csv::Writer::from_writer(out);
         w.write_record(columns).map_err(std::io::Error::other)?;
-        Ok(CsvTable { w, columns })
+        Ok(CsvTable {
+            w,
+            columns,
+            kinds: vec![Kind::Empty; columns.len()],
+        })
     }
 
     pub fn row(&mut self, m: &Map<String, Value>) -> std::io::Result<()> {
+        for (k, c) in self.kinds.iter_mut().zip(self.columns) {
+            if let Some(v) = m.get(*c) {
+                *k = k.join(Kind::of(v));
+            }
+        }
         let cells = self.columns.iter().map(|c| cell(m.get(*c)));
         self.w.write_record(cells).map_err(std::io::Error::other)
+    }
+
+    /// `{column: pandas dtype}` for the rows written so far (`pd.read_csv(f, dtype=…)`):
+    /// integers as `Int64`, flags as `boolean`, text and lists (`a|b`) as `string`.
+    pub fn dtypes(&self) -> Map<String, Value> {
+        self.columns
+            .iter()
+            .zip(&self.kinds)
+            .map(|(c, k)| (c.to_string(), Value::from(k.pandas())))
+            .collect()
     }
 
     /// Writes out the rows so far and flushes the writer (live output).
@@ -251,6 +325,25 @@ impl<W: Write> CsvTable<W> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn dtypes_follow_what_the_columns_held() {
+        static COLS: &[&str] = &["id", "big", "rate", "ok", "name", "never"];
+        let mut t = CsvTable::new(Vec::new(), COLS).expect("header");
+        for row in [
+            json!({"id": 1, "big": 2, "rate": 1, "ok": true, "name": "a"}),
+            json!({"id": null, "big": u64::MAX, "rate": 0.5, "ok": null, "name": ["x", "y"]}),
+        ] {
+            if let Value::Object(m) = row {
+                t.row(&m).expect("row");
+            }
+        }
+        assert_eq!(
+            Value::Object(t.dtypes()),
+            json!({"id": "Int64", "big": "UInt64", "rate": "float64", "ok": "boolean",
+                   "name": "string", "never": "string"})
+        );
+    }
 
     #[test]
     fn cells_and_quoting() {
