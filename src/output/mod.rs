@@ -2,6 +2,7 @@
 
 pub mod annotate;
 pub mod csv;
+pub mod escape;
 pub mod flows;
 pub mod frames;
 pub mod json;

@@ -9,6 +9,7 @@ use crate::sqos::{
     Dialect, Field, FieldValue, Finding, Options, ProtocolVersion, Request, Response,
 };
 
+use super::escape;
 use super::json::file_id_guid;
 
 /// Capture-relative time, as tshark's second column.
@@ -48,10 +49,10 @@ fn request_summary(r: &Request) -> String {
             let _ = write!(s, " bwlimit={}KB/s", v.bandwidth_limit);
         }
         if let Some(n) = &r.initiator_name {
-            let _ = write!(s, " name=\"{n}\"");
+            let _ = write!(s, " name=\"{}\"", escape::text(n));
         }
         if let Some(n) = &r.initiator_node_name {
-            let _ = write!(s, " node=\"{n}\"");
+            let _ = write!(s, " node=\"{}\"", escape::text(n));
         }
     }
     if r.options.contains(Options::UPDATE_COUNTERS) {
@@ -182,7 +183,8 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
             }
         }
     }
-    s
+    // One line, whatever a finding quotes.
+    escape::text(&s).into_owned()
 }
 
 fn field_value(v: &FieldValue) -> String {
@@ -207,7 +209,7 @@ fn field_value(v: &FieldValue) -> String {
             Some(n) => format!("0x{:08x} ({n})", st.0),
             None => format!("0x{:08x} (unknown)", st.0),
         },
-        FieldValue::Text(t) => format!("\"{t}\""),
+        FieldValue::Text(t) => format!("\"{}\"", escape::text(t)),
         FieldValue::Bytes => "…".into(),
     }
 }
@@ -303,7 +305,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
     if let Some(f) = rec.file_id {
         let _ = write!(out, "    FileId: {}", file_id_guid(f));
         if let Some(n) = &rec.file_name {
-            let _ = write!(out, " ({n})");
+            let _ = write!(out, " ({})", escape::text(n));
         }
         out.push('\n');
     }
@@ -360,7 +362,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
         }
         _ => {}
     }
-    out
+    escape::lines(&out).into_owned()
 }
 
 /// `-x`: the heading and hex of the frame that completed a message.

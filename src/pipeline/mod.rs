@@ -424,6 +424,8 @@ pub struct Limits {
     /// Most connections with SMB2 state (reassembly forgets connections first; this bound is
     /// for the SMB2 layer fed directly).
     pub max_connections: usize,
+    /// Bytes of SMB3 session state (sessions with keys, setups in progress, derived keys).
+    pub max_session_bytes: usize,
 }
 
 impl Limits {
@@ -444,6 +446,7 @@ impl Limits {
             max_open_bytes: b.limit(Kind::Opens),
             max_queued_bytes: queued.limit(),
             max_connections: b.share(Kind::Connections).max_entries(),
+            max_session_bytes: b.limit(Kind::Sessions),
         }
     }
 }

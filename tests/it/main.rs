@@ -34,6 +34,7 @@ mod net_props;
 mod net_real;
 mod net_reassembly;
 mod net_throughput;
+mod output_hostile_names;
 mod pipeline_budget;
 mod pipeline_exchange;
 mod pipeline_frames;
