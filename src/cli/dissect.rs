@@ -267,7 +267,11 @@ impl RecordSink for Printer {
 
     fn on_note(&mut self, note: &CaptureNote) {
         // Notes about incomplete data go to stderr so that JSON on stdout stays clean.
-        eprintln!("note: frame {}: {}", note.frame, note.message);
+        eprintln!(
+            "note: frame {}: {}",
+            note.frame,
+            sqos::output::escape::text(&note.message)
+        );
     }
 }
 

@@ -80,7 +80,7 @@ pub fn run(a: &FlowsArgs) -> i32 {
     };
     if !matches!(a.format, FlowsFormat::Text) {
         for d in dropped.iter().chain(&analysis.notes) {
-            eprintln!("note: {d}");
+            eprintln!("note: {}", sqos::output::escape::text(d));
         }
     }
     super::finish(&a.input, &result)

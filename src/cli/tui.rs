@@ -13,17 +13,25 @@ use sqos::tui::store::DEFAULT_MAX_MESSAGES;
 use sqos::tui::{run, TuiOptions};
 
 #[derive(Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["capture", "interface"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["capture", "read_file", "interface"])))]
 #[command(after_help = "\
 Examples:
-  sqos tui captures/steady.pcap.gz
+  sqos tui -r captures/steady.pcap.gz
   sqos tui --follow /var/tmp/smb.pcapng --vm 'vm0*'
   sudo sqos tui -i eth0 -Y 'flow.normalized_iops > flow.maximum_io_rate or findings'")]
 pub struct TuiArgs {
     /// pcap or pcapng file (gzip allowed); `-` reads a capture stream from standard input.
     capture: Option<PathBuf>,
+    /// The capture to read, as tshark takes it (instead of CAPTURE).
+    #[arg(
+        short = 'r',
+        long = "read-file",
+        value_name = "FILE",
+        conflicts_with = "capture"
+    )]
+    read_file: Option<PathBuf>,
     /// Follow FILE while it grows (a capture still being written by dumpcap or tcpdump).
-    #[arg(long, requires = "capture")]
+    #[arg(long, conflicts_with = "interface")]
     follow: bool,
     /// Capture live from this interface by running `tcpdump` (needs tcpdump installed, and
     /// root or CAP_NET_RAW + CAP_NET_ADMIN).
@@ -31,7 +39,7 @@ pub struct TuiArgs {
         short = 'i',
         long = "interface",
         value_name = "IFACE",
-        conflicts_with = "capture"
+        conflicts_with_all = ["capture", "read_file"]
     )]
     interface: Option<String>,
     /// Extra TCP ports to treat as SMB (445 always is).
@@ -64,7 +72,7 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
             reassembly.ports.push(*p);
         }
     }
-    let input = match (&a.interface, &a.capture) {
+    let input = match (&a.interface, a.capture.as_ref().or(a.read_file.as_ref())) {
         (Some(name), _) => Input::Interface {
             name: name.clone(),
             ports: a.ports.clone(),

@@ -2,10 +2,10 @@
 
 pub mod annotate;
 pub mod csv;
+pub mod escape;
 pub mod flows;
 pub mod frames;
 pub mod json;
-pub mod names;
 pub mod plot;
 pub mod png;
 pub mod stats;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::analysis::{Analysis, FlowState, TimelineEvent};
+use crate::analysis::{Analysis, FlowState, IntervalRow, TimelineEvent};
 use crate::capture::Timestamp;
 
 const PANEL_W: f64 = 760.0;
@@ -45,8 +45,11 @@ impl Default for PlotOptions {
     }
 }
 
+/// Wire text made safe for an SVG text node or attribute: escaped as for a terminal (no control
+/// character or bidi override reaches the XML), then markup escaped.
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    super::escape::text(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
@@ -296,34 +299,18 @@ impl FlowLines {
 type Segs = Vec<(f64, f64, f64)>;
 
 fn flow_lines(f: &FlowState, start: Timestamp, end: f64) -> FlowLines {
-    let rep: Vec<(f64, f64, f64)> = f
-        .series
-        .rows
-        .iter()
-        .filter_map(|row| {
-            row.reported_rates().map(|x| {
-                (
-                    row.start.secs_since(start),
-                    row.end.secs_since(start),
-                    x.normalized_iops,
-                )
+    // One step per interval that has the figure: (from, to, normalized IOPS) in seconds.
+    let steps = |niops: &dyn Fn(&IntervalRow) -> Option<f64>| -> Segs {
+        f.series
+            .rows
+            .iter()
+            .filter_map(|row| {
+                niops(row).map(|v| (row.start.secs_since(start), row.end.secs_since(start), v))
             })
-        })
-        .collect();
-    let obs: Vec<(f64, f64, f64)> = f
-        .series
-        .rows
-        .iter()
-        .filter_map(|row| {
-            row.observed_rates().map(|x| {
-                (
-                    row.start.secs_since(start),
-                    row.end.secs_since(start),
-                    x.normalized_iops,
-                )
-            })
-        })
-        .collect();
+            .collect()
+    };
+    let rep = steps(&|row| row.reported_rates().map(|x| x.normalized_iops));
+    let obs = steps(&|row| row.observed_rates().map(|x| x.normalized_iops));
     FlowLines {
         rep,
         obs,

@@ -35,6 +35,7 @@ mod net_props;
 mod net_real;
 mod net_reassembly;
 mod net_throughput;
+mod output_hostile_names;
 mod pipeline_budget;
 mod pipeline_exchange;
 mod pipeline_frames;

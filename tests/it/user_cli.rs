@@ -28,6 +28,13 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `text` holds every one of `parts` (the text is shown when it does not).
+fn has(text: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(text.contains(p), "{p:?} not in:\n{text}");
+    }
+}
+
 fn capture(name: &str) -> PathBuf {
     support::repo().join("captures").join(name)
 }
@@ -219,11 +226,7 @@ fn fields_output_with_header_separator_and_flow_fields() {
         "vm",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("-e vm: unknown field"),
-        "{}",
-        stderr(&o)
-    );
+    has(&stderr(&o), &["-e vm: unknown field"]);
 }
 
 #[test]
@@ -326,13 +329,13 @@ fn hex_shows_the_whole_frame_then_the_buffer() {
             break;
         }
     }
-    assert!(
-        text.contains(&format!("Frame {}: {len} bytes:\n0000  ", rec.frame)),
-        "{text}"
+    has(
+        &text,
+        &[&format!("Frame {}: {len} bytes:\n0000  ", rec.frame)],
     );
-    assert!(
-        text.contains(&format!("SQOS buffer ({} bytes):\n", rec.buffer.len())),
-        "{text}"
+    has(
+        &text,
+        &[&format!("SQOS buffer ({} bytes):\n", rec.buffer.len())],
     );
     let hex_lines = text
         .lines()
@@ -466,10 +469,12 @@ fn synth_is_quiet_on_request_and_names_scenarios_as_typed() {
         .lines()
         .find(|l| l.contains("not in the capture"))
         .expect("a snaplen note");
-    assert!(
-        line.contains("bytes not in the capture: its snaplen cut frame ")
-            && line.contains(" to 200 of "),
-        "{line}"
+    has(
+        line,
+        &[
+            "bytes not in the capture: its snaplen cut frame ",
+            " to 200 of ",
+        ],
     );
 }
 
@@ -480,18 +485,19 @@ fn flows_notes_count_only_lost_data_with_the_right_grammar() {
     let text = stdout(&o);
     assert!(!text.contains("notes ("), "{text}");
     let o = sqos(&["dissect", "captures/noisy-neighbour.pcapng.gz"]);
-    assert!(
-        stderr(&o).contains("1 SMB2 request had no response by the end of the capture"),
-        "{}",
-        stderr(&o)
+    has(
+        &stderr(&o),
+        &["1 SMB2 request had no response by the end of the capture"],
     );
     // lossy-network has real gaps.
     let o = sqos(&["flows", "captures/lossy-network.pcapng.gz"]);
     let text = stdout(&o);
-    assert!(
-        text.contains("note: the capture has ")
-            && text.contains(" (gaps, undecodable or dropped data"),
-        "{text}"
+    has(
+        &text,
+        &[
+            "note: the capture has ",
+            " (gaps, undecodable or dropped data",
+        ],
     );
 }
 
@@ -508,11 +514,7 @@ fn check_refuses_an_empty_rules_file_and_tolerates_5_percent_by_default() {
         rules.to_str().expect("utf-8"),
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("no rules in the file: nothing to check"),
-        "{}",
-        stderr(&o)
-    );
+    has(&stderr(&o), &["no rules in the file: nothing to check"]);
     // A baseline whose latency differs by 1 %: passes by default, fails when exact.
     let o = sqos(&["flows", "captures/steady.pcap.gz", "--format", "json"]);
     let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
