@@ -64,6 +64,19 @@ pub struct ExportArgs {
     dtypes: Option<PathBuf>,
 }
 
+impl ExportArgs {
+    /// How `--separate` labels this command's rows; its files go to standard output.
+    pub fn separate_rows(&self) -> Result<super::separate::Rows, String> {
+        if self.output.is_some() || self.dtypes.is_some() {
+            return Err("--separate writes to standard output: leave out -o and --dtypes".into());
+        }
+        Ok(match self.format {
+            ExportFormat::Jsonl => super::separate::Rows::JsonLines,
+            ExportFormat::Csv => super::separate::Rows::Csv,
+        })
+    }
+}
+
 /// Where rows go: JSON lines or a CSV table; the first write error stops further output.
 enum Rows {
     Jsonl(RecordOut),

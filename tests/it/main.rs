@@ -18,6 +18,7 @@ mod capture_formats;
 mod capture_many;
 mod capture_mapped;
 mod capture_real;
+mod capture_separate;
 mod capture_stdin;
 mod check_baseline;
 mod check_captures;
