@@ -1,18 +1,20 @@
 //! The tables that came after the memory budget stay under it on hostile input, and say what
 //! they dropped once: the pipeline's channels and tree connects (the `sessions` share, beside
-//! decryption's state) and the analysis's channels (`flow_channels`). docs/robustness.md.
+//! decryption's state), the analysis's channels (`flow_channels`), and compressed messages in
+//! progress (the `framers` share). docs/robustness.md.
 
 use std::net::SocketAddr;
 
-use crate::smb2_build::{echo, framed, Msg, ECHO};
+use crate::smb2_build::{echo, framed, ioctl_request, nbss, Msg, ECHO, FSCTL_SQOS, IOCTL};
 use sqos::analysis::{Analyzer, AnalyzerConfig};
 use sqos::budget::{Budget, Kind, MemoryUse, MIN_MEMORY};
 use sqos::capture::Timestamp;
 use sqos::net::{ConnId, ConnKey, Dir, StreamSink};
 use sqos::pipeline::{
-    CaptureNote, ChannelEvent, ChannelJoin, ChannelRecord, Pipeline, PipelineConfig, RecordSink,
-    SqosRecord, Stats,
+    CaptureNote, ChannelEvent, ChannelJoin, ChannelRecord, Limits, Pipeline, PipelineConfig,
+    RecordSink, SqosRecord, Stats,
 };
+use sqos::smb2::compress::{compress_unchained, Algorithm};
 use sqos::synth::smb2 as b;
 
 const TREE_CONNECT: u16 = 3;
@@ -174,4 +176,76 @@ fn the_analysis_follows_channels_within_its_share_and_says_how_many_it_did_not()
         )),
         "{note}"
     );
+}
+
+#[test]
+fn compressed_messages_in_progress_are_held_in_the_framers_share_and_shed_when_over() {
+    // An SQOS IOCTL of 8,000 bytes that compress to about half (4,000 xorshift bytes twice),
+    // sent LZ77-compressed on two connections, each held back by its last 16 bytes:
+    // 2 × ~4 KB > the 6,000 bytes given.
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut noise: Vec<u8> = (0..4000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    noise.extend_from_within(..);
+    let plain = Msg::request(IOCTL, 1, ioctl_request(FSCTL_SQOS, [1; 16], &noise, 96, 0)).bytes(0);
+    let packed = compress_unchained(&plain, Algorithm::Lz77, 0).expect("compressed");
+    assert!(
+        packed.len() > 4000 && packed.len() < 5000,
+        "{}",
+        packed.len()
+    );
+    let wire = nbss(&packed);
+    let limits = Limits {
+        max_framer_bytes: 6_000,
+        ..Default::default()
+    };
+    let mut p = Pipeline::with_limits(PipelineConfig::default(), limits);
+    let mut out = Collect::default();
+    for c in 0..2u16 {
+        let key = ConnKey {
+            client: addr(&format!("10.0.0.11:{}", 50000 + c)),
+            server: addr("10.0.0.100:445"),
+        };
+        p.stream_sink()
+            .on_connection(ConnId(u32::from(c)), &key, 1, Timestamp(0));
+    }
+    let cut = wire.len() - 16;
+    for (frame, c) in [(2, 0), (3, 1)] {
+        p.stream_sink().on_data(
+            ConnId(c),
+            Dir::ToServer,
+            frame,
+            Timestamp(frame as i64),
+            &wire[..cut],
+        );
+        assert!(p.framer_bytes() <= 6_000, "{}", p.framer_bytes());
+    }
+    for (frame, c) in [(4, 0), (5, 1)] {
+        p.stream_sink().on_data(
+            ConnId(c),
+            Dir::ToServer,
+            frame,
+            Timestamp(frame as i64),
+            &wire[cut..],
+        );
+    }
+    p.finish(&mut out);
+    let stats = p.stats();
+    // The first connection's message was given back; the second decompressed.
+    assert_eq!(stats.compressed_messages, 2);
+    assert_eq!(stats.decompressed_messages, 1);
+    assert_eq!(stats.undecompressed_messages, 1);
+    assert_eq!(stats.framer_bytes_shed, cut as u64 - 4);
+    let note = said_once(&out.notes, "framers");
+    assert!(
+        note.contains("was full from frame 3: 1 messages in progress cut"),
+        "{note}"
+    );
+    assert_eq!(p.framer_bytes(), 0);
 }
