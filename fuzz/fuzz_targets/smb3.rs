@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
     let cfg = FramerConfig {
         max_keep: 4096,
         max_parts: 8,
+        keep_ioctls: &[sqos::sqos::FSCTL_STORAGE_QOS_CONTROL],
     };
     for to_server in [true, false] {
         let mut f = Framer::new(cfg);

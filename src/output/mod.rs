@@ -6,7 +6,6 @@ pub mod escape;
 pub mod flows;
 pub mod frames;
 pub mod json;
-pub mod names;
 pub mod plot;
 pub mod png;
 pub mod stats;

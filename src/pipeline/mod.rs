@@ -32,7 +32,7 @@ use crate::capture::{decode_link, Frame, FrameCopy, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
-use crate::sqos::{Dissection, Request, Response};
+use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub use crate::smb2::FileId;
 
@@ -436,6 +436,7 @@ impl Limits {
             // One message may keep at most a quarter of the framers' share.
             framer: FramerConfig {
                 max_keep: framer.max_keep.min(b.limit(Kind::Framers) / 4),
+                keep_ioctls: &[FSCTL_STORAGE_QOS_CONTROL],
                 ..framer
             },
             hold_window_secs: 60,
