@@ -725,3 +725,81 @@ fn csv_export_gives_pandas_dtypes_for_the_columns_left_empty() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn fields_output_escapes_hostile_names_and_filters_match_them_as_sent() {
+    use sqos::synth::scenario::{HOSTILE_NAMES, HOSTILE_NODE};
+    let hostile = "captures/hostile/hostile-names.pcap.gz";
+    // The filter sees the names as sent: the title-setting one is found by its payload.
+    let o = sqos(&[
+        "dissect",
+        hostile,
+        "-Y",
+        r#"flow.initiator_name ~ "pwned""#,
+        "-T",
+        "fields",
+        "-e",
+        "frame",
+        "-e",
+        "flow.initiator_name",
+        "-e",
+        "flow.initiator_node_name",
+        "-E",
+        "header=y",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let escaped = |s: &str| sqos::output::escape::text(s).into_owned();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("frame\tflow.initiator_name\tflow.initiator_node_name")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split('\t').collect()).collect();
+    assert!(rows.len() >= 2, "{text}");
+    for r in &rows {
+        assert!(r[0].parse::<u64>().is_ok(), "{r:?}");
+        assert_eq!(r[1], escaped(HOSTILE_NAMES[0]), "{r:?}");
+        assert_eq!(r[1], r"vm01\x1b]0;pwned\x07\x1b[2J");
+        assert_eq!(r[2], "HV01.contoso.local");
+    }
+    // Every name in cells: no raw control character or bidi override, and the forged line
+    // stays inside its cell (one line per message, three cells each).
+    let o = sqos(&[
+        "dissect",
+        hostile,
+        "-T",
+        "fields",
+        "-e",
+        "frame",
+        "-e",
+        "flow.initiator_name",
+        "-e",
+        "flow.initiator_node_name",
+    ]);
+    let text = stdout(&o);
+    assert!(
+        !text
+            .chars()
+            .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'),
+        "{text:?}"
+    );
+    let shown: HashSet<&str> = text
+        .lines()
+        .map(|l| {
+            let cells: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cells.len(), 3, "{l:?}");
+            cells[1]
+        })
+        .collect();
+    for name in HOSTILE_NAMES {
+        assert!(
+            shown.contains(escaped(name).as_str()),
+            "{name:?} in {shown:?}"
+        );
+    }
+    has(&text, &[&escaped(HOSTILE_NODE)]);
+    // --vm matches the name as sent, with wildcards.
+    let o = sqos(&["flows", hostile, "--vm", "vm03*"]);
+    has(&stdout(&o), &[r"vm03\u202exdhv.exe"]);
+}
