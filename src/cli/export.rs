@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 
 use sqos::analysis::{Analyzer, AnalyzerConfig, FlowState};
 use sqos::capture::Timestamp;
+use sqos::feed::{Feed, Tap};
 use sqos::filter::select::MessageSink;
 use sqos::filter::{Context, Filter, FlowSelect, MessageSelect, Subject};
 use sqos::output::csv::{
@@ -15,9 +16,7 @@ use sqos::output::csv::{
 };
 use sqos::output::flows::{flow_json, series_row_json};
 use sqos::output::json::record_json;
-use sqos::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
-};
+use sqos::pipeline::{ChannelRecord, RecordSink, SqosRecord};
 use sqos::run::CaptureSink;
 
 use super::filter::FilterArgs;
@@ -181,18 +180,17 @@ impl CaptureSink for Messages {
 }
 impl MessageSink for Messages {}
 
-/// Series: the analyzer streams each finished interval row.
+/// Series: the analyzer (fed by [`Feed`]) streams each finished interval row.
 struct Series {
-    analyzer: Analyzer,
     sink: Sink,
     filter: Option<Filter>,
     start: Timestamp,
 }
 
-impl Series {
-    fn drain(&mut self) {
-        for (id, row) in self.analyzer.drain_rows() {
-            let flow = self.analyzer.flow(&id);
+impl Tap<Analyzer> for Series {
+    fn after(&mut self, analyzer: &mut Analyzer) {
+        for (id, row) in analyzer.drain_rows() {
+            let flow = analyzer.flow(&id);
             let name = flow.and_then(|f| f.initiator_name.clone());
             let v = series_row_json(id, name.as_deref(), &row);
             if row_kept(self.filter.as_ref(), &v, flow, self.start) {
@@ -200,6 +198,12 @@ impl Series {
                 self.sink.write(|| v, || flat_of(v2));
             }
         }
+    }
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.start = ts;
+    }
+    fn done(&mut self) -> bool {
+        self.sink.closed()
     }
 }
 
@@ -213,40 +217,6 @@ fn row_kept(
         (None, _) => true,
         (Some(f), serde_json::Value::Object(m)) => f.matches(&Subject::row(m, flow, start)),
         (Some(_), _) => false,
-    }
-}
-
-impl RecordSink for Series {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.analyzer.on_sqos(rec);
-        self.drain();
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.analyzer.on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.analyzer.on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.analyzer.on_io(rec);
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.analyzer.on_channel(rec);
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.analyzer.on_note(note);
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        self.analyzer.on_info(note);
-    }
-}
-impl CaptureSink for Series {
-    fn on_first_frame(&mut self, ts: Timestamp) {
-        self.start = ts;
-        self.analyzer.on_first_frame(ts);
-    }
-    fn done(&mut self) -> bool {
-        self.sink.closed()
     }
 }
 
@@ -300,17 +270,20 @@ pub fn run(a: &ExportArgs) -> i32 {
             (super::read_capture(&a.input, &mut m), m.inner.0)
         }
         What::Series => {
-            let mut s = Series {
-                analyzer: Analyzer::new(AnalyzerConfig {
+            let mut feed = Feed {
+                analysis: Analyzer::new(AnalyzerConfig {
                     stream_rows: true,
                     ..a.input.analyzer_config()
                 }),
-                sink,
-                filter,
-                start: Timestamp::default(),
+                tap: Series {
+                    sink,
+                    filter,
+                    start: Timestamp::default(),
+                },
             };
-            let r = super::read_capture(&a.input, &mut s);
-            let analysis = s.analyzer.finish();
+            let r = super::read_capture(&a.input, &mut feed);
+            let analysis = feed.analysis.finish();
+            let s = feed.tap;
             let mut sink = s.sink;
             for (id, row) in &analysis.rows {
                 let flow = analysis.flows.iter().find(|f| f.id == *id);

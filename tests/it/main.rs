@@ -28,6 +28,7 @@ mod check_rules;
 mod compress_synth;
 mod crypto_real_captures;
 mod crypto_synth;
+mod feed;
 mod interop_tshark;
 mod live_output;
 mod multichannel;
