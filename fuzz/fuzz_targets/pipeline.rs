@@ -6,19 +6,19 @@
 use libfuzzer_sys::fuzz_target;
 use sqos::analysis::Analyzer;
 use sqos::capture::CaptureReader;
-use sqos::output::{csv, flows, json, stats, text};
 use sqos::feed::{Feed, Tap};
+use sqos::output::{csv, flows, json, stats, text};
 use sqos::pipeline::{CaptureNote, SqosRecord};
 use sqos::run::{no_progress, run_capture, Ending};
 
-/// Renders every record as `dissect` does, while [`Feed`] hands every record (channels too: the
-/// analysis's channel table is fuzzed as well) to the analysis.
-struct Faces {
+/// Renders every record as `dissect` does, before the analysis takes it (the analysis gets
+/// every record through the faces' one adapter, `sqos::feed`).
+struct Render {
     rendered: usize,
 }
 
-impl Tap<Analyzer> for Faces {
-    fn before(&mut self, _analyzer: &mut Analyzer, rec: &SqosRecord) {
+impl Tap<Analyzer> for Render {
+    fn before(&mut self, _analysis: &mut Analyzer, rec: &SqosRecord) {
         let first = rec.ts;
         self.rendered += text::summary_line(rec, first).len();
         self.rendered += text::detail_tree(rec, first).len();
@@ -37,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut faces = Feed {
         analysis: Analyzer::default(),
-        tap: Faces { rendered: 0 },
+        tap: Render { rendered: 0 },
     };
     let result = run_capture(
         &mut reader,
