@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod capture;
 pub mod check;
+pub mod export;
 pub mod net;
 pub mod output;
 pub mod pipeline;

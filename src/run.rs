@@ -56,8 +56,29 @@ pub fn run_capture<S: CaptureSink>(
         path: path.display().to_string(),
         source,
     };
-    let mut reader = CaptureReader::open(path).map_err(unusable)?;
+    let reader = CaptureReader::open(path).map_err(unusable)?;
     let bar = progress_bar(path, progress);
+    drive(&path.display().to_string(), reader, cfg, sink, bar)
+}
+
+/// Like `run_capture`, for a capture already open (bytes from memory, a socket, an object
+/// store); `name` names it in errors.
+pub fn run_reader<S: CaptureSink>(
+    name: &str,
+    reader: CaptureReader,
+    cfg: PipelineConfig,
+    sink: &mut S,
+) -> Result<RunResult, Unusable> {
+    drive(name, reader, cfg, sink, None)
+}
+
+fn drive<S: CaptureSink>(
+    name: &str,
+    mut reader: CaptureReader,
+    cfg: PipelineConfig,
+    sink: &mut S,
+    bar: Option<ProgressBar>,
+) -> Result<RunResult, Unusable> {
     let mut pipeline = Pipeline::new(cfg);
     let mut ending = Ending::Clean;
     loop {
@@ -72,7 +93,10 @@ pub fn run_capture<S: CaptureSink>(
             Err(e) => {
                 // Nothing at all was read: the input is not a capture we can use.
                 if reader.frames_read() == 0 && matches!(e, CaptureError::NotACapture { .. }) {
-                    return Err(unusable(e));
+                    return Err(Unusable {
+                        path: name.to_string(),
+                        source: e,
+                    });
                 }
                 ending = Ending::Damaged(e);
                 break;

@@ -3,7 +3,8 @@
 mod analysis_kit;
 
 use analysis_kit::*;
-use sqos::output::csv::{flow_flat, CsvTable, FLOW_COLUMNS};
+use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
+use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::sqos::Status;

@@ -690,6 +690,9 @@ impl Analyzer {
         let keep = self.cfg.stream_rows;
         let mut rows = std::mem::take(&mut self.rows_out);
         let mut flows: Vec<FlowState> = self.flows.into_values().map(|f| *f).collect();
+        // In order of appearance (flows first seen in the same frame by id, so the order does
+        // not depend on the hash table's); the catch-all null flow (findings of no flow) last.
+        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.id));
         for f in &mut flows {
             let id = f.id;
             rows.extend(
@@ -698,8 +701,6 @@ impl Analyzer {
                     .map(|r| (id, r)),
             );
         }
-        // In order of appearance; the catch-all null flow (findings of no flow) last.
-        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame));
         let mut notes = self.notes;
         if self.dropped_flows > 0 {
             notes.push(format!("{} flows were not followed", self.dropped_flows));

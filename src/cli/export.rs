@@ -1,22 +1,22 @@
-//! `sqos export CAPTURE --what messages|flows|series --format jsonl|csv [-o FILE]`: tables for
-//! spreadsheets, pandas and DuckDB. Messages and series rows are written as they are decoded.
+//! `sqos export CAPTURE --what messages|flows|series|findings --format jsonl|csv|parquet
+//! [-o FILE]`: tables for spreadsheets, pandas, DuckDB and Spark. Which rows each table has is
+//! `sqos::export`; this file picks the writer. Messages and series rows are written as they are
+//! decoded. A directory of captures (or `--partition-by`) writes Hive-style partitioned Parquet:
+//! see `partition.rs`.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use sqos::analysis::{Analyzer, AnalyzerConfig};
 use sqos::capture::Timestamp;
-use sqos::output::csv::{
-    flow_flat, message_flat, CsvTable, FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
-};
-use sqos::output::flows::{flow_json, series_row_json};
-use sqos::output::json::record_json;
-use sqos::pipeline::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::export::{export, Input, Row, RowSink, Table};
+use sqos::output::arrow::{CaptureLabel, TableError};
+use sqos::output::csv::CsvTable;
+use sqos::output::parquet::ParquetTable;
 
+use super::partition::{self, PartitionKey};
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -27,141 +27,123 @@ pub enum What {
     Flows,
     /// One row per flow per update interval.
     Series,
+    /// One row per finding: the messages' (sqos.*), then the flows' (flow.*).
+    Findings,
+}
+
+impl What {
+    pub fn table(self) -> Table {
+        match self {
+            What::Messages => Table::Messages,
+            What::Flows => Table::Flows,
+            What::Series => Table::Series,
+            What::Findings => Table::Findings,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExportFormat {
     Jsonl,
     Csv,
+    /// Typed columns plus capture_file, capture_host, capture_start.
+    Parquet,
 }
 
 #[derive(Args)]
 pub struct ExportArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
     #[arg(long, value_enum)]
-    what: What,
+    pub what: What,
     #[arg(long, value_enum, default_value = "jsonl")]
-    format: ExportFormat,
-    /// Output file (default: standard output).
+    pub format: ExportFormat,
+    /// Output file (default: standard output); with a directory of captures or --partition-by,
+    /// the output directory.
     #[arg(short = 'o', long = "output")]
-    output: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+    /// Parquet into `KEY=VALUE/` folders, one file per capture (`date` of the capture's first
+    /// frame in UTC, `node` = capture_host), e.g. `--partition-by date,node`.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "KEYS")]
+    pub partition_by: Vec<PartitionKey>,
+    /// The host the capture was taken on (the capture_host column). Default: for a directory of
+    /// captures, the folder below it that holds the file (DIR/HOST/…); otherwise none.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
 }
 
-/// Where rows go: JSON lines or a CSV table; the first write error stops further output.
+/// Where rows go; the first write error stops further output.
 enum Rows {
-    Jsonl(Box<dyn Write>),
-    Csv(Box<CsvTable<Box<dyn Write>>>),
+    Jsonl(Box<dyn Write + Send>),
+    Csv(Box<CsvTable<Box<dyn Write + Send>>>),
+    Parquet(Box<ParquetTable<Box<dyn Write + Send>>>),
 }
 
-struct Sink {
+pub struct Sink {
     rows: Rows,
-    error: Option<std::io::Error>,
+    error: Option<TableError>,
 }
 
 impl Sink {
     fn new(
-        out: Box<dyn Write>,
-        format: ExportFormat,
-        columns: &'static [&'static str],
-    ) -> std::io::Result<Self> {
-        let rows = match format {
+        out: Box<dyn Write + Send>,
+        a: &ExportArgs,
+        label: CaptureLabel,
+    ) -> Result<Self, TableError> {
+        let columns = a.what.table().columns();
+        let rows = match a.format {
             ExportFormat::Jsonl => Rows::Jsonl(out),
             ExportFormat::Csv => Rows::Csv(Box::new(CsvTable::new(out, columns)?)),
+            ExportFormat::Parquet => {
+                Rows::Parquet(Box::new(ParquetTable::new(out, columns, label)?))
+            }
         };
         Ok(Sink { rows, error: None })
     }
 
-    fn write(
-        &mut self,
-        json: impl FnOnce() -> serde_json::Value,
-        flat: impl FnOnce() -> serde_json::Map<String, serde_json::Value>,
-    ) {
+    /// A Parquet sink (partitioned output).
+    pub fn parquet(out: File, table: Table, label: CaptureLabel) -> Result<Self, TableError> {
+        let out: Box<dyn Write + Send> = Box::new(BufWriter::new(out));
+        let rows = Rows::Parquet(Box::new(ParquetTable::new(out, table.columns(), label)?));
+        Ok(Sink { rows, error: None })
+    }
+
+    pub fn finish(self) -> Result<(), TableError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        match self.rows {
+            Rows::Jsonl(mut w) => w.flush()?,
+            Rows::Csv(t) => t.finish()?,
+            Rows::Parquet(t) => t.finish()?.flush()?,
+        }
+        Ok(())
+    }
+}
+
+impl RowSink for Sink {
+    fn first_frame(&mut self, ts: Timestamp) {
+        if let Rows::Parquet(t) = &mut self.rows {
+            t.set_start(ts);
+        }
+    }
+
+    fn row(&mut self, row: Row<'_>) {
         if self.error.is_some() {
             return;
         }
         let r = match &mut self.rows {
-            Rows::Jsonl(w) => writeln!(w, "{}", json()),
-            Rows::Csv(t) => t.row(&flat()),
+            Rows::Jsonl(w) => writeln!(w, "{}", row.json()).map_err(TableError::from),
+            Rows::Csv(t) => t.row(&row.flat()).map_err(TableError::from),
+            Rows::Parquet(t) => t.row(&row.flat()),
         };
         if let Err(e) = r {
             self.error = Some(e);
         }
     }
-
-    fn finish(self) -> std::io::Result<()> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        match self.rows {
-            Rows::Jsonl(mut w) => w.flush(),
-            Rows::Csv(t) => t.finish(),
-        }
-    }
 }
 
-fn flat_of(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    match v {
-        serde_json::Value::Object(m) => m,
-        _ => serde_json::Map::new(),
-    }
-}
-
-/// Messages: written as they arrive.
-struct Messages(Sink);
-
-impl RecordSink for Messages {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.0.write(|| record_json(&rec), || message_flat(&rec));
-    }
-}
-impl CaptureSink for Messages {}
-
-/// Series: the analyzer streams each finished interval row.
-struct Series {
-    analyzer: Analyzer,
-    sink: Sink,
-}
-
-impl Series {
-    fn drain(&mut self) {
-        for (id, row) in self.analyzer.drain_rows() {
-            let name = self
-                .analyzer
-                .flow(&id)
-                .and_then(|f| f.initiator_name.clone());
-            let v = series_row_json(id, name.as_deref(), &row);
-            let v2 = v.clone();
-            self.sink.write(|| v, || flat_of(v2));
-        }
-    }
-}
-
-impl RecordSink for Series {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.analyzer.on_sqos(rec);
-        self.drain();
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.analyzer.on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.analyzer.on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.analyzer.on_io(rec);
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.analyzer.on_note(note);
-    }
-}
-impl CaptureSink for Series {
-    fn on_first_frame(&mut self, ts: Timestamp) {
-        self.analyzer.on_first_frame(ts);
-    }
-}
-
-fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write>> {
+fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write + Send>> {
     Ok(match path {
         Some(p) => Box::new(BufWriter::new(File::create(p)?)),
         None => Box::new(BufWriter::new(std::io::stdout())),
@@ -169,12 +151,23 @@ fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write>> {
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
-    let columns = match a.what {
-        What::Messages => MESSAGE_COLUMNS,
-        What::Flows => FLOW_COLUMNS,
-        What::Series => SERIES_COLUMNS,
+    let path = &a.input.capture;
+    if path.is_dir() || !a.partition_by.is_empty() {
+        return partition::run(a);
+    }
+    if a.format == ExportFormat::Parquet && a.output.is_none() && std::io::stdout().is_terminal() {
+        eprintln!("sqos: Parquet is binary: give -o FILE (or redirect standard output)");
+        return 2;
+    }
+    let label = CaptureLabel {
+        file: path.display().to_string(),
+        host: a.host.clone(),
+        start: None,
     };
-    let sink = match open_output(&a.output).and_then(|out| Sink::new(out, a.format, columns)) {
+    let mut sink = match open_output(&a.output)
+        .map_err(TableError::from)
+        .and_then(|out| Sink::new(out, a, label))
+    {
         Ok(s) => s,
         Err(e) => {
             let name = a
@@ -185,56 +178,18 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     };
-    let cfg = a.input.pipeline_config();
-    let progress = !a.input.quiet;
-    let path = &a.input.capture;
-    let (result, sink) = match a.what {
-        What::Messages => {
-            let mut m = Messages(sink);
-            (run_capture(path, cfg, &mut m, progress), m.0)
-        }
-        What::Series => {
-            let mut s = Series {
-                analyzer: Analyzer::new(AnalyzerConfig {
-                    stream_rows: true,
-                    ..AnalyzerConfig::default()
-                }),
-                sink,
-            };
-            let r = run_capture(path, cfg, &mut s, progress);
-            let analysis = s.analyzer.finish();
-            let mut sink = s.sink;
-            for (id, row) in &analysis.rows {
-                let name = analysis
-                    .flows
-                    .iter()
-                    .find(|f| f.id == *id)
-                    .and_then(|f| f.initiator_name.clone());
-                let v = series_row_json(*id, name.as_deref(), row);
-                let v2 = v.clone();
-                sink.write(|| v, || flat_of(v2));
-            }
-            (r, sink)
-        }
-        What::Flows => {
-            let mut analyzer = Analyzer::default();
-            let r = run_capture(path, cfg, &mut analyzer, progress);
-            let analysis = analyzer.finish();
-            let mut sink = sink;
-            for f in &analysis.flows {
-                let v = flow_json(f);
-                let flat = flow_flat(&v);
-                sink.write(|| v, || flat);
-            }
-            (r, sink)
-        }
-    };
-    let result = match result {
+    let result = match export(
+        a.what.table(),
+        Input::Path(path),
+        a.input.pipeline_config(),
+        !a.input.quiet,
+        &mut sink,
+    ) {
         Ok(r) => r,
         Err(e) => return super::unusable(&e),
     };
     if let Err(e) = sink.finish() {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
+        if !matches!(&e, TableError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe) {
             eprintln!("sqos: writing the export: {e}");
             return 2;
         }

@@ -5,6 +5,7 @@ mod check;
 mod dissect;
 mod export;
 mod flows;
+mod partition;
 mod plot;
 mod stats;
 mod synth;
@@ -36,7 +37,7 @@ enum Command {
     Stats(stats::StatsArgs),
     /// One row per logical flow (VM disk): policy, IOPS reported and observed, findings.
     Flows(flows::FlowsArgs),
-    /// Messages, flows or per-interval series as JSON lines or CSV.
+    /// Messages, flows, per-interval series or findings as JSON lines, CSV or Parquet.
     Export(export::ExportArgs),
     /// Per-flow IOPS over time with MaximumIoRate / MinimumIoRate, as SVG or PNG.
     Plot(plot::PlotArgs),

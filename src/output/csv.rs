@@ -1,180 +1,11 @@
-//! CSV for spreadsheets, pandas and DuckDB: fixed columns per table, taken from the same flat
+//! CSV for spreadsheets, pandas and DuckDB: the columns of `columns.rs`, taken from the same flat
 //! JSON objects the JSONL exports write (so both formats always carry the same data).
 
 use std::io::Write;
 
 use serde_json::{Map, Value};
 
-use crate::pipeline::SqosRecord;
-
-use super::json::record_json;
-
-/// Columns of `sqos export --what messages --format csv` (the keys of `sqos dissect --format
-/// jsonl`, with the `sqos` object flattened and the findings as their codes).
-pub const MESSAGE_COLUMNS: &[&str] = &[
-    "frame",
-    "time",
-    "src",
-    "dst",
-    "direction",
-    "msg_id",
-    "session_id",
-    "tree_id",
-    "async_id",
-    "file_id",
-    "file_name",
-    "nt_status",
-    "interim",
-    "request_frame",
-    "response_frame",
-    "response_time",
-    "max_output_response",
-    "buffer_length",
-    "buffer_truncated",
-    "protocol_version",
-    "options",
-    "option_names",
-    "logical_flow_id",
-    "policy_id",
-    "initiator_id",
-    "limit",
-    "reservation",
-    "initiator_name",
-    "initiator_node_name",
-    "io_count_increment",
-    "normalized_io_count_increment",
-    "latency_increment",
-    "lower_latency_increment",
-    "bandwidth_limit",
-    "kilobyte_count_increment",
-    "time_to_live",
-    "status",
-    "status_name",
-    "maximum_io_rate",
-    "minimum_io_rate",
-    "base_io_size",
-    "maximum_bandwidth",
-    "findings",
-];
-
-/// Columns of `sqos flows --format csv` and `sqos export --what flows --format csv`.
-pub const FLOW_COLUMNS: &[&str] = &[
-    "logical_flow_id",
-    "initiator_id",
-    "initiator_name",
-    "initiator_node_name",
-    "policy_id",
-    "protocol_version",
-    "opens_total",
-    "file_names",
-    "limit",
-    "reservation",
-    "bandwidth_limit",
-    "maximum_io_rate",
-    "minimum_io_rate",
-    "maximum_bandwidth",
-    "base_io_size",
-    "time_to_live",
-    "last_status",
-    "last_status_name",
-    "updates_sent",
-    "updates_applied",
-    "intervals",
-    "iops",
-    "normalized_iops",
-    "avg_latency_ms",
-    "avg_lower_latency_ms",
-    "kilobytes_per_second",
-    "observed_io_count",
-    "observed_bytes",
-    "observed_iops",
-    "observed_normalized_iops",
-    "observed_kilobytes_per_second",
-    "observed_avg_response_ms",
-    "findings_total",
-    "finding_codes",
-];
-
-/// Columns of `sqos export --what series --format csv` (keys of `series_row_json`).
-pub const SERIES_COLUMNS: &[&str] = &[
-    "logical_flow_id",
-    "initiator_name",
-    "index",
-    "intervals",
-    "start",
-    "end",
-    "seconds",
-    "start_frame",
-    "end_frame",
-    "updates_applied",
-    "io_count_increment",
-    "normalized_io_count_increment",
-    "latency_increment",
-    "lower_latency_increment",
-    "kilobyte_count_increment",
-    "iops",
-    "normalized_iops",
-    "avg_latency_ms",
-    "avg_lower_latency_ms",
-    "kilobytes_per_second",
-    "observed_io_count",
-    "observed_normalized_io_count",
-    "observed_bytes",
-    "observed_iops",
-    "observed_normalized_iops",
-    "observed_kilobytes_per_second",
-    "observed_avg_response_ms",
-    "observed_complete",
-    "maximum_io_rate",
-    "minimum_io_rate",
-    "maximum_bandwidth",
-    "status_ok",
-];
-
-/// One SQOS message as a flat object: `record_json` with its `sqos` object merged in and the
-/// findings reduced to their codes.
-pub fn message_flat(rec: &SqosRecord) -> Map<String, Value> {
-    let mut m = match record_json(rec) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    if let Some(Value::Object(sqos)) = m.remove("sqos") {
-        for (k, v) in sqos {
-            m.entry(k).or_insert(v);
-        }
-    }
-    if let Some(Value::Array(f)) = m.remove("findings") {
-        let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
-        m.insert("findings".into(), Value::Array(codes));
-    }
-    m
-}
-
-/// A flow object of `flow_json` as a flat object for `FLOW_COLUMNS`.
-pub fn flow_flat(flow: &Value) -> Map<String, Value> {
-    let mut m = match flow {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
-    };
-    if let Some(Value::Object(obs)) = m.remove("observed") {
-        for (k, v) in obs {
-            m.insert(format!("observed_{k}"), v);
-        }
-    }
-    if let Some(Value::Array(opens)) = m.remove("opens") {
-        let names: Vec<Value> = opens
-            .iter()
-            .filter_map(|o| o.get("file_name").cloned())
-            .filter(|v| !v.is_null())
-            .collect();
-        m.insert("file_names".into(), Value::Array(names));
-    }
-    if let Some(Value::Array(f)) = m.remove("findings") {
-        let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
-        m.insert("finding_codes".into(), Value::Array(codes));
-    }
-    m
-}
+use super::columns::{names, Column};
 
 /// A JSON value as one CSV cell: null is empty, arrays are joined with `|`.
 pub fn cell(v: Option<&Value>) -> String {
@@ -193,19 +24,20 @@ pub fn cell(v: Option<&Value>) -> String {
 /// A CSV table with fixed columns.
 pub struct CsvTable<W: Write> {
     w: ::csv::Writer<W>,
-    columns: &'static [&'static str],
+    columns: &'static [Column],
 }
 
 impl<W: Write> CsvTable<W> {
     /// Starts the table with its header row.
-    pub fn new(out: W, columns: &'static [&'static str]) -> std::io::Result<Self> {
+    pub fn new(out: W, columns: &'static [Column]) -> std::io::Result<Self> {
         let mut w = ::csv::Writer::from_writer(out);
-        w.write_record(columns).map_err(std::io::Error::other)?;
+        w.write_record(names(columns))
+            .map_err(std::io::Error::other)?;
         Ok(CsvTable { w, columns })
     }
 
     pub fn row(&mut self, m: &Map<String, Value>) -> std::io::Result<()> {
-        let cells = self.columns.iter().map(|c| cell(m.get(*c)));
+        let cells = self.columns.iter().map(|c| cell(m.get(c.name)));
         self.w.write_record(cells).map_err(std::io::Error::other)
     }
 
@@ -227,7 +59,17 @@ mod tests {
         assert_eq!(cell(Some(&json!(["a", "b"]))), "a|b");
         let mut buf = Vec::new();
         {
-            static COLS: &[&str] = &["a", "b"];
+            use super::super::columns::Kind;
+            static COLS: &[Column] = &[
+                Column {
+                    name: "a",
+                    kind: Kind::Text,
+                },
+                Column {
+                    name: "b",
+                    kind: Kind::Text,
+                },
+            ];
             let mut t = CsvTable::new(&mut buf, COLS).expect("header");
             let m = json!({"a": "x,y", "b": "say \"hi\""});
             if let Value::Object(m) = m {
@@ -239,19 +81,5 @@ mod tests {
             String::from_utf8_lossy(&buf),
             "a,b\n\"x,y\",\"say \"\"hi\"\"\"\n"
         );
-    }
-
-    #[test]
-    fn flow_flattening() {
-        let v = json!({
-            "logical_flow_id": "f",
-            "observed": {"iops": 1.5},
-            "opens": [{"file_name": "a.vhdx"}, {"file_name": null}],
-            "findings": [{"code": "flow.x"}],
-        });
-        let m = flow_flat(&v);
-        assert_eq!(m.get("observed_iops"), Some(&json!(1.5)));
-        assert_eq!(cell(m.get("file_names")), "a.vhdx");
-        assert_eq!(cell(m.get("finding_codes")), "flow.x");
     }
 }

@@ -1,9 +1,12 @@
-//! The faces that print: tshark-like text, JSON / JSONL, statistics.
+//! The faces that print: tshark-like text, JSON / JSONL, CSV, Arrow / Parquet, statistics, plots.
 
+pub mod arrow;
+pub mod columns;
 pub mod csv;
 pub mod flows;
 pub mod json;
 pub mod names;
+pub mod parquet;
 pub mod plot;
 pub mod png;
 pub mod stats;

@@ -1,0 +1,333 @@
+//! The export tables (`sqos export --what …`, the Python package's `read_*`): which rows each
+//! table has and how a capture is driven into them. The writers (JSONL, CSV, Parquet, Arrow)
+//! only format the rows, so every face exports the same analysis.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::analysis::{Analyzer, AnalyzerConfig, FlowFinding, FlowState, IntervalRow};
+use crate::capture::{CaptureReader, Timestamp};
+use crate::output::columns::{
+    flow_finding_flat, flow_flat, message_finding_flat, message_flat, Column, FINDING_COLUMNS,
+    FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
+};
+use crate::output::flows::{flow_json, series_row_json, sorted_findings};
+use crate::output::json::record_json;
+use crate::pipeline::{
+    CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosBody,
+    SqosRecord,
+};
+use crate::run::{run_capture, run_reader, CaptureSink, RunResult, Unusable};
+use crate::sqos::Finding;
+
+/// The tables a capture can be exported as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Table {
+    /// One row per SQOS message (the `sqos dissect --format jsonl` records).
+    Messages,
+    /// One row per logical flow (the `sqos flows` table).
+    Flows,
+    /// One row per flow per update interval.
+    Series,
+    /// One row per finding: the messages' (`sqos.*`), then the flows' (`flow.*`).
+    Findings,
+}
+
+impl Table {
+    pub fn columns(self) -> &'static [Column] {
+        match self {
+            Table::Messages => MESSAGE_COLUMNS,
+            Table::Flows => FLOW_COLUMNS,
+            Table::Series => SERIES_COLUMNS,
+            Table::Findings => FINDING_COLUMNS,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Messages => "messages",
+            Table::Flows => "flows",
+            Table::Series => "series",
+            Table::Findings => "findings",
+        }
+    }
+}
+
+/// One row of a table, borrowed from the analysis; a writer asks for the form it writes.
+pub enum Row<'a> {
+    Message(&'a SqosRecord),
+    Flow(&'a FlowState),
+    Series {
+        flow: Uuid,
+        initiator_name: Option<&'a str>,
+        row: &'a IntervalRow,
+    },
+    MessageFinding(&'a SqosRecord, &'a Finding),
+    FlowFinding(&'a FlowState, &'a FlowFinding),
+}
+
+impl Row<'_> {
+    /// The object JSONL writes (for messages and flows the nested `dissect` / `flows` JSON).
+    pub fn json(&self) -> Value {
+        match self {
+            Row::Message(rec) => record_json(rec),
+            Row::Flow(f) => flow_json(f),
+            Row::Series {
+                flow,
+                initiator_name,
+                row,
+            } => series_row_json(*flow, *initiator_name, row),
+            Row::MessageFinding(..) | Row::FlowFinding(..) => Value::Object(self.flat()),
+        }
+    }
+
+    /// The flat object whose keys are the table's columns (CSV, Arrow, Parquet).
+    pub fn flat(&self) -> Map<String, Value> {
+        match self {
+            Row::Message(rec) => message_flat(rec),
+            Row::Flow(f) => flow_flat(&flow_json(f)),
+            Row::Series { .. } => match self.json() {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            },
+            Row::MessageFinding(rec, f) => message_finding_flat(rec, f),
+            Row::FlowFinding(flow, f) => flow_finding_flat(flow, f),
+        }
+    }
+}
+
+/// Where a table's rows go.
+pub trait RowSink {
+    /// The capture's first frame was read (before any row).
+    fn first_frame(&mut self, _ts: Timestamp) {}
+    fn row(&mut self, row: Row<'_>);
+}
+
+/// A capture to export: a file (`-` is stdin) or an open reader (bytes from elsewhere).
+pub enum Input<'a> {
+    Path(&'a Path),
+    Reader {
+        name: &'a str,
+        reader: CaptureReader,
+    },
+}
+
+fn run<S: CaptureSink>(
+    input: Input<'_>,
+    cfg: PipelineConfig,
+    sink: &mut S,
+    progress: bool,
+) -> Result<RunResult, Unusable> {
+    match input {
+        Input::Path(p) => run_capture(p, cfg, sink, progress),
+        Input::Reader { name, reader } => run_reader(name, reader, cfg, sink),
+    }
+}
+
+/// Reads a capture into one table's rows. Messages and series rows are written as they are
+/// decoded; flows and flow findings when the capture has been read.
+pub fn export<W: RowSink>(
+    table: Table,
+    input: Input<'_>,
+    cfg: PipelineConfig,
+    progress: bool,
+    out: &mut W,
+) -> Result<RunResult, Unusable> {
+    match table {
+        Table::Messages => run(input, cfg, &mut Messages(out), progress),
+        Table::Series => {
+            let mut s = Analyzed {
+                analyzer: Analyzer::new(AnalyzerConfig {
+                    stream_rows: true,
+                    ..AnalyzerConfig::default()
+                }),
+                out,
+                message_findings: false,
+            };
+            let r = run(input, cfg, &mut s, progress)?;
+            let analysis = s.analyzer.finish();
+            for (id, row) in &analysis.rows {
+                let name = analysis
+                    .flows
+                    .iter()
+                    .find(|f| f.id == *id)
+                    .and_then(|f| f.initiator_name.as_deref());
+                s.out.row(Row::Series {
+                    flow: *id,
+                    initiator_name: name,
+                    row,
+                });
+            }
+            Ok(r)
+        }
+        Table::Flows | Table::Findings => {
+            let findings = table == Table::Findings;
+            let mut s = Analyzed {
+                analyzer: Analyzer::default(),
+                out,
+                message_findings: findings,
+            };
+            let r = run(input, cfg, &mut s, progress)?;
+            let analysis = s.analyzer.finish();
+            if findings {
+                let mut all: Vec<(&FlowState, &FlowFinding)> = analysis
+                    .flows
+                    .iter()
+                    .flat_map(|f| sorted_findings(f).into_iter().map(move |x| (f, x)))
+                    .collect();
+                all.sort_by_key(|(_, x)| (x.frame, x.code));
+                for (f, x) in all {
+                    s.out.row(Row::FlowFinding(f, x));
+                }
+            } else {
+                for f in &analysis.flows {
+                    s.out.row(Row::Flow(f));
+                }
+            }
+            Ok(r)
+        }
+    }
+}
+
+struct Messages<'w, W: RowSink>(&'w mut W);
+
+impl<W: RowSink> RecordSink for Messages<'_, W> {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.0.row(Row::Message(&rec));
+    }
+}
+
+impl<W: RowSink> CaptureSink for Messages<'_, W> {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.0.first_frame(ts);
+    }
+}
+
+/// The analyzer, streaming the interval rows it finishes (when configured to) and the messages'
+/// findings (when asked) as the records arrive.
+struct Analyzed<'w, W: RowSink> {
+    analyzer: Analyzer,
+    out: &'w mut W,
+    message_findings: bool,
+}
+
+impl<W: RowSink> RecordSink for Analyzed<'_, W> {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        if self.message_findings {
+            let findings = match &rec.body {
+                SqosBody::Request(d) => &d.findings[..],
+                SqosBody::Response(d) => &d.findings[..],
+                SqosBody::NoBuffer => &[],
+            };
+            for f in findings {
+                self.out.row(Row::MessageFinding(&rec, f));
+            }
+        }
+        self.analyzer.on_sqos(rec);
+        for (id, row) in self.analyzer.drain_rows() {
+            let name = self
+                .analyzer
+                .flow(&id)
+                .and_then(|f| f.initiator_name.as_deref());
+            self.out.row(Row::Series {
+                flow: id,
+                initiator_name: name,
+                row: &row,
+            });
+        }
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.analyzer.on_open(rec);
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.analyzer.on_close(rec);
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.analyzer.on_io(rec);
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.analyzer.on_note(note);
+    }
+}
+
+impl<W: RowSink> CaptureSink for Analyzed<'_, W> {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.analyzer.on_first_frame(ts);
+        self.out.first_frame(ts);
+    }
+}
+
+/// How a capture below a directory of captures is labelled: its path relative to `root`
+/// (capture_file) and the host it was taken on (capture_host) — the folder right below `root`
+/// that holds it (`ROOT/HOST/…/file`, the layout of rotated captures collected from every
+/// node); none for a file directly in `root`. A file outside `root` keeps its whole path.
+/// Paths or URIs, `/`-separated.
+pub fn label_below(root: &str, file: &str) -> (String, Option<String>) {
+    let root = root.trim_end_matches('/');
+    let Some(rest) = file.strip_prefix(root).and_then(|r| r.strip_prefix('/')) else {
+        return (file.to_string(), None);
+    };
+    let host = rest
+        .split_once('/')
+        .filter(|(h, below)| !h.is_empty() && !below.is_empty())
+        .map(|(h, _)| h.to_string());
+    (rest.to_string(), host)
+}
+
+/// The UTC calendar date of a time, `YYYY-MM-DD` (the `date` partition).
+pub fn utc_date(ts: Timestamp) -> String {
+    // Days to civil date (Howard Hinnant's algorithm), for the proleptic Gregorian calendar.
+    let z = ts.0.div_euclid(86_400_000_000_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_come_from_the_place_below_the_root() {
+        let l = |r, f| label_below(r, f);
+        assert_eq!(
+            l("archive", "archive/HV01/a.pcapng"),
+            ("HV01/a.pcapng".into(), Some("HV01".into()))
+        );
+        assert_eq!(
+            l("s3a://b/archive/", "s3a://b/archive/HV02/2026/a.pcap"),
+            ("HV02/2026/a.pcap".into(), Some("HV02".into()))
+        );
+        assert_eq!(l("archive", "archive/a.pcapng"), ("a.pcapng".into(), None));
+        assert_eq!(
+            l("archive", "other/HV01/a.pcapng"),
+            ("other/HV01/a.pcapng".into(), None)
+        );
+        assert_eq!(
+            l("arch", "archive/HV01/a.pcapng"),
+            ("archive/HV01/a.pcapng".into(), None)
+        );
+    }
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        assert_eq!(utc_date(Timestamp(0)), "1970-01-01");
+        // 2026-11-24 23:59:59.999 UTC and one millisecond later.
+        let t = Timestamp::from_secs_nanos(1_795_564_799, 999_000_000);
+        assert_eq!(utc_date(t), "2026-11-24");
+        assert_eq!(utc_date(Timestamp(t.0 + 1_000_000)), "2026-11-25");
+        assert_eq!(
+            utc_date(Timestamp::from_secs_nanos(951_782_400, 0)),
+            "2000-02-29"
+        );
+        assert_eq!(utc_date(Timestamp(-1)), "1969-12-31");
+    }
+}
