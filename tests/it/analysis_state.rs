@@ -1,8 +1,6 @@
 //! Association, dissociation, failed requests and unknown state, on records built in code.
 
-mod analysis_kit;
-
-use analysis_kit::*;
+use crate::analysis_kit::*;
 use sqos::analysis::{AssociatedBy, FlowFindingCode};
 use sqos::sqos::{Options, Status};
 use uuid::Uuid;

@@ -6,17 +6,15 @@
 //! - on every capture of the project it agrees, message by message, with `sqos dissect --format
 //!   jsonl` (and, flow by flow, with `sqos flows --format json`).
 //!
-//! Without tshark the tests are skipped, except with CI=true where that is a failure.
-
-mod support;
+//! The tests that run tshark are switched on by `SQOS_EXTERNAL_TESTS=1` (tests/it/support/need.rs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
+use crate::support::{captures_in, need, repo};
 use serde_json::Value;
-use support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
-use support::{captures_in, have_tshark, real_captures_dir, repo};
 
 fn plugin() -> PathBuf {
     repo().join("plugin/sqos.lua")
@@ -218,11 +216,13 @@ fn plugin_code_table_is_well_formed() {
 }
 
 /// Malformed and rule-breaking buffers: the exact findings on each frame.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_findings_on_malformed_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-malformed.pcap"), &[]);
     let by_frame = |f: u64| -> Vec<String> {
         msgs.iter()
@@ -318,11 +318,13 @@ fn plugin_findings_on_malformed_capture() {
 
 /// The spec's own examples: the plugin decodes by the structure layout and says where the
 /// bytes look like the examples' contradicting layouts (sections 4.2 and 4.3).
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_reports_spec_example_layouts() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-spec-examples.pcap"), &[]);
     assert_eq!(msgs.len(), 12);
     // 1.0 SET_POLICY: InitiatorNameOffset 104 is inside the 112-byte fixed part.
@@ -352,7 +354,7 @@ fn plugin_reports_spec_example_layouts() {
     assert_eq!(r.int("sqosa.flow.time_to_live"), Some(3981));
     // The 1.0 response of the same exchange is clean.
     assert_eq!(msg_at(&msgs, 11, 4).findings(), Vec::<String>::new());
-    let wireshark = support::tshark_fields(
+    let wireshark = crate::support::tshark_fields(
         &plugin_capture("sqos-plugin-spec-examples.pcap"),
         Some("frame.number == 19"),
         &[
@@ -364,11 +366,13 @@ fn plugin_reports_spec_example_layouts() {
 }
 
 /// Association, matching and the per-interval figures on two flows with known counters.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_flow_figures_on_flows_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-flows.pcap"), &[]);
     let a = "b13a32e4-e2ad-5db2-a4f8-5cd3be9d696e";
     let b = "5d0c5f2a-6f3e-4c61-9a55-0b8c6d1e2f30";
@@ -423,11 +427,13 @@ fn plugin_flow_figures_on_flows_capture() {
 
 /// A second pass (what Wireshark does when a packet is displayed) shows the first pass's values;
 /// requests then also show the figures computed when their answer was seen.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_second_pass_reproduces_first_pass() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-flows.pcap");
     let one = plugin_messages(&path, &[]);
     let two = plugin_messages(&path, &["-2"]);
@@ -452,11 +458,13 @@ fn plugin_second_pass_reproduces_first_pass() {
 }
 
 /// `tshark -z expert` lists the plugin's findings under the codec's severities.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_expert_info_in_z_expert() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let codes = plugin_codes();
     for (capture, expected) in [
         (
@@ -526,11 +534,13 @@ fn sqosa_expert_lines(text: &str) -> Vec<(&'static str, &str)> {
 /// `tshark -z expert` on `captures/faulty-server.pcap.gz`: the server bugs the plugin finds, on
 /// the response frames that reveal them, under their severities (the request never answered is
 /// only known at the end of the capture: it is in the summary, not on a frame).
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_expert_info_shows_the_faulty_server() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let text = tshark(
         &repo().join("captures/faulty-server.pcap.gz"),
         &["-q", "-z", "expert"],
@@ -563,11 +573,13 @@ fn plugin_expert_info_shows_the_faulty_server() {
 }
 
 /// The flow summary at the end of a tshark run, asked for by the script argument or the pref.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_flow_summary_in_tshark() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-flows.pcap");
     let by_arg = tshark(&path, &["-q", "-X", "lua_script1:flows"]);
     let by_pref = tshark(&path, &["-q", "-o", "sqosa.flows:TRUE"]);
@@ -601,11 +613,13 @@ fn plugin_flow_summary_in_tshark() {
 
 /// READ/WRITE on the wire and a client and server that break the rules: the flow findings of
 /// the Rust analysis, on the frames it puts them, and the observed figures.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_flow_findings_on_io_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-io.pcap");
     let (flows, findings) = plugin_flows(&path);
     let id = "3c2b1a09-8f7e-4d6c-9b5a-493827160504";
@@ -702,7 +716,7 @@ fn all_captures() -> Vec<PathBuf> {
         repo().join("captures"),
         repo().join("captures/real"),
         repo().join("plugin/test"),
-        real_captures_dir(),
+        need::real_captures(),
     ] {
         v.extend(captures_in(&dir));
         // captures_in knows .pcap, .pcapng and .pcap.gz; the generator also writes .pcapng.gz.
@@ -746,11 +760,13 @@ fn dissect_jsonl(path: &Path) -> Vec<Value> {
 
 /// The plugin never fails at run time (a Lua error shows as `_ws.lua.error` in the packet),
 /// on any capture, in one pass or two.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_has_no_lua_errors_on_any_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     for f in all_captures() {
         for extra in [&[][..], &["-2"][..]] {
             let mut args = vec!["-Y", "_ws.lua.error", "-T", "fields", "-e", "frame.number"];
@@ -851,11 +867,13 @@ fn key_of_plugin(m: &PluginMsg) -> (u64, u64, String, Vec<String>) {
 /// Message by message, the plugin and `sqos dissect` agree on every capture: the same messages
 /// (frame, MessageId, direction), matching, NT status, FileId, Options/Status and findings
 /// (codes, and the plugin's severity for each code is the CLI's).
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_matches_sqos_dissect_on_every_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let sev = plugin_codes();
     let files = all_captures();
     assert!(files.len() >= 3);
@@ -962,11 +980,13 @@ fn plugin_flows(path: &Path) -> PluginFlows {
 
 /// Flow by flow, the plugin's summary agrees with `sqos flows --format json` on every capture:
 /// every figure of FLOW_KEYS, and the findings (code, severity, frame, occurrences).
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn plugin_matches_sqos_flows_on_every_capture() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let Some(bin) = flows_bin() else {
         eprintln!("`sqos flows` is not in this build yet: flow comparison skipped");
         return;

@@ -1,10 +1,8 @@
 //! The whole pipeline on Ethernet/IPv4/TCP frames built in code: frame numbers through TCP
 //! reassembly, and a frame cut by the snaplen in the middle of an SQOS request.
 
-mod smb2_build;
-
+use crate::smb2_build::*;
 use etherparse::PacketBuilder;
-use smb2_build::*;
 use sqos::capture::{Frame, Timestamp};
 use sqos::pipeline::{CaptureNote, Pipeline, PipelineConfig, RecordSink, SqosBody, SqosRecord};
 

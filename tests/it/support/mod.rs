@@ -2,6 +2,7 @@
 //! locate captures; run tshark.
 #![allow(dead_code)]
 
+pub mod need;
 pub mod plugin_summary;
 
 use std::collections::BTreeMap;
@@ -61,17 +62,6 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `shared/real-captures` beside the repository (CI puts `shared/` next to the clone); from a git
-/// worktree deeper down, the nearest ancestor that has it.
-pub fn real_captures_dir() -> PathBuf {
-    repo()
-        .ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/real-captures"))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| repo().join("../shared/real-captures"))
-}
-
 /// Every file in a directory with one of the capture extensions, sorted.
 pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -88,22 +78,6 @@ pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
-}
-
-/// Whether tshark can be run. In CI (CI=true) its absence is a failure, not a skip.
-pub fn have_tshark() -> bool {
-    let ok = Command::new("tshark")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok && std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("tshark is not installed but CI=true: .ci/run must install it");
-    }
-    if !ok {
-        eprintln!("tshark not installed: skipping the interop comparison");
-    }
-    ok
 }
 
 /// Run tshark with `-T fields` and the given fields; one Vec of column strings per frame line.

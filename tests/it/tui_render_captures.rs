@@ -5,8 +5,6 @@
 //! same analysis, run here), the latest interval of each flow's series (`sqos export --what
 //! series`), the SQOS records the pipeline emits, their decoded fields and bytes.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 
 use ratatui::backend::TestBackend;
@@ -35,7 +33,7 @@ const INSUFFICIENT: &str = "captures/insufficient-throughput.pcap.gz";
 const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
 
 fn path(rel: &str) -> PathBuf {
-    support::repo().join(rel)
+    crate::support::repo().join(rel)
 }
 
 /// The capture read to its end through the TUI's own start path.
@@ -678,7 +676,7 @@ fn detail_lists_show_the_opens_timeline_and_findings_with_their_frames() {
 
 /// The SQOS records the pipeline emits for the capture, with their fields.
 fn records(rel: &str) -> Vec<SqosRecord> {
-    support::run(&path(rel)).0.sqos
+    crate::support::run(&path(rel)).0.sqos
 }
 
 fn fields_of(rec: &SqosRecord) -> Vec<Field> {

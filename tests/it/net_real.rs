@@ -3,20 +3,11 @@
 //! of exactly that packet's payload.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use sqos::capture::{decode_link, CaptureReader, Timestamp};
 use sqos::net::{decode_tcp, ConnId, Dir, Reassembler, ReassemblyConfig, StreamSink};
 
-/// `shared/real-captures` beside the repository, or beside an ancestor (git worktrees).
-fn real_captures() -> PathBuf {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    repo.ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/real-captures"))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| repo.join("../shared/real-captures"))
-}
+use crate::support::need::real_captures;
 
 #[derive(Default)]
 struct Totals {
@@ -86,6 +77,10 @@ const EXPECTED: &[(&str, u64, u64)] = &[
     ("zeek-smb_v2_only_non_zero_reserved1.pcap", 4, 23_143),
 ];
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn delivers_every_stream_byte_of_the_real_captures() {
     for &(name, conns, bytes) in EXPECTED {
@@ -98,6 +93,10 @@ fn delivers_every_stream_byte_of_the_real_captures() {
     }
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn removed_packet_becomes_one_gap() {
     let (sink, r) = reassemble("sv-smb2-frames-gap-payload-logging_smb2-peter-minus-p191.pcap");
@@ -113,6 +112,10 @@ fn removed_packet_becomes_one_gap() {
 /// Retransmitted data segments, against tshark's `tcp.analysis.retransmission` (which also
 /// counts SYN retransmissions) and `tcp.analysis.keep_alive` (old 1-byte probes, which are
 /// old data here too).
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn retransmission_counts_agree_with_tshark() {
     for (name, expected) in [

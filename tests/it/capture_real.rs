@@ -1,20 +1,10 @@
 //! The reader over every public capture in ../shared/real-captures/: frame counts as capinfos
 //! reports them, timestamps and lengths as tshark shows them, every frame decodable to TCP.
 
-use std::path::PathBuf;
-
 use sqos::capture::{decode_link, CaptureReader, L3Packet};
 use sqos::net::decode_tcp;
 
-/// `shared/real-captures` beside the repository, or beside an ancestor (git worktrees).
-fn real_captures() -> PathBuf {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    repo.ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/real-captures"))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| repo.join("../shared/real-captures"))
-}
+use crate::support::need::real_captures;
 
 /// (file, frames per `capinfos -c`).
 const FRAMES: &[(&str, u64)] = &[
@@ -42,6 +32,10 @@ const FRAMES: &[(&str, u64)] = &[
     ("zeek-smb_v2_only_non_zero_reserved1.pcap", 220),
 ];
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn frame_counts_match_capinfos() {
     let dir = real_captures();
@@ -72,6 +66,10 @@ fn frame_counts_match_capinfos() {
 
 /// First and last frame of a pcap and a pcapng file, per `tshark -e frame.time_epoch -e
 /// frame.len -e frame.cap_len`.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn timestamps_and_lengths_match_tshark() {
     let dir = real_captures();
@@ -99,6 +97,10 @@ fn timestamps_and_lengths_match_tshark() {
     }
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn every_ip_frame_of_a_real_capture_decodes_to_tcp() {
     let mut r = CaptureReader::open(&real_captures().join("zeek-smb3_multichannel.pcap")).unwrap();

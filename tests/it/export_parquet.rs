@@ -1,8 +1,6 @@
 //! `sqos export --format parquet`: typed columns that hold what the CSV export holds, cell for
 //! cell, on every committed capture; the capture columns; partitioned output for a directory.
 
-mod support;
-
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -111,8 +109,10 @@ fn csv_cell_as_parquet(header: &str, v: &str, time_columns: &[String]) -> String
 #[test]
 fn parquet_holds_what_csv_holds_on_every_capture() {
     let dir = tmp("every");
-    let mut captures = support::captures_in(&support::repo().join("captures"));
-    captures.extend(support::captures_in(&support::repo().join("captures/real")));
+    let mut captures = crate::support::captures_in(&crate::support::repo().join("captures"));
+    captures.extend(crate::support::captures_in(
+        &crate::support::repo().join("captures/real"),
+    ));
     assert!(captures.len() >= 15, "{captures:?}");
     let mut rows = 0;
     for cap in &captures {
@@ -175,7 +175,7 @@ fn parquet_holds_what_csv_holds_on_every_capture() {
 #[test]
 fn columns_are_typed_and_values_exact() {
     let dir = tmp("typed");
-    let cap = support::repo().join("captures/steady.pcap.gz");
+    let cap = crate::support::repo().join("captures/steady.pcap.gz");
     let out = dir.join("m.parquet");
     let o = sqos(&[
         "export",
@@ -258,7 +258,7 @@ fn a_directory_of_captures_becomes_hive_partitions() {
     ] {
         std::fs::create_dir_all(archive.join(host)).expect("dir");
         std::fs::copy(
-            support::repo().join("captures").join(cap),
+            crate::support::repo().join("captures").join(cap),
             archive.join(host).join(cap),
         )
         .expect("copy");
@@ -301,7 +301,10 @@ fn a_directory_of_captures_becomes_hive_partitions() {
     let first = |cap: &str| {
         let d = sqos(&[
             "export",
-            &support::repo().join("captures").join(cap).to_string_lossy(),
+            &crate::support::repo()
+                .join("captures")
+                .join(cap)
+                .to_string_lossy(),
             "--what",
             "messages",
             "--format",
@@ -351,7 +354,7 @@ fn a_directory_of_captures_becomes_hive_partitions() {
     // The rows are those of the capture exported alone.
     let alone = dir.join("alone.parquet");
     export(
-        &support::repo().join("captures/noisy-neighbour.pcapng.gz"),
+        &crate::support::repo().join("captures/noisy-neighbour.pcapng.gz"),
         "flows",
         "parquet",
         &alone,

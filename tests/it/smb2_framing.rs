@@ -1,9 +1,7 @@
 //! The SMB2 stream framer on hand-built byte streams: NBSS framing, compounds, protocol ids
 //! that are skipped, gaps and resynchronisation, bulk data skipped without buffering.
 
-mod smb2_build;
-
-use smb2_build::*;
+use crate::smb2_build::*;
 use sqos::smb2::{Command, Framer, FramerConfig, FramerEvent, NtStatus, Smb2Message};
 
 fn run(chunks: &[&[u8]]) -> Vec<FramerEvent> {

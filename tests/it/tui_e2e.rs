@@ -1,20 +1,9 @@
 //! End-to-end: the real `sqos tui` binary in a tmux pane, driven with keys, read back with
-//! `tmux capture-pane`. Skipped when tmux is missing, unless CI=true (CI installs it).
+//! `tmux capture-pane`. Needs tmux: switched on by SQOS_EXTERNAL_TESTS=1 (tests/it/support/need.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn tmux_available() -> bool {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok && std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("tmux is required in CI (.ci/run installs it)");
-    }
-    ok
-}
 
 fn capture() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -99,12 +88,13 @@ fn line<'a>(screen: &'a str, needle: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line with {needle:?} in\n{screen}"))
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tmux (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn navigate_flows_detail_chart_messages_and_filter() {
-    if !tmux_available() {
-        eprintln!("skipped: no tmux");
-        return;
-    }
+    crate::support::need::tmux();
     let Some(cap) = capture() else { return };
     let cmd = format!(
         "{} tui {}; echo EXIT=$?; sleep 30",
@@ -156,12 +146,13 @@ fn navigate_flows_detail_chart_messages_and_filter() {
     assert!(s.contains("EXIT=0"), "{s}");
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tmux (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn a_slow_stdin_stream_fills_the_flows_before_it_ends() {
-    if !tmux_available() {
-        eprintln!("skipped: no tmux");
-        return;
-    }
+    crate::support::need::tmux();
     let Some(cap) = capture() else { return };
     let len = std::fs::metadata(&cap).unwrap().len();
     let half = len / 2;

@@ -3,19 +3,10 @@
 //! with a missing packet, where we recover every message of the original.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sqos::capture::CaptureReader;
 use sqos::pipeline::{CaptureNote, Pipeline, PipelineConfig, RecordSink, SqosRecord, Stats};
-
-fn real_captures() -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    repo.ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/real-captures"))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| repo.join("../shared/real-captures"))
-}
 
 #[derive(Default)]
 struct Sink {
@@ -39,12 +30,8 @@ struct Run {
     max_framer_bytes: usize,
 }
 
-fn run(name: &str) -> Option<Run> {
-    let path = real_captures().join(name);
-    if !path.is_file() {
-        eprintln!("skipped: {} not found", path.display());
-        return None;
-    }
+fn run(name: &str) -> Run {
+    let path = crate::support::need::real_capture(name);
     let mut reader = CaptureReader::open(&path).expect("open");
     let mut p = Pipeline::new(PipelineConfig::default());
     let mut sink = Sink::default();
@@ -54,11 +41,11 @@ fn run(name: &str) -> Option<Run> {
         max_framer_bytes = max_framer_bytes.max(p.framer_bytes());
     }
     p.finish(&mut sink);
-    Some(Run {
+    Run {
         stats: p.stats().clone(),
         sink,
         max_framer_bytes,
-    })
+    }
 }
 
 /// (file, SMB2 messages, IOCTL messages) as tshark 4.0 counts them (the README's table). The
@@ -85,11 +72,15 @@ const TSHARK: &[(&str, u64, u64)] = &[
     ("zeek-smb2-zero-byte-error-ioctl.pcapng", 71, 21),
 ];
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn smb2_and_ioctl_counts_equal_tshark() {
     let mut diffs = Vec::new();
     for &(name, total, ioctl) in TSHARK {
-        let Some(r) = run(name) else { continue };
+        let r = run(name);
         let ioctl_all = r.stats.by_command.get("IOCTL").copied().unwrap_or(0);
         let ioctl_errors = r
             .stats
@@ -121,14 +112,14 @@ fn smb2_and_ioctl_counts_equal_tshark() {
 /// is missing. The framer knows the READ response's NBSS length and is only skipping its data
 /// there, so it loses nothing and stays in step: all 464 SMB2 messages of the original, by
 /// command exactly as in the full capture. tshark recovers 286.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn gap_capture_recovers_every_message_of_the_original() {
-    let (Some(gap), Some(full)) = (
-        run("sv-smb2-frames-gap-payload-logging_smb2-peter-minus-p191.pcap"),
-        run("sv-smb2-01_smb2-peter.pcap"),
-    ) else {
-        return;
-    };
+    let gap = run("sv-smb2-frames-gap-payload-logging_smb2-peter-minus-p191.pcap");
+    let full = run("sv-smb2-01_smb2-peter.pcap");
     assert_eq!(gap.stats.smb2_messages, 464);
     assert_eq!(gap.stats.by_command, full.stats.by_command);
     let expected: BTreeMap<String, u64> = [
@@ -165,11 +156,13 @@ fn gap_capture_recovers_every_message_of_the_original() {
 }
 
 /// Encrypted messages are counted per connection, never parsed as SMB2.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs ../shared/real-captures (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn encrypted_sessions_are_counted_not_parsed() {
-    let Some(r) = run("zeek-smb311.pcap") else {
-        return;
-    };
+    let r = run("zeek-smb311.pcap");
     assert_eq!(r.stats.smb2_messages, 6);
     assert_eq!(r.stats.encrypted_messages, 28);
     assert_eq!(r.stats.encrypted_by_connection.values().sum::<u64>(), 28);
@@ -182,9 +175,6 @@ fn encrypted_sessions_are_counted_not_parsed() {
 fn samba_sqos_exchange_frames_links_and_file_name() {
     use sqos::pipeline::{Direction, FileId, SqosBody};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures/real/smb311-plain.pcap");
-    if !path.is_file() {
-        return;
-    }
     let mut reader = CaptureReader::open(&path).expect("open");
     let mut p = Pipeline::new(PipelineConfig::default());
     let mut sink = Sink::default();

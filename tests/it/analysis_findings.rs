@@ -1,8 +1,6 @@
 //! Every flow finding fires on the case made for it, and not on a clean flow.
 
-mod analysis_kit;
-
-use analysis_kit::*;
+use crate::analysis_kit::*;
 use sqos::analysis::FlowFindingCode as C;
 use sqos::sqos::{Options, ProtocolVersion, Severity, Status};
 

@@ -1,8 +1,6 @@
 //! Derived figures: the first-update rule, per-interval and whole-capture rates, observed I/O.
 
-mod analysis_kit;
-
-use analysis_kit::*;
+use crate::analysis_kit::*;
 use sqos::sqos::{Options, Status};
 
 fn associated(k: &mut Kit) {

@@ -2,12 +2,10 @@
 //! our SMB2 message counts per command and every SQOS field agree with tshark's, except where we
 //! differ on purpose (asserted below and explained in README, "Where sqos and tshark differ").
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use support::*;
+use crate::support::*;
 
 /// Captures where we recover more SMB2 messages than tshark, on purpose: after a lost segment
 /// we resynchronise on the next NetBIOS + SMB2 header, tshark gives up on the stream.
@@ -50,12 +48,14 @@ fn compare_counts(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn smb2_counts_match_tshark_on_real_captures() {
-    if !have_tshark() {
-        return;
-    }
-    let files = captures_in(&real_captures_dir());
+    crate::support::need::tshark();
+    let files = captures_in(&crate::support::need::real_captures());
     assert!(
         files.len() >= 19,
         "expected the 19 real captures, found {}",
@@ -68,11 +68,13 @@ fn smb2_counts_match_tshark_on_real_captures() {
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn smb2_counts_match_tshark_on_our_captures() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let mut files = captures_in(&repo().join("captures"));
     files.extend(captures_in(&repo().join("captures/real")));
     let errors: Vec<String> = files
@@ -234,11 +236,13 @@ fn ours_sqos(path: &Path) -> BTreeMap<(u64, String), Vec<String>> {
 }
 
 /// Every SQOS field of every message agrees with tshark's decode.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn sqos_fields_match_tshark_on_our_captures() {
-    if !have_tshark() {
-        return;
-    }
+    crate::support::need::tshark();
     let mut files = captures_in(&repo().join("captures"));
     files.extend(captures_in(&repo().join("captures/real")));
     let mut compared = 0usize;

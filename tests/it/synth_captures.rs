@@ -3,8 +3,6 @@
 //! malformed-packet or TCP notes other than the ones its scenario makes on purpose, and
 //! tshark's SQOS fields agree with the generator's ground truth.
 
-mod synth_common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,15 +74,6 @@ fn committed_captures_regenerate_byte_for_byte() {
     }
 }
 
-fn tshark() -> Option<()> {
-    Command::new("tshark")
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|_| ())
-}
-
 /// `tshark -z expert` summary lines: (severity section, count, summary).
 fn expert(file: &Path) -> Vec<(String, u64, String)> {
     let out = Command::new("tshark")
@@ -116,12 +105,13 @@ fn expert(file: &Path) -> Vec<(String, u64, String)> {
     rows
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn tshark_reads_every_capture_with_only_the_intended_notes() {
-    if tshark().is_none() {
-        eprintln!("tshark not installed: skipped");
-        return;
-    }
+    crate::support::need::tshark();
     for (file, args) in table() {
         let rows = expert(&file);
         for (section, n, summary) in rows.iter().filter(|r| r.0 != "Chats") {
@@ -144,18 +134,19 @@ fn tshark_reads_every_capture_with_only_the_intended_notes() {
     }
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn tshark_sqos_fields_agree_with_the_truth() {
-    if tshark().is_none() {
-        eprintln!("tshark not installed: skipped");
-        return;
-    }
+    crate::support::need::tshark();
     let rows = table();
     let (file, args) = rows
         .iter()
         .find(|r| r.0.ends_with("steady.pcap.gz"))
         .unwrap();
-    let (_, truth) = synth_common::generate(args);
+    let (_, truth) = crate::synth_common::generate(args);
     let out = Command::new("tshark")
         .arg("-r")
         .arg(file)

@@ -1,8 +1,6 @@
 //! The pure SMB2 parsers: header, bodies, NBSS header, names; typed errors on bad input.
 
-mod smb2_build;
-
-use smb2_build::*;
+use crate::smb2_build::*;
 use sqos::smb2::body::*;
 use sqos::smb2::netbios::{parse_nbss_header, plausible_message_start, NbssType};
 use sqos::smb2::{parse_body, parse_header, Body, Command, FileId, NtStatus, Smb2Error};

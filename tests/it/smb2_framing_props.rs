@@ -1,10 +1,8 @@
 //! Properties of the framer: any bytes, any chunking, any gaps — no panic, bounded memory; and a
 //! valid stream frames the same however it is cut into segments.
 
-mod smb2_build;
-
+use crate::smb2_build::*;
 use proptest::prelude::*;
-use smb2_build::*;
 use sqos::smb2::{Framer, FramerConfig, FramerEvent};
 
 fn msg_strategy() -> impl Strategy<Value = Vec<u8>> {

@@ -2,11 +2,9 @@
 //! related compound operations, interim responses, error responses, opens, I/O records,
 //! hold-back order, statistics and notes.
 
-mod smb2_build;
-
 use std::net::SocketAddr;
 
-use smb2_build::*;
+use crate::smb2_build::*;
 use sqos::capture::Timestamp;
 use sqos::net::{CloseKind, ConnId, ConnKey, Dir, StreamSink};
 use sqos::pipeline::{

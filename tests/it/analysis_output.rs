@@ -1,8 +1,6 @@
 //! The faces of the analysis: flow JSON keys, the text table, CSV, the SVG plot.
 
-mod analysis_kit;
-
-use analysis_kit::*;
+use crate::analysis_kit::*;
 use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
 use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};

@@ -2,9 +2,7 @@
 //! once. Run: `cargo test --release --test analysis_memory -- --ignored --nocapture`
 //! (prints peak RSS and bytes per flow / per open; the numbers are in docs/analysis.md).
 
-mod analysis_kit;
-
-use analysis_kit::*;
+use crate::analysis_kit::*;
 use sqos::analysis::AnalyzerConfig;
 use sqos::sqos::{Options, Status};
 use uuid::Uuid;

@@ -8,79 +8,19 @@
 //! `sqos flows --format json` (every figure of every flow) and with the plugin's tshark summary.
 //!
 //! Needs wireshark (Qt), Xvfb, xdotool, dbus-run-session, at-spi2-core and Debian's python3 with
-//! pyatspi; without them the test says what is missing and passes, except with `CI=true`
-//! (`.ci/run` installs them).
+//! pyatspi: switched on by `SQOS_EXTERNAL_TESTS=1` (`.ci/run` sets it and installs them); see
+//! tests/it/support/need.rs.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-mod support;
-use support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
-use support::repo;
+use crate::support::plugin_summary::{same_value, summary_kv, FLOW_KEYS};
+use crate::support::repo;
 
 const CAPTURE: &str = "captures/noisy-neighbour.pcapng.gz";
 const PYTHON: &str = "/usr/bin/python3"; // Debian's: pyatspi is a Debian package
-
-fn runs(program: &str, args: &[&str]) -> bool {
-    Command::new(program)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// What the GUI test needs and is not there.
-fn missing_tools() -> Vec<&'static str> {
-    let mut missing = Vec::new();
-    let checks: [(&str, &str, &[&str]); 6] = [
-        ("wireshark (apt: wireshark-qt)", "wireshark", &["--version"]),
-        ("tshark", "tshark", &["--version"]),
-        ("Xvfb (apt: xvfb)", "sh", &["-c", "command -v Xvfb"]),
-        ("xdotool", "sh", &["-c", "command -v xdotool"]),
-        (
-            "dbus-run-session (apt: dbus)",
-            "sh",
-            &["-c", "command -v dbus-run-session"],
-        ),
-        (
-            "pyatspi (apt: python3-pyatspi)",
-            PYTHON,
-            &["-c", "import pyatspi"],
-        ),
-    ];
-    for (name, program, args) in checks {
-        if !runs(program, args) {
-            missing.push(name);
-        }
-    }
-    for (name, path) in [
-        ("at-spi2-core", "/usr/libexec/at-spi-bus-launcher"),
-        ("at-spi2-core", "/usr/libexec/at-spi2-registryd"),
-    ] {
-        if !Path::new(path).exists() && !missing.contains(&name) {
-            missing.push(name);
-        }
-    }
-    missing
-}
-
-fn have_gui_tools() -> bool {
-    let missing = missing_tools();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but the GUI test cannot run, missing: {missing:?} (.ci/run installs them)");
-    }
-    eprintln!(
-        "SKIPPED plugin_gui: Wireshark GUI test needs {} (apt-get install --no-install-recommends \
-         wireshark-qt xvfb xdotool dbus python3-pyatspi at-spi2-core)",
-        missing.join(", ")
-    );
-    false
-}
 
 fn sqos(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_sqos"))
@@ -223,11 +163,13 @@ fn check_window(stage: &str, text: &str, e: &Expected) {
     assert_eq!(compared, e.json.len() * FLOW_KEYS.len());
 }
 
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs Wireshark's GUI, Xvfb, xdotool, AT-SPI (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 #[test]
 fn statistics_sqos_flows_window_shows_sqos_flows() {
-    if !have_gui_tools() {
-        return;
-    }
+    crate::support::need::gui_tools(PYTHON);
     let text = sqos(&["flows"]);
     let header = text.lines().next().expect("table header").to_string();
     let mut rows: Vec<String> = block(&text, &header)

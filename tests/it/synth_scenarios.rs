@@ -1,12 +1,10 @@
 //! `sqos synth` scenarios checked from the outside: the capture is parsed with an independent
 //! reader and what the clients reported is recomputed from the READ/WRITE on the wire.
 
-mod synth_common;
-
 use std::collections::{BTreeMap, HashMap};
 
+use crate::synth_common::*;
 use sqos::synth::{Scenario, SynthArgs};
-use synth_common::*;
 
 /// One UPDATE_COUNTERS request as found on the wire, with the I/O recomputed for its interval.
 #[derive(Debug)]
