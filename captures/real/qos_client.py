@@ -11,7 +11,8 @@ right after the fixed part), because no SMB client library knows the structure.
 
 A server without SQOS (Samba's smbd) rejects each IOCTL with an NT status; that is the
 expected outcome and the run goes on. For encrypted runs the session's keys are appended
-to a TSV file so that Wireshark/tshark can decrypt the capture.
+to a key file in Wireshark's "SMB2 Secret Keys" format (smb2_seskey_list), which sqos
+(--keys) and Wireshark/tshark read.
 """
 
 import argparse
@@ -19,7 +20,7 @@ import struct
 import sys
 import uuid
 
-from smbprotocol.connection import Connection, Dialects
+from smbprotocol.connection import Ciphers, Connection, Dialects
 from smbprotocol.exceptions import SMBResponseException
 from smbprotocol.ioctl import IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse
 from smbprotocol.open import (
@@ -52,6 +53,14 @@ INITIATOR_NAME = "TEST-VM"
 INITIATOR_NODE_NAME = "HYPERV-TEST.contoso.com"
 
 FIXED_SIZE = {0x0100: 112, 0x0101: 128}
+
+# --cipher: the one cipher the client offers (3.1.1); 3.0.2 always encrypts with AES-128-CCM.
+CIPHERS = {
+    "aes-128-ccm": Ciphers.AES_128_CCM,
+    "aes-128-gcm": Ciphers.AES_128_GCM,
+    "aes-256-ccm": Ciphers.AES_256_CCM,
+    "aes-256-gcm": Ciphers.AES_256_GCM,
+}
 
 DIALECTS = {
     "210": Dialects.SMB_2_1_0,
@@ -160,29 +169,30 @@ def main():
     ap.add_argument("--file", default=r"vm01\disk0.vhdx")
     ap.add_argument("--dialect", choices=sorted(DIALECTS), required=True)
     ap.add_argument("--security", choices=["plain", "signed", "encrypted"], required=True)
+    ap.add_argument("--cipher", choices=sorted(CIPHERS), help="offer only this cipher (3.1.1)")
     ap.add_argument("--max-output", type=int, default=4096)
-    ap.add_argument("--keys-out", help="append this session's keys (TSV) here")
-    ap.add_argument("--label", default="", help="first column of the keys line")
+    ap.add_argument("--keys-out", help="append this session's keys (Wireshark smb2_seskey_list line) here")
     args = ap.parse_args()
 
     if args.security == "encrypted" and args.dialect == "210":
         sys.exit("SMB 2.1 has no encryption")
 
     conn = Connection(uuid.uuid4(), args.host, args.port, require_signing=args.security == "signed")
-    conn.connect(DIALECTS[args.dialect])
+    ciphers = [CIPHERS[args.cipher]] if args.cipher else None
+    conn.connect(DIALECTS[args.dialect], preferred_encryption_algos=ciphers)
     session = Session(conn, args.user, args.password, require_encryption=args.security == "encrypted")
     session.connect()
     print(
-        f"dialect=0x{conn.dialect:04x} signing={session.signing_required} "
+        f"dialect=0x{conn.dialect:04x} cipher={getattr(conn, 'cipher_id', None)} signing={session.signing_required} "
         f"encrypt={session.encrypt_data} session_id=0x{session.session_id:016x}"
     )
     if args.keys_out and args.security == "encrypted":
         with open(args.keys_out, "a") as f:
+            # Wireshark's UAT line: unquoted hex fields, the session id as its bytes on the wire
+            # (little-endian), then session key, server-to-client key, client-to-server key.
             f.write(
-                "\t".join(
+                ",".join(
                     [
-                        args.label,
-                        # Wireshark wants the session id as the bytes on the wire (little-endian).
                         struct.pack("<Q", session.session_id).hex(),
                         session.session_key.hex(),
                         session.decryption_key.hex(),  # server-to-client

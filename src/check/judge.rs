@@ -79,6 +79,10 @@ pub fn judge_capture<A: FlowAnalysis>(
         Ok(r) => r,
         Err(e) => return failed(format!("unusable capture: {}", e.source)),
     };
+    // Encrypted messages left closed are said once, as every command says them.
+    if let Some(s) = result.stats.undecrypted_summary() {
+        eprintln!("sqos check: {capture}: {s}");
+    }
     let FactsSink {
         mut facts,
         analysis,

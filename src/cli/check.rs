@@ -39,6 +39,9 @@ pub struct CheckArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     quiet: bool,
+    /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
+    #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
+    keys: Vec<super::KeyFileArg>,
 }
 
 fn cannot_run(msg: impl std::fmt::Display) -> i32 {
@@ -81,6 +84,7 @@ pub fn run(a: &CheckArgs) -> i32 {
             capture: capture.clone(),
             ports: a.ports.clone(),
             quiet: a.quiet,
+            keys: a.keys.clone(),
         };
         let v = judge_capture(
             capture,

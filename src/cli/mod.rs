@@ -11,12 +11,14 @@ mod stats;
 mod synth;
 mod tui;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
 use sqos::net::ReassemblyConfig;
 use sqos::pipeline::PipelineConfig;
+use sqos::smb2::crypto::KeyRing;
 
 #[derive(Parser)]
 #[command(
@@ -60,6 +62,11 @@ pub struct InputArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// SMB3 keys to decrypt encrypted sessions: Wireshark's "SMB2 Secret Keys" file
+    /// (`smb2_seskey_list`; one session a line: session id, session key, server-to-client key,
+    /// client-to-server key, in hex). Repeatable.
+    #[arg(long = "keys", value_name = "FILE", value_parser = load_key_file_arg)]
+    pub keys: Vec<KeyFileArg>,
 }
 
 impl InputArgs {
@@ -70,7 +77,40 @@ impl InputArgs {
                 reassembly.ports.push(*p);
             }
         }
-        PipelineConfig { reassembly }
+        PipelineConfig {
+            reassembly,
+            keys: key_ring(&self.keys),
+        }
+    }
+}
+
+/// A `--keys` file, read when the arguments are parsed (a bad file is a usage error, exit 2).
+#[derive(Clone, Debug)]
+pub struct KeyFileArg(Arc<KeyRing>);
+
+fn load_key_file(s: &str) -> Result<KeyFileArg, String> {
+    let mut ring = KeyRing::default();
+    ring.load(Path::new(s)).map_err(|e| e.to_string())?;
+    Ok(KeyFileArg(Arc::new(ring)))
+}
+
+/// The `--keys` value parser, for commands with their own arguments.
+pub fn load_key_file_arg(s: &str) -> Result<KeyFileArg, String> {
+    load_key_file(s)
+}
+
+/// All `--keys` files together.
+pub fn key_ring(files: &[KeyFileArg]) -> Arc<KeyRing> {
+    match files {
+        [] => Arc::default(),
+        [one] => Arc::clone(&one.0),
+        many => {
+            let mut ring = KeyRing::default();
+            for f in many {
+                ring.extend(&f.0);
+            }
+            Arc::new(ring)
+        }
     }
 }
 
@@ -95,8 +135,12 @@ pub fn main() -> i32 {
     }
 }
 
-/// Report how the input ended on stderr and turn it into the exit code.
+/// Report how the input ended on stderr and turn it into the exit code. Encrypted messages
+/// left closed are said once here, whatever the command.
 pub fn finish(path: &std::path::Path, result: &sqos::run::RunResult) -> i32 {
+    if let Some(s) = result.stats.undecrypted_summary() {
+        eprintln!("sqos: {}: {s}", path.display());
+    }
     if let sqos::run::Ending::Damaged(e) = &result.ending {
         eprintln!(
             "sqos: {}: {e} (everything before it was decoded)",

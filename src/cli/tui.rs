@@ -30,6 +30,9 @@ pub struct TuiArgs {
     /// Extra TCP ports to treat as SMB (445 always is).
     #[arg(long = "port", value_name = "PORT")]
     ports: Vec<u16>,
+    /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
+    #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
+    keys: Vec<super::KeyFileArg>,
     /// Most SQOS messages kept for the Messages view (the oldest go first).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGES)]
     max_messages: usize,
@@ -63,7 +66,10 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
     };
     run(TuiOptions {
         input,
-        pipeline: PipelineConfig { reassembly },
+        pipeline: PipelineConfig {
+            reassembly,
+            keys: super::key_ring(&a.keys),
+        },
         max_messages: a.max_messages,
     })
 }

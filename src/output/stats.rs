@@ -24,14 +24,23 @@ pub fn stats_text(s: &Stats) -> String {
     for (cmd, n) in &s.by_command {
         let _ = writeln!(out, "  {cmd:<16} {n}");
     }
+    let closed = s.undecrypted();
     let _ = writeln!(
         out,
         "encrypted         {}{}",
         s.encrypted_messages,
-        if s.encrypted_messages > 0 {
-            " (no keys: not decrypted)"
-        } else {
-            ""
+        match (s.encrypted_messages, closed) {
+            (0, _) => String::new(),
+            (_, 0) => format!(
+                " (all decrypted; {} READ/WRITE by header only)",
+                s.decrypted_headers_only
+            ),
+            (_, c) if s.key_file_sessions == 0 =>
+                format!(" ({c} not decrypted: no keys, see --keys)"),
+            (_, c) => format!(
+                " ({} decrypted, {c} not: no working key)",
+                s.decrypted_messages
+            ),
         }
     );
     let _ = writeln!(out, "compressed        {}", s.compressed_messages);

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -25,6 +26,7 @@ use streams::Smb2Layer;
 
 use crate::capture::{decode_link, Frame, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
+use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
 use crate::sqos::{Dissection, Request, Response};
 
@@ -149,6 +151,8 @@ pub trait RecordSink {
 #[derive(Clone, Debug, Default)]
 pub struct PipelineConfig {
     pub reassembly: ReassemblyConfig,
+    /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
+    pub keys: Arc<KeyRing>,
 }
 
 /// Capture statistics (`sqos stats`).
@@ -170,8 +174,21 @@ pub struct Stats {
     /// command. `by_command` minus these is what Wireshark shows with a command body
     /// (e.g. `smb2.ioctl.function` occurrences for IOCTL).
     pub error_bodies_by_command: BTreeMap<String, u64>,
-    /// Encrypted (0xFD) messages per connection ("encrypted: no keys").
+    /// Encrypted (0xFD) messages per connection.
     pub encrypted_by_connection: BTreeMap<String, u64>,
+    /// Encrypted messages decrypted (their SMB2 messages are in `by_command`).
+    pub decrypted_messages: u64,
+    /// Of those, bulk READ/WRITE read through the keystream without the tag check (only their
+    /// headers are used).
+    pub decrypted_headers_only: u64,
+    /// Encrypted messages whose tag did not verify under any key tried (wrong key).
+    pub auth_failed_messages: u64,
+    /// Encrypted messages not decrypted, per session ("0x…" SessionId).
+    pub undecrypted_by_session: BTreeMap<String, u64>,
+    /// Why, per session (the first reason seen): "no key", "authentication failed", …
+    pub undecrypted_why: BTreeMap<String, String>,
+    /// Sessions in the `--keys` files (0: none given).
+    pub key_file_sessions: u64,
     /// Stream bytes reported missing by TCP reassembly.
     pub gap_bytes: u64,
     /// Bytes skipped while looking for a message start (mid-stream start, after gaps).
@@ -190,6 +207,45 @@ pub struct Stats {
     pub opens_evicted: u64,
     /// Bytes of messages in progress dropped because all framers together held too much.
     pub framer_bytes_shed: u64,
+}
+
+impl Stats {
+    /// Encrypted messages that were not decrypted.
+    pub fn undecrypted(&self) -> u64 {
+        self.undecrypted_by_session.values().sum()
+    }
+
+    /// What to tell the user once about encrypted messages left closed (None: nothing).
+    pub fn undecrypted_summary(&self) -> Option<String> {
+        let n = self.undecrypted();
+        if n == 0 {
+            return None;
+        }
+        let mut sessions: Vec<String> = self
+            .undecrypted_by_session
+            .iter()
+            .map(|(s, k)| match self.undecrypted_why.get(s) {
+                Some(why) => format!("session {s} ({k}, {why})"),
+                None => format!("session {s} ({k})"),
+            })
+            .collect();
+        if sessions.len() > 8 {
+            let more = sessions.len() - 8;
+            sessions.truncate(8);
+            sessions.push(format!("{more} more sessions"));
+        }
+        let advice = if self.key_file_sessions == 0 {
+            "--keys FILE (Wireshark's SMB2 secret keys: session id, session key, server-to-client \
+             and client-to-server keys) would reveal them"
+        } else {
+            "the key files have no key that opens them"
+        };
+        Some(format!(
+            "{n} encrypted SMB3 message{} not decrypted: {}; {advice}",
+            if n == 1 { "" } else { "s" },
+            sessions.join(", ")
+        ))
+    }
 }
 
 /// Bounds of the pipeline's own state (memory stays bounded whatever the capture).
@@ -241,6 +297,7 @@ impl Pipeline {
                 limits.framer,
                 limits.max_framer_bytes,
                 Outbox::new(limits.hold_window_secs, limits.max_queued),
+                cfg.keys,
             ),
             link_errors_noted: false,
             last_ts: Timestamp::default(),

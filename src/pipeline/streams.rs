@@ -1,8 +1,9 @@
 //! The SMB2 layer as a TCP stream sink: one framer per connection and direction, framer events
 //! turned into statistics, notes and (through `Exchange`) records.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use super::exchange::{Chain, Exchange};
 use super::outbox::{Out, Outbox};
@@ -10,6 +11,8 @@ use super::sqos_build::MsgCtx;
 use super::{CaptureNote, Stats};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
+use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
+use crate::smb2::framer::{SealCtx, SealOutcome};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
 
 /// Most connections with SMB2 state at once. TCP reassembly forgets idle connections without
@@ -20,6 +23,8 @@ pub const MAX_CONNECTIONS: usize = 200_000;
 pub const MAX_LISTED_CONNECTIONS: usize = 1000;
 /// The key under which connections past [`MAX_LISTED_CONNECTIONS`] are counted.
 pub const OTHER_CONNECTIONS: &str = "(other connections)";
+/// The key under which sessions past [`MAX_LISTED_CONNECTIONS`] are counted.
+pub const OTHER_SESSIONS: &str = "(other sessions)";
 
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
@@ -31,6 +36,10 @@ pub struct Smb2Layer {
     /// Connections whose framers may hold state, oldest (lowest id) first.
     conns: BTreeMap<ConnId, ConnKey>,
     events: Vec<FramerEvent>,
+    /// Keys and per-session state for encrypted messages.
+    crypto: Decryptor,
+    /// Sessions already given a note about why their messages were not decrypted (bounded).
+    sessions_noted: HashSet<u64>,
     pub exchange: Exchange,
     pub outbox: Outbox,
     pub stats: Stats,
@@ -38,7 +47,12 @@ pub struct Smb2Layer {
 }
 
 impl Smb2Layer {
-    pub fn new(framer_cfg: FramerConfig, max_framer_bytes: usize, outbox: Outbox) -> Self {
+    pub fn new(
+        framer_cfg: FramerConfig,
+        max_framer_bytes: usize,
+        outbox: Outbox,
+        keys: Arc<KeyRing>,
+    ) -> Self {
         Smb2Layer {
             framer_cfg,
             framers: HashMap::new(),
@@ -46,6 +60,8 @@ impl Smb2Layer {
             max_framer_bytes,
             conns: BTreeMap::new(),
             events: Vec::new(),
+            crypto: Decryptor::new(keys),
+            sessions_noted: HashSet::new(),
             exchange: Exchange::new(),
             outbox,
             stats: Stats::default(),
@@ -65,7 +81,7 @@ impl Smb2Layer {
         conn: ConnId,
         dir: Dir,
         frame: u64,
-        f: impl FnOnce(&mut Framer, &mut Vec<FramerEvent>),
+        f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
     ) {
         let cfg = self.framer_cfg;
         let framer = self
@@ -73,7 +89,12 @@ impl Smb2Layer {
             .entry((conn, dir))
             .or_insert_with(|| Framer::new(cfg));
         let before = framer.buffered();
-        f(framer, &mut self.events);
+        let mut ctx = SealCtx {
+            crypto: Some(&mut self.crypto),
+            conn: conn.0,
+            to_server: dir == Dir::ToServer,
+        };
+        f(framer, &mut ctx, &mut self.events);
         let after = framer.buffered();
         self.framer_total = (self.framer_total + after).saturating_sub(before);
         while self.framer_total > self.max_framer_bytes {
@@ -146,16 +167,11 @@ impl Smb2Layer {
     ) {
         match ev {
             FramerEvent::Message(m) => self.on_message(conn, dir, frame, ts, m),
-            FramerEvent::Encrypted { .. } => {
-                self.stats.encrypted_messages += 1;
-                let mut label = self.conn_label(conn);
-                let map = &mut self.stats.encrypted_by_connection;
-                // Bounded: past MAX_LISTED_CONNECTIONS entries, the rest are counted together.
-                if !map.contains_key(&label) && map.len() >= MAX_LISTED_CONNECTIONS {
-                    label = OTHER_CONNECTIONS.to_string();
-                }
-                *map.entry(label).or_insert(0) += 1;
-            }
+            FramerEvent::Encrypted {
+                len,
+                session_id,
+                outcome,
+            } => self.on_encrypted(conn, frame, *len, *session_id, outcome),
             FramerEvent::Compressed { .. } => self.stats.compressed_messages += 1,
             FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,
             FramerEvent::SessionControl { .. } => {}
@@ -179,6 +195,112 @@ impl Smb2Layer {
                     "what they held is lost; framing resumes at the next message start"
                 };
                 self.note(frame, format!("{label}: {bytes} bytes missing ({what})"));
+            }
+        }
+    }
+
+    fn on_encrypted(
+        &mut self,
+        conn: ConnId,
+        frame: u64,
+        len: u32,
+        session_id: Option<u64>,
+        outcome: &SealOutcome,
+    ) {
+        self.stats.encrypted_messages += 1;
+        self.stats.key_file_sessions = self.crypto.key_sessions() as u64;
+        let mut label = self.conn_label(conn);
+        let map = &mut self.stats.encrypted_by_connection;
+        // Bounded: past MAX_LISTED_CONNECTIONS entries, the rest are counted together.
+        if !map.contains_key(&label) && map.len() >= MAX_LISTED_CONNECTIONS {
+            label = OTHER_CONNECTIONS.to_string();
+        }
+        *map.entry(label).or_insert(0) += 1;
+        let session = match session_id {
+            Some(s) => format!("0x{s:016x}"),
+            None => "(unknown)".to_string(),
+        };
+        if let SealOutcome::Decrypted { authenticated, .. } = outcome {
+            self.stats.decrypted_messages += 1;
+            if !authenticated {
+                self.stats.decrypted_headers_only += 1;
+            }
+            return;
+        }
+        let map = &mut self.stats.undecrypted_by_session;
+        let key = if !map.contains_key(&session) && map.len() >= MAX_LISTED_CONNECTIONS {
+            OTHER_SESSIONS.to_string()
+        } else {
+            session.clone()
+        };
+        *map.entry(key.clone()).or_insert(0) += 1;
+        let short = match outcome {
+            SealOutcome::Decrypted { .. } | SealOutcome::NoKeys => "no key",
+            SealOutcome::NeedDirectionKeys => "SMB 3.1.1 setup not captured: direction keys needed",
+            SealOutcome::AuthFailed { .. } => "authentication failed",
+            SealOutcome::Incomplete => "incomplete",
+            SealOutcome::Malformed(_) => "malformed",
+        };
+        self.stats
+            .undecrypted_why
+            .entry(key)
+            .or_insert_with(|| short.to_string());
+        let why = match outcome {
+            SealOutcome::Decrypted { .. } | SealOutcome::NoKeys => None,
+            SealOutcome::NeedDirectionKeys => Some(format!(
+                "session {session}: not decrypted: an SMB 3.1.1 session whose SESSION_SETUP is \
+                 not in the capture, and the key file has only its session key; its keys derive \
+                 from that setup, so the server-to-client and client-to-server keys are needed"
+            )),
+            SealOutcome::AuthFailed { tried } => {
+                self.stats.auth_failed_messages += 1;
+                let from_file = tried.contains(&KeySource::File);
+                let guess_30 = tried.contains(&KeySource::Smb30Guess);
+                let as_30 = guess_30 || tried.contains(&KeySource::Smb30);
+                let as_311 = tried.contains(&KeySource::Smb311);
+                let mut what = Vec::new();
+                if from_file {
+                    what.push("the direction keys of the key file");
+                }
+                if as_311 {
+                    what.push("the keys derived from its session key (SMB 3.1.1)");
+                }
+                if as_30 {
+                    what.push("the keys derived from its session key as SMB 3.0/3.0.2");
+                }
+                let hint = if guess_30 && !from_file {
+                    "; if it is an SMB 3.1.1 session whose setup is not in the capture, its \
+                     server-to-client and client-to-server keys are needed"
+                } else {
+                    " (wrong key for this session?)"
+                };
+                Some(format!(
+                    "session {session}: authentication failed with {}{hint}",
+                    what.join(" and ")
+                ))
+            }
+            SealOutcome::Incomplete => {
+                self.note(
+                    frame,
+                    format!(
+                        "encrypted message of {len} bytes in session {session} incomplete \
+                         (lost bytes or buffering bound): not decrypted"
+                    ),
+                );
+                None
+            }
+            SealOutcome::Malformed(e) => {
+                self.note(
+                    frame,
+                    format!("encrypted message in session {session}: {e}"),
+                );
+                None
+            }
+        };
+        if let (Some(why), Some(sid)) = (why, session_id) {
+            if self.sessions_noted.len() < MAX_LISTED_CONNECTIONS && self.sessions_noted.insert(sid)
+            {
+                self.note(frame, why);
             }
         }
     }
@@ -228,10 +350,16 @@ impl Smb2Layer {
         for dir in [Dir::ToServer, Dir::ToClient] {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
                 self.framer_total = self.framer_total.saturating_sub(f.buffered());
-                f.finish(&mut self.events);
+                let mut ctx = SealCtx {
+                    crypto: Some(&mut self.crypto),
+                    conn: conn.0,
+                    to_server: dir == Dir::ToServer,
+                };
+                f.finish_sealed(&mut ctx, &mut self.events);
                 self.handle_events(conn, dir, frame, ts);
             }
         }
+        self.crypto.forget_conn(conn.0);
         self.exchange
             .close_conn(conn, frame, &mut self.outbox, &mut self.stats);
         self.outbox.release_conn(conn, frame);
@@ -245,7 +373,12 @@ impl Smb2Layer {
         for (conn, dir) in keys {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
                 self.framer_total = self.framer_total.saturating_sub(f.buffered());
-                f.finish(&mut self.events);
+                let mut ctx = SealCtx {
+                    crypto: Some(&mut self.crypto),
+                    conn: conn.0,
+                    to_server: dir == Dir::ToServer,
+                };
+                f.finish_sealed(&mut ctx, &mut self.events);
                 self.handle_events(conn, dir, self.last_frame, ts);
             }
         }
@@ -272,14 +405,16 @@ impl StreamSink for Smb2Layer {
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {
         self.last_frame = self.last_frame.max(frame);
-        self.with_framer(conn, dir, frame, |f, ev| f.push(data, ev));
+        self.with_framer(conn, dir, frame, |f, ctx, ev| f.push_sealed(data, ctx, ev));
         self.handle_events(conn, dir, frame, ts);
     }
 
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64) {
         self.last_frame = self.last_frame.max(frame);
         self.stats.gaps += 1;
-        self.with_framer(conn, dir, frame, |f, ev| f.gap(missing, ev));
+        self.with_framer(conn, dir, frame, |f, ctx, ev| {
+            f.gap_sealed(missing, ctx, ev)
+        });
         self.handle_events(conn, dir, frame, ts);
     }
 

@@ -6,6 +6,7 @@
 //! that links requests, responses and file names.
 
 pub mod body;
+pub mod crypto;
 pub mod error;
 pub mod file_id;
 pub mod framer;
@@ -14,6 +15,7 @@ pub mod matcher;
 pub mod names;
 pub mod netbios;
 pub mod opens;
+pub mod transform;
 
 pub use body::{parse_body, Body};
 pub use error::Smb2Error;

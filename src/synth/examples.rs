@@ -185,9 +185,16 @@ pub fn generate<W: Write>(
         &mut wire,
         t,
         smb2::NEGOTIATE,
-        smb2::negotiate_request(smb_dialect, &guid, &salt),
+        smb2::negotiate_request(smb_dialect, &guid, &salt, smb2::CIPHERS_128),
         0,
-        smb2::negotiate_response(smb_dialect, &guid, t, EPOCH_US - 86_400_000_000, &salt),
+        smb2::negotiate_response(
+            smb_dialect,
+            &guid,
+            t,
+            EPOCH_US - 86_400_000_000,
+            &salt,
+            smb2::CIPHER_DEFAULT,
+        ),
     );
     (t, _) = exchange(
         &mut wire,

@@ -16,10 +16,12 @@ use super::packet::Endpoint;
 use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
+use super::seal::Sealer;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
-use super::wire::{ConnSpec, NetConfig, Side, Time, Wire};
+use super::wire::{ConnSpec, NetConfig, Part, Side, Time, Wire};
 use super::SynthSummary;
+use crate::smb2::crypto::Cipher;
 
 pub const IO_SIZE: u32 = 65_536;
 /// I/Os between two status requests: 1,000 SMB2 messages.
@@ -42,6 +44,7 @@ pub fn generate<W: Write>(
     net: &NetConfig,
     size: u64,
     ipv6: bool,
+    encrypt: Option<Cipher>,
 ) -> io::Result<(W, SynthSummary, Truth)> {
     let mut wire = Wire::new(writer, net.clone(), Rng::new(0x1a76e));
     let (cip, sip) = if ipv6 {
@@ -84,6 +87,7 @@ pub fn generate<W: Write>(
         owd,
         mid: 0,
         session,
+        sealer: encrypt.map(|c| Sealer::new(c, smb2::DIALECT_311, *b"sqos-large-bench")),
     };
     let guid = *Uuid::from_u128(0x3d6a_2b11_7c44_4a0e_9e2f_0c1d_2e3f_4a5b).as_bytes();
     let salt = [0x42; 32];
@@ -91,9 +95,25 @@ pub fn generate<W: Write>(
     let steps: Vec<(u16, Vec<u8>, u32, Vec<u8>)> = vec![
         (
             smb2::NEGOTIATE,
-            smb2::negotiate_request(d311, &guid, &salt),
+            smb2::negotiate_request(
+                d311,
+                &guid,
+                &salt,
+                if encrypt.is_some() {
+                    smb2::CIPHERS_ALL
+                } else {
+                    smb2::CIPHERS_128
+                },
+            ),
             0,
-            smb2::negotiate_response(d311, &guid, t, EPOCH_US - 86_400_000_000, &salt),
+            smb2::negotiate_response(
+                d311,
+                &guid,
+                t,
+                EPOCH_US - 86_400_000_000,
+                &salt,
+                encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
+            ),
         ),
         (
             smb2::SESSION_SETUP,
@@ -196,6 +216,7 @@ pub fn generate<W: Write>(
             t = next;
         }
     }
+    let keys = st.sealer.as_ref().and_then(Sealer::session_keys);
     let (w, traces, frames, bytes) = st.wire.finish()?;
     let tr = |tag: Option<u32>| tag.and_then(|t| traces.get(t as usize)).copied();
     let mut truth = Truth {
@@ -281,6 +302,7 @@ pub fn generate<W: Write>(
         sqos_requests: truth.totals.sqos_requests,
         ios: truth.totals.ios,
         io_bytes: moved,
+        keys: keys.into_iter().collect(),
         ..SynthSummary::default()
     };
     Ok((w, summary, truth))
@@ -293,6 +315,7 @@ struct Stream<W: Write> {
     owd: u64,
     mid: u64,
     session: u64,
+    sealer: Option<Sealer>,
 }
 
 impl<W: Write> Stream<W> {
@@ -321,6 +344,14 @@ impl<W: Write> Stream<W> {
         h
     }
 
+    /// A message as it goes on the wire: sealed once the session is encrypted.
+    fn sealed(&mut self, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
+        match self.sealer.as_mut() {
+            Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
+            None => parts,
+        }
+    }
+
     /// Request → response with one outstanding: (request tag, request's last frame time,
     /// response tag, time the client has the response). Bodies come with their filler length.
     fn exchange(
@@ -332,12 +363,8 @@ impl<W: Write> Stream<W> {
         resp: (Vec<u8>, usize),
     ) -> io::Result<(u32, Time, u32, Time)> {
         self.wire.flush_before(t)?;
-        let d = self.wire.send(
-            self.conn,
-            Side::Client,
-            t,
-            vec![smb2::message(&h, &req.0, req.1)],
-        );
+        let msg = self.sealed(true, smb2::message(&h, &req.0, req.1));
+        let d = self.wire.send(self.conn, Side::Client, t, vec![msg]);
         let (qtag, qat) = d.first().map_or((0, t), |d| (d.tag, d.at));
         let rh = Header {
             status,
@@ -346,12 +373,8 @@ impl<W: Write> Stream<W> {
         };
         let server_t = qat + 90 + (resp.1 + req.1) as u64 / 2500;
         self.wire.flush_before(qat)?;
-        let r = self.wire.send(
-            self.conn,
-            Side::Server,
-            server_t,
-            vec![smb2::message(&rh, &resp.0, resp.1)],
-        );
+        let msg = self.sealed(false, smb2::message(&rh, &resp.0, resp.1));
+        let r = self.wire.send(self.conn, Side::Server, server_t, vec![msg]);
         let (rtag, rat) = r.first().map_or((0, server_t), |d| (d.tag, d.at));
         Ok((qtag, qat.saturating_sub(self.owd), rtag, rat))
     }

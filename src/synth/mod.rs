@@ -14,6 +14,7 @@ pub mod packet;
 pub mod qos;
 pub mod rng;
 pub mod scenario;
+pub mod seal;
 pub mod server;
 pub mod sim;
 pub mod smb2;
@@ -107,6 +108,14 @@ pub struct SynthArgs {
     /// Write the generator's ground truth (JSON) here.
     #[arg(long)]
     pub truth: Option<PathBuf>,
+    /// Encrypt every SMB3 session (after its SESSION_SETUP) with this cipher. AES-128-CCM
+    /// keeps the scenario's SMB dialects (3.0.2 and 3.1.1); the others need 3.1.1, which every
+    /// host then speaks.
+    #[arg(long, value_enum, value_name = "CIPHER")]
+    pub encrypt: Option<seal::CipherArg>,
+    /// Write the sessions' keys here, as Wireshark's "SMB2 Secret Keys" file (for `--keys`).
+    #[arg(long, value_name = "FILE", requires = "encrypt")]
+    pub keys_out: Option<PathBuf>,
 }
 
 /// `--sqos-dialect` values.
@@ -154,6 +163,8 @@ impl SynthArgs {
             big_io: false,
             sqos_dialect: None,
             truth: None,
+            encrypt: None,
+            keys_out: None,
         }
     }
 }
@@ -180,6 +191,9 @@ pub struct SynthSummary {
     pub sqos_requests: u64,
     pub ios: u64,
     pub io_bytes: u64,
+    /// `--encrypt`: the keys of every session (written by `--keys-out`).
+    #[serde(skip)]
+    pub keys: Vec<crate::smb2::crypto::SessionKeys>,
 }
 
 /// Parses `1GiB`, `512MiB`, `64KiB`, `10MB`, `123`.
@@ -278,6 +292,11 @@ pub fn command_line(args: &SynthArgs) -> String {
     opt("snaplen", args.snaplen.map(|v| v.to_string()));
     opt("mss", (args.mss != 1448).then(|| args.mss.to_string()));
     opt(
+        "encrypt",
+        args.encrypt
+            .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
+    );
+    opt(
         "sqos-dialect",
         args.sqos_dialect.map(|d| match d {
             DialectArg::V1_0 => "1.0".to_string(),
@@ -368,6 +387,11 @@ pub fn generate<W: Write>(
         ..NetConfig::default()
     };
     let (sink, summary, mut truth) = match args.scenario {
+        Scenario::SpecExamples if args.encrypt.is_some() => {
+            return Err(SynthError::InvalidArgs(
+                "--encrypt does not apply to spec-examples (no session setup)".into(),
+            ));
+        }
         Scenario::SpecExamples => {
             let wire = Wire::new(writer, net, rng.fork(7));
             let dialect = args
@@ -377,7 +401,8 @@ pub fn generate<W: Write>(
         }
         Scenario::Large => {
             let size = args.size.unwrap_or(1 << 30);
-            large::generate(writer, &net, size, args.ipv6).map_err(io_err)?
+            let cipher = args.encrypt.map(seal::CipherArg::cipher);
+            large::generate(writer, &net, size, args.ipv6, cipher).map_err(io_err)?
         }
         _ => {
             let shape = scenario::Shape {
@@ -396,13 +421,20 @@ pub fn generate<W: Write>(
                     h.sqos = d.dialect();
                 }
             }
+            let cipher = args.encrypt.map(seal::CipherArg::cipher);
+            if cipher.is_some_and(|c| c != crate::smb2::crypto::Cipher::Aes128Ccm) {
+                // SMB 3.0.2 encrypts with AES-128-CCM only.
+                for h in cluster.hosts.iter_mut() {
+                    h.smb_dialect = smb2::DIALECT_311;
+                }
+            }
             let mut net = net;
             if args.midstream {
                 net.capture_from = Some(cluster.start + cluster.duration_us * 3 / 10);
             }
             let capture_from = net.capture_from;
             let wire = Wire::new(writer, net, rng.fork(4));
-            let sim = sim::Sim::new(&cluster, wire, rng.fork(5));
+            let sim = sim::Sim::new(&cluster, wire, rng.fork(5)).encrypted(cipher);
             let (sink, res) = sim.run().map_err(io_err)?;
             let mut truth = res.truth(&cluster);
             truth.capture = truth::CaptureInfo {
@@ -423,6 +455,7 @@ pub fn generate<W: Write>(
                 sqos_requests: truth.totals.sqos_requests,
                 ios: truth.totals.ios,
                 io_bytes: truth.totals.bytes_read + truth.totals.bytes_written,
+                keys: res.keys,
                 ..SynthSummary::default()
             };
             (sink, summary, truth)
@@ -457,6 +490,10 @@ pub fn run(args: &SynthArgs) -> Result<SynthSummary, SynthError> {
         serde_json::to_writer_pretty(&mut w, &truth)?;
         w.write_all(b"\n").map_err(io_err(path))?;
         w.flush().map_err(io_err(path))?;
+    }
+    if let Some(path) = &args.keys_out {
+        std::fs::write(path, crate::smb2::crypto::keys::key_file(&summary.keys))
+            .map_err(io_err(path))?;
     }
     Ok(summary)
 }

@@ -15,10 +15,12 @@ use super::rng::Rng;
 use super::scenario::{
     Action, Cluster, CounterReporting, FaultOn, FlowSpec, PolicySpec, SetupStyle,
 };
+use super::seal::Sealer;
 use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
+use crate::smb2::crypto::{Cipher, SessionKeys};
 
 /// MaxOutputResponse of the client's IOCTLs (what Windows' test suite sends).
 const MAX_OUTPUT: u32 = 4096;
@@ -218,6 +220,8 @@ struct HostRt {
     spare: Option<FileId>,
     /// Server side: next volatile FileId.
     next_volatile: u64,
+    /// `--encrypt`: the session's keys and nonces.
+    sealer: Option<Sealer>,
 }
 
 type Outbox = Vec<(usize, Side, Time, Vec<(Vec<Part>, Item)>)>;
@@ -243,6 +247,8 @@ pub struct Sim<'c, W: Write> {
     end: Time,
     /// Server bugs armed and waiting for the request they strike, in arming order.
     armed: Vec<usize>,
+    /// `--encrypt`: every session is encrypted with this cipher.
+    encrypt: Option<Cipher>,
 }
 
 impl<'c, W: Write> Sim<'c, W> {
@@ -299,6 +305,22 @@ impl<'c, W: Write> Sim<'c, W> {
             outbox: Vec::new(),
             end: c.start + c.duration_us,
             armed: Vec::new(),
+            encrypt: None,
+        }
+    }
+
+    /// Encrypt every session (after its SESSION_SETUP) with `cipher`.
+    pub fn encrypted(mut self, cipher: Option<Cipher>) -> Self {
+        self.encrypt = cipher;
+        self
+    }
+
+    /// `parts` of a message from `h`'s client (or server), sealed if the session is encrypted;
+    /// NEGOTIATE and SESSION_SETUP go in clear and feed the preauth hash.
+    fn sealed(&mut self, h: usize, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
+        match self.hosts.get_mut(h).and_then(|x| x.sealer.as_mut()) {
+            Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
+            None => parts,
         }
     }
 
@@ -330,6 +352,11 @@ impl<'c, W: Write> Sim<'c, W> {
             self.handle(e.t, e.ev);
             self.flush_outbox();
         }
+        let keys = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.sealer.as_ref().and_then(Sealer::session_keys))
+            .collect();
         let retrans = self.wire.retransmissions;
         let reordered = self.wire.reordered;
         let missing = self.wire.unseen_segments;
@@ -344,6 +371,7 @@ impl<'c, W: Write> Sim<'c, W> {
             ios: self.ios,
             msgs: self.msgs,
             flows: self.flows,
+            keys,
         };
         Ok((w, result))
     }
@@ -500,6 +528,7 @@ impl<'c, W: Write> Sim<'c, W> {
         kind: ReqKind,
     ) {
         let parts = smb2::message(&hdr, body, fill);
+        let parts = self.sealed(h, true, parts);
         self.queue_msg(h, Side::Client, t, parts, Item::Req(ReqItem { hdr, kind }));
     }
 
@@ -532,13 +561,25 @@ impl<'c, W: Write> Sim<'c, W> {
                 tree: 0,
                 spare: None,
                 next_volatile: 1,
+                sealer: None,
             });
+        }
+        if let Some(c) = self.encrypt {
+            let mut key = [0u8; 16];
+            key[..8].copy_from_slice(&self.rng.next_u64().to_le_bytes());
+            key[8..].copy_from_slice(&self.rng.next_u64().to_le_bytes());
+            self.hosts[h].sealer = Some(Sealer::new(c, spec.smb_dialect, key));
         }
         self.hosts[h].conn = conn;
         let mut guid = [0u8; 16];
         guid.copy_from_slice(&self.rng.uuid().to_bytes_le());
         let salt = self.salt();
-        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt);
+        let ciphers = if self.encrypt.is_some() {
+            smb2::CIPHERS_ALL
+        } else {
+            smb2::CIPHERS_128
+        };
+        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
         let hdr = self.client_header(h, smb2::NEGOTIATE, 0);
         self.client_send(h, ready, hdr, &body, 0, ReqKind::Negotiate);
     }
@@ -1198,6 +1239,7 @@ impl<'c, W: Write> Sim<'c, W> {
             ..hdr
         };
         let parts = smb2::message(&hdr, body, fill);
+        let parts = self.sealed(h, false, parts);
         self.queue_msg(
             h,
             Side::Server,
@@ -1224,6 +1266,7 @@ impl<'c, W: Write> Sim<'c, W> {
                     reply,
                     self.c.start - 3_600_000_000 * 30,
                     &salt,
+                    self.encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
                 );
                 self.server_send(h, reply, hdr, &body, 0, RespKind::Negotiate);
             }
@@ -1430,6 +1473,8 @@ pub struct SimResult {
     ios: Vec<IoRec>,
     msgs: Vec<MsgRec>,
     flows: Vec<FlowRt>,
+    /// `--encrypt`: the keys of every session, for the key file.
+    pub keys: Vec<SessionKeys>,
 }
 
 impl SimResult {

@@ -95,7 +95,18 @@ pub fn filetime(us: u64) -> u64 {
 
 const CAPS_CLIENT: u32 = 0x0000_007f; // DFS, leasing, large MTU, multi-channel, persistent handles, directory leasing, encryption
 
-pub fn negotiate_request(dialect: u16, client_guid: &[u8; 16], salt: &[u8; 32]) -> Vec<u8> {
+/// Ciphers a Windows 10 client offers (AES-128-GCM, AES-128-CCM); Windows 11 adds AES-256.
+pub const CIPHERS_128: &[u16] = &[0x0002, 0x0001];
+pub const CIPHERS_ALL: &[u16] = &[0x0004, 0x0002, 0x0003, 0x0001];
+/// The cipher a server picks when encryption is not asked for (AES-128-GCM).
+pub const CIPHER_DEFAULT: u16 = 0x0002;
+
+pub fn negotiate_request(
+    dialect: u16,
+    client_guid: &[u8; 16],
+    salt: &[u8; 32],
+    ciphers: &[u16],
+) -> Vec<u8> {
     let dialects: &[u16] = if dialect == DIALECT_311 {
         &[0x0202, 0x0210, 0x0300, 0x0302, 0x0311]
     } else {
@@ -118,7 +129,7 @@ pub fn negotiate_request(dialect: u16, client_guid: &[u8; 16], salt: &[u8; 32]) 
         let off = (64 + b.len()) as u32;
         b[ctx_at..ctx_at + 4].copy_from_slice(&off.to_le_bytes());
         b[ctx_at + 4..ctx_at + 6].copy_from_slice(&2u16.to_le_bytes());
-        negotiate_contexts(&mut b, salt, &[0x0002, 0x0001]);
+        negotiate_contexts(&mut b, salt, ciphers);
     }
     b
 }
@@ -149,6 +160,7 @@ pub fn negotiate_response(
     now_us: u64,
     boot_us: u64,
     salt: &[u8; 32],
+    cipher: u16,
 ) -> Vec<u8> {
     let mut b = Vec::with_capacity(200);
     b.extend_from_slice(&65u16.to_le_bytes());
@@ -171,7 +183,7 @@ pub fn negotiate_response(
         pad8(&mut b, 64);
         let off = (64 + b.len()) as u32;
         b[ctx_at..ctx_at + 4].copy_from_slice(&off.to_le_bytes());
-        negotiate_contexts(&mut b, salt, &[0x0002]);
+        negotiate_contexts(&mut b, salt, &[cipher]);
     }
     b
 }
@@ -427,7 +439,7 @@ mod tests {
         assert_eq!(close_response().len(), 60);
         assert_eq!(error_response().len(), 9);
         assert_eq!(
-            negotiate_response(DIALECT_302, &[0; 16], 0, 0, &[0; 32]).len(),
+            negotiate_response(DIALECT_302, &[0; 16], 0, 0, &[0; 32], CIPHER_DEFAULT).len(),
             64
         );
     }

@@ -287,6 +287,11 @@ impl<W: Write> Wire<W> {
         &self.cfg
     }
 
+    /// The shared filler that `Part::Fill` stands for.
+    pub fn filler(&self) -> &[u8] {
+        &self.fill
+    }
+
     /// When `side` of `conn` can start sending something new.
     pub fn busy_until(&self, conn: u32, side: Side) -> Time {
         self.conns

@@ -28,7 +28,8 @@ fn compare_counts(path: &Path) -> Result<(), String> {
         .and_then(|n| n.to_str())
         .unwrap_or_default();
     let theirs = tshark_smb2_counts(path);
-    let (_, result) = run(path);
+    // Both with the key file beside the capture (the encrypted Samba sessions decrypt).
+    let (_, result) = run_with(path, keys_beside(path));
     let ours: BTreeMap<String, u64> = result.stats.by_command.clone();
     if RECOVERS_MORE.contains(&name) {
         let t: u64 = theirs.values().sum();
@@ -225,7 +226,7 @@ fn tshark_sqos(path: &Path) -> BTreeMap<(u64, String), Vec<String>> {
 }
 
 fn ours_sqos(path: &Path) -> BTreeMap<(u64, String), Vec<String>> {
-    let (c, _) = run(path);
+    let (c, _) = run_with(path, keys_beside(path));
     let mut m: BTreeMap<(u64, String), Vec<String>> = BTreeMap::new();
     for rec in &c.sqos {
         for (f, v) in our_fields(rec) {

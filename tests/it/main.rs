@@ -21,6 +21,8 @@ mod check_captures;
 mod check_cli;
 mod check_junit;
 mod check_rules;
+mod crypto_real_captures;
+mod crypto_synth;
 mod export_parquet;
 mod interop_tshark;
 mod net_props;

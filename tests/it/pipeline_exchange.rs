@@ -400,12 +400,20 @@ fn write_io_record_and_encrypted_count() {
         0.1,
         &framed(&Msg::response(WRITE, 1, 0, write_response(65536))),
     );
+    // A well-formed TRANSFORM_HEADER (OriginalMessageSize 148, session 0x77) and no key.
     let mut enc = vec![0xFD, b'S', b'M', b'B'];
     enc.resize(200, 0);
+    enc[36..40].copy_from_slice(&148u32.to_le_bytes());
+    enc[44..52].copy_from_slice(&0x77u64.to_le_bytes());
     d.send(Dir::ToServer, 0.2, &nbss(&enc));
     let (c, stats) = d.finish();
     assert_eq!(c.order(), vec!["io@2"]);
     assert_eq!(stats.encrypted_messages, 1);
+    assert_eq!(stats.undecrypted(), 1);
+    assert_eq!(
+        stats.undecrypted_by_session.get("0x0000000000000077"),
+        Some(&1)
+    );
     assert_eq!(stats.smb2_messages, 2);
     assert_eq!(
         stats

@@ -5,6 +5,7 @@ mod close;
 mod create;
 mod error_response;
 mod ioctl;
+mod negotiate;
 mod read_write;
 
 pub use close::{parse_close_request, parse_close_response, CloseRequest, CloseResponse};
@@ -14,6 +15,7 @@ pub use ioctl::{
     parse_ioctl_request, parse_ioctl_response, peek_ctl_code, IoctlRequest, IoctlResponse,
     IOCTL_IS_FSCTL,
 };
+pub use negotiate::{parse_negotiate_response, NegotiateResponse};
 pub use read_write::{
     parse_read_request, parse_read_response, parse_write_request, parse_write_response,
     ReadRequest, ReadResponse, WriteRequest, WriteResponse,

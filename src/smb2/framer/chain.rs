@@ -1,7 +1,8 @@
 //! Walking one NBSS session message: its compound parts, how much of each to keep, what a gap
 //! inside it costs.
 
-use super::{FramerConfig, FramerEvent, Part, Smb2Message};
+use super::sealed::{Sealed, SealedInfo};
+use super::{FramerConfig, FramerEvent, Part, SealCtx, Smb2Message};
 use crate::smb2::body::{fixed_body_len, peek_ctl_code};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
@@ -34,6 +35,8 @@ pub(super) enum PartState {
     Skip { n: u64, next: bool },
     /// Skip the rest of the message.
     Rest,
+    /// An encrypted message: its transform header, keys and plaintext (see `sealed`).
+    Sealed(Box<Sealed>),
 }
 
 #[derive(Debug)]
@@ -48,16 +51,85 @@ pub(super) struct InMessage {
     pub(super) opaque: bool,
     /// The bytes were not a message start after all: the framer must scan again.
     pub(super) desync: bool,
+    /// The plaintext of an encrypted message: not a stream position, so never a desync.
+    pub(super) inner: bool,
+    /// Keep only headers and fixed bodies (an encrypted message read without authentication).
+    pub(super) headers_only: bool,
     pub(super) part: PartState,
 }
 
+fn first_gather(wire_len: u64) -> PartState {
+    PartState::Gather {
+        buf: Vec::new(),
+        want: 4,
+        phase: Phase::Proto,
+        header: None,
+        wire_len,
+        next: false,
+    }
+}
+
 impl InMessage {
+    /// An NBSS session message of `len` bytes whose header was `nb`.
+    pub(super) fn new(nb: [u8; 4], len: u32) -> InMessage {
+        InMessage {
+            nb,
+            msg: Smb2Message {
+                len,
+                ..Smb2Message::default()
+            },
+            remaining: u64::from(len),
+            kept: 0,
+            opaque: false,
+            desync: false,
+            inner: false,
+            headers_only: false,
+            part: first_gather(u64::from(len)),
+        }
+    }
+
+    /// The `len`-byte plaintext of an encrypted message.
+    pub(super) fn sealed(len: u32, headers_only: bool, info: SealedInfo) -> InMessage {
+        let mut m = InMessage::new([0; 4], len);
+        m.inner = true;
+        m.headers_only = headers_only;
+        m.msg.sealed = Some(info);
+        m
+    }
+
+    /// Bytes held for this message.
+    pub(super) fn buffered(&self) -> usize {
+        let parts: usize = self.msg.parts.iter().map(|p| p.bytes.len()).sum();
+        let cur = match &self.part {
+            PartState::Gather { buf, .. } => buf.len(),
+            PartState::Sealed(s) => s.buffered(),
+            _ => 0,
+        };
+        parts + cur
+    }
+
+    /// How many bytes the walker wants to look at next (None: it is skipping, by count).
+    pub(super) fn wants_content(&self) -> Option<usize> {
+        match &self.part {
+            PartState::Gather { buf, want, .. } => Some(want.saturating_sub(buf.len())),
+            _ => None,
+        }
+    }
+
     fn is_first_part(&self) -> bool {
         self.msg.parts.is_empty() && self.msg.overflow.is_empty()
     }
 
     /// Give up on framing: the bytes taken for an NBSS header were not one.
     fn desync(&mut self, buf: &[u8], giveback: &mut Vec<u8>) {
+        if self.inner {
+            let mut id = [0u8; 4];
+            for (d, s) in id.iter_mut().zip(buf.iter()) {
+                *d = *s;
+            }
+            self.malformed(Smb2Error::UnknownProtocol(id));
+            return;
+        }
         giveback.extend_from_slice(&self.nb[1..]);
         giveback.extend_from_slice(buf);
         self.desync = true;
@@ -74,23 +146,22 @@ impl InMessage {
         cfg: &FramerConfig,
         out: &mut Vec<FramerEvent>,
         giveback: &mut Vec<u8>,
+        ctx: &mut SealCtx<'_>,
     ) -> usize {
         let avail = (data.len() as u64).min(self.remaining);
         match &mut self.part {
+            PartState::Sealed(s) => {
+                let used = s.step(data.get(..avail as usize).unwrap_or(&[]), cfg, ctx, out);
+                self.remaining -= used as u64;
+                used
+            }
             PartState::Skip { n, next } => {
                 let take = (*n).min(avail);
                 *n -= take;
                 self.remaining -= take;
                 if *n == 0 {
                     self.part = if *next {
-                        PartState::Gather {
-                            buf: Vec::new(),
-                            want: 4,
-                            phase: Phase::Proto,
-                            header: None,
-                            wire_len: self.remaining,
-                            next: false,
-                        }
+                        first_gather(self.remaining)
                     } else {
                         PartState::Rest
                     };
@@ -125,6 +196,7 @@ impl InMessage {
     /// The bytes wanted for the current phase are there: decide what comes next.
     fn advance(&mut self, cfg: &FramerConfig, out: &mut Vec<FramerEvent>, giveback: &mut Vec<u8>) {
         let first = self.is_first_part();
+        let (inner, headers_only) = (self.inner, self.headers_only);
         let PartState::Gather {
             buf,
             want,
@@ -162,9 +234,13 @@ impl InMessage {
                         *want = HEADER_LEN;
                         *phase = Phase::Header;
                     }
-                    (Some(p), true) => {
+                    (Some(ProtocolId::Transform), true) if !inner => {
+                        let proto = std::mem::take(buf);
+                        self.opaque = true;
+                        self.part = PartState::Sealed(Box::new(Sealed::new(len, proto)));
+                    }
+                    (Some(p), true) if !inner => {
                         out.push(match p {
-                            ProtocolId::Transform => FramerEvent::Encrypted { len },
                             ProtocolId::Compressed => FramerEvent::Compressed { len },
                             _ => FramerEvent::Smb1 { len },
                         });
@@ -175,7 +251,7 @@ impl InMessage {
                         let b = std::mem::take(buf);
                         self.desync(&b, giveback);
                     }
-                    (_, false) => {
+                    (_, _) => {
                         let mut id = [0u8; 4];
                         for (d, s) in id.iter_mut().zip(buf.iter()) {
                             *d = *s;
@@ -222,7 +298,11 @@ impl InMessage {
                 let Some(h) = header else {
                     return;
                 };
-                let whole = keep_plan(h, buf, *wire_len);
+                let whole = if headers_only {
+                    buf.len()
+                } else {
+                    keep_plan(h, buf, *wire_len)
+                };
                 let budget = cfg.max_keep.saturating_sub(self.kept);
                 let allowed = whole.min(budget).max(buf.len());
                 *want = allowed;
@@ -235,6 +315,7 @@ impl InMessage {
             }
             Phase::Whole => {
                 let cut = match header {
+                    Some(_) if headers_only => true,
                     Some(h) => keep_plan(h, buf, *wire_len) > buf.len(),
                     None => false,
                 };
@@ -246,6 +327,9 @@ impl InMessage {
     /// Give back memory (a bound over all framers was hit): the part being gathered whole ends
     /// here, and every kept part is cut to its header and fixed body.
     pub(super) fn shed(&mut self, cfg: &FramerConfig) {
+        if let PartState::Sealed(s) = &mut self.part {
+            s.shed();
+        }
         if matches!(
             self.part,
             PartState::Gather {
@@ -313,6 +397,9 @@ impl InMessage {
 
     /// Keep what arrived of the part being gathered (if its header is there), marked cut.
     pub(super) fn take_current_part(&mut self, cfg: &FramerConfig) {
+        if !matches!(self.part, PartState::Gather { .. }) {
+            return;
+        }
         let part = std::mem::replace(&mut self.part, PartState::Rest);
         if let PartState::Gather {
             buf,
@@ -327,23 +414,23 @@ impl InMessage {
 
     /// `missing` (≤ remaining) bytes of this message are lost. Returns true when nothing that
     /// was wanted is lost (the bytes were being skipped).
-    pub(super) fn gap_inside(&mut self, missing: u64, cfg: &FramerConfig) -> bool {
+    pub(super) fn gap_inside(
+        &mut self,
+        missing: u64,
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) -> bool {
         self.remaining -= missing;
         let in_step = match &mut self.part {
+            PartState::Sealed(s) => s.gap(missing, cfg, ctx, out),
             PartState::Skip { n, .. } if missing <= *n => {
                 *n -= missing;
                 if *n == 0 {
                     // Same transition as after skipping: advance with no data.
                     let next = matches!(self.part, PartState::Skip { next: true, .. });
                     self.part = if next {
-                        PartState::Gather {
-                            buf: Vec::new(),
-                            want: 4,
-                            phase: Phase::Proto,
-                            header: None,
-                            wire_len: self.remaining,
-                            next: false,
-                        }
+                        first_gather(self.remaining)
                     } else {
                         PartState::Rest
                     };
@@ -388,9 +475,28 @@ impl InMessage {
     }
 
     /// The message is over: report it (unless opaque or nothing of it was understood).
-    pub(super) fn finish(self, out: &mut Vec<FramerEvent>) {
+    /// NEGOTIATE and SESSION_SETUP go to the decryptor first (the preauth hash).
+    pub(super) fn finish(
+        mut self,
+        cfg: &FramerConfig,
+        out: &mut Vec<FramerEvent>,
+        ctx: &mut SealCtx<'_>,
+    ) {
+        if let PartState::Sealed(s) = &mut self.part {
+            s.finish(cfg, ctx, out);
+        }
         if self.opaque {
             return;
+        }
+        if let (Some(crypto), [p]) = (ctx.crypto.as_deref_mut(), self.msg.parts.as_slice()) {
+            if matches!(
+                p.header.command,
+                Command::NEGOTIATE | Command::SESSION_SETUP
+            ) {
+                let whole =
+                    !p.cut && self.msg.lost_bytes == 0 && p.bytes.len() as u64 == p.wire_len;
+                crypto.observe(ctx.conn, &p.header, &p.bytes, whole);
+            }
         }
         if !self.msg.parts.is_empty() || !self.msg.overflow.is_empty() {
             out.push(FramerEvent::Message(self.msg));
@@ -403,6 +509,8 @@ impl InMessage {
 fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
     let whole = match h.command {
+        // Whole for SMB 3.1.1's preauth integrity hash (the decryption keys derive from it).
+        Command::NEGOTIATE | Command::SESSION_SETUP => wire,
         Command::IOCTL if peek_ctl_code(fixed) == Some(FSCTL_STORAGE_QOS_CONTROL) => wire,
         Command::CREATE if !h.is_response() => {
             let u16_at = |at: usize| {

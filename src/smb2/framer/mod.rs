@@ -12,8 +12,12 @@
 //! in the middle.
 
 mod chain;
+mod sealed;
 
-use chain::{InMessage, PartState, Phase};
+use chain::InMessage;
+pub use sealed::{SealOutcome, SealedInfo, STREAM_MIN};
+
+use super::crypto::Decryptor;
 
 use super::error::Smb2Error;
 use super::header::Header;
@@ -64,14 +68,41 @@ pub struct Smb2Message {
     pub lost_bytes: u64,
     /// A structural problem that ended the walk of the chain early.
     pub malformed: Option<Smb2Error>,
+    /// The message came out of an encrypted (0xFD) message.
+    pub sealed: Option<SealedInfo>,
+}
+
+/// What the framer needs to open encrypted messages: the capture's decryption state, and
+/// where the bytes come from.
+pub struct SealCtx<'a> {
+    /// None: no keys, encrypted messages are counted only.
+    pub crypto: Option<&'a mut Decryptor>,
+    /// The connection (its NEGOTIATE and SESSION_SETUP feed the preauth hash).
+    pub conn: u32,
+    /// The bytes travel to the server (client-to-server key).
+    pub to_server: bool,
+}
+
+impl SealCtx<'_> {
+    /// No decryption.
+    pub fn none() -> SealCtx<'static> {
+        SealCtx {
+            crypto: None,
+            conn: 0,
+            to_server: true,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FramerEvent {
     Message(Smb2Message),
-    /// 0xFD transform header: an encrypted message, not decoded.
+    /// 0xFD transform header: an encrypted message, and what became of it. When decrypted,
+    /// the SMB2 messages inside follow as `Message` events.
     Encrypted {
         len: u32,
+        session_id: Option<u64>,
+        outcome: SealOutcome,
     },
     /// 0xFC compression transform header, not decoded.
     Compressed {
@@ -152,14 +183,7 @@ impl Framer {
             State::Scan { carry, .. } => carry.len(),
             State::NbHeader { buf } => buf.len(),
             State::SkipNbss { .. } => 0,
-            State::Message(m) => {
-                let parts: usize = m.msg.parts.iter().map(|p| p.bytes.len()).sum();
-                let cur = match &m.part {
-                    PartState::Gather { buf, .. } => buf.len(),
-                    _ => 0,
-                };
-                parts + cur
-            }
+            State::Message(m) => m.buffered(),
         };
         state + self.replay.len()
     }
@@ -174,13 +198,18 @@ impl Framer {
         before.saturating_sub(self.buffered())
     }
 
-    /// Feed in-order stream bytes.
+    /// Feed in-order stream bytes (encrypted messages are counted, not opened).
     pub fn push(&mut self, data: &[u8], out: &mut Vec<FramerEvent>) {
+        self.push_sealed(data, &mut SealCtx::none(), out);
+    }
+
+    /// Feed in-order stream bytes, opening encrypted messages with `ctx`.
+    pub fn push_sealed(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
         let mut data = data;
         loop {
             if !self.replay.is_empty() {
                 let replay = std::mem::take(&mut self.replay);
-                let n = self.step(&replay, out);
+                let n = self.step(&replay, ctx, out);
                 let mut next = std::mem::take(&mut self.giveback);
                 next.extend_from_slice(replay.get(n..).unwrap_or(&[]));
                 self.replay = next;
@@ -189,7 +218,7 @@ impl Framer {
             if data.is_empty() {
                 break;
             }
-            let n = self.step(data, out);
+            let n = self.step(data, ctx, out);
             data = data.get(n..).unwrap_or(&[]);
             self.replay = std::mem::take(&mut self.giveback);
         }
@@ -197,8 +226,13 @@ impl Framer {
 
     /// `missing` bytes of the stream will never arrive; the next `push` continues after them.
     pub fn gap(&mut self, missing: u64, out: &mut Vec<FramerEvent>) {
+        self.gap_sealed(missing, &mut SealCtx::none(), out);
+    }
+
+    /// [`Framer::gap`] with decryption.
+    pub fn gap_sealed(&mut self, missing: u64, ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
         // Bytes waiting for replay came before the gap: process them first.
-        self.push(&[], out);
+        self.push_sealed(&[], ctx, out);
         let state = std::mem::replace(
             &mut self.state,
             State::Scan {
@@ -214,9 +248,9 @@ impl Framer {
                 true,
             ),
             State::Message(mut m) if missing <= m.remaining => {
-                let in_step = m.gap_inside(missing, &self.cfg);
+                let in_step = m.gap_inside(missing, &self.cfg, ctx, out);
                 if m.remaining == 0 {
-                    m.finish(out);
+                    m.finish(&self.cfg, out, ctx);
                     (State::NbHeader { buf: Vec::new() }, in_step)
                 } else {
                     (State::Message(m), in_step)
@@ -226,7 +260,7 @@ impl Framer {
                 m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
                 m.remaining = 0;
                 m.take_current_part(&self.cfg);
-                m.finish(out);
+                m.finish(&self.cfg, out, ctx);
                 (State::fresh_scan(), false)
             }
             State::Scan { skipped, .. } => (
@@ -247,7 +281,7 @@ impl Framer {
 
     /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
     /// through `self.giveback`.
-    fn step(&mut self, data: &[u8], out: &mut Vec<FramerEvent>) -> usize {
+    fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) -> usize {
         let state = std::mem::replace(&mut self.state, State::fresh_scan());
         let (next, used) = match state {
             State::Scan { carry, skipped } => self.scan(carry, skipped, data, out),
@@ -267,7 +301,7 @@ impl Framer {
                 (next, take as usize)
             }
             State::Message(mut m) => {
-                let used = m.step(data, &self.cfg, out, &mut self.giveback);
+                let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
                 if m.desync {
                     (
                         State::Scan {
@@ -277,7 +311,7 @@ impl Framer {
                         used,
                     )
                 } else if m.remaining == 0 {
-                    m.finish(out);
+                    m.finish(&self.cfg, out, ctx);
                     (State::NbHeader { buf: Vec::new() }, used)
                 } else {
                     (State::Message(m), used)
@@ -301,25 +335,7 @@ impl Framer {
                 if h.length == 0 {
                     return State::NbHeader { buf: Vec::new() };
                 }
-                State::Message(Box::new(InMessage {
-                    nb,
-                    msg: Smb2Message {
-                        len: h.length,
-                        ..Smb2Message::default()
-                    },
-                    remaining: u64::from(h.length),
-                    kept: 0,
-                    opaque: false,
-                    desync: false,
-                    part: PartState::Gather {
-                        buf: Vec::new(),
-                        want: 4,
-                        phase: Phase::Proto,
-                        header: None,
-                        wire_len: u64::from(h.length),
-                        next: false,
-                    },
-                }))
+                State::Message(Box::new(InMessage::new(nb, h.length)))
             }
             Some(h) if h.length <= MAX_CONTROL_LEN => {
                 out.push(FramerEvent::SessionControl {
@@ -346,13 +362,18 @@ impl Framer {
 
     /// End of the stream: a message still being received is reported with what arrived.
     pub fn finish(&mut self, out: &mut Vec<FramerEvent>) {
+        self.finish_sealed(&mut SealCtx::none(), out);
+    }
+
+    /// [`Framer::finish`] with decryption.
+    pub fn finish_sealed(&mut self, ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
         self.replay.clear();
         let state = std::mem::replace(&mut self.state, State::fresh_scan());
         if let State::Message(mut m) = state {
             m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
             m.remaining = 0;
             m.take_current_part(&self.cfg);
-            m.finish(out);
+            m.finish(&self.cfg, out, ctx);
         }
     }
 

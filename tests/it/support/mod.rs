@@ -50,12 +50,62 @@ impl CaptureSink for Collected {
 }
 
 pub fn run(path: &Path) -> (Collected, RunResult) {
+    run_with(path, PipelineConfig::default())
+}
+
+/// [`run`] with a pipeline configuration (keys, ports).
+pub fn run_with(path: &Path, cfg: PipelineConfig) -> (Collected, RunResult) {
     let mut c = Collected::default();
-    let r = match run_capture(path, PipelineConfig::default(), &mut c, false) {
+    let r = match run_capture(path, cfg, &mut c, false) {
         Ok(r) => r,
         Err(e) => panic!("{}: unusable: {e}", path.display()),
     };
     (c, r)
+}
+
+/// A pipeline configuration with the keys of `files` (Wireshark `smb2_seskey_list` files).
+pub fn with_keys(files: &[&Path]) -> PipelineConfig {
+    let mut ring = sqos::smb2::crypto::KeyRing::default();
+    for f in files {
+        ring.load(f).expect("key file");
+    }
+    PipelineConfig {
+        keys: std::sync::Arc::new(ring),
+        ..PipelineConfig::default()
+    }
+}
+
+/// The key file beside a capture (`smb2_seskey_list` in its folder), if there is one.
+pub fn key_file_beside(path: &Path) -> Option<PathBuf> {
+    path.parent()
+        .map(|d| d.join("smb2_seskey_list"))
+        .filter(|k| k.is_file())
+}
+
+/// A pipeline configuration with the key file beside `path` (default without one).
+pub fn keys_beside(path: &Path) -> PipelineConfig {
+    match key_file_beside(path) {
+        Some(k) => with_keys(&[&k]),
+        None => PipelineConfig::default(),
+    }
+}
+
+/// tshark options giving it the rows of the key file beside `path` (one `-o uat:` each).
+pub fn tshark_key_opts(path: &Path) -> Vec<String> {
+    let Some(k) = key_file_beside(path) else {
+        return Vec::new();
+    };
+    std::fs::read_to_string(k)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .flat_map(|l| ["-o".to_string(), format!("uat:smb2_seskey_list:{l}")])
+        .collect()
+}
+
+/// The key file committed beside the Samba captures.
+pub fn real_keys() -> PathBuf {
+    repo().join("captures/real/smb2_seskey_list")
 }
 
 pub fn repo() -> PathBuf {
@@ -84,6 +134,7 @@ pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
 pub fn tshark_fields(path: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
     cmd.arg("-n").arg("-r").arg(path);
+    cmd.args(tshark_key_opts(path));
     cmd.args([
         "-o",
         "tcp.reassemble_out_of_order:TRUE",

@@ -1,0 +1,387 @@
+//! SMB3 decryption: the key file (`keys`), key derivation (`kdf`, `preauth`), the ciphers
+//! (`cipher`), and [`Decryptor`], the per-capture state that turns a session id into the keys
+//! that can open its messages.
+//!
+//! Where keys come from, in order: the direction keys of the key file (any dialect, even when
+//! the capture starts after the session setup); else the session key, derived for the dialect
+//! the capture's NEGOTIATE chose — 3.0/3.0.2 need nothing more, 3.1.1 needs the session's
+//! preauth integrity hash, computed here from the NEGOTIATE and SESSION_SETUP messages the
+//! framer hands to [`Decryptor::observe`].
+
+pub mod cipher;
+pub mod kdf;
+pub mod keys;
+pub mod preauth;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use cipher::{AuthFailed, Cipher, Keystream};
+pub use keys::{KeyFileError, KeyRing, SessionKeys};
+
+use super::body::parse_negotiate_response;
+use super::header::{Header, HEADER_LEN};
+use super::names::{Command, NtStatus};
+use kdf::{smb30_keys, smb311_keys, DirectionKeys};
+use preauth::{preauth_next, PreauthHash, PREAUTH_ZERO};
+
+/// Most sessions and connections whose crypto state is kept (each a few hundred bytes).
+const MAX_SESSIONS: usize = 65_536;
+const MAX_CONNS: usize = 200_000;
+/// Most SESSION_SETUP exchanges in progress at once.
+const MAX_SETUPS: usize = 4096;
+
+const DIALECT_311: u16 = 0x0311;
+/// SMB2_SESSION_FLAG_BINDING in a SESSION_SETUP request's Flags (MS-SMB2 2.2.5).
+const SESSION_FLAG_BINDING: u8 = 0x01;
+
+/// How a candidate key was obtained (for saying what was tried when nothing worked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeySource {
+    /// A direction key from the key file.
+    File,
+    /// Derived from the session key as SMB 3.0/3.0.2 does (the capture's NEGOTIATE said so).
+    Smb30,
+    /// The same, tried because the session's NEGOTIATE is not in the capture.
+    Smb30Guess,
+    /// Derived from the session key and the preauth hash (SMB 3.1.1).
+    Smb311,
+}
+
+/// An AES key (16 or 32 bytes) without a heap allocation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    bytes: [u8; 32],
+    len: u8,
+}
+
+impl Key {
+    pub fn new(b: &[u8]) -> Option<Key> {
+        if b.len() != 16 && b.len() != 32 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        bytes[..b.len()].copy_from_slice(b);
+        Some(Key {
+            bytes,
+            len: b.len() as u8,
+        })
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key({} bytes)", self.len)
+    }
+}
+
+/// A (cipher, key) pair to try on a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub cipher: Cipher,
+    pub key: Key,
+    pub source: KeySource,
+}
+
+/// Up to six candidates, most likely first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Candidates {
+    items: [Option<Candidate>; 6],
+}
+
+impl Candidates {
+    fn push(&mut self, c: Candidate) {
+        if self.items.iter().flatten().any(|x| *x == c) {
+            return;
+        }
+        if let Some(slot) = self.items.iter_mut().find(|s| s.is_none()) {
+            *slot = Some(c);
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Candidate> {
+        self.items.iter().flatten()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.iter().all(Option::is_none)
+    }
+    pub fn get(&self, i: usize) -> Option<&Candidate> {
+        self.iter().nth(i)
+    }
+}
+
+/// Why a session's messages cannot be decrypted at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// No key file, or the session is not in it.
+    NoKeys,
+    /// An SMB 3.1.1 session with only its session key in the key file, and its SESSION_SETUP
+    /// (the preauth hash the keys derive from) is not in the capture.
+    NeedDirectionKeys,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ConnCrypto {
+    dialect: Option<u16>,
+    cipher: Option<Cipher>,
+    /// Preauth hash after the NEGOTIATE request (waiting for the response).
+    after_request: Option<PreauthHash>,
+    /// The connection's preauth hash (after the NEGOTIATE response), 3.1.1 only.
+    hash: Option<PreauthHash>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct SessionCrypto {
+    dialect: Option<u16>,
+    cipher: Option<Cipher>,
+    preauth: Option<PreauthHash>,
+    /// Keys derived so far, per cipher (derivation depends on the cipher's key length).
+    derived: Vec<(Cipher, DirectionKeys)>,
+}
+
+/// Per-capture decryption state. Bounded: sessions, connections and setups in progress each
+/// have a cap; past it new ones are not tracked (their messages then need direction keys).
+#[derive(Debug, Default)]
+pub struct Decryptor {
+    keys: Arc<KeyRing>,
+    conns: HashMap<u32, ConnCrypto>,
+    sessions: HashMap<u64, SessionCrypto>,
+    /// SESSION_SETUP exchanges in progress: (connection, session id) → preauth hash so far.
+    setups: HashMap<(u32, u64), PreauthHash>,
+}
+
+impl Decryptor {
+    pub fn new(keys: Arc<KeyRing>) -> Decryptor {
+        Decryptor {
+            keys,
+            ..Decryptor::default()
+        }
+    }
+
+    /// Sessions in the key file(s).
+    pub fn key_sessions(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// A whole NEGOTIATE or SESSION_SETUP message went by on connection `conn` (`whole` false
+    /// when the capture lost part of it: its hash cannot be computed).
+    pub fn observe(&mut self, conn: u32, h: &Header, bytes: &[u8], whole: bool) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let msg = whole.then_some(bytes);
+        match (h.command, h.is_response()) {
+            (Command::NEGOTIATE, false) => {
+                if let Some(c) = self.conn(conn) {
+                    *c = ConnCrypto {
+                        after_request: msg.map(|m| preauth_next(&PREAUTH_ZERO, m)),
+                        ..ConnCrypto::default()
+                    };
+                }
+            }
+            (Command::NEGOTIATE, true) => {
+                let Ok(n) = parse_negotiate_response(bytes) else {
+                    return;
+                };
+                if let Some(c) = self.conn(conn) {
+                    c.dialect = Some(n.dialect);
+                    c.cipher = n.cipher_id.and_then(Cipher::from_id);
+                    c.hash = match (n.dialect, c.after_request, msg) {
+                        (DIALECT_311, Some(prev), Some(m)) => Some(preauth_next(&prev, m)),
+                        _ => None,
+                    };
+                }
+            }
+            (Command::SESSION_SETUP, false) => {
+                let sid = h.session_id;
+                let binding = bytes
+                    .get(HEADER_LEN + 2)
+                    .is_some_and(|f| f & SESSION_FLAG_BINDING != 0);
+                let key = (conn, sid);
+                if let Some(prev) = self.setups.get(&key).copied() {
+                    match msg {
+                        Some(m) => {
+                            self.setups.insert(key, preauth_next(&prev, m));
+                        }
+                        None => {
+                            self.setups.remove(&key);
+                        }
+                    }
+                } else if sid == 0 && !binding {
+                    // A new session: its hash starts from the connection's.
+                    let start = self.conns.get(&conn).and_then(|c| c.hash);
+                    if let (Some(prev), Some(m)) = (start, msg) {
+                        if self.setups.len() < MAX_SETUPS {
+                            self.setups.insert(key, preauth_next(&prev, m));
+                        }
+                    }
+                }
+            }
+            (Command::SESSION_SETUP, true) => {
+                let sid = h.session_id;
+                let chain = self
+                    .setups
+                    .remove(&(conn, sid))
+                    .or_else(|| self.setups.remove(&(conn, 0)));
+                if h.status == NtStatus::MORE_PROCESSING_REQUIRED {
+                    if let (Some(prev), Some(m)) = (chain, msg) {
+                        self.setups.insert((conn, sid), preauth_next(&prev, m));
+                    }
+                } else if !h.status.is_error() {
+                    let (dialect, cipher) = self
+                        .conns
+                        .get(&conn)
+                        .map(|c| (c.dialect, c.cipher))
+                        .unwrap_or_default();
+                    let fresh = chain.is_some();
+                    if let Some(s) = self.session(sid) {
+                        // A binding (second channel) or re-authentication leaves the keys as
+                        // they were; only the session's own setup sets the preauth hash.
+                        if fresh || s.dialect.is_none() {
+                            s.dialect = dialect.or(s.dialect);
+                            s.cipher = cipher.or(s.cipher);
+                        }
+                        if fresh {
+                            s.preauth = chain;
+                            s.derived.clear();
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn conn(&mut self, conn: u32) -> Option<&mut ConnCrypto> {
+        if !self.conns.contains_key(&conn) && self.conns.len() >= MAX_CONNS {
+            return None;
+        }
+        Some(self.conns.entry(conn).or_default())
+    }
+
+    fn session(&mut self, sid: u64) -> Option<&mut SessionCrypto> {
+        if !self.sessions.contains_key(&sid) && self.sessions.len() >= MAX_SESSIONS {
+            return None;
+        }
+        Some(self.sessions.entry(sid).or_default())
+    }
+
+    /// The connection ended.
+    pub fn forget_conn(&mut self, conn: u32) {
+        self.conns.remove(&conn);
+        if !self.setups.is_empty() {
+            self.setups.retain(|(c, _), _| *c != conn);
+        }
+    }
+
+    /// The message of session `sid` authenticated with `cipher`: later ones try it first.
+    pub fn confirm(&mut self, sid: u64, cipher: Cipher) {
+        if let Some(s) = self.session(sid) {
+            s.cipher = Some(cipher);
+        }
+    }
+
+    /// The (cipher, key) pairs that may open a message of session `sid` travelling to the
+    /// server (`to_server`) or to the client.
+    pub fn candidates(&mut self, sid: u64, to_server: bool) -> Result<Candidates, Missing> {
+        let keys = Arc::clone(&self.keys);
+        let Some(k) = keys.get(sid) else {
+            return Err(Missing::NoKeys);
+        };
+        let (dialect, known) = self
+            .sessions
+            .get(&sid)
+            .map(|s| (s.dialect, s.cipher))
+            .unwrap_or_default();
+        let mut out = Candidates::default();
+        let dir_key = if to_server {
+            &k.client_to_server
+        } else {
+            &k.server_to_client
+        };
+        if let Some(key) = Key::new(dir_key) {
+            let fitting = Cipher::for_key_len(dir_key.len());
+            if let Some(c) = known.filter(|c| fitting.contains(c)) {
+                out.push(Candidate {
+                    cipher: c,
+                    key,
+                    source: KeySource::File,
+                });
+            }
+            for &c in fitting {
+                out.push(Candidate {
+                    cipher: c,
+                    key,
+                    source: KeySource::File,
+                });
+            }
+        }
+        if !k.session_key.is_empty() {
+            match dialect {
+                Some(DIALECT_311) => {
+                    let ciphers: Vec<Cipher> = match known {
+                        Some(c) => vec![c],
+                        None => Cipher::ALL.to_vec(),
+                    };
+                    for c in ciphers {
+                        if let Some(d) = self.derived_311(sid, &k.session_key, c) {
+                            let b = if to_server {
+                                &d.client_to_server
+                            } else {
+                                &d.server_to_client
+                            };
+                            if let Some(key) = Key::new(b) {
+                                out.push(Candidate {
+                                    cipher: c,
+                                    key,
+                                    source: KeySource::Smb311,
+                                });
+                            }
+                        }
+                    }
+                    if out.is_empty() {
+                        return Err(Missing::NeedDirectionKeys);
+                    }
+                }
+                Some(d) if d < 0x0300 => {}
+                // 3.0/3.0.2, or a session whose NEGOTIATE is not in the capture: 3.0's
+                // derivation needs nothing else, so it is worth a try.
+                dialect => {
+                    let d = smb30_keys(&k.session_key);
+                    let b = if to_server {
+                        d.client_to_server
+                    } else {
+                        d.server_to_client
+                    };
+                    if let Some(key) = Key::new(&b) {
+                        out.push(Candidate {
+                            cipher: Cipher::Aes128Ccm,
+                            key,
+                            source: if dialect.is_some() {
+                                KeySource::Smb30
+                            } else {
+                                KeySource::Smb30Guess
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Missing::NoKeys);
+        }
+        Ok(out)
+    }
+
+    fn derived_311(&mut self, sid: u64, session_key: &[u8], c: Cipher) -> Option<DirectionKeys> {
+        let s = self.sessions.get_mut(&sid)?;
+        if let Some((_, d)) = s.derived.iter().find(|(x, _)| *x == c) {
+            return Some(d.clone());
+        }
+        let d = smb311_keys(session_key, &s.preauth?, c);
+        s.derived.push((c, d.clone()));
+        Some(d)
+    }
+}

@@ -1,0 +1,506 @@
+//! An encrypted message (0xFD TRANSFORM_HEADER) inside the framer.
+//!
+//! The transform header is read, the session's keys are looked up, and the first 64 bytes of
+//! ciphertext are run through the keystream of each candidate key: the right one shows an SMB2
+//! header of the same session. Then, by what that header is:
+//! - a single bulk READ response / WRITE request: *streamed*: the plaintext walker
+//!   ([`InMessage`]) reads the header and fixed body through the keystream and skips the data
+//!   by counting, never decrypting or buffering it (not authenticated: only its header is
+//!   used, for observed I/O);
+//! - anything else (SQOS IOCTLs, CREATE, TREE_CONNECT, SESSION_SETUP, compounds…): the whole
+//!   ciphertext is buffered (at most `max_keep`), authenticated and decrypted by the AEAD, and
+//!   the plaintext walked like a plain message. Larger ones are streamed with headers only.
+//!
+//! Either way the SMB2 messages inside come out as ordinary [`FramerEvent::Message`]s, tagged
+//! with the session they were sealed for.
+
+use super::chain::InMessage;
+use super::{FramerConfig, FramerEvent, SealCtx};
+use crate::smb2::crypto::{cipher, Candidates, Cipher, KeySource, Keystream, Missing};
+use crate::smb2::error::Smb2Error;
+use crate::smb2::header::{parse_header, HEADER_LEN};
+use crate::smb2::names::Command;
+use crate::smb2::transform::{parse_transform_header, TransformHeader, TRANSFORM_HEADER_LEN};
+
+/// READ/WRITE messages up to this size are authenticated whole like the others (cheap, and it
+/// proves the key early); larger ones are streamed.
+pub const STREAM_MIN: u64 = 4096;
+/// Ciphertext bytes looked at to tell the right key and the kind of message.
+const PROBE_LEN: u64 = HEADER_LEN as u64;
+
+/// What became of an encrypted message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SealOutcome {
+    /// Decrypted; `authenticated` false when only its headers were read through the keystream.
+    Decrypted { cipher: Cipher, authenticated: bool },
+    /// No key for the session.
+    NoKeys,
+    /// SMB 3.1.1 session whose setup is not in the capture and only its session key is known.
+    NeedDirectionKeys,
+    /// No candidate key opened it (wrong key). `tried` says where the keys came from.
+    AuthFailed { tried: Vec<KeySource> },
+    /// Part of it never arrived (gap, end of capture) or the buffering bound dropped it.
+    Incomplete,
+    /// The transform header is inconsistent.
+    Malformed(Smb2Error),
+}
+
+/// The session and trust of the SMB2 messages that came out of an encrypted message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SealedInfo {
+    pub session_id: u64,
+    pub cipher: Cipher,
+    /// False when the message was streamed (headers read without the tag check).
+    pub authenticated: bool,
+}
+
+enum Phase {
+    Header(Vec<u8>),
+    Probe {
+        th: TransformHeader,
+        cands: Candidates,
+        buf: Vec<u8>,
+    },
+    Whole {
+        th: TransformHeader,
+        cands: Candidates,
+        first: usize,
+        buf: Vec<u8>,
+    },
+    Stream {
+        ks: Keystream,
+        inner: Box<InMessage>,
+        scratch: Vec<u8>,
+    },
+    Skip,
+}
+
+impl std::fmt::Debug for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Header(_) => "Header",
+            Phase::Probe { .. } => "Probe",
+            Phase::Whole { .. } => "Whole",
+            Phase::Stream { .. } => "Stream",
+            Phase::Skip => "Skip",
+        })
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Sealed {
+    /// NBSS length of the message (transform header included).
+    nb_len: u32,
+    /// Ciphertext length, once the header is read.
+    len: u64,
+    /// Ciphertext bytes consumed.
+    pos: u64,
+    session_id: Option<u64>,
+    phase: Phase,
+    /// The outcome event was given.
+    reported: bool,
+}
+
+fn plausible(plain: &[u8], session_id: u64) -> bool {
+    match plain.get(..4) {
+        Some([0xFE, b'S', b'M', b'B']) => plain
+            .get(40..48)
+            .is_none_or(|b| b == session_id.to_le_bytes()),
+        // A compression transform inside: no session id to check (the AEAD will).
+        Some([0xFC, b'S', b'M', b'B']) => true,
+        _ => false,
+    }
+}
+
+/// Walk `plain` (decrypted bytes of the message, from the walker's position) through `inner`.
+fn feed(
+    inner: &mut InMessage,
+    plain: &[u8],
+    cfg: &FramerConfig,
+    ctx: &mut SealCtx<'_>,
+    out: &mut Vec<FramerEvent>,
+) {
+    let mut at = 0usize;
+    let mut stalls = 0;
+    // A step may take no byte while its state moves on; three in a row means it is done.
+    while inner.remaining > 0 && at < plain.len() && stalls < 3 {
+        let n = inner.step(
+            plain.get(at..).unwrap_or(&[]),
+            cfg,
+            out,
+            &mut Vec::new(),
+            ctx,
+        );
+        at += n;
+        stalls = if n == 0 { stalls + 1 } else { 0 };
+    }
+}
+
+fn is_bulk(plain: &[u8]) -> bool {
+    parse_header(plain).is_ok_and(|h| {
+        h.next_command == 0
+            && ((h.command == Command::READ && h.is_response())
+                || (h.command == Command::WRITE && !h.is_response()))
+    })
+}
+
+impl Sealed {
+    /// A transform message whose first four bytes (the protocol id) are `proto`.
+    pub(super) fn new(nb_len: u32, proto: Vec<u8>) -> Sealed {
+        Sealed {
+            nb_len,
+            len: 0,
+            pos: 0,
+            session_id: None,
+            phase: Phase::Header(proto),
+            reported: false,
+        }
+    }
+
+    pub(super) fn buffered(&self) -> usize {
+        match &self.phase {
+            Phase::Header(b) | Phase::Probe { buf: b, .. } | Phase::Whole { buf: b, .. } => b.len(),
+            Phase::Stream { inner, .. } => inner.buffered(),
+            Phase::Skip => 0,
+        }
+    }
+
+    fn report(&mut self, outcome: SealOutcome, out: &mut Vec<FramerEvent>) {
+        if !self.reported {
+            self.reported = true;
+            out.push(FramerEvent::Encrypted {
+                len: self.nb_len,
+                session_id: self.session_id,
+                outcome,
+            });
+        }
+    }
+
+    fn give_up(&mut self, outcome: SealOutcome, out: &mut Vec<FramerEvent>) {
+        self.report(outcome, out);
+        self.phase = Phase::Skip;
+    }
+
+    /// A bound over all framers was hit: a message being buffered whole is dropped (reported
+    /// as incomplete when the message ends).
+    pub(super) fn shed(&mut self) {
+        if matches!(self.phase, Phase::Whole { .. } | Phase::Probe { .. }) {
+            self.phase = Phase::Skip;
+        }
+    }
+
+    /// Consume message bytes (after the NBSS header); returns how many.
+    pub(super) fn step(
+        &mut self,
+        data: &[u8],
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) -> usize {
+        let mut used = 0usize;
+        let mut stalls = 0;
+        while used < data.len() {
+            let rest = data.get(used..).unwrap_or(&[]);
+            let n = self.step_once(rest, cfg, ctx, out);
+            used += n;
+            if n == 0 {
+                stalls += 1;
+                if stalls > 2 {
+                    break;
+                }
+            } else {
+                stalls = 0;
+            }
+        }
+        used
+    }
+
+    fn step_once(
+        &mut self,
+        data: &[u8],
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) -> usize {
+        let left = self.len.saturating_sub(self.pos);
+        match &mut self.phase {
+            Phase::Header(buf) => {
+                let take = (TRANSFORM_HEADER_LEN - buf.len()).min(data.len());
+                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
+                if buf.len() == TRANSFORM_HEADER_LEN {
+                    let parsed = parse_transform_header(buf);
+                    self.after_header(parsed, ctx, out);
+                }
+                take
+            }
+            Phase::Probe { buf, .. } => {
+                let want = PROBE_LEN.min(self.len) as usize;
+                let take = (want - buf.len()).min(data.len());
+                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
+                self.pos += take as u64;
+                if buf.len() >= want {
+                    self.after_probe(cfg, ctx, out);
+                }
+                take
+            }
+            Phase::Whole { buf, .. } => {
+                let take = (left.min(data.len() as u64)) as usize;
+                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
+                self.pos += take as u64;
+                if self.pos >= self.len {
+                    self.open_whole(cfg, ctx, out);
+                }
+                take
+            }
+            Phase::Stream { ks, inner, scratch } => {
+                let avail = left.min(data.len() as u64) as usize;
+                let used = match inner.wants_content() {
+                    Some(need) => {
+                        let n = need.min(avail);
+                        scratch.clear();
+                        scratch.extend_from_slice(data.get(..n).unwrap_or(&[]));
+                        ks.apply_at(self.pos, scratch);
+                        inner.step(scratch, cfg, out, &mut Vec::new(), ctx)
+                    }
+                    // Skipped bytes are never decrypted: the walker only counts them.
+                    None => inner.step(
+                        data.get(..avail).unwrap_or(&[]),
+                        cfg,
+                        out,
+                        &mut Vec::new(),
+                        ctx,
+                    ),
+                };
+                self.pos += used as u64;
+                if inner.remaining == 0 || self.pos >= self.len {
+                    self.finish_stream(cfg, ctx, out);
+                }
+                used
+            }
+            Phase::Skip => data.len(),
+        }
+    }
+
+    fn after_header(
+        &mut self,
+        parsed: Result<TransformHeader, Smb2Error>,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) {
+        let th = match parsed {
+            Ok(th) => th,
+            Err(e) => return self.give_up(SealOutcome::Malformed(e), out),
+        };
+        self.session_id = Some(th.session_id);
+        let room = u64::from(self.nb_len).saturating_sub(TRANSFORM_HEADER_LEN as u64);
+        let len = u64::from(th.original_size);
+        if len < HEADER_LEN as u64 || len > room {
+            return self.give_up(
+                SealOutcome::Malformed(Smb2Error::OutOfBounds {
+                    what: "TRANSFORM_HEADER OriginalMessageSize",
+                    offset: TRANSFORM_HEADER_LEN,
+                    len: th.original_size as usize,
+                    available: room as usize,
+                }),
+                out,
+            );
+        }
+        self.len = len;
+        let Some(crypto) = ctx.crypto.as_deref_mut() else {
+            return self.give_up(SealOutcome::NoKeys, out);
+        };
+        match crypto.candidates(th.session_id, ctx.to_server) {
+            Ok(cands) => {
+                self.phase = Phase::Probe {
+                    th,
+                    cands,
+                    buf: Vec::with_capacity(PROBE_LEN as usize),
+                }
+            }
+            Err(Missing::NoKeys) => self.give_up(SealOutcome::NoKeys, out),
+            Err(Missing::NeedDirectionKeys) => self.give_up(SealOutcome::NeedDirectionKeys, out),
+        }
+    }
+
+    fn after_probe(
+        &mut self,
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) {
+        let Phase::Probe { th, cands, buf } = std::mem::replace(&mut self.phase, Phase::Skip)
+        else {
+            return;
+        };
+        let mut found = None;
+        for (i, c) in cands.iter().enumerate() {
+            let Some(mut ks) = Keystream::new(c.cipher, c.key.as_slice(), &th.nonce) else {
+                continue;
+            };
+            let mut plain = buf.clone();
+            ks.apply_at(0, &mut plain);
+            if plausible(&plain, th.session_id) {
+                found = Some((i, ks, plain));
+                break;
+            }
+        }
+        let Some((i, ks, plain)) = found else {
+            let tried = cands.iter().map(|c| c.source).collect();
+            return self.give_up(SealOutcome::AuthFailed { tried }, out);
+        };
+        let bulk = is_bulk(&plain) && self.len > STREAM_MIN;
+        if !bulk && self.len <= cfg.max_keep as u64 {
+            let mut whole = Vec::with_capacity(self.len as usize);
+            whole.extend_from_slice(&buf);
+            self.phase = Phase::Whole {
+                th,
+                cands,
+                first: i,
+                buf: whole,
+            };
+            if self.pos >= self.len {
+                self.open_whole(cfg, ctx, out);
+            }
+            return;
+        }
+        let Some(c) = cands.get(i).copied() else {
+            return;
+        };
+        let info = SealedInfo {
+            session_id: th.session_id,
+            cipher: c.cipher,
+            authenticated: false,
+        };
+        self.report(
+            SealOutcome::Decrypted {
+                cipher: c.cipher,
+                authenticated: false,
+            },
+            out,
+        );
+        // Too large to authenticate within the bound and not bulk data: headers only.
+        let mut inner = Box::new(InMessage::sealed(self.len as u32, !bulk, info));
+        feed(&mut inner, &plain, cfg, ctx, out);
+        self.phase = Phase::Stream {
+            ks,
+            inner,
+            scratch: Vec::new(),
+        };
+        if self.pos >= self.len {
+            self.finish_stream(cfg, ctx, out);
+        }
+    }
+
+    fn open_whole(
+        &mut self,
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) {
+        let Phase::Whole {
+            th,
+            cands,
+            first,
+            mut buf,
+        } = std::mem::replace(&mut self.phase, Phase::Skip)
+        else {
+            return;
+        };
+        let order = cands.get(first).into_iter().chain(
+            cands
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != first)
+                .map(|(_, c)| c),
+        );
+        let mut opened = None;
+        for c in order {
+            if cipher::open(c.cipher, c.key.as_slice(), &th, &mut buf).is_ok() {
+                opened = Some(c.cipher);
+                break;
+            }
+        }
+        let Some(cipher) = opened else {
+            let tried = cands.iter().map(|c| c.source).collect();
+            return self.give_up(SealOutcome::AuthFailed { tried }, out);
+        };
+        if let Some(crypto) = ctx.crypto.as_deref_mut() {
+            crypto.confirm(th.session_id, cipher);
+        }
+        self.report(
+            SealOutcome::Decrypted {
+                cipher,
+                authenticated: true,
+            },
+            out,
+        );
+        let info = SealedInfo {
+            session_id: th.session_id,
+            cipher,
+            authenticated: true,
+        };
+        let mut inner = InMessage::sealed(buf.len() as u32, false, info);
+        feed(&mut inner, &buf, cfg, ctx, out);
+        inner.finish(cfg, out, ctx);
+    }
+
+    fn finish_stream(
+        &mut self,
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) {
+        if let Phase::Stream { mut inner, .. } = std::mem::replace(&mut self.phase, Phase::Skip) {
+            if inner.remaining > 0 {
+                inner.msg.lost_bytes = inner.msg.lost_bytes.saturating_add(inner.remaining);
+                inner.remaining = 0;
+                inner.take_current_part(cfg);
+            }
+            inner.finish(cfg, out, ctx);
+        }
+    }
+
+    /// `missing` bytes of the message are lost. Returns true when nothing wanted was lost.
+    pub(super) fn gap(
+        &mut self,
+        missing: u64,
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) -> bool {
+        let left = self.len.saturating_sub(self.pos);
+        match &mut self.phase {
+            Phase::Skip => true,
+            Phase::Stream { inner, .. } if missing <= left && missing <= inner.remaining => {
+                let in_step = inner.gap_inside(missing, cfg, ctx, out);
+                self.pos += missing;
+                if inner.remaining == 0 {
+                    self.finish_stream(cfg, ctx, out);
+                }
+                in_step
+            }
+            Phase::Stream { .. } => {
+                self.pos = self.len;
+                self.finish_stream(cfg, ctx, out);
+                false
+            }
+            _ => {
+                self.give_up(SealOutcome::Incomplete, out);
+                false
+            }
+        }
+    }
+
+    /// The NBSS message ended (normally everything was consumed; else it was cut short).
+    pub(super) fn finish(
+        &mut self,
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) {
+        match self.phase {
+            Phase::Stream { .. } => self.finish_stream(cfg, ctx, out),
+            _ => self.give_up(SealOutcome::Incomplete, out),
+        }
+    }
+}
