@@ -2,13 +2,13 @@
 //! table has and how a capture is driven into them. The writers (JSONL, CSV, Parquet, Arrow)
 //! only format the rows, so every face exports the same analysis.
 
-use std::path::Path;
+use std::ops::ControlFlow;
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::analysis::{Analyzer, AnalyzerConfig, FlowFinding, FlowState, IntervalRow};
-use crate::capture::{CaptureReader, Timestamp};
+use crate::capture::Timestamp;
 use crate::output::columns::{
     flow_finding_flat, flow_flat, message_finding_flat, message_flat, Column, FINDING_COLUMNS,
     FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
@@ -16,10 +16,10 @@ use crate::output::columns::{
 use crate::output::flows::{flow_json, series_row_json, sorted_findings};
 use crate::output::json::record_json;
 use crate::pipeline::{
-    CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosBody,
-    SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink,
+    SqosBody, SqosRecord,
 };
-use crate::run::{run_capture, run_reader, CaptureSink, RunResult, Unusable};
+use crate::run::{run_capture, CaptureSink, FrameSource, Progress, RunResult};
 use crate::sqos::Finding;
 
 /// The tables a capture can be exported as.
@@ -103,75 +103,69 @@ pub trait RowSink {
     /// The capture's first frame was read (before any row).
     fn first_frame(&mut self, _ts: Timestamp) {}
     fn row(&mut self, row: Row<'_>);
-}
-
-/// A capture to export: a file (`-` is stdin) or an open reader (bytes from elsewhere).
-pub enum Input<'a> {
-    Path(&'a Path),
-    Reader {
-        name: &'a str,
-        reader: CaptureReader,
-    },
-}
-
-fn run<S: CaptureSink>(
-    input: Input<'_>,
-    cfg: PipelineConfig,
-    sink: &mut S,
-    progress: bool,
-) -> Result<RunResult, Unusable> {
-    match input {
-        Input::Path(p) => run_capture(p, cfg, sink, progress),
-        Input::Reader { name, reader } => run_reader(name, reader, cfg, sink),
+    /// Nobody can read the rows any more (`sqos export … | head`): the run can stop.
+    fn closed(&self) -> bool {
+        false
     }
 }
 
-/// Reads a capture into one table's rows. Messages and series rows are written as they are
-/// decoded; flows and flow findings when the capture has been read.
-pub fn export<W: RowSink>(
+/// The capture sink that turns a run into one table's rows. Messages and series rows (and the
+/// messages' findings) are written as they are decoded; flows and flow findings by
+/// [`ExportSink::finish`], when the capture has been read. Give it to
+/// [`run_capture`](crate::run::run_capture) (or [`export`]), then call `finish`.
+pub struct ExportSink<'w, W: RowSink> {
     table: Table,
-    input: Input<'_>,
-    cfg: PipelineConfig,
-    progress: bool,
-    out: &mut W,
-) -> Result<RunResult, Unusable> {
-    match table {
-        Table::Messages => run(input, cfg, &mut Messages(out), progress),
-        Table::Series => {
-            let mut s = Analyzed {
-                analyzer: Analyzer::new(AnalyzerConfig {
-                    stream_rows: true,
-                    ..AnalyzerConfig::default()
-                }),
-                out,
-                message_findings: false,
-            };
-            let r = run(input, cfg, &mut s, progress)?;
-            let analysis = s.analyzer.finish();
-            for (id, row) in &analysis.rows {
-                let name = analysis
-                    .flows
-                    .iter()
-                    .find(|f| f.id == *id)
-                    .and_then(|f| f.initiator_name.as_deref());
-                s.out.row(Row::Series {
-                    flow: *id,
-                    initiator_name: name,
-                    row,
-                });
-            }
-            Ok(r)
+    /// Every table but messages is the analysis's.
+    analyzer: Option<Analyzer>,
+    out: &'w mut W,
+}
+
+impl<'w, W: RowSink> ExportSink<'w, W> {
+    /// `cfg` is the analysis's (its memory budget); series rows are streamed whatever it says.
+    pub fn new(table: Table, cfg: AnalyzerConfig, out: &'w mut W) -> Self {
+        let analyzer = match table {
+            Table::Messages => None,
+            Table::Series => Some(Analyzer::new(AnalyzerConfig {
+                stream_rows: true,
+                ..cfg
+            })),
+            Table::Flows | Table::Findings => Some(Analyzer::new(cfg)),
+        };
+        ExportSink {
+            table,
+            analyzer,
+            out,
         }
-        Table::Flows | Table::Findings => {
-            let findings = table == Table::Findings;
-            let mut s = Analyzed {
-                analyzer: Analyzer::default(),
-                out,
-                message_findings: findings,
-            };
-            let r = run(input, cfg, &mut s, progress)?;
-            let analysis = s.analyzer.finish();
-            if findings {
+    }
+
+    /// The rows known only at the end: the last series rows, the flows, the flows' findings.
+    pub fn finish(self) {
+        let Some(analyzer) = self.analyzer else {
+            return;
+        };
+        let analysis = analyzer.finish();
+        match self.table {
+            Table::Messages => {}
+            Table::Series => {
+                for (id, row) in &analysis.rows {
+                    let name = analysis
+                        .flows
+                        .iter()
+                        .find(|f| f.id == *id)
+                        .and_then(|f| f.initiator_name.as_deref());
+                    self.out.row(Row::Series {
+                        flow: *id,
+                        initiator_name: name,
+                        row,
+                    });
+                }
+            }
+            Table::Flows => {
+                for f in &analysis.flows {
+                    self.out.row(Row::Flow(f));
+                }
+            }
+            Table::Findings => {
                 let mut all: Vec<(&FlowState, &FlowFinding)> = analysis
                     .flows
                     .iter()
@@ -179,43 +173,16 @@ pub fn export<W: RowSink>(
                     .collect();
                 all.sort_by_key(|(_, x)| (x.frame, x.code));
                 for (f, x) in all {
-                    s.out.row(Row::FlowFinding(f, x));
-                }
-            } else {
-                for f in &analysis.flows {
-                    s.out.row(Row::Flow(f));
+                    self.out.row(Row::FlowFinding(f, x));
                 }
             }
-            Ok(r)
         }
     }
 }
 
-struct Messages<'w, W: RowSink>(&'w mut W);
-
-impl<W: RowSink> RecordSink for Messages<'_, W> {
+impl<W: RowSink> RecordSink for ExportSink<'_, W> {
     fn on_sqos(&mut self, rec: SqosRecord) {
-        self.0.row(Row::Message(&rec));
-    }
-}
-
-impl<W: RowSink> CaptureSink for Messages<'_, W> {
-    fn on_first_frame(&mut self, ts: Timestamp) {
-        self.0.first_frame(ts);
-    }
-}
-
-/// The analyzer, streaming the interval rows it finishes (when configured to) and the messages'
-/// findings (when asked) as the records arrive.
-struct Analyzed<'w, W: RowSink> {
-    analyzer: Analyzer,
-    out: &'w mut W,
-    message_findings: bool,
-}
-
-impl<W: RowSink> RecordSink for Analyzed<'_, W> {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        if self.message_findings {
+        if self.table == Table::Findings {
             let findings = match &rec.body {
                 SqosBody::Request(d) => &d.findings[..],
                 SqosBody::Response(d) => &d.findings[..],
@@ -225,12 +192,13 @@ impl<W: RowSink> RecordSink for Analyzed<'_, W> {
                 self.out.row(Row::MessageFinding(&rec, f));
             }
         }
-        self.analyzer.on_sqos(rec);
-        for (id, row) in self.analyzer.drain_rows() {
-            let name = self
-                .analyzer
-                .flow(&id)
-                .and_then(|f| f.initiator_name.as_deref());
+        let Some(analyzer) = &mut self.analyzer else {
+            self.out.row(Row::Message(&rec));
+            return;
+        };
+        analyzer.on_sqos(rec);
+        for (id, row) in analyzer.drain_rows() {
+            let name = analyzer.flow(&id).and_then(|f| f.initiator_name.as_deref());
             self.out.row(Row::Series {
                 flow: id,
                 initiator_name: name,
@@ -239,24 +207,58 @@ impl<W: RowSink> RecordSink for Analyzed<'_, W> {
         }
     }
     fn on_open(&mut self, rec: &OpenRecord) {
-        self.analyzer.on_open(rec);
+        if let Some(a) = &mut self.analyzer {
+            a.on_open(rec);
+        }
     }
     fn on_close(&mut self, rec: &CloseRecord) {
-        self.analyzer.on_close(rec);
+        if let Some(a) = &mut self.analyzer {
+            a.on_close(rec);
+        }
     }
     fn on_io(&mut self, rec: &IoRecord) {
-        self.analyzer.on_io(rec);
+        if let Some(a) = &mut self.analyzer {
+            a.on_io(rec);
+        }
+    }
+    // Message rows carry their connection; the channels are the flows' business.
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_channel(rec);
+        }
     }
     fn on_note(&mut self, note: &CaptureNote) {
-        self.analyzer.on_note(note);
+        if let Some(a) = &mut self.analyzer {
+            a.on_note(note);
+        }
     }
 }
 
-impl<W: RowSink> CaptureSink for Analyzed<'_, W> {
+impl<W: RowSink> CaptureSink for ExportSink<'_, W> {
     fn on_first_frame(&mut self, ts: Timestamp) {
-        self.analyzer.on_first_frame(ts);
+        if let Some(a) = &mut self.analyzer {
+            a.on_first_frame(ts);
+        }
         self.out.first_frame(ts);
     }
+    fn done(&mut self) -> bool {
+        self.out.closed()
+    }
+}
+
+/// Reads every frame of `source` into one table's rows (an [`ExportSink`] run to its end).
+pub fn export<F: FrameSource + ?Sized, W: RowSink>(
+    table: Table,
+    source: &mut F,
+    cfg: PipelineConfig,
+    analysis: AnalyzerConfig,
+    progress: &mut dyn FnMut(&Progress<'_>) -> ControlFlow<()>,
+    out: &mut W,
+) -> RunResult {
+    let mut sink = ExportSink::new(table, analysis, out);
+    let result = run_capture(source, cfg, &mut sink, progress);
+    sink.finish();
+    result
 }
 
 /// How a capture below a directory of captures is labelled: its path relative to `root`

@@ -7,6 +7,7 @@
 //! `synth` generates captures; it uses `sqos` to encode messages and nothing downstream.
 
 pub mod analysis;
+pub mod budget;
 pub mod capture;
 pub mod check;
 pub mod export;

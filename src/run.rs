@@ -1,17 +1,62 @@
-//! Drive one capture through the pipeline: open it, feed every frame, finish, and say how the
-//! input ended. Shared by every face (dissect, stats, flows, tui, check).
+//! Drive a capture through the pipeline: feed every frame of a [`FrameSource`], finish, and say
+//! how the input ended. Shared by every face (dissect, stats, flows, export, plot, check, tui);
+//! each face brings its own sink and its own way of showing progress (a bar on a terminal, the
+//! TUI's title bar) through the progress callback, which can also stop the run.
 
-use std::io::IsTerminal;
+use std::ops::ControlFlow;
 use std::path::Path;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
-use crate::capture::{CaptureError, CaptureReader, Timestamp};
+use crate::capture::{CaptureError, CaptureReader, Frame, MergedCaptures, Timestamp};
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
 
-/// A record sink that also wants to know when the capture starts (for relative times).
+/// A record sink that also wants to know when the capture starts (for relative times), and can
+/// say that it wants nothing more (its output was closed: `sqos dissect big.pcap | head -1`).
 pub trait CaptureSink: RecordSink {
     fn on_first_frame(&mut self, _ts: Timestamp) {}
+    /// True to stop reading now; asked after every frame, so keep it cheap.
+    fn done(&mut self) -> bool {
+        false
+    }
+}
+
+/// Where frames come from: a [`CaptureReader`] (file, pipe, gzip, growing file, interface).
+pub trait FrameSource {
+    /// The next frame, `Ok(None)` at the end; after an error, the frames before it stand.
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError>;
+    /// Bytes read from the files or pipes so far (before decompression), for progress.
+    fn input_bytes_read(&self) -> u64;
+}
+
+impl FrameSource for CaptureReader {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        CaptureReader::next_frame(self)
+    }
+    fn input_bytes_read(&self) -> u64 {
+        CaptureReader::input_bytes_read(self)
+    }
+}
+
+impl FrameSource for MergedCaptures {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        MergedCaptures::next_frame(self)
+    }
+    fn input_bytes_read(&self) -> u64 {
+        MergedCaptures::input_bytes_read(self)
+    }
+}
+
+/// Where a run stands, for the progress callback (called after every frame).
+pub struct Progress<'a> {
+    /// Frames read so far.
+    pub frames: u64,
+    /// Bytes read from the input so far (see [`FrameSource::input_bytes_read`]).
+    pub input_bytes: u64,
+    pub stats: &'a Stats,
+}
+
+/// The progress callback of a run that shows none.
+pub fn no_progress(_: &Progress<'_>) -> ControlFlow<()> {
+    ControlFlow::Continue(())
 }
 
 /// How reading a capture ended.
@@ -21,14 +66,32 @@ pub enum Ending {
     Clean,
     /// Damaged part-way (cut off, corrupt): everything before it was decoded.
     Damaged(CaptureError),
+    /// Stopped before the end: the sink was done or the progress callback said stop. What was
+    /// still incomplete is not reported.
+    Stopped,
 }
 
 /// The capture could not be used at all (missing file, not a capture).
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+#[derive(Debug)]
 pub struct Unusable {
     pub path: String,
     pub source: CaptureError,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            // It names the path itself.
+            CaptureError::Open { .. } => write!(f, "{}", self.source),
+            other => write!(f, "{}: {other}", self.path),
+        }
+    }
+}
+
+impl std::error::Error for Unusable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 pub struct RunResult {
@@ -39,99 +102,78 @@ pub struct RunResult {
 /// Exit code of a command that read a capture: 0 ok, 1 damaged but read.
 pub fn exit_code(ending: &Ending) -> i32 {
     match ending {
-        Ending::Clean => 0,
+        Ending::Clean | Ending::Stopped => 0,
         Ending::Damaged(_) => 1,
     }
 }
 
-/// Read `path` (`-` for stdin) through a fresh pipeline into `sink`.
-/// A progress bar is drawn on stderr when it is a terminal and `progress` is set.
-pub fn run_capture<S: CaptureSink>(
-    path: &Path,
-    cfg: PipelineConfig,
-    sink: &mut S,
-    progress: bool,
-) -> Result<RunResult, Unusable> {
-    let unusable = |source| Unusable {
+/// Open `path` (`-` for stdin) as a capture.
+pub fn open(path: &Path) -> Result<CaptureReader, Unusable> {
+    CaptureReader::open(path).map_err(|source| Unusable {
         path: path.display().to_string(),
         source,
-    };
-    let reader = CaptureReader::open(path).map_err(unusable)?;
-    let bar = progress_bar(path, progress);
-    drive(&path.display().to_string(), reader, cfg, sink, bar)
-}
-
-/// Like `run_capture`, for a capture already open (bytes from memory, a socket, an object
-/// store); `name` names it in errors.
-pub fn run_reader<S: CaptureSink>(
-    name: &str,
-    reader: CaptureReader,
-    cfg: PipelineConfig,
-    sink: &mut S,
-) -> Result<RunResult, Unusable> {
-    drive(name, reader, cfg, sink, None)
-}
-
-fn drive<S: CaptureSink>(
-    name: &str,
-    mut reader: CaptureReader,
-    cfg: PipelineConfig,
-    sink: &mut S,
-    bar: Option<ProgressBar>,
-) -> Result<RunResult, Unusable> {
-    let mut pipeline = Pipeline::new(cfg);
-    let mut ending = Ending::Clean;
-    loop {
-        match reader.next_frame() {
-            Ok(Some(frame)) => {
-                if frame.number == 1 {
-                    sink.on_first_frame(frame.ts);
-                }
-                pipeline.push_frame(&frame, sink)
-            }
-            Ok(None) => break,
-            Err(e) => {
-                // Nothing at all was read: the input is not a capture we can use.
-                if reader.frames_read() == 0 && matches!(e, CaptureError::NotACapture { .. }) {
-                    return Err(Unusable {
-                        path: name.to_string(),
-                        source: e,
-                    });
-                }
-                ending = Ending::Damaged(e);
-                break;
-            }
-        }
-        if let Some(bar) = &bar {
-            if reader.frames_read() % 4096 == 0 {
-                bar.set_position(reader.input_bytes_read());
-            }
-        }
-    }
-    pipeline.finish(sink);
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    Ok(RunResult {
-        stats: pipeline.stats().clone(),
-        ending,
     })
 }
 
-fn progress_bar(path: &Path, wanted: bool) -> Option<ProgressBar> {
-    if !wanted || !std::io::stderr().is_terminal() || path == Path::new("-") {
-        return None;
+/// Read every frame of `source` through a fresh pipeline into `sink`. `progress` is called
+/// after every frame (cheaply: it decides itself how often to draw).
+pub fn run_capture<F, S>(
+    source: &mut F,
+    cfg: PipelineConfig,
+    sink: &mut S,
+    progress: &mut dyn FnMut(&Progress<'_>) -> ControlFlow<()>,
+) -> RunResult
+where
+    F: FrameSource + ?Sized,
+    S: CaptureSink,
+{
+    let mut pipeline = Pipeline::new(cfg);
+    let mut frames = 0;
+    let ending = loop {
+        match source.next_frame() {
+            Ok(Some(frame)) => {
+                frames += 1;
+                if frames == 1 {
+                    sink.on_first_frame(frame.ts);
+                }
+                pipeline.push_frame(&frame, sink);
+            }
+            Ok(None) => break Ending::Clean,
+            Err(e) => break Ending::Damaged(e),
+        }
+        let at = Progress {
+            frames,
+            input_bytes: source.input_bytes_read(),
+            stats: pipeline.stats(),
+        };
+        if sink.done() || progress(&at).is_break() {
+            break Ending::Stopped;
+        }
+    };
+    if !matches!(ending, Ending::Stopped) {
+        pipeline.finish(sink);
     }
-    let len = std::fs::metadata(path).ok()?.len();
-    // Small files finish before a bar is worth drawing. The position is in file bytes (before
-    // decompression), so the file size is the total for gzip input too.
-    if len < 64 << 20 {
-        return None;
+    RunResult {
+        stats: pipeline.stats().clone(),
+        ending,
     }
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    Some(bar)
+}
+
+/// Open several captures (each as [`open`] does) to be read as one, merged by time.
+pub fn open_merged(paths: &[std::path::PathBuf]) -> Result<MergedCaptures, Unusable> {
+    let mut readers = Vec::with_capacity(paths.len());
+    for p in paths {
+        readers.push((p.clone(), open(p)?));
+    }
+    Ok(MergedCaptures::new(readers))
+}
+
+/// [`open`] and [`run_capture`] without progress: for tests and library users with a file.
+pub fn run_path<S: CaptureSink>(
+    path: &Path,
+    cfg: PipelineConfig,
+    sink: &mut S,
+) -> Result<RunResult, Unusable> {
+    let mut reader = open(path)?;
+    Ok(run_capture(&mut reader, cfg, sink, &mut no_progress))
 }

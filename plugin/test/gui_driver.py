@@ -1,19 +1,21 @@
 #!/usr/bin/python3
 """Drives Wireshark's GUI with plugin/sqos.lua loaded and reports what Statistics > SQOS Flows shows.
 
-Run by tests/plugin_gui.rs inside `dbus-run-session` (the accessibility bus needs a session bus):
+Run by tests/it/plugin_gui.rs inside `dbus-run-session` (the accessibility bus needs a session bus):
 
-    dbus-run-session -- /usr/bin/python3 plugin/test/gui_driver.py PLUGIN CAPTURE PACKETS [PNG]
+    dbus-run-session -- /usr/bin/python3 plugin/test/gui_driver.py PLUGIN SQOS CAPTURE PACKETS [PNG]
 
 It starts its own X server (Xvfb), the AT-SPI accessibility bus and registry, and Wireshark with a
-fresh profile and no capture file, then, like a user:
+fresh profile, no capture file and the plugin's preference pointing at the sqos program SQOS,
+then, like a user:
 
   1. opens Statistics > SQOS Flows before any capture is loaded (window "before");
   2. opens CAPTURE with File > Open (Ctrl+O, path typed into the file dialog); the open window
      follows the packets as they are read ("followed_open");
   3. opens Statistics > SQOS Flows again ("menu_after_open");
   4. reloads the file (View > Reload, Ctrl+R); both windows follow ("first_after_reload",
-     "second_after_reload") and a third one opened then shows the same ("menu_after_reload").
+     "second_after_reload") and a third one opened then shows the same ("menu_after_reload");
+  5. quits (Ctrl+Q): the plugin's temporary files ($TMPDIR, a directory of this run) are gone.
 
 The menu is opened with the keyboard (Alt+S) and the item clicked with the mouse (xdotool); the
 item's position and the windows' text are read through Qt's accessibility interface (AT-SPI), so
@@ -29,8 +31,8 @@ import sys
 import tempfile
 import time
 
-PLUGIN, CAPTURE, PACKETS = sys.argv[1], sys.argv[2], int(sys.argv[3])
-SCREENSHOT = sys.argv[4] if len(sys.argv) > 4 else None
+PLUGIN, SQOS, CAPTURE, PACKETS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+SCREENSHOT = sys.argv[5] if len(sys.argv) > 5 else None
 WINDOW_TITLE = "SQOS Flows"
 TIMEOUT = 90.0
 
@@ -67,6 +69,8 @@ def xdo(*args):
 # --- an X server, the accessibility bus, Wireshark ------------------------------------------
 T0 = time.monotonic()
 work = tempfile.mkdtemp(prefix="sqosa-gui-")
+TMP = os.path.join(work, "tmp")
+WIRESHARK = None
 ws_err = open(os.path.join(work, "wireshark.err"), "w+")
 ENV = dict(os.environ)
 pyatspi = Atspi = GLib = None
@@ -78,7 +82,7 @@ class NoBridge(RuntimeError):
 
 
 def setup():
-    global pyatspi, Atspi, GLib
+    global pyatspi, Atspi, GLib, WIRESHARK
     rfd, wfd = os.pipe()
     start(["Xvfb", "-displayfd", str(wfd), "-screen", "0", "1280x1000x24", "-nolisten", "tcp"],
           pass_fds=(wfd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -97,8 +101,10 @@ def setup():
         "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
         "QT_ACCESSIBILITY": "1",
         "QT_LOGGING_RULES": "qt.accessibility.atspi=true",  # says when the bridge failed
+        "TMPDIR": TMP,  # where the plugin keeps its copy of the capture: checked at the end
     })
     os.makedirs(ENV["XDG_CONFIG_HOME"])
+    os.makedirs(TMP)
     os.environ.update(ENV)  # for libatspi in this process
     # Without DISPLAY the launcher does not also publish the bus on the X root window: with
     # both, Qt's bridge connects twice and sometimes ends up with no connection at all.
@@ -129,8 +135,8 @@ def setup():
         # reached the bus, under load the run passed). So keep the CPUs busy while it starts.
         burners = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
                    for _ in range(2 * (os.cpu_count() or 2))]
-        wireshark = start(["wireshark", "-X", "lua_script:" + PLUGIN], env=ENV,
-                          stdout=subprocess.DEVNULL, stderr=ws_err)
+        wireshark = start(["wireshark", "-X", "lua_script:" + PLUGIN, "-o", "sqosa.sqos:" + SQOS],
+                          env=ENV, stdout=subprocess.DEVNULL, stderr=ws_err)
 
         def state():
             ws_err.seek(mark)
@@ -148,9 +154,13 @@ def setup():
                 b.kill()
                 b.wait()
         if up:
+            WIRESHARK = wireshark
             break
         wireshark.terminate()
         wireshark.wait(timeout=10)
+        # A killed Wireshark cannot remove the plugin's files (a quit one does: checked below).
+        shutil.rmtree(TMP)
+        os.makedirs(TMP)
         ws_err.seek(0, os.SEEK_END)
         ws_err.write("(Qt did not reach the accessibility bus: Wireshark started again)\n")
     else:
@@ -398,6 +408,17 @@ try:
         xdo("windowsize", "--sync", ids[-1], "1240", "420")
         time.sleep(1.0)
         subprocess.run(["import", "-window", ids[-1], SCREENSHOT], env=ENV, check=True)
+
+    # Quit as a user does (Ctrl+Q): Wireshark closes its Lua state, and the plugin removes its
+    # copy of the capture and its other files from the temporary directory.
+    focus_main()
+    xdo("key", "ctrl+q")
+    wait_for("Wireshark to quit", lambda: WIRESHARK.poll() is not None, timeout=60)
+    log("quit, exit status %d" % WIRESHARK.returncode)
+    # (Qt keeps its runtime-root there too, without XDG_RUNTIME_DIR.)
+    left = sorted(f for f in os.listdir(TMP) if f.startswith("sqosa-"))
+    if left:
+        errors.append("the plugin left its temporary files behind: %s" % left)
 except NoBridge as e:  # the harness, not the plugin: reported apart from errors
     result["unreadable"] = str(e)
 except Exception as e:  # reported, with what was seen so far

@@ -5,19 +5,22 @@
 
 use std::io::Cursor;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_pyarrow::{IntoPyArrow, Table as PyTable, ToPyArrow};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use sqos::analysis::Analyzer;
+use sqos::analysis::{Analyzer, AnalyzerConfig};
+use sqos::budget::Budget;
 use sqos::capture::{CaptureError, CaptureReader, Timestamp};
-use sqos::export::{export, label_below, Input, Row, RowSink, Table};
+use sqos::export::{label_below, ExportSink, Row, RowSink, Table};
 use sqos::output::arrow::{BatchBuilder, CaptureLabel, TableError, BATCH_ROWS};
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::pipeline::PipelineConfig;
-use sqos::run::{run_capture, run_reader, Ending, RunResult, Unusable};
+use sqos::run::{no_progress, run_capture, CaptureSink, Ending, RunResult};
+use sqos::smb2::crypto::KeyRing;
 
 /// A capture given by path or as bytes.
 enum Source {
@@ -37,12 +40,40 @@ fn problem(e: &CaptureError, name: &str) -> Problem {
         CaptureError::Truncated { frame, offset } | CaptureError::Corrupt { frame, offset, .. } => {
             (Some(*frame), Some(*offset))
         }
+        // Not made here: one capture at a time.
+        CaptureError::InFile { source, .. } => return problem(source, name),
     };
     let msg = match e {
         CaptureError::Open { .. } => e.to_string(),
         _ => format!("{name}: {e}"),
     };
     (msg, frame, offset)
+}
+
+/// How to read a capture: `sqos`'s `--keys` and `--port`, and the default memory budget.
+struct Options {
+    pipeline: PipelineConfig,
+    analysis: AnalyzerConfig,
+}
+
+impl Options {
+    fn new(keys: Vec<PathBuf>, ports: Vec<u16>) -> PyResult<Self> {
+        let mut ring = KeyRing::default();
+        for k in &keys {
+            ring.load(k)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        let budget = Budget::default();
+        Ok(Options {
+            analysis: AnalyzerConfig::default().with_memory(&budget),
+            pipeline: PipelineConfig {
+                keys: Arc::new(ring),
+                ..PipelineConfig::default()
+            }
+            .with_ports(&ports)
+            .with_memory(budget),
+        })
+    }
 }
 
 fn table_of(name: &str) -> PyResult<Table> {
@@ -90,36 +121,30 @@ impl RowSink for Batches {
     }
 }
 
-/// Runs `f` on the source's reader; an unusable source is an error, a damaged one a problem
-/// beside the result.
-fn with_input<T>(
+/// Reads the source through `sink`; a capture that cannot be used at all is an error, a
+/// damaged one a problem beside the result.
+fn run_source<S: CaptureSink>(
     source: Source,
-    f: impl FnOnce(Input<'_>) -> Result<(T, RunResult), Unusable>,
-) -> Result<(T, Option<Problem>), Problem> {
-    let name = match &source {
-        Source::Path(p) => p.display().to_string(),
-        Source::Bytes { name, .. } => name.clone(),
-    };
-    let out = match source {
-        Source::Path(p) => f(Input::Path(&p)),
+    cfg: PipelineConfig,
+    sink: &mut S,
+) -> Result<Option<Problem>, Problem> {
+    let (name, reader) = match source {
+        Source::Path(p) => {
+            let name = p.display().to_string();
+            let r = CaptureReader::open(&p);
+            (name, r)
+        }
         Source::Bytes { name, data } => {
-            let reader = CaptureReader::from_reader(Box::new(Cursor::new(data)))
-                .map_err(|e| problem(&e, &name))?;
-            f(Input::Reader {
-                name: &name,
-                reader,
-            })
+            let r = CaptureReader::from_reader(Box::new(Cursor::new(data)));
+            (name, r)
         }
     };
-    match out {
-        Ok((t, r)) => Ok((
-            t,
-            match &r.ending {
-                Ending::Clean => None,
-                Ending::Damaged(e) => Some(problem(e, &name)),
-            },
-        )),
-        Err(u) => Err(problem(&u.source, &name)),
+    let mut reader = reader.map_err(|e| problem(&e, &name))?;
+    let RunResult { ending, .. } = run_capture(&mut reader, cfg, sink, &mut no_progress);
+    match ending {
+        Ending::Clean | Ending::Stopped => Ok(None),
+        Ending::Damaged(e) if e.is_unusable() => Err(problem(&e, &name)),
+        Ending::Damaged(e) => Ok(Some(problem(&e, &name))),
     }
 }
 
@@ -138,7 +163,8 @@ fn source(path: Option<PathBuf>, data: Option<Vec<u8>>, name: Option<String>) ->
 /// cannot be used at all. `problem` is `(message, frame, offset)` for a damaged capture whose
 /// rows up to the damage are in the table.
 #[pyfunction]
-#[pyo3(signature = (table, path=None, data=None, file=None, host=None))]
+#[pyo3(signature = (table, path=None, data=None, file=None, host=None, keys=Vec::new(), ports=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
 fn read_table<'py>(
     py: Python<'py>,
     table: &str,
@@ -146,8 +172,11 @@ fn read_table<'py>(
     data: Option<&[u8]>,
     file: Option<String>,
     host: Option<String>,
+    keys: Vec<PathBuf>,
+    ports: Vec<u16>,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Problem>)> {
     let table = table_of(table)?;
+    let opts = Options::new(keys, ports)?;
     let src = source(path.clone(), data.map(<[u8]>::to_vec), file.clone())?;
     let label = CaptureLabel {
         file: file
@@ -163,15 +192,12 @@ fn read_table<'py>(
     };
     let schema = sink.builder.schema();
     let run = py.detach(|| {
-        with_input(src, |input| {
-            let r = export(table, input, PipelineConfig::default(), false, &mut sink)?;
-            Ok(((), r))
-        })
+        let mut rows = ExportSink::new(table, opts.analysis, &mut sink);
+        let r = run_source(src, opts.pipeline, &mut rows);
+        rows.finish();
+        r
     });
-    let damage = match run {
-        Ok(((), d)) => d,
-        Err(p) => return Err(PyValueError::new_err(p)),
-    };
+    let damage = run.map_err(PyValueError::new_err)?;
     sink.flush();
     if let Some(e) = sink.error {
         return Err(PyRuntimeError::new_err(e.to_string()));
@@ -183,7 +209,8 @@ fn read_table<'py>(
 
 /// `(svg, problem)`: the `sqos plot` SVG of a capture.
 #[pyfunction]
-#[pyo3(signature = (path=None, data=None, file=None, flows=Vec::new(), max_flows=12))]
+#[pyo3(signature = (path=None, data=None, file=None, flows=Vec::new(), max_flows=12, keys=Vec::new(), ports=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
 fn plot_svg(
     py: Python<'_>,
     path: Option<PathBuf>,
@@ -191,27 +218,23 @@ fn plot_svg(
     file: Option<String>,
     flows: Vec<String>,
     max_flows: usize,
+    keys: Vec<PathBuf>,
+    ports: Vec<u16>,
 ) -> PyResult<(String, Option<Problem>)> {
     let src = source(path, data.map(<[u8]>::to_vec), file)?;
-    let run = py.detach(|| {
-        with_input(src, |input| {
-            let mut analyzer = Analyzer::default();
-            let r = match input {
-                Input::Path(p) => run_capture(p, PipelineConfig::default(), &mut analyzer, false),
-                Input::Reader { name, reader } => {
-                    run_reader(name, reader, PipelineConfig::default(), &mut analyzer)
-                }
-            }?;
-            let svg = iops_svg(
-                &analyzer.finish(),
-                &PlotOptions {
-                    select: flows,
-                    max_flows,
-                    ..PlotOptions::default()
-                },
-            );
-            Ok((svg, r))
-        })
+    let opts = Options::new(keys, ports)?;
+    let run = py.detach(|| -> Result<(String, Option<Problem>), Problem> {
+        let mut analyzer = Analyzer::new(opts.analysis);
+        let damage = run_source(src, opts.pipeline, &mut analyzer)?;
+        let svg = iops_svg(
+            &analyzer.finish(),
+            &PlotOptions {
+                select: flows,
+                max_flows,
+                ..PlotOptions::default()
+            },
+        );
+        Ok((svg, damage))
     });
     run.map_err(PyValueError::new_err)
 }

@@ -2,10 +2,11 @@
 //! request when its final response arrives, and collects the findings.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use uuid::Uuid;
 
+use super::channel::{ChannelEnding, ChannelInfo, ChannelUse, MAX_FLOWS_PER_CHANNEL};
 use super::config::AnalyzerConfig;
 use super::finding::{FlowFinding, FlowFindingCode};
 use super::flow::FlowState;
@@ -16,28 +17,45 @@ use super::nt::{
 };
 use super::open::{AssociatedBy, Association, OpenKey, OpenState};
 use super::rules::{evaluate, AssociationChange, Outcome, RequestFacts};
+use super::view::{FlowFrom, MessageView};
+use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
-    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelEvent, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord,
+    RecordSink, SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
 use crate::sqos::{Options, Request, Response, Severity};
-
-/// Notes the analyzer keeps about itself (bounds hit); the rest are counted.
-const MAX_NOTES: usize = 32;
 
 /// A request waiting for its final response.
 #[derive(Clone, Debug)]
 struct Pending {
     frame: u64,
     ts: Timestamp,
+    session_id: u64,
+    conn: ConnId,
+    /// The UPDATE_COUNTERS request whose interval this request's answer completes: its own
+    /// frame, or for a replay the frame of the request it replays.
+    update_frame: u64,
+    /// Its channel ended (or went silent) before an answer: not "unanswered" by the server.
+    lost: bool,
     key: Option<OpenKey>,
     request: Option<Box<Request>>,
     request_size: Option<usize>,
     max_output: Option<u32>,
     /// The flow the request concerns, as judged when it was sent.
     flow: Option<Uuid>,
+}
+
+impl Pending {
+    /// The request's names (the rest is in `Kind::FlowRequests`' entry cost).
+    fn heap_bytes(&self) -> usize {
+        self.request.as_deref().map_or(0, |r| {
+            r.initiator_name.as_ref().map_or(0, String::len)
+                + r.initiator_node_name.as_ref().map_or(0, String::len)
+        })
+    }
 }
 
 /// What the analysis found: one entry per logical flow, in order of first appearance.
@@ -49,8 +67,11 @@ pub struct Analysis {
     pub end: Option<Timestamp>,
     /// Capture notes the pipeline gave (gaps, bounds): observed figures may be incomplete.
     pub capture_notes: u64,
-    /// What the analyzer itself had to leave out (its bounds).
+    /// What the analyzer itself had to leave out (its bounds): one note per memory share
+    /// that dropped something.
     pub notes: Vec<String>,
+    /// The analyzer's memory shares: limit, peak and what each dropped.
+    pub memory: Vec<MemoryUse>,
     /// Rows not yet drained when streaming rows (`AnalyzerConfig::stream_rows`).
     pub rows: Vec<(Uuid, IntervalRow)>,
 }
@@ -60,7 +81,11 @@ pub struct Analyzer {
     opens: HashMap<OpenKey, OpenState>,
     /// Boxed: the table's empty buckets then cost a pointer, not a whole flow.
     flows: HashMap<Uuid, Box<FlowState>>,
-    pending: HashMap<(ConnId, u64), Pending>,
+    /// By (connection, MessageId): ordered, so a connection's requests are a range.
+    pending: BTreeMap<(ConnId, u64), Pending>,
+    /// Channels (session × connection) open now.
+    channels: HashMap<(u64, ConnId), ChannelInfo>,
+    dropped_channels: u64,
     /// Insertion order of `pending` (with stale keys, compacted when it grows), for eviction.
     pending_order: VecDeque<((ConnId, u64), u64)>,
     /// SET_POLICY → GET_STATUS deadlines (section 3.1.6).
@@ -68,11 +93,14 @@ pub struct Analyzer {
     start: Option<Timestamp>,
     clock: Option<Timestamp>,
     capture_notes: u64,
-    notes: Vec<String>,
-    dropped_flows: u64,
-    dropped_opens: u64,
-    evicted_pending: u64,
+    /// Memory shares: flows (counted in flows), opens (with their names), pending requests.
+    flows_mem: Share,
+    opens_mem: Share,
+    pending_mem: Share,
+    /// Requests of each flow forgotten before their answer (for the flow's finding).
+    forgotten_by_flow: HashMap<Uuid, u64>,
     rows_out: Vec<(Uuid, IntervalRow)>,
+    last: MessageView,
 }
 
 impl Default for Analyzer {
@@ -83,26 +111,21 @@ impl Default for Analyzer {
 
 /// The flow a request concerns: the one it associates, else the open's, else (state unknown)
 /// the one it names.
-fn request_flow(r: &Request, assoc: Association) -> Option<Uuid> {
+fn request_flow(r: &Request, assoc: Association) -> Option<(Uuid, FlowFrom)> {
     let id = r.logical_flow_id;
-    let named = (!id.is_nil()).then_some(id);
+    let named = (!id.is_nil()).then_some((id, FlowFrom::Message));
     if r.options.contains(Options::SET_LOGICAL_FLOW_ID) {
         return named;
     }
     match assoc {
-        Association::Flow(f) => Some(f),
+        Association::Flow(f) => Some((f, FlowFrom::Open)),
         Association::NotAssociated => named.filter(|_| r.options.contains(Options::PROBE_POLICY)),
         Association::Unknown => named,
     }
 }
 
-fn open_key(
-    conn: ConnId,
-    session_id: u64,
-    file_id: Option<crate::pipeline::FileId>,
-) -> Option<OpenKey> {
+fn open_key(session_id: u64, file_id: Option<crate::pipeline::FileId>) -> Option<OpenKey> {
     file_id.map(|file_id| OpenKey {
-        conn,
         session_id,
         file_id,
     })
@@ -111,21 +134,39 @@ fn open_key(
 impl Analyzer {
     pub fn new(cfg: AnalyzerConfig) -> Self {
         Analyzer {
-            cfg,
             opens: HashMap::new(),
             flows: HashMap::new(),
-            pending: HashMap::new(),
+            pending: BTreeMap::new(),
+            channels: HashMap::new(),
+            dropped_channels: 0,
             pending_order: VecDeque::new(),
             timers: BinaryHeap::new(),
             start: None,
             clock: None,
             capture_notes: 0,
-            notes: Vec::new(),
-            dropped_flows: 0,
-            dropped_opens: 0,
-            evicted_pending: 0,
+            flows_mem: Share::new(
+                Kind::Flows,
+                cfg.max_flows.saturating_mul(Kind::Flows.entry_cost()),
+            ),
+            opens_mem: Share::new(
+                Kind::FlowOpens,
+                cfg.max_opens.saturating_mul(Kind::FlowOpens.entry_cost()),
+            ),
+            pending_mem: Share::new(
+                Kind::FlowRequests,
+                cfg.max_pending
+                    .saturating_mul(Kind::FlowRequests.entry_cost()),
+            ),
+            forgotten_by_flow: HashMap::new(),
+            cfg,
             rows_out: Vec::new(),
+            last: MessageView::default(),
         }
+    }
+
+    /// What the analysis made of the SQOS message it was given last.
+    pub fn last_message(&self) -> MessageView {
+        self.last
     }
 
     pub fn config(&self) -> &AnalyzerConfig {
@@ -152,32 +193,23 @@ impl Analyzer {
         std::mem::take(&mut self.rows_out)
     }
 
-    fn note(&mut self, msg: String) {
-        if self.notes.len() < MAX_NOTES {
-            self.notes.push(msg);
-        }
-    }
-
     fn series_cap(&self) -> usize {
         (self.cfg.series_budget_rows / self.flows.len().max(1))
             .clamp(self.cfg.series_min_rows, self.cfg.series_max_rows)
     }
 
-    /// The flow's state, created on first sight; `None` once `max_flows` are followed.
+    /// The flow's state, created on first sight; `None` once `max_flows` are followed (a
+    /// flow not followed is counted each time it is met, in the flows share).
     fn flow_mut(&mut self, id: Uuid, frame: u64, ts: Timestamp) -> Option<&mut FlowState> {
         if !self.flows.contains_key(&id) {
             if self.flows.len() >= self.cfg.max_flows {
-                if self.dropped_flows == 0 {
-                    self.note(format!(
-                        "more than {} logical flows: the others are not followed (from frame {frame})",
-                        self.cfg.max_flows
-                    ));
-                }
-                self.dropped_flows += 1;
+                self.flows_mem.dropped(1, 0, frame);
                 return None;
             }
-            self.flows
-                .insert(id, Box::new(FlowState::new(id, frame, ts, &self.cfg)));
+            self.flows_mem.charge(1, 0);
+            let mut f = FlowState::new(id, frame, ts, &self.cfg);
+            f.created = self.flows.len() as u64;
+            self.flows.insert(id, Box::new(f));
         }
         self.flows.get_mut(&id).map(|f| &mut **f)
     }
@@ -228,30 +260,173 @@ impl Analyzer {
         }
     }
 
-    fn open_mut_or_met(&mut self, key: OpenKey, file_name: Option<&str>) -> Option<&mut OpenState> {
+    fn open_mut_or_met(
+        &mut self,
+        key: OpenKey,
+        file_name: Option<&str>,
+        frame: u64,
+    ) -> Option<&mut OpenState> {
         if !self.opens.contains_key(&key) {
-            if self.opens.len() >= self.cfg.max_opens {
-                self.drop_open();
+            let bytes = file_name.map_or(0, str::len);
+            if !self.room_for_open(bytes, frame) {
                 return None;
             }
+            self.opens_mem.charge(1, bytes);
             self.opens.insert(key, OpenState::met(file_name));
         }
         self.opens.get_mut(&key)
     }
 
-    fn drop_open(&mut self) {
-        if self.dropped_opens == 0 {
-            let msg = format!(
-                "more than {} opens at once: further opens are not followed",
-                self.cfg.max_opens
-            );
-            self.note(msg);
+    /// Whether a new open with a name of `bytes` fits; if not, it is counted as dropped.
+    fn room_for_open(&mut self, bytes: usize, frame: u64) -> bool {
+        if self.opens.len() < self.cfg.max_opens && self.opens_mem.fits(1, bytes) {
+            return true;
         }
-        self.dropped_opens += 1;
+        self.opens_mem.dropped(1, 0, frame);
+        false
     }
 
-    fn associate(&mut self, key: OpenKey, flow: Uuid, by: AssociatedBy, frame: u64, ts: Timestamp) {
-        let Some(open) = self.open_mut_or_met(key, None) else {
+    fn forget_open(&mut self, key: &OpenKey) -> Option<OpenState> {
+        let o = self.opens.remove(key)?;
+        self.opens_mem
+            .release(1, o.file_name.as_deref().map_or(0, str::len));
+        Some(o)
+    }
+
+    /// The flow used a channel: count it there (and let the channel know the flow).
+    fn saw_channel(
+        &mut self,
+        flow: Uuid,
+        session: u64,
+        conn: ConnId,
+        frame: u64,
+        used: ChannelUse,
+    ) {
+        let Some(f) = self.flows.get_mut(&flow) else {
+            return;
+        };
+        if f.touch_channel(conn, session, frame, used) {
+            return;
+        }
+        let info = self.channels.get_mut(&(session, conn));
+        f.saw_channel(conn, session, info.as_deref(), frame, used);
+        if let Some(i) = info {
+            if i.flows.len() < MAX_FLOWS_PER_CHANNEL && !i.flows.contains(&flow) {
+                i.flows.push(flow);
+            }
+        }
+    }
+
+    fn on_channel_joined(&mut self, rec: &ChannelRecord, joined: crate::pipeline::ChannelJoin) {
+        let key = (rec.session_id, rec.conn);
+        if !self.channels.contains_key(&key) && self.channels.len() >= self.cfg.max_channels {
+            // Said once, at the end (`Analysis::notes`).
+            self.dropped_channels += 1;
+            return;
+        }
+        self.channels.insert(
+            key,
+            ChannelInfo {
+                client: rec.client,
+                server: rec.server,
+                joined,
+                frame: rec.frame,
+                ts: rec.ts,
+                flows: Vec::new(),
+            },
+        );
+    }
+
+    /// A channel ended. Its SQOS requests still waiting will not be answered there: they are
+    /// lost with the channel, not unanswered by the server (a replay on another channel may
+    /// still take their place). At the end of the capture a channel the server had gone
+    /// silent on for `unanswered_grace_secs` while requests waited counts as ended by silence.
+    fn on_channel_ended(
+        &mut self,
+        rec: &ChannelRecord,
+        by: crate::pipeline::ChannelEnd,
+        last_server: (Option<u64>, Option<Timestamp>),
+        unanswered: u64,
+    ) {
+        let info = self.channels.remove(&(rec.session_id, rec.conn));
+        let grace = self.cfg.tolerances.unanswered_grace_secs;
+        let (last_frame, last_ts) = last_server;
+        let ending = ChannelEnding::from_pipeline(by).or_else(|| {
+            let quiet = last_ts.is_none_or(|t| rec.ts.secs_since(t) >= grace);
+            (unanswered > 0 && quiet).then_some(ChannelEnding::Silence)
+        });
+        let Some(ending) = ending else {
+            return;
+        };
+        let range = (rec.conn, 0)..=(rec.conn, u64::MAX);
+        let mut lost = Vec::new();
+        for p in self.pending.range_mut(range).map(|(_, p)| p) {
+            let after_last = last_ts.is_none_or(|t| p.ts >= t);
+            if p.session_id == rec.session_id
+                && !p.lost
+                && (ending != ChannelEnding::Silence || after_last)
+            {
+                p.lost = true;
+                lost.extend(p.flow);
+            }
+        }
+        let at = match (ending, last_frame, last_ts) {
+            (ChannelEnding::Silence, Some(f), Some(t)) => (f, t),
+            _ => (rec.frame, rec.ts),
+        };
+        let mut told: Vec<Uuid> = info.map(|i| i.flows).unwrap_or_default();
+        told.extend(lost.iter().copied());
+        // A reset, or requests lost: a failure, not the end of a session's use of a channel.
+        let failed = matches!(ending, ChannelEnding::Rst | ChannelEnding::Dropped)
+            || unanswered > 0
+            || !lost.is_empty();
+        for id in told {
+            if let Some(f) = self.flows.get_mut(&id) {
+                f.channel_ended(rec.conn, rec.session_id, ending, at);
+                if failed {
+                    f.channel_failure();
+                }
+            }
+        }
+        for id in lost {
+            if let Some(c) = self
+                .flows
+                .get_mut(&id)
+                .and_then(|f| f.channel_mut(rec.conn, rec.session_id))
+            {
+                c.lost_requests += 1;
+            }
+        }
+    }
+
+    /// A replayed request (SMB2_FLAGS_REPLAY_OPERATION) that repeats one still waiting on
+    /// another channel of its session takes its place: the oldest such request is returned,
+    /// removed from the pending table.
+    fn take_replayed(
+        &mut self,
+        conn: ConnId,
+        key: Option<OpenKey>,
+        req: &Request,
+    ) -> Option<Pending> {
+        let found = self
+            .pending
+            .iter()
+            .filter(|((c, _), p)| *c != conn && p.key == key && p.request.as_deref() == Some(req))
+            .min_by_key(|(_, p)| p.frame)
+            .map(|(k, _)| *k)?;
+        self.take_pending(&found)
+    }
+
+    fn associate(
+        &mut self,
+        key: OpenKey,
+        conn: ConnId,
+        flow: Uuid,
+        by: AssociatedBy,
+        frame: u64,
+        ts: Timestamp,
+    ) {
+        let Some(open) = self.open_mut_or_met(key, None, frame) else {
             return;
         };
         let old = open.association;
@@ -268,6 +443,7 @@ impl Analyzer {
         if let Some(f) = self.flow_mut(flow, frame, ts) {
             f.add_open(super::flow::OpenEntry {
                 open: key,
+                conn,
                 file_name,
                 by,
                 frame,
@@ -291,23 +467,25 @@ impl Analyzer {
     }
 
     fn remember_pending(&mut self, id: (ConnId, u64), p: Pending) {
-        while self.pending.len() >= self.cfg.max_pending {
+        let bytes = p.heap_bytes();
+        if let Some(old) = self.take_pending(&id) {
+            // The same MessageId again: the earlier request is superseded.
+            self.pending_mem.dropped(1, 0, p.frame);
+            self.count_forgotten(&old);
+        }
+        while self.pending.len() >= self.cfg.max_pending || !self.pending_mem.fits(1, bytes) {
             let Some((old, frame)) = self.pending_order.pop_front() else {
                 break;
             };
             if self.pending.get(&old).is_some_and(|q| q.frame == frame) {
-                self.pending.remove(&old);
-                if self.evicted_pending == 0 {
-                    let msg = format!(
-                        "more than {} requests waiting for a response: the oldest are forgotten",
-                        self.cfg.max_pending
-                    );
-                    self.note(msg);
+                if let Some(q) = self.take_pending(&old) {
+                    self.count_forgotten(&q);
                 }
-                self.evicted_pending += 1;
+                self.pending_mem.dropped(1, 0, p.frame);
             }
         }
         self.pending_order.push_back((id, p.frame));
+        self.pending_mem.charge(1, bytes);
         self.pending.insert(id, p);
         if self.pending_order.len() > 2 * self.pending.len().max(1024) {
             let pending = &self.pending;
@@ -316,29 +494,115 @@ impl Analyzer {
         }
     }
 
+    fn take_pending(&mut self, id: &(ConnId, u64)) -> Option<Pending> {
+        let p = self.pending.remove(id)?;
+        self.pending_mem.release(1, p.heap_bytes());
+        Some(p)
+    }
+
+    /// A request of a flow forgotten before its answer: the flow gets one finding for all.
+    fn count_forgotten(&mut self, p: &Pending) {
+        if let Some(f) = p.flow.filter(|f| self.flows.contains_key(f)) {
+            *self.forgotten_by_flow.entry(f).or_insert(0) += 1;
+        }
+    }
+
     fn on_request(&mut self, rec: SqosRecord) {
-        let key = open_key(rec.conn, rec.session_id, rec.file_id);
+        let key = open_key(rec.session_id, rec.file_id);
         let request = match rec.body {
             SqosBody::Request(d) => d.message.map(Box::new),
             _ => None,
         };
-        let assoc = match key {
+        let (assoc, raised) = match key {
             Some(k) => self
-                .open_mut_or_met(k, rec.file_name.as_deref())
-                .map_or(Association::Unknown, |o| o.association),
-            None => Association::Unknown,
+                .open_mut_or_met(k, rec.file_name.as_deref(), rec.frame)
+                .map_or((Association::Unknown, false), |o| {
+                    let raised = rec
+                        .channel_sequence
+                        .is_some_and(|seq| o.raise_channel_sequence(seq));
+                    (o.association, raised)
+                }),
+            None => (Association::Unknown, false),
         };
-        let flow = request.as_deref().and_then(|r| request_flow(r, assoc));
+        let replayed = match (&request, rec.replay) {
+            (Some(r), true) => self.take_replayed(rec.conn, key, r),
+            _ => None,
+        };
+        // A replay belongs to its original's flow.
+        let found = match &replayed {
+            Some(orig) => orig.flow.map(|id| {
+                let from = if matches!(assoc, Association::Flow(f) if f == id) {
+                    FlowFrom::Open
+                } else {
+                    FlowFrom::Message
+                };
+                (id, from)
+            }),
+            None => request.as_deref().and_then(|r| request_flow(r, assoc)),
+        };
+        self.last.flow = found;
+        let flow = found.map(|(id, _)| id);
+        if let (Some(id), true) = (flow, raised || rec.replay) {
+            if let Some(f) = self.flows.get_mut(&id) {
+                f.channel_failure();
+            }
+        }
+        if let Some(orig) = replayed {
+            // The interval was bounded by the request replayed: only the channel changes.
+            if let Some(id) = orig.flow {
+                if let Some(c) = self
+                    .flows
+                    .get_mut(&id)
+                    .and_then(|f| f.channel_mut(orig.conn, orig.session_id))
+                {
+                    c.replayed_requests += 1;
+                    if !orig.lost {
+                        c.lost_requests += 1;
+                    }
+                }
+                self.saw_channel(
+                    id,
+                    rec.session_id,
+                    rec.conn,
+                    rec.frame,
+                    ChannelUse::SqosRequest,
+                );
+            }
+            let p = Pending {
+                frame: rec.frame,
+                ts: rec.ts,
+                conn: rec.conn,
+                lost: false,
+                key,
+                request,
+                request_size: (!rec.buffer_truncated).then_some(rec.buffer.len()),
+                max_output: rec.max_output_response,
+                ..orig
+            };
+            self.remember_pending((rec.conn, rec.msg_id), p);
+            return;
+        }
         if let (Some(r), Some(id)) = (request.as_deref(), flow) {
             let notes = self.capture_notes;
             if let Some(f) = self.flow_mut(id, rec.frame, rec.ts) {
-                f.on_request(r, rec.frame, rec.ts, notes);
+                f.on_request(r, rec.frame, rec.ts, notes, rec.replay);
             }
+            self.saw_channel(
+                id,
+                rec.session_id,
+                rec.conn,
+                rec.frame,
+                ChannelUse::SqosRequest,
+            );
             self.finalize_flow(id);
         }
         let p = Pending {
             frame: rec.frame,
             ts: rec.ts,
+            session_id: rec.session_id,
+            conn: rec.conn,
+            update_frame: rec.frame,
+            lost: false,
             key,
             request,
             request_size: (!rec.buffer_truncated).then_some(rec.buffer.len()),
@@ -359,10 +623,33 @@ impl Analyzer {
             SqosBody::Response(d) => d.message.as_ref(),
             _ => None,
         };
-        let Some(p) = self.pending.remove(&(rec.conn, rec.msg_id)) else {
-            self.response_without_request(&rec, nt, response);
-            return;
-        };
+        let pending = self.take_pending(&(rec.conn, rec.msg_id));
+        match &pending {
+            Some(p) => self.answer(&rec, p, nt, response),
+            None => self.response_without_request(&rec, nt, response),
+        }
+        // The flow the answer belongs to: the open's after it, else the one the request
+        // concerned, else the one the answer names.
+        let key = pending
+            .as_ref()
+            .and_then(|p| p.key)
+            .or(open_key(rec.session_id, rec.file_id));
+        let open = key
+            .and_then(|k| self.opens.get(&k))
+            .and_then(|o| o.association.flow());
+        self.last.flow = open
+            .map(|id| (id, FlowFrom::Open))
+            .or(pending
+                .and_then(|p| p.flow)
+                .map(|id| (id, FlowFrom::Message)))
+            .or(response
+                .map(|r| r.logical_flow_id)
+                .filter(|id| !id.is_nil())
+                .map(|id| (id, FlowFrom::Message)));
+    }
+
+    /// The final response to a pending request.
+    fn answer(&mut self, rec: &SqosRecord, p: &Pending, nt: u32, response: Option<&Response>) {
         let (Some(key), Some(req)) = (p.key, p.request.as_deref()) else {
             return;
         };
@@ -381,9 +668,9 @@ impl Analyzer {
         let named = (!req.logical_flow_id.is_nil()).then_some(req.logical_flow_id);
         let home = p.flow.or(named).unwrap_or(Uuid::nil());
         if nt == STATUS_SUCCESS {
-            self.on_success(&rec, &p, key, req, &outcome, before, home, response);
+            self.on_success(rec, p, key, req, &outcome, before, home, response);
         } else {
-            self.on_failure(&rec, &p, key, req, &outcome, before, home, nt);
+            self.on_failure(rec, p, key, req, &outcome, before, home, nt);
         }
         if let Some(f) = p.flow {
             self.finalize_flow(f);
@@ -429,7 +716,7 @@ impl Analyzer {
                 } else {
                     AssociatedBy::ProbePolicy
                 };
-                self.associate(key, id, by, frame, ts);
+                self.associate(key, rec.conn, id, by, frame, ts);
             }
             AssociationChange::Clear => self.dissociate(key, frame),
             AssociationChange::Keep => {
@@ -443,7 +730,7 @@ impl Analyzer {
                     .filter(|id| !id.is_nil())
                     .or(p.flow);
                 if let (true, true, Some(id)) = (unknown, needs_flow, shown) {
-                    self.associate(key, id, AssociatedBy::Inferred, frame, ts);
+                    self.associate(key, rec.conn, id, AssociatedBy::Inferred, frame, ts);
                 }
             }
         }
@@ -470,7 +757,8 @@ impl Analyzer {
         }
         if opts.contains(Options::UPDATE_COUNTERS) {
             if let Some(f) = p.flow.and_then(|id| self.flows.get_mut(&id)) {
-                f.update_answered(p.frame, Some(Counters::from_request(req)));
+                self.last.update =
+                    f.update_answered(p.update_frame, Some(Counters::from_request(req)));
             }
         }
         if opts.contains(Options::GET_STATUS) {
@@ -614,7 +902,7 @@ impl Analyzer {
         }
         if req.options.contains(Options::UPDATE_COUNTERS) {
             if let Some(f) = p.flow.and_then(|id| self.flows.get_mut(&id)) {
-                f.update_answered(p.frame, None);
+                self.last.update = f.update_answered(p.update_frame, None);
             }
         }
     }
@@ -627,7 +915,7 @@ impl Analyzer {
         if r.logical_flow_id.is_nil() {
             return;
         }
-        if let Some(key) = open_key(rec.conn, rec.session_id, rec.file_id) {
+        if let Some(key) = open_key(rec.session_id, rec.file_id) {
             let unknown = self
                 .opens
                 .get(&key)
@@ -635,6 +923,7 @@ impl Analyzer {
             if unknown {
                 self.associate(
                     key,
+                    rec.conn,
                     r.logical_flow_id,
                     AssociatedBy::Inferred,
                     rec.frame,
@@ -652,7 +941,11 @@ impl Analyzer {
     pub fn finish(mut self) -> Analysis {
         let end = self.clock;
         let grace = self.cfg.tolerances.unanswered_grace_secs;
-        let mut unanswered: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        self.pending_mem.clear();
+        let mut unanswered: Vec<Pending> = std::mem::take(&mut self.pending)
+            .into_values()
+            .filter(|p| !p.lost)
+            .collect();
         unanswered.sort_by_key(|p| p.frame);
         for p in unanswered {
             let waited = end.map_or(0.0, |e| e.secs_since(p.ts));
@@ -686,13 +979,29 @@ impl Analyzer {
             // Deadlines that passed within the capture.
             self.fire_timers(Timestamp(e.0.saturating_add(1)));
         }
+        let mut forgotten: Vec<(Uuid, u64)> = self.forgotten_by_flow.drain().collect();
+        forgotten.sort_unstable();
+        for (id, n) in forgotten {
+            let first = self.pending_mem.usage().first_drop_frame.unwrap_or(0);
+            self.finding(
+                id,
+                FlowFindingCode::MemoryBound,
+                Severity::Warning,
+                format!(
+                    "{n} of its SQOS requests were forgotten before their answer (the memory budget's flow_requests share was full from frame {first}): what those answers set or reported is missing"
+                ),
+                first,
+                self.start.unwrap_or_default(),
+            );
+        }
         let cap = self.series_cap();
         let keep = self.cfg.stream_rows;
         let mut rows = std::mem::take(&mut self.rows_out);
         let mut flows: Vec<FlowState> = self.flows.into_values().map(|f| *f).collect();
-        // In order of appearance (flows first seen in the same frame by id, so the order does
-        // not depend on the hash table's); the catch-all null flow (findings of no flow) last.
-        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.id));
+        // In order of appearance; the catch-all null flow (findings of no flow) last. Sorted
+        // before the last rows are taken so that they too come out in that order, not the
+        // hash map's (which changes from run to run).
+        flows.sort_by_key(|f| (f.id.is_nil(), f.first_frame, f.created));
         for f in &mut flows {
             let id = f.id;
             rows.extend(
@@ -701,14 +1010,16 @@ impl Analyzer {
                     .map(|r| (id, r)),
             );
         }
-        let mut notes = self.notes;
-        if self.dropped_flows > 0 {
-            notes.push(format!("{} flows were not followed", self.dropped_flows));
-        }
-        if self.evicted_pending > 0 {
+        let memory = vec![
+            self.pending_mem.usage(),
+            self.opens_mem.usage(),
+            self.flows_mem.usage(),
+        ];
+        let mut notes: Vec<String> = memory.iter().filter_map(MemoryUse::summary).collect();
+        if self.dropped_channels > 0 {
             notes.push(format!(
-                "{} requests were forgotten before their response",
-                self.evicted_pending
+                "{} channels were not followed (more than {} at once): the flows using them show no addresses for them",
+                self.dropped_channels, self.cfg.max_channels
             ));
         }
         Analysis {
@@ -717,6 +1028,7 @@ impl Analyzer {
             end,
             capture_notes: self.capture_notes,
             notes,
+            memory,
             rows,
         }
     }
@@ -724,6 +1036,7 @@ impl Analyzer {
 
 impl RecordSink for Analyzer {
     fn on_sqos(&mut self, rec: SqosRecord) {
+        self.last = MessageView::default();
         self.advance(rec.ts);
         match rec.direction {
             Direction::Request => self.on_request(rec),
@@ -734,7 +1047,6 @@ impl RecordSink for Analyzer {
     fn on_open(&mut self, rec: &OpenRecord) {
         self.advance(rec.ts);
         let key = OpenKey {
-            conn: rec.conn,
             session_id: rec.session_id,
             file_id: rec.file_id,
         };
@@ -742,21 +1054,23 @@ impl RecordSink for Analyzer {
             if let Some(f) = self.flows.get_mut(&old) {
                 f.end_open(&key, rec.frame);
             }
-        } else if !self.opens.contains_key(&key) && self.opens.len() >= self.cfg.max_opens {
-            self.drop_open();
+        }
+        // A CREATE of an open already followed replaces it.
+        self.forget_open(&key);
+        if !self.room_for_open(rec.file_name.len(), rec.frame) {
             return;
         }
+        self.opens_mem.charge(1, rec.file_name.len());
         self.opens.insert(key, OpenState::created(&rec.file_name));
     }
 
     fn on_close(&mut self, rec: &CloseRecord) {
         self.advance(rec.ts);
         let key = OpenKey {
-            conn: rec.conn,
             session_id: rec.session_id,
             file_id: rec.file_id,
         };
-        if let Some(old) = self.opens.remove(&key).and_then(|o| o.association.flow()) {
+        if let Some(old) = self.forget_open(&key).and_then(|o| o.association.flow()) {
             if let Some(f) = self.flows.get_mut(&old) {
                 f.end_open(&key, rec.frame);
             }
@@ -766,20 +1080,46 @@ impl RecordSink for Analyzer {
     fn on_io(&mut self, rec: &IoRecord) {
         self.advance(rec.response_ts);
         let key = OpenKey {
-            conn: rec.conn,
             session_id: rec.session_id,
             file_id: rec.file_id,
         };
-        let Some(id) = self.opens.get(&key).and_then(|o| o.association.flow()) else {
+        let Some(open) = self.opens.get_mut(&key) else {
+            return;
+        };
+        let raised = open.raise_channel_sequence(rec.channel_sequence);
+        let Some(id) = open.association.flow() else {
             return;
         };
         if let Some(f) = self.flows.get_mut(&id) {
+            if raised {
+                f.channel_failure();
+            }
             f.add_io(
                 rec.request_ts,
                 rec.response_ts,
                 rec.response_frame,
                 rec.requested,
             );
+        }
+        self.saw_channel(
+            id,
+            rec.session_id,
+            rec.conn,
+            rec.response_frame,
+            ChannelUse::Io,
+        );
+    }
+
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.advance(rec.ts);
+        match rec.event {
+            ChannelEvent::Joined(j) => self.on_channel_joined(rec, j),
+            ChannelEvent::Ended {
+                by,
+                last_server_frame,
+                last_server_ts,
+                unanswered,
+            } => self.on_channel_ended(rec, by, (last_server_frame, last_server_ts), unanswered),
         }
     }
 

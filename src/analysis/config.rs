@@ -1,5 +1,7 @@
 //! Bounds and tolerances of the analysis (documented in docs/analysis.md).
 
+use crate::budget::{Budget, Kind};
+
 /// How far a figure may stray before a finding fires.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tolerances {
@@ -49,16 +51,20 @@ impl Default for Tolerances {
     }
 }
 
-/// Memory bounds: whatever the capture holds, the analyzer's state stays under these.
+/// Memory bounds: whatever the capture holds, the analyzer's state stays under these. The
+/// defaults are the shares of the default memory budget ([`AnalyzerConfig::with_memory`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AnalyzerConfig {
     pub tolerances: Tolerances,
-    /// Logical flows followed; further flows are counted in a note, not followed.
+    /// Logical flows followed; further flows are counted (the flows share), not followed.
     pub max_flows: usize,
-    /// Opens followed at once (closed opens are forgotten).
+    /// Opens followed at once (closed opens are forgotten); their names count too.
     pub max_opens: usize,
     /// Requests waiting for their response; the oldest is dropped beyond this.
     pub max_pending: usize,
+    /// Channels (session × connection) followed at once; beyond, a channel's addresses and
+    /// how it joined are not known to the flows that use it.
+    pub max_channels: usize,
     /// Series rows kept over all flows; each flow keeps between `series_min_rows` and
     /// `series_max_rows`, halving its resolution (merging neighbours) when over its share.
     pub series_budget_rows: usize,
@@ -76,10 +82,11 @@ impl Default for AnalyzerConfig {
     fn default() -> Self {
         AnalyzerConfig {
             tolerances: Tolerances::default(),
-            max_flows: 1_000_000,
-            max_opens: 4_000_000,
-            max_pending: 1_000_000,
-            series_budget_rows: 250_000,
+            max_flows: 0,
+            max_opens: 0,
+            max_pending: 0,
+            max_channels: 200_000,
+            series_budget_rows: 0,
             series_min_rows: 4,
             series_max_rows: 1024,
             timeline_cap: 32,
@@ -87,5 +94,23 @@ impl Default for AnalyzerConfig {
             findings_cap: 64,
             stream_rows: false,
         }
+        .with_memory(&Budget::default())
+    }
+}
+
+/// What one series row costs (rows are pushed with exact growth).
+pub const SERIES_ROW_COST: usize = std::mem::size_of::<super::IntervalRow>();
+
+impl AnalyzerConfig {
+    /// Bounds from the run's memory budget: half the flows share for the flows' own state
+    /// (`Kind::Flows.entry_cost` each), half for their series rows; the flow-opens and
+    /// flow-requests shares in entries (names and requests are charged on top).
+    pub fn with_memory(mut self, budget: &Budget) -> Self {
+        let flows = budget.limit(Kind::Flows) / 2;
+        self.max_flows = (flows / Kind::Flows.entry_cost()).max(1);
+        self.series_budget_rows = (flows / SERIES_ROW_COST).max(1);
+        self.max_opens = budget.share(Kind::FlowOpens).max_entries();
+        self.max_pending = budget.share(Kind::FlowRequests).max_entries();
+        self
     }
 }

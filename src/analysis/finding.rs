@@ -21,10 +21,11 @@ pub enum FlowFindingCode {
     ServerQosUnsupported,
     RequestUnanswered,
     MultipleInitiators,
+    MemoryBound,
 }
 
 impl FlowFindingCode {
-    pub const ALL: [FlowFindingCode; 13] = [
+    pub const ALL: [FlowFindingCode; 14] = [
         FlowFindingCode::ExceedsMaxIoRate,
         FlowFindingCode::ExceedsMaxBandwidth,
         FlowFindingCode::ReservationNotMet,
@@ -38,6 +39,7 @@ impl FlowFindingCode {
         FlowFindingCode::ServerQosUnsupported,
         FlowFindingCode::RequestUnanswered,
         FlowFindingCode::MultipleInitiators,
+        FlowFindingCode::MemoryBound,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +57,7 @@ impl FlowFindingCode {
             FlowFindingCode::ServerQosUnsupported => "flow.server_qos_unsupported",
             FlowFindingCode::RequestUnanswered => "flow.request_unanswered",
             FlowFindingCode::MultipleInitiators => "flow.multiple_initiators",
+            FlowFindingCode::MemoryBound => "flow.memory_bound",
         }
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::capped::Capped;
+use super::channel::{ChannelEnding, ChannelInfo, ChannelUse, FlowChannel, MAX_CHANNELS_PER_FLOW};
 use super::checks::check_row;
 use super::config::{AnalyzerConfig, Tolerances};
 use super::finding::{FlowFinding, FlowFindingCode};
@@ -15,7 +16,9 @@ use super::interval::{
     Counters, InEffect, IntervalRow, Observed, ObservedRates, Rates, Series, DEFAULT_BASE_IO_SIZE,
 };
 use super::open::{AssociatedBy, OpenKey};
+use super::view::UpdateAnswer;
 use crate::capture::Timestamp;
+use crate::net::ConnId;
 use crate::sqos::{Options, ProtocolVersion, Request, Response, Severity, Status};
 
 /// Unfinished interval rows kept waiting for late I/O or their update's answer.
@@ -103,6 +106,9 @@ pub struct TimelineEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenEntry {
     pub open: OpenKey,
+    /// The connection the association was seen on (the open serves every channel of its
+    /// session).
+    pub conn: ConnId,
     pub file_name: Option<Arc<str>>,
     pub by: AssociatedBy,
     pub frame: u64,
@@ -156,6 +162,8 @@ pub struct FlowState {
     pub id: Uuid,
     pub first_frame: u64,
     pub first_ts: Timestamp,
+    /// How many flows were met before this one: orders flows that appeared in the same frame.
+    pub created: u64,
     pub initiator_id: Option<Uuid>,
     pub initiator_name: Option<String>,
     pub initiator_node_name: Option<String>,
@@ -165,6 +173,10 @@ pub struct FlowState {
     pub server: Option<ServerView>,
     pub timeline: Capped<TimelineEntry>,
     pub opens: Capped<OpenEntry>,
+    /// The channels (session × connection) its SQOS messages and I/O went over, in order of
+    /// first use; at most `MAX_CHANNELS_PER_FLOW`, `channels_total` counts them all.
+    pub channels: Vec<FlowChannel>,
+    pub channels_total: u64,
     pub series: Series,
     pub findings: Capped<FlowFinding>,
     /// Findings per code (`FlowFindingCode::index`), never capped.
@@ -190,13 +202,15 @@ pub struct FlowState {
     current: Observed,
     current_effect: InEffect,
     current_notes: u64,
-    current_inferred: bool,
+    current_incomplete: bool,
     unfinished: VecDeque<PendingRow>,
     next_index: u64,
     initiator_ids: Vec<Uuid>,
     node_names: Vec<Box<str>>,
     episodes: Vec<FlowFinding>,
     status_due: Option<StatusDue>,
+    /// A late status poll, confirmed by the next GET_STATUS unless it is a replay.
+    late_poll: Option<FlowFinding>,
     last_status_request: Option<Timestamp>,
     insufficient: bool,
     reported_once: u8,
@@ -213,6 +227,7 @@ impl FlowState {
             id,
             first_frame: frame,
             first_ts: ts,
+            created: 0,
             initiator_id: None,
             initiator_name: None,
             initiator_node_name: None,
@@ -221,6 +236,8 @@ impl FlowState {
             server: None,
             timeline: Capped::new(cfg.timeline_cap),
             opens: Capped::new(cfg.opens_cap),
+            channels: Vec::new(),
+            channels_total: 0,
             series: Series::default(),
             findings: Capped::new(cfg.findings_cap),
             finding_counts: [0; FlowFindingCode::ALL.len()],
@@ -239,13 +256,14 @@ impl FlowState {
             current: Observed::default(),
             current_effect: InEffect::default(),
             current_notes: 0,
-            current_inferred: false,
+            current_incomplete: false,
             unfinished: VecDeque::new(),
             next_index: 0,
             initiator_ids: Vec::new(),
             node_names: Vec::new(),
             episodes: Vec::new(),
             status_due: None,
+            late_poll: None,
             last_status_request: None,
             insufficient: false,
             reported_once: 0,
@@ -303,13 +321,107 @@ impl FlowState {
         }
     }
 
-    /// An association was inferred: the interval in progress may lack that open's I/O.
-    pub fn mark_inferred(&mut self) {
-        self.current_inferred = true;
+    /// Count a use of a channel the flow already lists; false if it does not list it.
+    pub fn touch_channel(
+        &mut self,
+        conn: ConnId,
+        session_id: u64,
+        frame: u64,
+        used: ChannelUse,
+    ) -> bool {
+        let Some(c) = self
+            .channels
+            .iter_mut()
+            .find(|c| c.conn == conn && c.session_id == session_id)
+        else {
+            return false;
+        };
+        c.used(frame, used);
+        true
     }
 
-    /// A request on one of the flow's opens (or naming it), when it is sent.
-    pub fn on_request(&mut self, r: &Request, frame: u64, ts: Timestamp, notes: u64) {
+    /// The flow used `conn` of `session` at `frame` (an I/O completed there, or an SQOS request
+    /// was sent there). Returns true the first time the flow uses that channel.
+    pub fn saw_channel(
+        &mut self,
+        conn: ConnId,
+        session_id: u64,
+        info: Option<&ChannelInfo>,
+        frame: u64,
+        used: ChannelUse,
+    ) -> bool {
+        let at = self
+            .channels
+            .iter()
+            .position(|c| c.conn == conn && c.session_id == session_id);
+        let (idx, new) = match at {
+            Some(i) => (i, false),
+            None => {
+                self.channels_total += 1;
+                if self.channels.len() >= MAX_CHANNELS_PER_FLOW {
+                    return true;
+                }
+                self.channels.reserve_exact(1);
+                self.channels
+                    .push(FlowChannel::new(conn, session_id, info, frame));
+                (self.channels.len() - 1, true)
+            }
+        };
+        if let Some(c) = self.channels.get_mut(idx) {
+            c.used(frame, used);
+        }
+        new
+    }
+
+    /// The flow's entry for a channel, if listed.
+    pub fn channel_mut(&mut self, conn: ConnId, session_id: u64) -> Option<&mut FlowChannel> {
+        self.channels
+            .iter_mut()
+            .find(|c| c.conn == conn && c.session_id == session_id)
+    }
+
+    /// A channel the flow used ended.
+    pub fn channel_ended(
+        &mut self,
+        conn: ConnId,
+        session_id: u64,
+        ending: ChannelEnding,
+        (frame, ts): (u64, Timestamp),
+    ) {
+        if let Some(c) = self.channel_mut(conn, session_id) {
+            if c.ended.is_none() {
+                c.ended = Some(ending);
+                c.ended_frame = Some(frame);
+                c.ended_ts = Some(ts);
+            }
+        }
+    }
+
+    /// Channels listed that were still open at the end (or whose end is unknown).
+    pub fn channels_open(&self) -> usize {
+        self.channels.iter().filter(|c| c.ended.is_none()).count()
+    }
+
+    /// A channel the flow used failed, or the client shows it noticed one (a replay, a raised
+    /// ChannelSequence): I/O stalled and moved to other channels, some was sent twice. The
+    /// interval in progress and those not yet finished are not compared with the reported
+    /// counters nor held against the reservation.
+    pub fn channel_failure(&mut self) {
+        self.current_incomplete = true;
+        for p in self.unfinished.iter_mut() {
+            p.row.observed_complete = false;
+        }
+    }
+
+    /// An association was inferred: the interval in progress may lack that open's I/O.
+    pub fn mark_inferred(&mut self) {
+        self.current_incomplete = true;
+    }
+
+    /// A request on one of the flow's opens (or naming it), when it is sent. `replay`: the
+    /// request is a replay (SMB2_FLAGS_REPLAY_OPERATION) whose original was not seen — sent
+    /// earlier, at a time unknown, on a channel that failed.
+    pub fn on_request(&mut self, r: &Request, frame: u64, ts: Timestamp, notes: u64, replay: bool) {
         if r.protocol_version.dialect().is_some() {
             self.protocol_version = Some(r.protocol_version);
         }
@@ -319,9 +431,24 @@ impl FlowState {
             if self.policy_due.is_some_and(|p| ts >= p.set_at) {
                 self.policy_due = None;
             }
+            // A late poll is judged when the next status request is seen: a replay's original
+            // may have been on time.
+            if let Some(late) = self.late_poll.take() {
+                if !replay {
+                    self.add_finding(late);
+                }
+            }
         }
         if r.options.contains(Options::UPDATE_COUNTERS) {
+            if replay {
+                // The client zeroed its counters when it sent the original, at a time not
+                // seen: neither the interval this ends nor the next can be compared.
+                self.current_incomplete = true;
+            }
             self.boundary(ts, frame, notes);
+            if replay {
+                self.current_incomplete = true;
+            }
         }
     }
 
@@ -348,7 +475,7 @@ impl FlowState {
                     reported: Counters::default(),
                     reported_secs: 0.0,
                     observed: std::mem::take(&mut self.current),
-                    observed_complete: self.current_notes == notes && !self.current_inferred,
+                    observed_complete: self.current_notes == notes && !self.current_incomplete,
                     in_effect: self.current_effect,
                 };
                 self.next_index += 1;
@@ -363,11 +490,16 @@ impl FlowState {
         self.current = Observed::default();
         self.current_effect = self.server.map(|s| s.in_effect()).unwrap_or_default();
         self.current_notes = notes;
-        self.current_inferred = false;
+        self.current_incomplete = false;
     }
 
     /// The answer to the UPDATE_COUNTERS sent in `request_frame`: its increments if applied.
-    pub fn update_answered(&mut self, request_frame: u64, applied: Option<Counters>) {
+    /// Gives what the answer means for the series (`None` when its interval is no longer kept).
+    pub fn update_answered(
+        &mut self,
+        request_frame: u64,
+        applied: Option<Counters>,
+    ) -> Option<UpdateAnswer> {
         if applied.is_some() {
             self.updates_applied += 1;
         }
@@ -377,20 +509,23 @@ impl FlowState {
             .filter(|f| f.frame == request_frame)
         {
             first.counters = applied;
-            return;
+            return Some(UpdateAnswer::First);
         }
-        if let Some(p) = self
+        let p = self
             .unfinished
             .iter_mut()
-            .find(|p| p.row.end_frame == request_frame)
-        {
-            p.awaiting = false;
-            if let Some(c) = applied {
-                p.row.reported = c;
-                p.row.reported_secs = p.row.secs();
-                p.row.updates_applied = 1;
-            }
+            .find(|p| p.row.end_frame == request_frame)?;
+        p.awaiting = false;
+        let secs = p.row.secs();
+        if let Some(c) = applied {
+            p.row.reported = c;
+            p.row.reported_secs = secs;
+            p.row.updates_applied = 1;
         }
+        Some(UpdateAnswer::Interval {
+            secs,
+            rates: applied.and_then(|c| c.rates(secs)),
+        })
     }
 
     /// A successful SET_POLICY / PROBE_POLICY (section 3.2.5.1.2).
@@ -570,7 +705,7 @@ impl FlowState {
         let due = *due;
         self.status_due = None;
         if due.busy {
-            self.add_finding(FlowFinding::new(
+            self.late_poll = Some(FlowFinding::new(
                 FlowFindingCode::StatusPollLate,
                 Severity::Warning,
                 format!(
@@ -650,6 +785,9 @@ impl FlowState {
         if force {
             for f in std::mem::take(&mut self.episodes) {
                 self.add_finding(f);
+            }
+            if let Some(late) = self.late_poll.take() {
+                self.add_finding(late);
             }
         }
         out

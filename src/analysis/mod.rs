@@ -7,6 +7,7 @@
 
 mod analyzer;
 pub mod capped;
+pub mod channel;
 pub mod checks;
 pub mod config;
 pub mod finding;
@@ -15,10 +16,13 @@ pub mod interval;
 pub mod nt;
 pub mod open;
 pub mod rules;
+pub mod view;
 
 pub use analyzer::{Analysis, Analyzer};
+pub use channel::{ChannelEnding, FlowChannel};
 pub use config::{AnalyzerConfig, Tolerances};
 pub use finding::{FlowFinding, FlowFindingCode};
 pub use flow::{FlowState, OpenEntry, PolicyView, ServerView, TimelineEntry, TimelineEvent};
 pub use interval::{normalized_io_size, Counters, IntervalRow, Observed, ObservedRates, Rates};
 pub use open::{AssociatedBy, Association, OpenKey};
+pub use view::{FlowFrom, MessageView, UpdateAnswer};

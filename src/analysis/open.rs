@@ -1,16 +1,16 @@
-//! Per-open state: which logical flow an SMB2 open (connection + session + FileId) belongs to.
+//! Per-open state: which logical flow an SMB2 open (session + FileId) belongs to.
 
 use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::net::ConnId;
 use crate::pipeline::FileId;
 
-/// An SMB2 open as the server knows it: FileIds are only unique within a session of a connection.
+/// An SMB2 open as the server knows it: a FileId is unique within its session, and the session
+/// is used over every one of its channels (SMB3 multichannel), so the connection is no part of
+/// the key: READ/WRITE/IOCTL on any channel reach the same open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OpenKey {
-    pub conn: ConnId,
     pub session_id: u64,
     pub file_id: FileId,
 }
@@ -48,6 +48,31 @@ pub enum AssociatedBy {
 pub struct OpenState {
     pub file_name: Option<Arc<str>>,
     pub association: Association,
+    /// Highest ChannelSequence seen in its requests (SMB 3.x): the client raises it when a
+    /// channel of the session failed.
+    pub channel_sequence: Option<u16>,
+}
+
+impl OpenState {
+    /// A request on the open carried `seq`: true when it is newer than any seen before (a
+    /// channel failed since), in 16-bit serial arithmetic as the server compares it.
+    pub fn raise_channel_sequence(&mut self, seq: u16) -> bool {
+        match self.channel_sequence {
+            None => {
+                self.channel_sequence = Some(seq);
+                false
+            }
+            Some(prev) => {
+                let ahead = seq.wrapping_sub(prev);
+                if ahead != 0 && ahead <= 0x7FFF {
+                    self.channel_sequence = Some(seq);
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+    }
 }
 
 impl OpenState {
@@ -56,6 +81,7 @@ impl OpenState {
         OpenState {
             file_name: Some(Arc::from(file_name)),
             association: Association::NotAssociated,
+            channel_sequence: None,
         }
     }
     /// An open first met in the middle of its life.
@@ -63,6 +89,7 @@ impl OpenState {
         OpenState {
             file_name: file_name.map(Arc::from),
             association: Association::Unknown,
+            channel_sequence: None,
         }
     }
 }

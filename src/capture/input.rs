@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use flate2::read::MultiGzDecoder;
 
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+pub(crate) const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// State shared between the tap (owned by pcap-parser's reader) and the capture reader.
 #[derive(Debug, Default)]

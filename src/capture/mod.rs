@@ -1,16 +1,23 @@
 //! Capture sources (pcap / pcapng, file / stdin / gzip) and link-layer decoding.
 //!
 //! [`CaptureReader`] streams frames with constant memory (one buffer of at most
-//! [`source::MAX_BLOCK_LEN`] plus slack); [`decode_link`] peels link layers off a frame without
+//! [`source::MAX_BLOCK_LEN`] plus slack; a regular file is read through a memory map whose
+//! pages are given back behind the reader); [`decode_link`] peels link layers off a frame without
 //! copying; [`PcapWriter`] / [`PcapngWriter`] write captures for tests and the generator.
 
 mod frame;
 mod input;
 pub mod link;
+#[cfg(target_os = "linux")]
+mod map_reader;
+#[cfg(target_os = "linux")]
+mod mapped;
+mod merge;
 pub mod source;
 pub mod writer;
 
 pub use frame::{Frame, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
+pub use merge::MergedCaptures;
 pub use source::{CaptureError, CaptureFormat, CaptureReader};
 pub use writer::{PcapOptions, PcapWriter, PcapngWriter, TsPrecision};

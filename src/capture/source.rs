@@ -18,7 +18,13 @@ use pcap_parser::{
 };
 use thiserror::Error;
 
+#[cfg(target_os = "linux")]
+use super::input::GZIP_MAGIC;
 use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState};
+#[cfg(target_os = "linux")]
+use super::map_reader::{Layout, MapReader};
+#[cfg(target_os = "linux")]
+use super::mapped::{Map, Watch};
 use super::{Frame, Timestamp};
 
 /// Largest record (pcap record or pcapng block) accepted. Bigger ones are reported as corrupt
@@ -57,6 +63,12 @@ pub enum CaptureError {
         offset: u64,
         reason: String,
     },
+    /// One of several captures read as one (frame and offset are the file's own).
+    #[error("{path}: {source}")]
+    InFile {
+        path: String,
+        source: Box<CaptureError>,
+    },
 }
 
 impl CaptureError {
@@ -69,6 +81,8 @@ impl CaptureError {
             CaptureError::Truncated { frame, .. } | CaptureError::Corrupt { frame, .. } => {
                 *frame <= 1
             }
+            // The other captures were read.
+            CaptureError::InFile { .. } => false,
         }
     }
 }
@@ -139,6 +153,12 @@ pub struct CaptureReader {
     last_ts: Timestamp,
     done: bool,
     follow: bool,
+    /// Set when the file is read through a memory map: asked after every record whether the
+    /// file shrank under the map.
+    #[cfg(target_os = "linux")]
+    mapped: Option<Watch>,
+    /// A packet moved to by `peek_ts` and not handed out yet.
+    ready: Option<PacketMeta>,
 }
 
 impl CaptureReader {
@@ -151,7 +171,48 @@ impl CaptureReader {
             path: path.display().to_string(),
             source,
         })?;
+        #[cfg(target_os = "linux")]
+        if let Some(mapped) = Self::mapped(&f) {
+            return mapped;
+        }
         Self::from_reader(Box::new(f))
+    }
+
+    /// A regular, uncompressed file read through a memory map (no copy into a buffer; see
+    /// `mapped`). `None`: read it as a stream instead.
+    #[cfg(target_os = "linux")]
+    fn mapped(f: &std::fs::File) -> Option<Result<Self, CaptureError>> {
+        let map = Map::of(f)?;
+        if map.bytes().starts_with(&GZIP_MAGIC) {
+            return None;
+        }
+        let watch = map.watch();
+        let mut head = map.bytes();
+        let format = match probe(&mut head) {
+            Ok((format, _)) => format,
+            Err(e) => return Some(Err(e)),
+        };
+        let layout = match &format {
+            Format::Pcap {
+                big_endian,
+                record_header_len,
+                ..
+            } => Layout::Pcap {
+                big_endian: *big_endian,
+                modified: *record_header_len == 24,
+            },
+            Format::PcapNg { big_endian, .. } => Layout::PcapNg {
+                big_endian: *big_endian,
+            },
+        };
+        let mut reader = Self::with(
+            Box::new(MapReader::new(map, layout)),
+            format,
+            Arc::new(TapState::default()),
+            false,
+        );
+        reader.mapped = Some(watch);
+        Some(Ok(reader))
     }
 
     pub fn from_reader(inner: Box<dyn Read + Send>) -> Result<Self, CaptureError> {
@@ -160,72 +221,18 @@ impl CaptureReader {
         let (stream, gzip) = maybe_gunzip(Box::new(tap)).map_err(io_err)?;
         let mut stream: Box<dyn Read + Send> =
             Box::new(KeepError::new(stream, Arc::clone(&tap_state)));
-
-        let mut prefix = vec![0u8; 12];
-        let n = read_full(&mut stream, &mut prefix).map_err(io_err)?;
-        prefix.truncate(n);
-        let magic = prefix.get(..4).unwrap_or_default();
-        let not_capture = CaptureError::NotACapture { offset: 0 };
-
-        if magic == SHB_TYPE.to_le_bytes() {
-            let big_endian = match prefix.get(8..12) {
-                Some(b) if b == BOM_LE => false,
-                Some(b) if b == BOM_BE => true,
-                _ => return Err(not_capture),
-            };
-            let len = prefix
-                .get(4..8)
-                .map(|b| read_u32(b, big_endian) as usize)
-                .unwrap_or(0);
-            if !(28..=MAX_BLOCK_LEN).contains(&len) || len % 4 != 0 {
-                return Err(not_capture);
-            }
-            prefix.resize(len, 0);
-            let got =
-                read_full(&mut stream, prefix.get_mut(12..).unwrap_or_default()).map_err(io_err)?;
-            if got + 12 < len {
-                return Err(CaptureError::Truncated {
-                    frame: 1,
-                    offset: 0,
-                });
-            }
-            let rdr = PcapNGReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
-                .map_err(|e| corrupt_at(1, 0, &e))?;
-            return Ok(Self::with(
-                Box::new(rdr),
-                Format::PcapNg {
-                    big_endian,
-                    interfaces: Vec::new(),
-                },
-                tap_state,
-                gzip,
-            ));
-        }
-
-        if !is_pcap_magic(magic) {
-            return Err(not_capture);
-        }
-        prefix.resize(24, 0);
-        let got =
-            read_full(&mut stream, prefix.get_mut(n..).unwrap_or_default()).map_err(io_err)?;
-        if n + got < 24 {
-            return Err(not_capture);
-        }
-        let header: PcapHeader = match parse_pcap_header(&prefix) {
-            Ok((_, h)) => h,
-            Err(_) => return Err(not_capture),
+        let (format, prefix) = probe(&mut stream)?;
+        let rdr: Box<dyn PcapReaderIterator + Send> = match format {
+            Format::PcapNg { .. } => Box::new(
+                PcapNGReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+                    .map_err(|e| corrupt_at(1, 0, &e))?,
+            ),
+            Format::Pcap { .. } => Box::new(
+                LegacyPcapReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+                    .map_err(|e| corrupt_at(1, 0, &e))?,
+            ),
         };
-        let format = Format::Pcap {
-            // The upper bits of the link type field carry FCS information, not the type.
-            link_type: (header.network.0 as u32) & 0xffff,
-            nanosecond: header.is_nanosecond_precision(),
-            big_endian: header.is_bigendian(),
-            header_pending: true,
-            record_header_len: if header.is_modified_format() { 24 } else { 16 },
-        };
-        let rdr = LegacyPcapReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
-            .map_err(|e| corrupt_at(1, 0, &e))?;
-        Ok(Self::with(Box::new(rdr), format, tap_state, gzip))
+        Ok(Self::with(rdr, format, tap_state, gzip))
     }
 
     fn with(
@@ -244,6 +251,9 @@ impl CaptureReader {
             last_ts: Timestamp::default(),
             done: false,
             follow: false,
+            #[cfg(target_os = "linux")]
+            mapped: None,
+            ready: None,
         }
     }
 
@@ -257,13 +267,12 @@ impl CaptureReader {
     ///
     /// After an error the frames returned so far stand and every later call returns `Ok(None)`.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
-        let meta = match self.advance() {
-            Ok(Some(m)) => m,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
+        let meta = match self.ready.take() {
+            Some(m) => m,
+            None => match self.step()? {
+                Some(m) => m,
+                None => return Ok(None),
+            },
         };
         let data = self
             .rdr
@@ -280,6 +289,43 @@ impl CaptureReader {
         }))
     }
 
+    /// The timestamp of the next frame without handing it out: the next [`next_frame`] returns
+    /// that frame (for merging several captures by time).
+    ///
+    /// [`next_frame`]: CaptureReader::next_frame
+    pub fn peek_ts(&mut self) -> Result<Option<Timestamp>, CaptureError> {
+        if self.ready.is_none() {
+            self.ready = self.step()?;
+        }
+        Ok(self.ready.as_ref().map(|m| m.ts))
+    }
+
+    /// Moves to the next packet; after an error, every later call gives `Ok(None)`.
+    fn step(&mut self) -> Result<Option<PacketMeta>, CaptureError> {
+        let advanced = self.advance();
+        #[cfg(target_os = "linux")]
+        if let Some(watch) = self.mapped {
+            if let Ok(Some(meta)) = &advanced {
+                // Parsing only sliced the packet's bytes: touch its last one, so that a file
+                // cut inside it is noticed before the frame is handed out (a cut removes the
+                // end of a file: if the last byte is there, so is the rest).
+                std::hint::black_box(self.rdr.data().get(meta.end.saturating_sub(1)).copied());
+            }
+            if watch.shrunk() && !self.done {
+                // What was read past the file's new end is zeros, not capture: drop it.
+                self.done = true;
+                return Err(CaptureError::Io {
+                    offset: self.offset(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the file shrank while it was being read",
+                    ),
+                });
+            }
+        }
+        advanced.inspect_err(|_| self.done = true)
+    }
+
     /// Bytes of the (decompressed) input consumed so far, for progress display.
     pub fn bytes_read(&self) -> u64 {
         (self.rdr.consumed() + self.pending) as u64
@@ -288,7 +334,18 @@ impl CaptureReader {
     /// Bytes read from the underlying file or pipe (compressed bytes for gzip input): compare
     /// with the file size for a progress bar.
     pub fn input_bytes_read(&self) -> u64 {
+        if self.is_mapped() {
+            return self.bytes_read();
+        }
         self.tap.raw_bytes()
+    }
+
+    /// True when the file is read through a memory map rather than `read()`.
+    pub fn is_mapped(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.mapped.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
     }
 
     /// Number of frames returned so far.
@@ -652,6 +709,69 @@ impl CaptureReader {
             orig_len,
         }))
     }
+}
+
+/// Reads the capture's first bytes (the pcap file header, or the whole first pcapng section
+/// header) and says what format follows. Returns the bytes read, to be given back to the reader.
+fn probe(stream: &mut dyn Read) -> Result<(Format, Vec<u8>), CaptureError> {
+    let io_err = |source| CaptureError::Io { offset: 0, source };
+    let mut prefix = vec![0u8; 12];
+    let n = read_full(stream, &mut prefix).map_err(io_err)?;
+    prefix.truncate(n);
+    let magic = prefix.get(..4).unwrap_or_default();
+    let not_capture = CaptureError::NotACapture { offset: 0 };
+
+    if magic == SHB_TYPE.to_le_bytes() {
+        let big_endian = match prefix.get(8..12) {
+            Some(b) if b == BOM_LE => false,
+            Some(b) if b == BOM_BE => true,
+            _ => return Err(not_capture),
+        };
+        let len = prefix
+            .get(4..8)
+            .map(|b| read_u32(b, big_endian) as usize)
+            .unwrap_or(0);
+        if !(28..=MAX_BLOCK_LEN).contains(&len) || len % 4 != 0 {
+            return Err(not_capture);
+        }
+        prefix.resize(len, 0);
+        let got = read_full(stream, prefix.get_mut(12..).unwrap_or_default()).map_err(io_err)?;
+        if got + 12 < len {
+            return Err(CaptureError::Truncated {
+                frame: 1,
+                offset: 0,
+            });
+        }
+        return Ok((
+            Format::PcapNg {
+                big_endian,
+                interfaces: Vec::new(),
+            },
+            prefix,
+        ));
+    }
+
+    if !is_pcap_magic(magic) {
+        return Err(not_capture);
+    }
+    prefix.resize(24, 0);
+    let got = read_full(stream, prefix.get_mut(n..).unwrap_or_default()).map_err(io_err)?;
+    if n + got < 24 {
+        return Err(not_capture);
+    }
+    let header: PcapHeader = match parse_pcap_header(&prefix) {
+        Ok((_, h)) => h,
+        Err(_) => return Err(not_capture),
+    };
+    let format = Format::Pcap {
+        // The upper bits of the link type field carry FCS information, not the type.
+        link_type: (header.network.0 as u32) & 0xffff,
+        nanosecond: header.is_nanosecond_precision(),
+        big_endian: header.is_bigendian(),
+        header_pending: true,
+        record_header_len: if header.is_modified_format() { 24 } else { 16 },
+    };
+    Ok((format, prefix))
 }
 
 fn is_pcap_magic(magic: &[u8]) -> bool {

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
-    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody,
+    SqosRecord,
 };
 use crate::run::CaptureSink;
 use crate::sqos::{Finding, Options, Severity};
@@ -30,6 +31,16 @@ pub struct FindingTally {
 /// Unanswered requests kept by frame, to list the first few.
 const UNANSWERED_LISTED: usize = 64;
 
+/// A request released without its response: its frame, and what a replay of it on another
+/// channel would repeat (session, FileId, the SQOS buffer).
+#[derive(Clone, Debug)]
+struct OpenRequest {
+    frame: u64,
+    session_id: u64,
+    file_id: Option<crate::pipeline::FileId>,
+    buffer: Vec<u8>,
+}
+
 /// What the SQOS messages of one capture showed.
 #[derive(Clone, Debug, Default)]
 pub struct MessageFacts {
@@ -42,8 +53,8 @@ pub struct MessageFacts {
     /// Message findings per code.
     pub findings: BTreeMap<&'static str, FindingTally>,
     /// Requests released without a response whose response has not been seen since, keyed by
-    /// connection and message id, with the request's frame.
-    open_requests: HashMap<(ConnId, u64), u64>,
+    /// connection and message id.
+    open_requests: HashMap<(ConnId, u64), OpenRequest>,
     /// Their frames once the capture ended.
     unanswered: BTreeSet<u64>,
     unanswered_total: u64,
@@ -85,10 +96,36 @@ impl MessageFacts {
                 }
             }
         }
+        if rec.replay {
+            // Sent again on another channel after its own failed: the replay's answer is the
+            // original's.
+            let original = self
+                .open_requests
+                .iter()
+                .filter(|((c, _), o)| {
+                    *c != rec.conn
+                        && o.session_id == rec.session_id
+                        && o.file_id == rec.file_id
+                        && o.buffer == rec.buffer
+                })
+                .min_by_key(|(_, o)| o.frame)
+                .map(|(k, _)| *k);
+            if let Some(k) = original {
+                self.open_requests.remove(&k);
+            }
+        }
         if rec.response_frame.is_none() {
             // Held back and released before its answer (or never answered): remember it
             // until a response names it.
-            self.open_requests.insert((rec.conn, rec.msg_id), rec.frame);
+            self.open_requests.insert(
+                (rec.conn, rec.msg_id),
+                OpenRequest {
+                    frame: rec.frame,
+                    session_id: rec.session_id,
+                    file_id: rec.file_id,
+                    buffer: rec.buffer.clone(),
+                },
+            );
         }
     }
 
@@ -112,8 +149,8 @@ impl MessageFacts {
     /// End of capture: whatever is still open was never answered.
     pub fn finish(&mut self) {
         self.unanswered_total += self.open_requests.len() as u64;
-        for (_, frame) in self.open_requests.drain() {
-            self.unanswered.insert(frame);
+        for (_, o) in self.open_requests.drain() {
+            self.unanswered.insert(o.frame);
             if self.unanswered.len() > UNANSWERED_LISTED {
                 self.unanswered.pop_last();
             }
@@ -174,6 +211,9 @@ impl<A: CaptureSink> RecordSink for FactsSink<A> {
     }
     fn on_io(&mut self, rec: &IoRecord) {
         self.analysis.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analysis.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.notes += 1;

@@ -27,10 +27,12 @@ pub enum Figure {
     ObservedNormalizedIops,
     ObservedKilobytesPerSecond,
     ObservedAvgResponseMs,
+    /// Channels (session × connection) the flow's I/O and SQOS requests went over.
+    Channels,
 }
 
 impl Figure {
-    pub const ALL: [Figure; 16] = [
+    pub const ALL: [Figure; 17] = [
         Figure::Limit,
         Figure::Reservation,
         Figure::BandwidthLimit,
@@ -47,6 +49,7 @@ impl Figure {
         Figure::ObservedNormalizedIops,
         Figure::ObservedKilobytesPerSecond,
         Figure::ObservedAvgResponseMs,
+        Figure::Channels,
     ];
 
     /// The name used in rules files and on the command line.
@@ -68,6 +71,7 @@ impl Figure {
             Figure::ObservedNormalizedIops => "observed_normalized_iops",
             Figure::ObservedKilobytesPerSecond => "observed_kilobytes_per_second",
             Figure::ObservedAvgResponseMs => "observed_avg_response_ms",
+            Figure::Channels => "channels",
         }
     }
 
@@ -90,10 +94,12 @@ impl Figure {
             Figure::ObservedNormalizedIops => "/observed/normalized_iops",
             Figure::ObservedKilobytesPerSecond => "/observed/kilobytes_per_second",
             Figure::ObservedAvgResponseMs => "/observed/avg_response_ms",
+            Figure::Channels => "/channels_total",
         }
     }
 
-    /// Settings are integers the client or server sent; the rest are rates computed from them.
+    /// Settings are integers the client or server sent (and the channel count, also exact); the
+    /// rest are rates computed from them.
     pub fn is_setting(self) -> bool {
         matches!(
             self,
@@ -104,6 +110,7 @@ impl Figure {
                 | Figure::MinimumIoRate
                 | Figure::MaximumBandwidth
                 | Figure::BaseIoSize
+                | Figure::Channels
         )
     }
 

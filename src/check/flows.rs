@@ -55,6 +55,12 @@ impl Flow {
         self.json.pointer(f.pointer()).and_then(Value::as_f64)
     }
 
+    /// Whether the table has the figure's key at all (null counts): a baseline saved before a
+    /// figure existed has none, and is not compared on it.
+    pub fn has_figure(&self, f: Figure) -> bool {
+        self.json.pointer(f.pointer()).is_some()
+    }
+
     /// The server's last Status, read from a number, a status name, or an object with `code` /
     /// `value` (whichever way the table writes it).
     pub fn last_status(&self) -> Option<Status> {

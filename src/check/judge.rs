@@ -1,6 +1,7 @@
 //! Judging one capture: one pass through the pipeline feeding both the message facts and the
 //! flow analysis, then the rules and the baseline comparison.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use serde_json::Value;
@@ -12,7 +13,7 @@ use super::flows::{FlowTable, FlowTableError};
 use super::outcome::{CaptureVerdict, Outcome};
 use super::rules::{BaselineTolerances, Rule};
 use crate::pipeline::PipelineConfig;
-use crate::run::{run_capture, Ending};
+use crate::run::{open, run_capture, Ending, Progress};
 
 /// What to judge each capture against.
 #[derive(Clone, Debug, Default)]
@@ -60,13 +61,14 @@ pub fn judge_evidence(plan: &Plan, facts: &MessageFacts, flows: &FlowTable) -> V
     out
 }
 
-/// Read `path` once through the pipeline into `analysis` and judge it.
+/// Read `path` once through the pipeline into `analysis` and judge it; `progress` as in
+/// [`run_capture`].
 pub fn judge_capture<A: FlowAnalysis>(
     path: &Path,
     cfg: PipelineConfig,
     plan: &Plan,
     analysis: A,
-    progress: bool,
+    progress: &mut dyn FnMut(&Progress<'_>) -> ControlFlow<()>,
 ) -> CaptureVerdict {
     let capture = path.display().to_string();
     let failed = |error: String| CaptureVerdict {
@@ -75,10 +77,11 @@ pub fn judge_capture<A: FlowAnalysis>(
         error: Some(error),
     };
     let mut sink = FactsSink::new(analysis);
-    let result = match run_capture(path, cfg, &mut sink, progress) {
+    let mut reader = match open(path) {
         Ok(r) => r,
         Err(e) => return failed(format!("unusable capture: {}", e.source)),
     };
+    let result = run_capture(&mut reader, cfg, &mut sink, progress);
     // Encrypted messages left closed are said once, as every command says them.
     if let Some(s) = result.stats.undecrypted_summary() {
         eprintln!("sqos check: {capture}: {s}");

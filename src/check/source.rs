@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::facts::FlowAnalysis;
-use crate::analysis::Analyzer;
+use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::output::flows::flows_json;
 
 impl FlowAnalysis for Analyzer {
@@ -14,6 +14,6 @@ impl FlowAnalysis for Analyzer {
 }
 
 /// A fresh flow analysis for one capture, configured as `sqos flows` is.
-pub fn flow_analysis() -> Analyzer {
-    Analyzer::default()
+pub fn flow_analysis(cfg: AnalyzerConfig) -> Analyzer {
+    Analyzer::new(cfg)
 }

@@ -39,6 +39,8 @@ pub struct CheckArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    memory: super::MemoryArg,
     /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
     #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
     keys: Vec<super::KeyFileArg>,
@@ -81,18 +83,21 @@ pub fn run(a: &CheckArgs) -> i32 {
     let mut out = std::io::stdout().lock();
     for capture in &a.captures {
         let input = InputArgs {
-            capture: capture.clone(),
+            captures: vec![capture.clone()],
             ports: a.ports.clone(),
             quiet: a.quiet,
+            memory: a.memory,
             keys: a.keys.clone(),
         };
+        let mut bar = super::progress::Bar::new(std::slice::from_ref(capture), !a.quiet);
         let v = judge_capture(
             capture,
             input.pipeline_config(),
             &plan,
-            flow_analysis(),
-            !a.quiet,
+            flow_analysis(input.analyzer_config()),
+            &mut |p| bar.update(p),
         );
+        bar.finish();
         if let Some(e) = &v.error {
             eprintln!("sqos check: {}: {e}", v.capture);
         }

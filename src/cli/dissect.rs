@@ -1,13 +1,14 @@
-use std::io::{BufWriter, Stdout, Write};
+use std::io::Write;
 
 use clap::{Args, ValueEnum};
 
 use sqos::capture::Timestamp;
 use sqos::output::json::record_json;
 use sqos::output::text::{detail_tree, hex_dump, summary_line};
-use sqos::pipeline::{CaptureNote, RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::pipeline::{CaptureNote, ChannelRecord, RecordSink, SqosRecord};
+use sqos::run::CaptureSink;
 
+use super::out::RecordOut;
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -31,26 +32,28 @@ pub struct DissectArgs {
     format: DissectFormat,
 }
 
-/// Writes each record as it arrives; a closed stdout (`| head`) ends the output quietly.
+/// Writes each record as it arrives (flushed when live, see [`RecordOut`]); a closed stdout
+/// (`| head`) ends the output quietly and the run at once.
 struct Printer {
-    out: BufWriter<Stdout>,
+    out: RecordOut,
     format: DissectFormat,
     verbose: bool,
     hex: bool,
     first: Timestamp,
     count: u64,
-    broken: bool,
 }
 
 impl Printer {
     fn write(&mut self, s: &str) {
-        if !self.broken && self.out.write_all(s.as_bytes()).is_err() {
-            self.broken = true;
+        if !self.out.closed() {
+            let _ = self.out.write_all(s.as_bytes());
         }
     }
 }
 
 impl RecordSink for Printer {
+    // One line per SQOS message; the channels show in `sqos flows` and `sqos stats`.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
     fn on_sqos(&mut self, rec: SqosRecord) {
         let text = match self.format {
             DissectFormat::Text => {
@@ -75,6 +78,7 @@ impl RecordSink for Printer {
         };
         self.count += 1;
         self.write(&text);
+        self.out.end_record();
     }
 
     fn on_note(&mut self, note: &CaptureNote) {
@@ -87,31 +91,28 @@ impl CaptureSink for Printer {
     fn on_first_frame(&mut self, ts: Timestamp) {
         self.first = ts;
     }
+    fn done(&mut self) -> bool {
+        self.out.closed()
+    }
 }
 
 pub fn run(a: &DissectArgs) -> i32 {
     let mut p = Printer {
-        out: BufWriter::new(std::io::stdout()),
+        out: RecordOut::stdout(a.input.is_live()),
         format: a.format,
         verbose: a.verbose,
         hex: a.hex,
         first: Timestamp::default(),
         count: 0,
-        broken: false,
     };
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut p,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut p) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     if p.format == DissectFormat::Json {
         let tail = if p.count == 0 { "[]\n" } else { "\n]\n" };
         p.write(tail);
     }
     let _ = p.out.flush();
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

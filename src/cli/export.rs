@@ -4,18 +4,18 @@
 //! decoded. A directory of captures (or `--partition-by`) writes Hive-style partitioned Parquet:
 //! see `partition.rs`.
 
-use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
 use sqos::capture::Timestamp;
-use sqos::export::{export, Input, Row, RowSink, Table};
+use sqos::export::{ExportSink, Row, RowSink, Table};
 use sqos::output::arrow::{CaptureLabel, TableError};
 use sqos::output::csv::CsvTable;
 use sqos::output::parquet::ParquetTable;
 
+use super::out::RecordOut;
 use super::partition::{self, PartitionKey};
 use super::InputArgs;
 
@@ -74,38 +74,40 @@ pub struct ExportArgs {
 
 /// Where rows go; the first write error stops further output.
 enum Rows {
-    Jsonl(Box<dyn Write + Send>),
-    Csv(Box<CsvTable<Box<dyn Write + Send>>>),
-    Parquet(Box<ParquetTable<Box<dyn Write + Send>>>),
+    Jsonl(RecordOut),
+    Csv(Box<CsvTable<RecordOut>>),
+    Parquet(Box<ParquetTable<RecordOut>>),
 }
 
 pub struct Sink {
     rows: Rows,
+    /// Each JSONL / CSV row flushed as it is written (see [`RecordOut`]); Parquet is written
+    /// by row groups whatever the output.
+    live: bool,
     error: Option<TableError>,
 }
 
 impl Sink {
-    fn new(
-        out: Box<dyn Write + Send>,
-        a: &ExportArgs,
+    pub fn new(
+        out: RecordOut,
+        format: ExportFormat,
+        table: Table,
         label: CaptureLabel,
     ) -> Result<Self, TableError> {
-        let columns = a.what.table().columns();
-        let rows = match a.format {
+        let live = out.is_live();
+        let columns = table.columns();
+        let rows = match format {
             ExportFormat::Jsonl => Rows::Jsonl(out),
             ExportFormat::Csv => Rows::Csv(Box::new(CsvTable::new(out, columns)?)),
             ExportFormat::Parquet => {
                 Rows::Parquet(Box::new(ParquetTable::new(out, columns, label)?))
             }
         };
-        Ok(Sink { rows, error: None })
-    }
-
-    /// A Parquet sink (partitioned output).
-    pub fn parquet(out: File, table: Table, label: CaptureLabel) -> Result<Self, TableError> {
-        let out: Box<dyn Write + Send> = Box::new(BufWriter::new(out));
-        let rows = Rows::Parquet(Box::new(ParquetTable::new(out, table.columns(), label)?));
-        Ok(Sink { rows, error: None })
+        Ok(Sink {
+            rows,
+            live,
+            error: None,
+        })
     }
 
     pub fn finish(self) -> Result<(), TableError> {
@@ -132,27 +134,53 @@ impl RowSink for Sink {
         if self.error.is_some() {
             return;
         }
+        let live = self.live;
         let r = match &mut self.rows {
-            Rows::Jsonl(w) => writeln!(w, "{}", row.json()).map_err(TableError::from),
-            Rows::Csv(t) => t.row(&row.flat()).map_err(TableError::from),
+            Rows::Jsonl(w) => writeln!(w, "{}", row.json())
+                .map(|()| w.end_record())
+                .map_err(TableError::from),
+            Rows::Csv(t) => t
+                .row(&row.flat())
+                .and_then(|()| if live { t.flush() } else { Ok(()) })
+                .map_err(TableError::from),
             Rows::Parquet(t) => t.row(&row.flat()),
         };
         if let Err(e) = r {
             self.error = Some(e);
         }
     }
+
+    fn closed(&self) -> bool {
+        self.error.is_some()
+            || match &self.rows {
+                Rows::Jsonl(w) => w.closed(),
+                Rows::Csv(t) => t.writer().closed(),
+                Rows::Parquet(_) => false,
+            }
+    }
 }
 
-fn open_output(path: &Option<PathBuf>) -> std::io::Result<Box<dyn Write + Send>> {
-    Ok(match path {
-        Some(p) => Box::new(BufWriter::new(File::create(p)?)),
-        None => Box::new(BufWriter::new(std::io::stdout())),
-    })
+fn open_output(path: Option<&Path>, live_input: bool) -> std::io::Result<RecordOut> {
+    match path {
+        Some(p) => RecordOut::file(p, live_input),
+        None => Ok(RecordOut::stdout(live_input)),
+    }
+}
+
+/// Reads the input through `sink` into one table; the table's last rows are written at the end.
+pub fn read_into<W: RowSink>(
+    input: &InputArgs,
+    table: Table,
+    sink: &mut W,
+) -> Result<sqos::run::RunResult, i32> {
+    let mut rows = ExportSink::new(table, input.analyzer_config(), sink);
+    let result = super::read_capture(input, &mut rows);
+    rows.finish();
+    result
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
-    let path = &a.input.capture;
-    if path.is_dir() || !a.partition_by.is_empty() {
+    if !a.partition_by.is_empty() || a.input.captures.iter().any(|c| c.is_dir()) {
         return partition::run(a);
     }
     if a.format == ExportFormat::Parquet && a.output.is_none() && std::io::stdout().is_terminal() {
@@ -160,13 +188,19 @@ pub fn run(a: &ExportArgs) -> i32 {
         return 2;
     }
     let label = CaptureLabel {
-        file: path.display().to_string(),
+        file: a
+            .input
+            .captures
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(","),
         host: a.host.clone(),
         start: None,
     };
-    let mut sink = match open_output(&a.output)
+    let mut sink = match open_output(a.output.as_deref(), a.input.is_live())
         .map_err(TableError::from)
-        .and_then(|out| Sink::new(out, a, label))
+        .and_then(|out| Sink::new(out, a.format, a.what.table(), label))
     {
         Ok(s) => s,
         Err(e) => {
@@ -178,15 +212,9 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     };
-    let result = match export(
-        a.what.table(),
-        Input::Path(path),
-        a.input.pipeline_config(),
-        !a.input.quiet,
-        &mut sink,
-    ) {
+    let result = match read_into(&a.input, a.what.table(), &mut sink) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     if let Err(e) = sink.finish() {
         if !matches!(&e, TableError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe) {
@@ -194,5 +222,5 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     }
-    super::finish(path, &result)
+    super::finish(&a.input, &result)
 }

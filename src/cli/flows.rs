@@ -8,7 +8,6 @@ use sqos::analysis::Analyzer;
 use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
 use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};
-use sqos::run::run_capture;
 
 use super::InputArgs;
 
@@ -28,26 +27,40 @@ pub struct FlowsArgs {
 }
 
 pub fn run(a: &FlowsArgs) -> i32 {
-    let mut analyzer = Analyzer::default();
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut analyzer,
-        !a.input.quiet,
-    ) {
+    let mut analyzer = Analyzer::new(a.input.analyzer_config());
+    let result = match super::read_capture(&a.input, &mut analyzer) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let analysis = analyzer.finish();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // What the memory budget dropped in the pipeline: after the table in text, on stderr
+    // beside JSON and CSV (the analysis's own notes are in the text table).
+    let dropped: Vec<String> = result
+        .stats
+        .memory
+        .iter()
+        .filter_map(|m| m.summary())
+        .collect();
     // A closed stdout (`| head`) ends the output quietly.
     let _ = match a.format {
-        FlowsFormat::Text => out.write_all(flows_text(&analysis).as_bytes()),
+        FlowsFormat::Text => {
+            let mut text = flows_text(&analysis);
+            for d in &dropped {
+                text.push_str(&format!("note: {d}\n"));
+            }
+            out.write_all(text.as_bytes())
+        }
         FlowsFormat::Json => out.write_all(format!("{:#}\n", flows_json(&analysis)).as_bytes()),
         FlowsFormat::Csv => write_csv(&mut out, &analysis),
     };
-    super::finish(&a.input.capture, &result)
+    if !matches!(a.format, FlowsFormat::Text) {
+        for d in dropped.iter().chain(&analysis.notes) {
+            eprintln!("note: {d}");
+        }
+    }
+    super::finish(&a.input, &result)
 }
 
 fn write_csv(out: &mut dyn Write, analysis: &sqos::analysis::Analysis) -> std::io::Result<()> {

@@ -1,12 +1,15 @@
 //! Subcommands. Exit codes: 0 ok, 1 capture damaged but read (or, for checks, a check failed),
 //! 2 unusable input or usage error.
 
+mod annotate;
 mod check;
 mod dissect;
 mod export;
 mod flows;
+mod out;
 mod partition;
 mod plot;
+mod progress;
 mod stats;
 mod synth;
 mod tui;
@@ -16,7 +19,8 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
-use sqos::net::ReassemblyConfig;
+use sqos::analysis::AnalyzerConfig;
+use sqos::budget::Budget;
 use sqos::pipeline::PipelineConfig;
 use sqos::smb2::crypto::KeyRing;
 
@@ -49,19 +53,27 @@ enum Command {
     Synth(sqos::synth::SynthArgs),
     /// Interactive terminal UI: flows, charts, messages with field tree and hex, findings.
     Tui(tui::TuiArgs),
+    /// Each SQOS message with its flow and figures, then the flows, as versioned JSON lines
+    /// (what the Wireshark plugin shows, plugin/README.md).
+    Annotate(annotate::AnnotateArgs),
 }
 
 /// Options every command that reads a capture shares.
 #[derive(Args, Clone)]
 pub struct InputArgs {
-    /// pcap or pcapng file (gzip allowed); `-` reads standard input.
-    pub capture: PathBuf,
+    /// pcap or pcapng file (gzip allowed); `-` reads standard input. Several files (or quoted
+    /// globs, e.g. 'rotated-*.pcap') are one capture, their frames merged by time: rotated
+    /// captures (`tcpdump -G/-C`, `dumpcap -b`) read as if they were one file.
+    #[arg(required = true, num_args = 1.., value_name = "CAPTURE")]
+    pub captures: Vec<PathBuf>,
     /// Extra TCP ports to treat as SMB (445 and 139 always are).
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
     /// No progress bar on stderr.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub memory: MemoryArg,
     /// SMB3 keys to decrypt encrypted sessions: Wireshark's "SMB2 Secret Keys" file
     /// (`smb2_seskey_list`; one session a line: session id, session key, server-to-client key,
     /// client-to-server key, in hex). Repeatable.
@@ -69,18 +81,74 @@ pub struct InputArgs {
     pub keys: Vec<KeyFileArg>,
 }
 
+/// `--memory`: the run's memory budget (docs/robustness.md).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct MemoryArg {
+    /// Memory budget for the state sqos keeps (connections, reassembly, pending requests,
+    /// opens, flows): `64M`, `1G`… When a share is full, what it drops is counted and reported.
+    #[arg(long = "memory", value_name = "SIZE", default_value = "64M", value_parser = sqos::budget::parse_size)]
+    pub bytes: usize,
+}
+
+impl MemoryArg {
+    pub fn budget(&self) -> Budget {
+        Budget::new(self.bytes)
+    }
+
+    pub fn analyzer_config(&self) -> AnalyzerConfig {
+        AnalyzerConfig::default().with_memory(&self.budget())
+    }
+}
+
 impl InputArgs {
-    pub fn pipeline_config(&self) -> PipelineConfig {
-        let mut reassembly = ReassemblyConfig::default();
-        for p in &self.ports {
-            if !reassembly.ports.contains(p) {
-                reassembly.ports.push(*p);
+    /// The capture arrives as it is made (standard input): show each record as it completes.
+    pub fn is_live(&self) -> bool {
+        self.captures.iter().any(|c| c.as_os_str() == "-")
+    }
+
+    /// The capture files, globs expanded (in name order). A glob that matches nothing is an
+    /// error naming it; a name without glob characters is kept as it is (opening it says
+    /// whether it exists).
+    pub fn capture_paths(&self) -> Result<Vec<PathBuf>, String> {
+        let mut paths = Vec::new();
+        for c in &self.captures {
+            let text = c.to_string_lossy();
+            if c.exists() || !text.contains(['*', '?', '[']) {
+                paths.push(c.clone());
+                continue;
+            }
+            let matches = glob::glob(&text).map_err(|e| format!("{text}: {e}"))?;
+            let before = paths.len();
+            for m in matches {
+                paths.push(m.map_err(|e| e.to_string())?);
+            }
+            if paths.len() == before {
+                return Err(format!("{text}: no capture matches"));
             }
         }
-        PipelineConfig {
-            reassembly,
-            keys: key_ring(&self.keys),
+        Ok(paths)
+    }
+
+    /// How the input is named in messages: its file, or how many files were merged.
+    pub fn label(&self) -> String {
+        match self.captures.as_slice() {
+            [one] => one.display().to_string(),
+            many => format!("{} captures", many.len()),
         }
+    }
+
+    pub fn pipeline_config(&self) -> PipelineConfig {
+        PipelineConfig {
+            keys: key_ring(&self.keys),
+            ..PipelineConfig::default()
+        }
+        .with_ports(&self.ports)
+        .with_memory(self.memory.budget())
+    }
+
+    /// The analysis configured for this run's memory budget.
+    pub fn analyzer_config(&self) -> AnalyzerConfig {
+        self.memory.analyzer_config()
     }
 }
 
@@ -132,20 +200,50 @@ pub fn main() -> i32 {
         Command::Check(a) => check::run(&a),
         Command::Synth(a) => synth::run(&a),
         Command::Tui(a) => tui::run_tui(&a),
+        Command::Annotate(a) => annotate::run(&a),
     }
+}
+
+/// Open the capture (or the captures, merged by time) and read it through `sink`, with a
+/// progress bar unless `--quiet`. An unusable capture is reported on stderr and gives exit code 2
+/// as the error.
+pub fn read_capture<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, i32> {
+    let paths = input.capture_paths().map_err(|e| {
+        eprintln!("sqos: {e}");
+        2
+    })?;
+    let cfg = input.pipeline_config();
+    let mut bar = progress::Bar::new(&paths, !input.quiet);
+    let result = if let [one] = paths.as_slice() {
+        let mut reader = sqos::run::open(one).map_err(|e| unusable(&e))?;
+        sqos::run::run_capture(&mut reader, cfg, sink, &mut |p| bar.update(p))
+    } else {
+        let mut merged = sqos::run::open_merged(&paths).map_err(|e| unusable(&e))?;
+        sqos::run::run_capture(&mut merged, cfg, sink, &mut |p| bar.update(p))
+    };
+    bar.finish();
+    Ok(result)
 }
 
 /// Report how the input ended on stderr and turn it into the exit code. Encrypted messages
 /// left closed are said once here, whatever the command.
-pub fn finish(path: &std::path::Path, result: &sqos::run::RunResult) -> i32 {
+pub fn finish(input: &InputArgs, result: &sqos::run::RunResult) -> i32 {
+    let label = input.label();
     if let Some(s) = result.stats.undecrypted_summary() {
-        eprintln!("sqos: {}: {s}", path.display());
+        eprintln!("sqos: {label}: {s}");
     }
-    if let sqos::run::Ending::Damaged(e) = &result.ending {
-        eprintln!(
-            "sqos: {}: {e} (everything before it was decoded)",
-            path.display()
-        );
+    match &result.ending {
+        // The error names the file itself.
+        sqos::run::Ending::Damaged(e @ sqos::capture::CaptureError::InFile { .. }) => {
+            eprintln!("sqos: {e} (everything before it was decoded)")
+        }
+        sqos::run::Ending::Damaged(e) => {
+            eprintln!("sqos: {label}: {e} (everything before it was decoded)")
+        }
+        _ => {}
     }
     sqos::run::exit_code(&result.ending)
 }

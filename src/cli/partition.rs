@@ -4,16 +4,17 @@
 //! is analysed on its own; its rows carry capture_file, capture_host and capture_start, so the
 //! partitions union into one table in Spark, DuckDB or pandas.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
 
 use sqos::capture::Timestamp;
-use sqos::export::{export, label_below, utc_date, Input, Row, RowSink};
+use sqos::export::{label_below, utc_date, Row, RowSink};
 use sqos::output::arrow::CaptureLabel;
 
-use super::export::{ExportArgs, ExportFormat, Sink};
+use super::export::{read_into, ExportArgs, ExportFormat, Sink};
+use super::out::RecordOut;
+use super::InputArgs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PartitionKey {
@@ -98,6 +99,9 @@ impl RowSink for Tracked {
     fn row(&mut self, row: Row<'_>) {
         self.sink.row(row);
     }
+    fn closed(&self) -> bool {
+        self.sink.closed()
+    }
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
@@ -111,36 +115,45 @@ pub fn run(a: &ExportArgs) -> i32 {
         eprintln!("sqos: a directory of captures or --partition-by needs -o DIR");
         return 2;
     };
-    let root = &a.input.capture;
-    let mut files = Vec::new();
-    if root.is_dir() {
-        if let Err(e) = captures_in(root, &mut files) {
+    let paths = match a.input.capture_paths() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sqos: {e}");
+            return 2;
+        }
+    };
+    // Each capture with its label: below a directory, its path there and the host folder.
+    let mut files: Vec<(PathBuf, String, Option<String>)> = Vec::new();
+    for root in &paths {
+        if !root.is_dir() {
+            files.push((root.clone(), root.display().to_string(), None));
+            continue;
+        }
+        let mut found = Vec::new();
+        if let Err(e) = captures_in(root, &mut found) {
             eprintln!("sqos: {}: {e}", root.display());
             return 2;
         }
-        if files.is_empty() {
+        if found.is_empty() {
             eprintln!(
                 "sqos: {}: no captures (*.pcap, *.pcapng, *.cap, *.ntar, and their .gz)",
                 root.display()
             );
             return 2;
         }
-    } else {
-        files.push(root.clone());
+        let root_str = root.to_string_lossy();
+        for f in found {
+            let (name, host) = label_below(&root_str, &f.to_string_lossy());
+            files.push((f, name, host));
+        }
     }
     if let Err(e) = std::fs::create_dir_all(out_dir) {
         eprintln!("sqos: {}: {e}", out_dir.display());
         return 2;
     }
     let table = a.what.table();
-    let root_str = root.to_string_lossy().into_owned();
     let mut code = 0;
-    for file in &files {
-        let (name, dir_host) = if root.is_dir() {
-            label_below(&root_str, &file.to_string_lossy())
-        } else {
-            (file.display().to_string(), None)
-        };
+    for (file, name, dir_host) in files {
         let host = a.host.clone().or(dir_host);
         let label = CaptureLabel {
             file: name.clone(),
@@ -148,9 +161,9 @@ pub fn run(a: &ExportArgs) -> i32 {
             start: None,
         };
         let tmp = out_dir.join(format!(".sqos-export-{}.parquet.tmp", std::process::id()));
-        let sink = match File::create(&tmp)
+        let sink = match RecordOut::file(&tmp, false)
             .map_err(Into::into)
-            .and_then(|f| Sink::parquet(f, table, label))
+            .and_then(|out| Sink::new(out, ExportFormat::Parquet, table, label))
         {
             Ok(s) => s,
             Err(e) => {
@@ -159,18 +172,16 @@ pub fn run(a: &ExportArgs) -> i32 {
             }
         };
         let mut t = Tracked { sink, start: None };
-        let result = export(
-            table,
-            Input::Path(file),
-            a.input.pipeline_config(),
-            !a.input.quiet,
-            &mut t,
-        );
-        let result = match result {
+        // This capture on its own, with the command's other options.
+        let input = InputArgs {
+            captures: vec![file],
+            ..a.input.clone()
+        };
+        let result = match read_into(&input, table, &mut t) {
             Ok(r) => r,
-            Err(e) => {
+            Err(c) => {
                 let _ = std::fs::remove_file(&tmp);
-                code = code.max(super::unusable(&e));
+                code = code.max(c);
                 continue;
             }
         };
@@ -186,7 +197,7 @@ pub fn run(a: &ExportArgs) -> i32 {
             let _ = std::fs::remove_file(&tmp);
             return 2;
         }
-        code = code.max(super::finish(file, &result));
+        code = code.max(super::finish(&input, &result));
     }
     code
 }

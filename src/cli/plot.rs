@@ -8,7 +8,6 @@ use clap::Args;
 use sqos::analysis::Analyzer;
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::output::png::svg_to_png;
-use sqos::run::run_capture;
 
 use super::InputArgs;
 
@@ -51,15 +50,10 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: --scale {}: give a value in (0, 8]", a.scale);
         return 2;
     }
-    let mut analyzer = Analyzer::default();
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut analyzer,
-        !a.input.quiet,
-    ) {
+    let mut analyzer = Analyzer::new(a.input.analyzer_config());
+    let result = match super::read_capture(&a.input, &mut analyzer) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let analysis = analyzer.finish();
     let svg = iops_svg(
@@ -85,5 +79,5 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: {}: {e}", a.output.display());
         return 2;
     }
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

@@ -3,8 +3,8 @@ use std::io::Write;
 use clap::{Args, ValueEnum};
 
 use sqos::output::stats::{stats_json, stats_text};
-use sqos::pipeline::{RecordSink, SqosRecord};
-use sqos::run::{run_capture, CaptureSink};
+use sqos::pipeline::{ChannelRecord, RecordSink, SqosRecord};
+use sqos::run::CaptureSink;
 
 use super::InputArgs;
 
@@ -25,23 +25,20 @@ pub struct StatsArgs {
 struct Discard;
 impl RecordSink for Discard {
     fn on_sqos(&mut self, _rec: SqosRecord) {}
+    // The run's stats count sessions and channels themselves.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
 }
 impl CaptureSink for Discard {}
 
 pub fn run(a: &StatsArgs) -> i32 {
-    let result = match run_capture(
-        &a.input.capture,
-        a.input.pipeline_config(),
-        &mut Discard,
-        !a.input.quiet,
-    ) {
+    let result = match super::read_capture(&a.input, &mut Discard) {
         Ok(r) => r,
-        Err(e) => return super::unusable(&e),
+        Err(code) => return code,
     };
     let text = match a.format {
         StatsFormat::Text => stats_text(&result.stats),
         StatsFormat::Json => format!("{:#}\n", stats_json(&result.stats)),
     };
     let _ = std::io::stdout().write_all(text.as_bytes());
-    super::finish(&a.input.capture, &result)
+    super::finish(&a.input, &result)
 }

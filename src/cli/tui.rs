@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use sqos::net::ReassemblyConfig;
 use sqos::pipeline::PipelineConfig;
 use sqos::tui::source::Input;
 use sqos::tui::store::DEFAULT_MAX_MESSAGES;
@@ -36,15 +35,11 @@ pub struct TuiArgs {
     /// Most SQOS messages kept for the Messages view (the oldest go first).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGES)]
     max_messages: usize,
+    #[command(flatten)]
+    memory: super::MemoryArg,
 }
 
 pub fn run_tui(a: &TuiArgs) -> i32 {
-    let mut reassembly = ReassemblyConfig::default();
-    for p in &a.ports {
-        if !reassembly.ports.contains(p) {
-            reassembly.ports.push(*p);
-        }
-    }
     let input = match (&a.interface, &a.capture) {
         (Some(name), _) => Input::Interface {
             name: name.clone(),
@@ -67,9 +62,11 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
     run(TuiOptions {
         input,
         pipeline: PipelineConfig {
-            reassembly,
             keys: super::key_ring(&a.keys),
-        },
+            ..PipelineConfig::default()
+        }
+        .with_ports(&a.ports)
+        .with_memory(a.memory.budget()),
         max_messages: a.max_messages,
     })
 }

@@ -6,7 +6,8 @@
 //! - the peer's ACK passed the hole, so the receiver got bytes the capture lacks, and that ACK
 //!   has been seen for `reorder_window` segments of the connection (captures may show an ACK
 //!   before the data it acknowledges);
-//! - a buffering bound is hit (per direction or in total; noted with `NetNote::BufferLimit`);
+//! - a buffering bound is hit (per direction, or the memory budget's reassembly share over all
+//!   connections): counted in the share and reported once (`Reassembler::memory`);
 //! - the connection is reset, evicted, or the capture ends (`finish`).
 //!
 //! A snaplen-truncated segment in order delivers its captured bytes and then a gap of the
@@ -14,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use crate::budget::{Budget, Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 
 use super::stream::{Emit, HalfStream};
@@ -24,12 +26,13 @@ pub struct ReassemblyConfig {
     /// Server ports (445, and 139 where SMB2 runs over NetBIOS sessions as Wireshark also
     /// assumes). Segments with neither port on this list are ignored.
     pub ports: Vec<u16>,
-    /// Most out-of-order bytes held per direction before data is given up (noted).
+    /// Most out-of-order data held per direction before a hole is given up, counted as bytes
+    /// plus a chunk's cost per chunk held (`Kind::Reassembly.entry_cost`).
     pub max_buffered_per_dir: usize,
-    /// Most out-of-order bytes held over all connections.
+    /// The same over all connections: the memory budget's reassembly share.
     pub max_buffered_total: usize,
-    /// Most connections tracked at once; beyond it closed, then least recently active, ones
-    /// are forgotten.
+    /// Most connections tracked at once (the budget's connections share); beyond it closed,
+    /// then least recently active, ones are forgotten.
     pub max_connections: usize,
     /// Segments of a connection to wait, after the peer acknowledged bytes that were not
     /// captured, before giving them up.
@@ -38,13 +41,25 @@ pub struct ReassemblyConfig {
 
 impl Default for ReassemblyConfig {
     fn default() -> Self {
-        ReassemblyConfig {
+        let mut cfg = ReassemblyConfig {
             ports: vec![445, 139],
-            max_buffered_per_dir: 4 << 20,
-            max_buffered_total: 64 << 20,
-            max_connections: 100_000,
+            max_buffered_per_dir: 0,
+            max_buffered_total: 0,
+            max_connections: 0,
             reorder_window: 16,
-        }
+        };
+        cfg.set_budget(&Budget::default());
+        cfg
+    }
+}
+
+impl ReassemblyConfig {
+    /// Bounds from the run's memory budget: its reassembly and connections shares; one
+    /// direction may hold up to a quarter of the reassembly share (at most 4 MiB of data).
+    pub fn set_budget(&mut self, budget: &Budget) {
+        self.max_buffered_total = budget.limit(Kind::Reassembly);
+        self.max_buffered_per_dir = (self.max_buffered_total / 4).min(4 << 20);
+        self.max_connections = budget.share(Kind::Connections).max_entries();
     }
 }
 
@@ -52,14 +67,14 @@ impl Default for ReassemblyConfig {
 pub enum CloseKind {
     Fin,
     Rst,
+    /// Forgotten to make room in the connection table (or replaced on port reuse): nothing
+    /// more will be delivered for it.
+    Forgotten,
 }
 
 /// Something the reassembler wants the user to know about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NetNote {
-    /// A buffering bound was hit: rather than hold more out-of-order data, the hole in front
-    /// of it was given up (`bytes` long, also reported as a gap) and the data delivered.
-    BufferLimit { dir: Dir, bytes: u64 },
     /// The connection's start (SYN) was not captured.
     MidStream,
 }
@@ -162,7 +177,10 @@ impl Conn {
             Dir::ToClient => &mut self.to_client,
         }
     }
-    fn buffered(&self) -> usize {
+    fn chunks(&self) -> usize {
+        self.to_server.chunks() + self.to_client.chunks()
+    }
+    fn bytes(&self) -> usize {
         self.to_server.buffered() + self.to_client.buffered()
     }
 }
@@ -178,13 +196,24 @@ pub struct Reassembler {
     /// The last lookup: bulk transfers send many segments in a row on one connection.
     last: Option<(ConnKey, usize)>,
     next_id: u32,
-    buffered_total: usize,
+    /// Out-of-order chunks held over all connections (the reassembly share).
+    held: Share,
+    /// Connections tracked (the connections share); drops are open connections forgotten.
+    tracked: Share,
+    /// Connections still to flush at the end (`finish_one`), last first.
+    finishing: Option<Vec<(ConnId, usize)>>,
     last_frame: u64,
     last_ts: Timestamp,
 }
 
 impl Reassembler {
     pub fn new(cfg: ReassemblyConfig) -> Self {
+        let held = Share::new(Kind::Reassembly, cfg.max_buffered_total);
+        let tracked = Share::new(
+            Kind::Connections,
+            cfg.max_connections
+                .saturating_mul(Kind::Connections.entry_cost()),
+        );
         Reassembler {
             cfg,
             stats: ReassemblyStats::default(),
@@ -194,7 +223,9 @@ impl Reassembler {
             by_id: HashMap::new(),
             last: None,
             next_id: 0,
-            buffered_total: 0,
+            held,
+            tracked,
+            finishing: None,
             last_frame: 0,
             last_ts: Timestamp::default(),
         }
@@ -219,7 +250,7 @@ impl Reassembler {
         let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        let before = conn.buffered();
+        let before = (conn.chunks(), conn.bytes());
         conn.segments += 1;
         conn.last_frame = frame;
 
@@ -284,20 +315,33 @@ impl Reassembler {
             sink.on_close(id, CloseKind::Fin, frame, ts);
         }
 
-        let after = conn.buffered();
-        self.buffered_total = (self.buffered_total + after).saturating_sub(before);
+        let after = (conn.chunks(), conn.bytes());
+        self.held.release(before.0, before.1);
+        self.held.charge(after.0, after.1);
         self.enforce_bounds(slot, dir, frame, ts, sink);
     }
 
     /// End of capture: deliver what can be delivered, report what is missing.
     pub fn finish<S: StreamSink>(&mut self, sink: &mut S) {
+        while self.finish_one(sink) {}
+    }
+
+    /// [`Reassembler::finish`] one connection at a time, in order of first sight, so a caller
+    /// can pass on what each delivers before the next. False once all are done.
+    pub fn finish_one<S: StreamSink>(&mut self, sink: &mut S) -> bool {
         let (frame, ts) = (self.last_frame, self.last_ts);
-        let mut order: Vec<(ConnId, usize)> = self.by_id.iter().map(|(id, s)| (*id, *s)).collect();
-        order.sort_unstable();
-        for (id, slot) in order {
-            let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
-                continue;
-            };
+        let by_id = &self.by_id;
+        let order = self.finishing.get_or_insert_with(|| {
+            let mut order: Vec<(ConnId, usize)> = by_id.iter().map(|(id, s)| (*id, *s)).collect();
+            order.sort_unstable_by(|a, b| b.cmp(a));
+            order
+        });
+        let Some((id, slot)) = order.pop() else {
+            self.held.clear();
+            return false;
+        };
+        if let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            let held = (conn.chunks(), conn.bytes());
             for d in [Dir::ToServer, Dir::ToClient] {
                 let mut o = ToSink {
                     sink: &mut *sink,
@@ -308,8 +352,9 @@ impl Reassembler {
                 };
                 conn.half(d).finish(&mut self.stats, &mut o);
             }
+            self.held.release(held.0, held.1);
         }
-        self.buffered_total = 0;
+        true
     }
 
     pub fn stats(&self) -> &ReassemblyStats {
@@ -322,9 +367,15 @@ impl Reassembler {
         self.slots.get(slot)?.as_ref().map(|c| &c.key)
     }
 
-    /// Out-of-order bytes held over all connections.
+    /// What the out-of-order data held over all connections costs (bytes plus chunks at
+    /// their cost): what the reassembly share bounds.
     pub fn buffered_bytes(&self) -> usize {
-        self.buffered_total
+        self.held.used()
+    }
+
+    /// The reassembly and connections shares: what they used and dropped.
+    pub fn memory(&self) -> [MemoryUse; 2] {
+        [self.tracked.usage(), self.held.usage()]
     }
 
     /// Connections currently tracked.
@@ -335,6 +386,19 @@ impl Reassembler {
     /// Which side is the server, by port. When both ports are server ports, a SYN tells, or an
     /// existing connection, or else the destination is taken as the server.
     fn orient(&self, seg: &TcpSegment<'_>) -> Option<(ConnKey, Dir)> {
+        // Bulk transfers send many segments in a row on one connection: its orientation was
+        // settled when it was first seen. Not for a client SYN, which the rules below may
+        // orient afresh (a new connection on the reversed ports when both are server ports).
+        if let Some((k, _)) = &self.last {
+            if !seg.flags.syn || seg.flags.ack {
+                if k.client == seg.src && k.server == seg.dst {
+                    return Some((*k, Dir::ToServer));
+                }
+                if k.client == seg.dst && k.server == seg.src {
+                    return Some((*k, Dir::ToClient));
+                }
+            }
+        }
         let src_srv = self.cfg.ports.contains(&seg.src.port());
         let dst_srv = self.cfg.ports.contains(&seg.dst.port());
         let to_server = (
@@ -406,6 +470,7 @@ impl Reassembler {
         if self.by_id.len() >= self.cfg.max_connections.max(1) {
             self.evict(frame, ts, sink);
         }
+        self.tracked.charge(1, 0);
         let id = ConnId(self.next_id);
         self.next_id = self.next_id.wrapping_add(1);
         self.stats.connections += 1;
@@ -446,7 +511,7 @@ impl Reassembler {
         let Some(mut conn) = self.slots.get_mut(slot).and_then(Option::take) else {
             return;
         };
-        let held = conn.buffered();
+        let held = (conn.chunks(), conn.bytes());
         for d in [Dir::ToServer, Dir::ToClient] {
             let mut o = ToSink {
                 sink: &mut *sink,
@@ -457,7 +522,11 @@ impl Reassembler {
             };
             conn.half(d).flush(&mut self.stats, &mut o);
         }
-        self.buffered_total = self.buffered_total.saturating_sub(held);
+        self.held.release(held.0, held.1);
+        self.tracked.release(1, 0);
+        if conn.state == ConnState::Open {
+            sink.on_close(conn.id, CloseKind::Forgotten, frame, ts);
+        }
         if self.by_key.get(&conn.key) == Some(&slot) {
             self.by_key.remove(&conn.key);
         }
@@ -482,7 +551,10 @@ impl Reassembler {
             .collect();
         candidates.sort_unstable();
         let count = (candidates.len() / 8).max(1);
-        for &(_, _, slot) in candidates.iter().take(count) {
+        for &(open, _, slot) in candidates.iter().take(count) {
+            if open {
+                self.tracked.dropped(1, 0, frame);
+            }
             self.forget(slot, frame, ts, sink);
         }
     }
@@ -497,73 +569,85 @@ impl Reassembler {
         sink: &mut S,
     ) {
         let per_dir = self.cfg.max_buffered_per_dir;
-        if let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) {
-            let before = conn.buffered();
-            while conn.half(dir).buffered() > per_dir {
-                let id = conn.id;
-                let mut o = ToSink {
-                    sink: &mut *sink,
-                    conn: id,
-                    dir,
-                    frame,
-                    ts,
-                };
-                let given_up = conn.half(dir).skip_first_hole(&mut self.stats, &mut o);
-                sink.on_note(
-                    id,
-                    frame,
-                    NetNote::BufferLimit {
-                        dir,
-                        bytes: given_up,
-                    },
-                );
-            }
-            self.buffered_total = (self.buffered_total + conn.buffered()).saturating_sub(before);
-        }
-        while self.buffered_total > self.cfg.max_buffered_total {
-            // The direction holding the most gives up its first hole.
-            let victim = self
-                .slots
-                .iter()
-                .enumerate()
-                .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
-                .flat_map(|(i, c)| {
-                    [
-                        (c.to_server.buffered(), i, Dir::ToServer),
-                        (c.to_client.buffered(), i, Dir::ToClient),
-                    ]
-                })
-                .max_by_key(|&(b, i, _)| (b, std::cmp::Reverse(i)));
-            let Some((held, vslot, vdir)) = victim else {
-                break;
-            };
-            if held == 0 {
-                self.buffered_total = 0;
+        while self
+            .slots
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| match dir {
+                Dir::ToServer => c.to_server.cost() > per_dir,
+                Dir::ToClient => c.to_client.cost() > per_dir,
+            })
+        {
+            if !self.give_up_hole(slot, dir, frame, ts, sink) {
                 break;
             }
-            let Some(conn) = self.slots.get_mut(vslot).and_then(Option::as_mut) else {
-                break;
-            };
-            let id = conn.id;
-            let mut o = ToSink {
-                sink: &mut *sink,
-                conn: id,
-                dir: vdir,
-                frame,
-                ts,
-            };
-            let half = conn.half(vdir);
-            let given_up = half.skip_first_hole(&mut self.stats, &mut o);
-            let now_held = half.buffered();
-            self.buffered_total = self.buffered_total.saturating_sub(held - now_held);
-            sink.on_note(
-                id,
-                frame,
-                NetNote::BufferLimit {
-                    dir: vdir,
-                    bytes: given_up,
-                },
-            );
         }
+        if !self.held.over() {
+            return;
+        }
+        // Over the share: the fullest directions give up holes until the total is back under
+        // seven eighths of it, so this scan of every connection comes at most once per eighth
+        // of the share newly buffered (linear time whatever the capture).
+        let mut fullest: Vec<(usize, usize, Dir)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+            .flat_map(|(i, c)| {
+                [
+                    (c.to_server.cost(), i, Dir::ToServer),
+                    (c.to_client.cost(), i, Dir::ToClient),
+                ]
+            })
+            .filter(|&(cost, _, _)| cost > 0)
+            .collect();
+        fullest.sort_unstable_by_key(|&(cost, i, _)| (std::cmp::Reverse(cost), i));
+        let target = self.held.limit() / 8 * 7;
+        for (_, vslot, vdir) in fullest {
+            while self.held.used() > target {
+                if !self.give_up_hole(vslot, vdir, frame, ts, sink) {
+                    break;
+                }
+            }
+            if self.held.used() <= target {
+                break;
+            }
+        }
+    }
+
+    /// One direction gives up the hole before its first held chunk, delivering what follows.
+    /// False when it held nothing.
+    fn give_up_hole<S: StreamSink>(
+        &mut self,
+        slot: usize,
+        dir: Dir,
+        frame: u64,
+        ts: Timestamp,
+        sink: &mut S,
+    ) -> bool {
+        let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return false;
+        };
+        let id = conn.id;
+        let half = conn.half(dir);
+        if !half.has_pending() {
+            return false;
+        }
+        let before = (half.chunks(), half.buffered());
+        let mut o = ToSink {
+            sink: &mut *sink,
+            conn: id,
+            dir,
+            frame,
+            ts,
+        };
+        let given_up = half.skip_first_hole(&mut self.stats, &mut o);
+        let after = (half.chunks(), half.buffered());
+        self.held.release(
+            before.0.saturating_sub(after.0),
+            before.1.saturating_sub(after.1),
+        );
+        self.held.dropped(1, given_up, frame);
+        true
     }
 }

@@ -12,6 +12,11 @@
 use std::collections::BTreeMap;
 
 use super::reassembly::ReassemblyStats;
+use crate::budget::Kind;
+
+/// What one held chunk costs besides its bytes (B-tree entry, allocation): a one-byte segment
+/// or a snaplen-cut chunk is not free.
+pub(crate) const CHUNK_COST: usize = Kind::Reassembly.entry_cost();
 
 /// Receives what one direction delivers.
 pub(crate) trait Emit {
@@ -48,6 +53,8 @@ pub(crate) struct HalfStream {
     ooo: BTreeMap<u64, Chunk>,
     /// Captured bytes held in `ooo`.
     buffered: usize,
+    /// Chunks in `ooo` (captured or missing).
+    chunks: usize,
     /// Offset of the FIN (one past the last data byte).
     fin: Option<u64>,
     /// Highest offset acknowledged by the peer.
@@ -81,6 +88,16 @@ impl HalfStream {
 
     pub(crate) fn buffered(&self) -> usize {
         self.buffered
+    }
+
+    /// Chunks held.
+    pub(crate) fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    /// What the held chunks cost: their bytes plus `CHUNK_COST` each.
+    pub(crate) fn cost(&self) -> usize {
+        self.buffered + self.chunks * CHUNK_COST
     }
 
     pub(crate) fn has_pending(&self) -> bool {
@@ -174,6 +191,7 @@ impl HalfStream {
                 break;
             }
             let chunk = entry.remove();
+            self.chunks -= 1;
             let end = at + chunk.len();
             let skip = self.next - at;
             match &chunk {
@@ -229,11 +247,24 @@ impl HalfStream {
     fn store(&mut self, seg: &Segment<'_>, from: u64, to: u64) {
         let (bytes, miss_from) = seg.split(from, to);
         if !bytes.is_empty() {
-            self.buffered += bytes.len();
-            self.ooo.insert(from, Chunk::Data(bytes.to_vec()));
+            self.put(from, Chunk::Data(bytes.to_vec()));
         }
         if miss_from < to {
-            self.ooo.insert(miss_from, Chunk::Missing(to - miss_from));
+            self.put(miss_from, Chunk::Missing(to - miss_from));
+        }
+    }
+
+    fn put(&mut self, at: u64, chunk: Chunk) {
+        if let Chunk::Data(d) = &chunk {
+            self.buffered += d.len();
+        }
+        self.chunks += 1;
+        // Keys are the starts of disjoint ranges, so none is replaced; account for it anyway.
+        if let Some(old) = self.ooo.insert(at, chunk) {
+            self.chunks -= 1;
+            if let Chunk::Data(d) = old {
+                self.buffered -= d.len();
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 //! Parquet their types, and every writer takes the values from the same flat rows (the JSON
 //! objects the JSONL exports write, flattened), so all formats carry the same data.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::analysis::{FlowFinding, FlowState};
 use crate::pipeline::{SqosBody, SqosRecord};
@@ -105,6 +105,8 @@ pub const FLOW_COLUMNS: &[Column] = &[
     col("protocol_version", U32),
     col("opens_total", Int),
     col("file_names", TextList),
+    col("channels_total", Int),
+    col("channels", TextList),
     col("limit", UInt),
     col("reservation", UInt),
     col("bandwidth_limit", UInt),
@@ -204,11 +206,29 @@ pub fn message_flat(rec: &SqosRecord) -> Map<String, Value> {
             m.entry(k).or_insert(v);
         }
     }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        m.insert("channels".into(), channel_ends(&chans));
+    }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
         m.insert("findings".into(), Value::Array(codes));
     }
     m
+}
+
+/// client>server of each channel of a `channels` list (the connection number when the
+/// addresses are unknown).
+fn channel_ends(chans: &[Value]) -> Value {
+    chans
+        .iter()
+        .map(|c| match (c.get("client"), c.get("server")) {
+            (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
+            _ => json!(format!(
+                "connection {}",
+                c.get("connection").and_then(Value::as_u64).unwrap_or(0)
+            )),
+        })
+        .collect()
 }
 
 /// A flow object of `flow_json` as a flat object for `FLOW_COLUMNS`.
@@ -229,6 +249,9 @@ pub fn flow_flat(flow: &Value) -> Map<String, Value> {
             .filter(|v| !v.is_null())
             .collect();
         m.insert("file_names".into(), Value::Array(names));
+    }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        m.insert("channels".into(), channel_ends(&chans));
     }
     if let Some(Value::Array(f)) = m.remove("findings") {
         let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();

@@ -41,6 +41,15 @@ impl<W: Write> CsvTable<W> {
         self.w.write_record(cells).map_err(std::io::Error::other)
     }
 
+    /// Writes out the rows so far and flushes the writer (live output).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+
+    pub fn writer(&self) -> &W {
+        self.w.get_ref()
+    }
+
     pub fn finish(mut self) -> std::io::Result<()> {
         self.w.flush()
     }

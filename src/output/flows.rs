@@ -7,7 +7,8 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use crate::analysis::{
-    Analysis, FlowFinding, FlowState, IntervalRow, OpenEntry, TimelineEntry, TimelineEvent,
+    Analysis, FlowChannel, FlowFinding, FlowState, IntervalRow, OpenEntry, TimelineEntry,
+    TimelineEvent,
 };
 use crate::capture::Timestamp;
 use crate::sqos::{Dialect, ProtocolVersion, Status};
@@ -22,7 +23,8 @@ fn short(u: Uuid) -> String {
     u.to_string().chars().take(8).collect()
 }
 
-fn dialect(v: ProtocolVersion) -> Option<&'static str> {
+/// "1.0" / "1.1", or `None` for a ProtocolVersion of neither dialect.
+pub fn dialect(v: ProtocolVersion) -> Option<&'static str> {
     match v.dialect() {
         Some(Dialect::V1_0) => Some("1.0"),
         Some(Dialect::V1_1) => Some("1.1"),
@@ -45,12 +47,30 @@ fn open_json(o: &OpenEntry) -> Value {
     json!({
         "file_name": o.file_name.as_deref(),
         "file_id": file_id_guid(o.open.file_id).to_string(),
-        "connection": o.open.conn.0,
+        "connection": o.conn.0,
         "session_id": o.open.session_id,
         "associated_by": o.by,
         "frame": o.frame,
         "time": o.ts.as_secs_f64(),
         "ended_frame": o.ended_frame,
+    })
+}
+
+fn channel_json(c: &FlowChannel) -> Value {
+    json!({
+        "connection": c.conn.0,
+        "session_id": c.session_id,
+        "client": c.client.map(|a| a.to_string()),
+        "server": c.server.map(|a| a.to_string()),
+        "joined": c.joined,
+        "first_frame": c.first_frame,
+        "last_frame": c.last_frame,
+        "io_count": c.io_count,
+        "sqos_requests": c.sqos_requests,
+        "ended_by": c.ended.map(|e| e.as_str()),
+        "ended_frame": c.ended_frame,
+        "lost_requests": c.lost_requests,
+        "replayed_requests": c.replayed_requests,
     })
 }
 
@@ -100,10 +120,10 @@ pub fn sorted_findings(f: &FlowState) -> Vec<&FlowFinding> {
     v
 }
 
-/// One flow as a JSON object (the `sqos flows --format json` array element).
-pub fn flow_json(f: &FlowState) -> Value {
+/// What a flow is now: identity, policy, the server's last answer, the counter updates applied.
+/// A part of `flow_json`; `sqos annotate` shows it after each message.
+pub fn flow_state_json(f: &FlowState) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("logical_flow_id".into(), json!(guid(f.id)));
     m.insert("initiator_id".into(), json!(f.initiator_id.map(guid)));
     m.insert("initiator_name".into(), json!(f.initiator_name));
     m.insert("initiator_node_name".into(), json!(f.initiator_node_name));
@@ -111,20 +131,6 @@ pub fn flow_json(f: &FlowState) -> Value {
         "policy_id".into(),
         json!(f.policy.map(|p| guid(p.policy_id))),
     );
-    m.insert(
-        "protocol_version".into(),
-        json!(f.protocol_version.map(|v| v.0)),
-    );
-    m.insert(
-        "dialect".into(),
-        json!(f.protocol_version.and_then(dialect)),
-    );
-    m.insert("first_frame".into(), json!(f.first_frame));
-    m.insert(
-        "opens".into(),
-        Value::Array(f.opens.iter().map(open_json).collect()),
-    );
-    m.insert("opens_total".into(), json!(f.opens.total()));
     m.insert("limit".into(), json!(f.policy.map(|p| p.limit)));
     m.insert("reservation".into(), json!(f.policy.map(|p| p.reservation)));
     m.insert(
@@ -151,8 +157,34 @@ pub fn flow_json(f: &FlowState) -> Value {
         "last_status_name".into(),
         json!(s.and_then(|s| s.status.name())),
     );
-    m.insert("updates_sent".into(), json!(f.updates_sent));
     m.insert("updates_applied".into(), json!(f.updates_applied));
+    m
+}
+
+/// One flow as a JSON object (the `sqos flows --format json` array element).
+pub fn flow_json(f: &FlowState) -> Value {
+    let mut m = flow_state_json(f);
+    m.insert("logical_flow_id".into(), json!(guid(f.id)));
+    m.insert(
+        "protocol_version".into(),
+        json!(f.protocol_version.map(|v| v.0)),
+    );
+    m.insert(
+        "dialect".into(),
+        json!(f.protocol_version.and_then(dialect)),
+    );
+    m.insert("first_frame".into(), json!(f.first_frame));
+    m.insert(
+        "opens".into(),
+        Value::Array(f.opens.iter().map(open_json).collect()),
+    );
+    m.insert("opens_total".into(), json!(f.opens.total()));
+    m.insert(
+        "channels".into(),
+        Value::Array(f.channels.iter().map(channel_json).collect()),
+    );
+    m.insert("channels_total".into(), json!(f.channels_total));
+    m.insert("updates_sent".into(), json!(f.updates_sent));
     m.insert(
         "intervals".into(),
         json!(f
@@ -318,11 +350,12 @@ fn table_row(f: &FlowState) -> Vec<String> {
         f.server
             .map_or_else(|| "-".into(), |s| status_label(s.status)),
         f.opens.total().to_string(),
+        f.channels_total.to_string(),
         f.findings_total().to_string(),
     ]
 }
 
-const HEADERS: [&str; 11] = [
+const HEADERS: [&str; 12] = [
     "VM / INITIATOR",
     "NODE",
     "FLOW",
@@ -333,6 +366,7 @@ const HEADERS: [&str; 11] = [
     "KB/s rep/obs",
     "STATUS",
     "OPENS",
+    "CHANNELS",
     "FINDINGS",
 ];
 
@@ -367,9 +401,10 @@ pub fn flows_text(a: &Analysis) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{} flows; NIOPS = normalized IOPS reported by the client / observed on the wire; MAX/MIN = the server's MaximumIoRate/MinimumIoRate.",
+        "\n{} flows; NIOPS = normalized IOPS reported by the client / observed on the wire; MAX/MIN = the server's MaximumIoRate/MinimumIoRate; CHANNELS = connections its I/O and SQOS requests went over.",
         a.flows.iter().filter(|f| !f.id.is_nil()).count()
     );
+    channels_text(a, &mut out);
     let start = a.start.unwrap_or_default();
     let mut findings: Vec<(&FlowState, &FlowFinding)> = a
         .flows
@@ -422,6 +457,65 @@ pub fn flows_text(a: &Analysis) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// One channel of a flow, for the text table: addresses, how it joined, what went over it,
+/// how it ended.
+pub fn channel_line(c: &FlowChannel) -> String {
+    let joined = c.joined.map_or("-", |j| j.as_str());
+    let mut s = format!(
+        "{}  session 0x{:016x}  {joined}  frames {}-{}  {} I/O  {} SQOS requests",
+        c.label(),
+        c.session_id,
+        c.first_frame,
+        c.last_frame,
+        c.io_count,
+        c.sqos_requests
+    );
+    if let (Some(e), Some(f)) = (c.ended, c.ended_frame) {
+        let what = match e {
+            crate::analysis::ChannelEnding::Fin => format!("closed (FIN) at frame {f}"),
+            crate::analysis::ChannelEnding::Rst => format!("reset (RST) at frame {f}"),
+            crate::analysis::ChannelEnding::Logoff => format!("logged off at frame {f}"),
+            crate::analysis::ChannelEnding::Dropped => format!("state dropped at frame {f}"),
+            crate::analysis::ChannelEnding::Silence => {
+                format!("silent after frame {f} (server sent nothing more)")
+            }
+        };
+        let _ = write!(s, "  {what}");
+    }
+    if c.lost_requests > 0 {
+        let _ = write!(
+            s,
+            "; {} SQOS requests lost with it, {} replayed on another channel",
+            c.lost_requests, c.replayed_requests
+        );
+    }
+    s
+}
+
+/// The channels of the flows that used more than one, or lost requests with one.
+fn channels_text(a: &Analysis, out: &mut String) {
+    let multi: Vec<&FlowState> = a
+        .flows
+        .iter()
+        .filter(|f| f.channels_total > 1 || f.channels.iter().any(|c| c.lost_requests > 0))
+        .collect();
+    if multi.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nChannels:");
+    for f in multi {
+        let who = f.initiator_name.clone().unwrap_or_else(|| "?".into());
+        let _ = writeln!(out, "  {who} {}:", short(f.id));
+        for c in &f.channels {
+            let _ = writeln!(out, "    {}", channel_line(c));
+        }
+        let more = f.channels_total.saturating_sub(f.channels.len() as u64);
+        if more > 0 {
+            let _ = writeln!(out, "    ({more} more channels not listed)");
+        }
+    }
 }
 
 fn rel(ts: Timestamp, start: Timestamp) -> f64 {

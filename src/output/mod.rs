@@ -1,5 +1,6 @@
 //! The faces that print: tshark-like text, JSON / JSONL, CSV, Arrow / Parquet, statistics, plots.
 
+pub mod annotate;
 pub mod arrow;
 pub mod columns;
 pub mod csv;

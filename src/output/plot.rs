@@ -297,10 +297,14 @@ pub fn iops_svg(a: &Analysis, o: &PlotOptions) -> String {
             .unwrap_or_else(|| "no status".into());
         let _ = writeln!(
             s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{} · {} finding{}</text>"##,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}{} · {} finding{}</text>"##,
             px + pw,
             py - 8.0,
             esc(&status),
+            match f.channels_total {
+                0 | 1 => String::new(),
+                n => format!(" · {n} channels"),
+            },
             f.findings_total(),
             if f.findings_total() == 1 { "" } else { "s" }
         );
@@ -357,6 +361,20 @@ pub fn iops_svg(a: &Analysis, o: &PlotOptions) -> String {
                     step_path(&p, segs)
                 );
             }
+        }
+        // A channel that ended under the flow: a grey line where its I/O had to move.
+        for c in f.channels.iter().filter(|_| f.channels_total > 1) {
+            let (Some(e), Some(ts), Some(fr)) = (c.ended, c.ended_ts, c.ended_frame) else {
+                continue;
+            };
+            let cx = p.x(ts.secs_since(start).clamp(0.0, end));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{cx:.1}" y1="{py:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#7f7f7f" stroke-width="1.5" stroke-dasharray="2,3"><title>channel {} ended ({}) at frame {fr}</title></line>"##,
+                py + ph,
+                esc(&c.label()),
+                e.as_str()
+            );
         }
         for x in f.findings.iter() {
             let fx = p.x(x.time.secs_since(start));

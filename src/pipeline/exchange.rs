@@ -1,21 +1,24 @@
-//! SMB2 messages → records: request/response matching, opens (FileId ↔ name), related compound
-//! operations, and the SQOS / open / close / I/O records.
+//! SMB2 messages → records: request/response matching, opens (FileId ↔ name), sessions and
+//! their channels and trees (`sessions`), related compound operations, and the SQOS / open /
+//! close / I/O / channel records.
 
-use super::outbox::{Out, Outbox, Seq};
+use std::sync::Arc;
+
+use super::outbox::{NoteKind, Out, Outbox, Seq};
+use super::sessions::{full_path, Sessions};
 use super::sqos_build::{request_record, response_record, MsgCtx};
-use super::{CaptureNote, CloseRecord, IoKind, IoRecord, OpenRecord, Stats};
+use super::{
+    CaptureNote, ChannelEnd, ChannelJoin, CloseRecord, IoKind, IoRecord, Limits, OpenRecord,
+    SessionSummary, Stats,
+};
+use crate::budget::MemoryUse;
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::smb2::header::UNSOLICITED_MESSAGE_ID;
-use crate::smb2::{parse_body, Body, Command, FileId, Header, OpenTable, Part, PendingTable};
+use crate::smb2::{
+    parse_body, Body, Command, Evicted, FileId, Header, OpenTable, Part, PendingTable,
+};
 use crate::sqos::{self, FSCTL_STORAGE_QOS_CONTROL};
-
-/// Most requests waiting for a response, over all connections.
-pub const MAX_PENDING: usize = 65_536;
-/// Most opens remembered, over all sessions.
-pub const MAX_OPENS: usize = 65_536;
-/// Eviction notes are given for the first few only; the rest are counted in the stats.
-const MAX_EVICTION_NOTES: u64 = 10;
 
 /// What a request waits for, with what its response needs to make a record.
 #[derive(Debug)]
@@ -32,11 +35,22 @@ enum Awaiting {
         seq: Seq,
         request: Option<Box<sqos::Request>>,
     },
+    SessionSetup {
+        binding: bool,
+    },
+    TreeConnect {
+        path: Option<Arc<str>>,
+    },
+    TreeDisconnect {
+        tree: Option<u32>,
+    },
     Other,
 }
 
 #[derive(Debug)]
 struct PendingReq {
+    session: u64,
+    channel_sequence: u16,
     frame: u64,
     ts: Timestamp,
     command: Command,
@@ -45,24 +59,101 @@ struct PendingReq {
     awaiting: Awaiting,
 }
 
+impl PendingReq {
+    /// Bytes it holds beyond its entry: names, and a decoded SQOS request.
+    fn heap_bytes(&self) -> usize {
+        let name = |n: &Option<String>| n.as_ref().map_or(0, String::len);
+        let awaiting = match &self.awaiting {
+            Awaiting::Create { name: n } => name(n),
+            Awaiting::Sqos {
+                request: Some(r), ..
+            } => {
+                std::mem::size_of::<sqos::Request>()
+                    + r.initiator_name.as_ref().map_or(0, String::len)
+                    + r.initiator_node_name.as_ref().map_or(0, String::len)
+            }
+            _ => 0,
+        };
+        name(&self.file_name) + awaiting
+    }
+}
+
 /// The file a compound chain is working on, for related operations (FileId all ones).
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
     file_id: Option<FileId>,
     name: Option<String>,
+    /// TreeId of the chain's last request with a real one (related requests carry 0xFFFFFFFF).
+    tree_id: Option<u32>,
 }
+
+/// TreeId of a related request that takes the previous request's (MS-SMB2 3.2.4.1.4).
+const RELATED_TREE_ID: u32 = 0xFFFF_FFFF;
 
 pub struct Exchange {
     pending: PendingTable<PendingReq>,
     opens: OpenTable,
+    pub sessions: Sessions,
+    /// The channel of the previous message (most follow one on the same channel).
+    last_channel: Option<(crate::net::ConnId, u64)>,
 }
 
 impl Exchange {
-    pub fn new() -> Self {
+    pub fn new(limits: &Limits) -> Self {
         Exchange {
-            pending: PendingTable::new(MAX_PENDING),
-            opens: OpenTable::new(MAX_OPENS),
+            pending: PendingTable::new(limits.max_pending_bytes),
+            opens: OpenTable::new(limits.max_open_bytes),
+            sessions: Sessions::new(),
+            last_channel: None,
         }
+    }
+
+    /// The pending and open tables' memory shares.
+    pub fn memory(&self) -> [MemoryUse; 2] {
+        [self.pending.share().usage(), self.opens.share().usage()]
+    }
+
+    /// The session of `h` is used on this connection: a channel, the first time (its setup
+    /// was not seen here). SESSION_SETUP and NEGOTIATE do not count: a session exists on a
+    /// connection once its SESSION_SETUP succeeded.
+    fn channel_seen(&mut self, ctx: &MsgCtx, h: &Header, outbox: &mut Outbox) {
+        let session = h.session_id;
+        if session == 0
+            || h.command == Command::SESSION_SETUP
+            || h.command == Command::NEGOTIATE
+            || self.last_channel == Some((ctx.conn, session))
+        {
+            return;
+        }
+        let (client, server) = ends(ctx, h);
+        if let Some(rec) = self.sessions.join(
+            session,
+            ctx.conn,
+            client,
+            server,
+            ChannelJoin::Seen,
+            ctx.frame,
+            ctx.ts,
+        ) {
+            outbox.push(Out::Channel(rec));
+        }
+        self.last_channel = Some((ctx.conn, session));
+    }
+
+    /// The name an open gets: the share path of its tree before the CREATE name.
+    fn open_name(&self, h: &Header, chain: &Chain, name: Option<String>) -> Option<String> {
+        let name = name?;
+        let tree = match h.tree_id() {
+            Some(RELATED_TREE_ID) if h.flags.is_related() => chain.tree_id,
+            t => t,
+        };
+        let dfs = h.flags.0 & crate::smb2::HeaderFlags::DFS_OPERATIONS != 0;
+        Some(
+            match tree.and_then(|t| self.sessions.share(h.session_id, t)) {
+                Some(share) => full_path(share, &name, dfs),
+                None => name,
+            },
+        )
     }
 
     /// The file a FileId names: related placeholders resolve to the chain's file.
@@ -93,14 +184,19 @@ impl Exchange {
         stats: &mut Stats,
     ) {
         let h = &part.header;
+        self.channel_seen(ctx, h, outbox);
+        if h.is_response() {
+            self.sessions.server_spoke(ctx.conn, ctx.frame, ctx.ts);
+        } else if let Some(t) = h.tree_id().filter(|&t| t != RELATED_TREE_ID) {
+            chain.tree_id = Some(t);
+        }
         let body = match parse_body(h, &part.bytes) {
             Ok(b) => b,
             Err(e) => {
                 stats.malformed_bodies += 1;
                 if h.command == Command::IOCTL {
-                    outbox.push(Out::Note(CaptureNote {
-                        frame: ctx.frame,
-                        message: format!(
+                    outbox.note(NoteKind::BodyNotDecoded, ctx.frame, || {
+                        format!(
                             "IOCTL {} msg id {}: body not decoded: {e}",
                             if h.is_response() {
                                 "response"
@@ -108,8 +204,8 @@ impl Exchange {
                                 "request"
                             },
                             h.message_id
-                        ),
-                    }));
+                        )
+                    });
                 }
                 Body::NotDecoded
             }
@@ -139,12 +235,14 @@ impl Exchange {
         let h = &part.header;
         let (file, awaiting) = match body {
             Body::CreateRequest(c) => {
+                let name = self.open_name(h, chain, c.name);
                 // A new chain file: its FileId is known only from the response.
                 *chain = Chain {
                     file_id: None,
-                    name: c.name.clone(),
+                    name: name.clone(),
+                    tree_id: chain.tree_id,
                 };
-                ((None, c.name.clone()), Awaiting::Create { name: c.name })
+                ((None, name.clone()), Awaiting::Create { name })
             }
             Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
             Body::ReadRequest(r) => (
@@ -170,16 +268,18 @@ impl Exchange {
                         super::SqosBody::Request(d) => d.message.clone().map(Box::new),
                         _ => None,
                     };
+                    if let (true, Some(r)) = (h.flags.is_replay(), request.as_deref()) {
+                        self.replayed(ctx, h, file.0, r, outbox);
+                    }
                     if rec.buffer_truncated {
-                        outbox.push(Out::Note(CaptureNote {
-                            frame: ctx.frame,
-                            message: format!(
+                        outbox.note(NoteKind::SqosIncomplete, ctx.frame, || {
+                            format!(
                                 "SQOS request msg id {}: buffer incomplete ({} of {} bytes in the capture)",
                                 h.message_id,
                                 rec.buffer.len(),
                                 io.input_count
-                            ),
-                        }));
+                            )
+                        });
                     }
                     let seq = outbox.push_held(rec);
                     (file, Awaiting::Sqos { seq, request })
@@ -187,6 +287,24 @@ impl Exchange {
                     (file, Awaiting::Other)
                 }
             }
+            Body::SessionSetupRequest(r) => (
+                (None, None),
+                Awaiting::SessionSetup {
+                    binding: r.is_binding(),
+                },
+            ),
+            Body::TreeConnectRequest(r) => (
+                (None, None),
+                Awaiting::TreeConnect {
+                    path: r.path.map(Arc::from),
+                },
+            ),
+            _ if h.command == Command::TREE_DISCONNECT => (
+                (None, None),
+                Awaiting::TreeDisconnect {
+                    tree: h.tree_id().filter(|&t| t != RELATED_TREE_ID),
+                },
+            ),
             _ => ((None, None), Awaiting::Other),
         };
         if let (Some(fid), false) = (file.0, matches!(awaiting, Awaiting::Create { .. })) {
@@ -198,6 +316,8 @@ impl Exchange {
             return;
         }
         let req = PendingReq {
+            session: h.session_id,
+            channel_sequence: h.channel_sequence(),
             frame: ctx.frame,
             ts: ctx.ts,
             command: h.command,
@@ -205,22 +325,22 @@ impl Exchange {
             file_name: file.1,
             awaiting,
         };
-        if let Some(((_, id), old)) = self.pending.insert((ctx.conn, h.message_id), req) {
+        let bytes = req.heap_bytes();
+        for ((_, id), old, why) in self.pending.insert((ctx.conn, h.message_id), req, bytes) {
             stats.pending_evicted += 1;
-            if stats.pending_evicted <= MAX_EVICTION_NOTES {
-                outbox.push(Out::Note(CaptureNote {
-                    frame: ctx.frame,
-                    message: format!(
-                        "{} request in frame {} (msg id {id}) forgotten unanswered: {}",
-                        old.command,
-                        old.frame,
-                        if id == h.message_id {
-                            "its MessageId was used again"
-                        } else {
-                            "too many requests outstanding"
-                        }
-                    ),
-                }));
+            match why {
+                // Counted in the pending share, reported once at the end.
+                Evicted::Full => {
+                    self.pending.share_mut().dropped(1, 0, ctx.frame);
+                }
+                Evicted::Replaced => {
+                    outbox.note(NoteKind::Replaced, ctx.frame, || {
+                        format!(
+                            "{} request in frame {} (msg id {id}) forgotten unanswered: its MessageId was used again",
+                            old.command, old.frame,
+                        )
+                    });
+                }
             }
         }
     }
@@ -259,10 +379,13 @@ impl Exchange {
                 *chain = Chain {
                     file_id: Some(c.file_id),
                     name: name.clone(),
+                    tree_id: chain.tree_id,
                 };
                 if let Some(name) = name {
-                    if self.opens.open(session, c.file_id, name.clone()) {
-                        stats.opens_evicted += 1;
+                    let evicted = self.opens.open(session, c.file_id, name.clone());
+                    if evicted > 0 {
+                        stats.opens_evicted += evicted as u64;
+                        self.opens.share_mut().dropped(evicted as u64, 0, ctx.frame);
                     }
                     outbox.push(Out::Open(OpenRecord {
                         frame: ctx.frame,
@@ -303,6 +426,42 @@ impl Exchange {
                 self.sqos_response(ctx, part, None, file, req, outbox, stats);
                 return;
             }
+            Body::SessionSetupResponse(_) if h.status.0 == 0 => {
+                let joined = match req_ref.map(|r| &r.awaiting) {
+                    Some(Awaiting::SessionSetup { binding: true }) => ChannelJoin::Binding,
+                    Some(Awaiting::SessionSetup { binding: false }) => ChannelJoin::Setup,
+                    _ => ChannelJoin::Seen,
+                };
+                let (client, server) = ends(ctx, h);
+                if let Some(rec) = self
+                    .sessions
+                    .join(session, ctx.conn, client, server, joined, ctx.frame, ctx.ts)
+                {
+                    outbox.push(Out::Channel(rec));
+                }
+            }
+            Body::TreeConnectResponse(_) if status_ok => {
+                if let (Some(Awaiting::TreeConnect { path: Some(p) }), Some(t)) =
+                    (req_ref.map(|r| &r.awaiting), h.tree_id())
+                {
+                    self.sessions.tree_connected(session, t, p.clone());
+                }
+            }
+            _ if h.command == Command::TREE_DISCONNECT && status_ok => {
+                if let Some(Awaiting::TreeDisconnect { tree: Some(t) }) =
+                    req_ref.map(|r| &r.awaiting)
+                {
+                    self.sessions.tree_disconnected(session, *t);
+                }
+            }
+            _ if h.command == Command::LOGOFF && status_ok && !h.is_interim() => {
+                for rec in self.sessions.logoff(session, ctx.frame, ctx.ts) {
+                    outbox.push(Out::Channel(rec));
+                }
+                if self.last_channel.is_some_and(|(_, s)| s == session) {
+                    self.last_channel = None;
+                }
+            }
             _ => {}
         }
         // I/O: a final READ/WRITE response matched with its request.
@@ -322,11 +481,47 @@ impl Exchange {
                     session_id: session,
                     file_id: r.file_id.unwrap_or_default(),
                     kind,
+                    channel_sequence: r.channel_sequence,
                     requested,
                     transferred,
                     nt_status: h.status.0,
                 }));
             }
+        }
+    }
+
+    /// An SQOS request replayed (SMB2_FLAGS_REPLAY_OPERATION) repeats one still waiting on
+    /// another channel of the session (its channel failed): that one will not be answered;
+    /// release it now rather than hold everything behind it for the hold window.
+    fn replayed(
+        &mut self,
+        ctx: &MsgCtx,
+        h: &Header,
+        file_id: Option<FileId>,
+        req: &sqos::Request,
+        outbox: &mut Outbox,
+    ) {
+        let session = h.session_id;
+        let original = self.pending.find(|(c, _), p| {
+            *c != ctx.conn
+                && p.session == session
+                && p.file_id == file_id
+                && matches!(&p.awaiting, Awaiting::Sqos { request: Some(q), .. } if **q == *req)
+        });
+        let Some(key) = original else {
+            return;
+        };
+        if let Some(p) = self.pending.remove(&key) {
+            if let Awaiting::Sqos { seq, .. } = p.awaiting {
+                outbox.release(seq);
+            }
+            outbox.push(Out::Note(CaptureNote {
+                frame: ctx.frame,
+                message: format!(
+                    "SQOS request in frame {} (msg id {}) sent again in frame {} on connection {} (SMB2_FLAGS_REPLAY_OPERATION): its channel failed",
+                    p.frame, key.1, ctx.frame, ctx.conn.0
+                ),
+            }));
         }
     }
 
@@ -373,14 +568,13 @@ impl Exchange {
         }
         stats.sqos_messages += 1;
         if rec.buffer_truncated {
-            outbox.push(Out::Note(CaptureNote {
-                frame: ctx.frame,
-                message: format!(
+            outbox.note(NoteKind::SqosIncomplete, ctx.frame, || {
+                format!(
                     "SQOS response msg id {}: buffer incomplete ({} bytes in the capture)",
                     h.message_id,
                     rec.buffer.len()
-                ),
-            }));
+                )
+            });
         }
         // A final response releases its held request, completing it.
         if let Some(PendingReq {
@@ -405,34 +599,70 @@ impl Exchange {
         outbox.push(Out::Sqos(Box::new(rec)));
     }
 
-    /// A connection closed: its outstanding requests will never be answered.
-    pub fn close_conn(&mut self, conn: ConnId, frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
-        for ((_, id), r) in self.pending.remove_conn(conn) {
+    /// A connection closed (`how`): its outstanding requests will never be answered, and its
+    /// sessions lose that channel.
+    pub fn close_conn(
+        &mut self,
+        conn: ConnId,
+        how: ChannelEnd,
+        frame: u64,
+        ts: crate::capture::Timestamp,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let left = self.pending.remove_conn(conn);
+        let pending: Vec<(u64, u64)> = left.iter().map(|(_, r)| (r.session, r.frame)).collect();
+        for rec in self.sessions.end_conn(conn, how, (frame, ts), &pending) {
+            outbox.push(Out::Channel(rec));
+        }
+        if self.last_channel.is_some_and(|(c, _)| c == conn) {
+            self.last_channel = None;
+        }
+        for ((_, id), r) in left {
             stats.unanswered_requests += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Note(CaptureNote {
-                    frame,
-                    message: format!(
+                outbox.note(NoteKind::Unanswered, frame, || {
+                    format!(
                         "SQOS request in frame {} (msg id {id}) unanswered when its connection closed",
                         r.frame
-                    ),
-                }));
+                    )
+                });
             }
         }
     }
 
-    /// End of capture: report what stayed unanswered.
-    pub fn finish(&mut self, last_frame: u64, outbox: &mut Outbox, stats: &mut Stats) {
+    /// End of capture: report what stayed unanswered; every channel still open ends.
+    pub fn finish(
+        &mut self,
+        last_frame: u64,
+        ts: crate::capture::Timestamp,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
         let left = self.pending.drain();
+        let pending: Vec<(ConnId, u64, u64)> = left
+            .iter()
+            .map(|((c, _), r)| (*c, r.session, r.frame))
+            .collect();
+        for rec in self.sessions.end_all((last_frame, ts), &pending) {
+            outbox.push(Out::Channel(rec));
+        }
+        self.last_channel = None;
+        stats.sessions = self
+            .sessions
+            .listed
+            .values()
+            .cloned()
+            .collect::<Vec<SessionSummary>>();
+        stats.sessions_unlisted = self.sessions.unlisted_sessions;
         for ((_, id), r) in &left {
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
-                outbox.push(Out::Note(CaptureNote {
-                    frame: r.frame,
-                    message: format!(
+                outbox.note(NoteKind::Unanswered, r.frame, || {
+                    format!(
                         "SQOS request in frame {} (msg id {id}) unanswered at the end of the capture",
                         r.frame
-                    ),
-                }));
+                    )
+                });
             }
         }
         stats.unanswered_requests += left.len() as u64;
@@ -448,8 +678,17 @@ impl Exchange {
     }
 }
 
+/// (client, server) of a message's connection: requests travel client → server.
+fn ends(ctx: &MsgCtx, h: &Header) -> (std::net::SocketAddr, std::net::SocketAddr) {
+    if h.is_response() {
+        (ctx.dst, ctx.src)
+    } else {
+        (ctx.src, ctx.dst)
+    }
+}
+
 impl Default for Exchange {
     fn default() -> Self {
-        Self::new()
+        Self::new(&Limits::default())
     }
 }

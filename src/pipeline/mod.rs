@@ -6,9 +6,11 @@
 //! in `sqos_build`) → [`outbox::Outbox`] (frame order, SQOS requests held back until answered)
 //! → the [`RecordSink`].
 //!
-//! Memory is bounded: framers keep headers and fixed bodies (whole parts only for SQOS IOCTLs
-//! and CREATE names, at most `Limits::framer.max_keep` per message); outstanding requests,
-//! opens, connections and the held-back queue each have a bound, and hitting one is noted.
+//! Memory is bounded by the run's [`Budget`] (`--memory`): framers keep headers and fixed bodies
+//! (whole parts only for SQOS IOCTLs and CREATE names, at most `Limits::framer.max_keep` per
+//! message); connections, out-of-order data, framer bytes, outstanding requests, opens and the
+//! held-back queue each have a share of it. What a full share drops is counted and reported
+//! once per kind at the end (a note, and `Stats::memory`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,12 +20,13 @@ use serde::Serialize;
 
 mod exchange;
 pub mod outbox;
+pub mod sessions;
 mod sqos_build;
 pub mod streams;
 
-use outbox::Outbox;
 use streams::Smb2Layer;
 
+use crate::budget::{merged, Budget, Kind, MemoryUse};
 use crate::capture::{decode_link, Frame, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::crypto::KeyRing;
@@ -61,12 +64,19 @@ pub struct SqosRecord {
     pub direction: Direction,
     pub msg_id: u64,
     pub session_id: u64,
+    /// The request is a replay (SMB2_FLAGS_REPLAY_OPERATION): the client sent it again,
+    /// typically on another channel after the one it was outstanding on failed.
+    pub replay: bool,
+    /// Requests (SMB 3.x): the header's ChannelSequence, which the client raises for its opens
+    /// when a channel fails.
+    pub channel_sequence: Option<u16>,
     /// Sync header only.
     pub tree_id: Option<u32>,
     /// Async header only.
     pub async_id: Option<u64>,
     pub file_id: Option<FileId>,
-    /// Name the FileId was opened with, when the CREATE was seen.
+    /// Name the FileId was opened with, when the CREATE was seen: `\\server\share\path` when
+    /// the TREE_CONNECT of its tree was seen too, else the path within the share.
     pub file_name: Option<String>,
     /// Responses only.
     pub nt_status: Option<u32>,
@@ -125,11 +135,95 @@ pub struct IoRecord {
     pub session_id: u64,
     pub file_id: FileId,
     pub kind: IoKind,
+    /// The request header's ChannelSequence (SMB 3.x; raised when a channel failed).
+    pub channel_sequence: u16,
     /// Bytes asked for (READ Length / WRITE Length).
     pub requested: u32,
     /// Bytes transferred (READ response DataLength; WRITE response Count).
     pub transferred: u32,
     pub nt_status: u32,
+}
+
+/// How a session came to be seen on a connection (a channel of the session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelJoin {
+    /// SESSION_SETUP answered with success, without the binding flag: the session's first
+    /// channel (a new authentication).
+    Setup,
+    /// SESSION_SETUP with SMB2_SESSION_FLAG_BINDING answered with success: a further channel of
+    /// an existing session (SMB3 multichannel).
+    Binding,
+    /// The session's setup was not seen on this connection (the capture began later): its
+    /// first message there.
+    Seen,
+}
+
+impl ChannelJoin {
+    /// The name JSON uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelJoin::Setup => "setup",
+            ChannelJoin::Binding => "binding",
+            ChannelJoin::Seen => "seen",
+        }
+    }
+}
+
+/// How a channel ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelEnd {
+    /// The TCP connection closed with FIN in both directions.
+    Fin,
+    /// The TCP connection was reset.
+    Rst,
+    /// LOGOFF ended the session.
+    Logoff,
+    /// Its state was dropped (too many connections at once).
+    Dropped,
+    /// Still open when the capture ended.
+    CaptureEnd,
+}
+
+impl ChannelEnd {
+    /// The name JSON uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelEnd::Fin => "fin",
+            ChannelEnd::Rst => "rst",
+            ChannelEnd::Logoff => "logoff",
+            ChannelEnd::Dropped => "dropped",
+            ChannelEnd::CaptureEnd => "capture_end",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelEvent {
+    Joined(ChannelJoin),
+    /// The channel ended; the last message from the server on its connection (a channel that
+    /// went silent has none after its last requests).
+    Ended {
+        by: ChannelEnd,
+        last_server_frame: Option<u64>,
+        last_server_ts: Option<Timestamp>,
+        /// Requests of the session outstanding on the connection when it ended; at the end of
+        /// the capture, only those sent after the server's last message there.
+        unanswered: u64,
+    },
+}
+
+/// A session joined or left a connection (one channel of the session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelRecord {
+    pub frame: u64,
+    pub ts: Timestamp,
+    pub conn: ConnId,
+    pub client: SocketAddr,
+    pub server: SocketAddr,
+    pub session_id: u64,
+    pub event: ChannelEvent,
 }
 
 /// Something about the capture the user must be told (incomplete data, bounds hit, errors).
@@ -145,14 +239,38 @@ pub trait RecordSink {
     fn on_open(&mut self, _rec: &OpenRecord) {}
     fn on_close(&mut self, _rec: &CloseRecord) {}
     fn on_io(&mut self, _rec: &IoRecord) {}
+    /// No default: five faces once forwarded everything else to the analyzer and silently
+    /// dropped the channels; each sink now says what it does with them.
+    fn on_channel(&mut self, rec: &ChannelRecord);
     fn on_note(&mut self, _note: &CaptureNote) {}
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct PipelineConfig {
     pub reassembly: ReassemblyConfig,
+    /// The run's memory budget: the pipeline's bounds are its shares.
+    pub memory: Budget,
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
+}
+
+impl PipelineConfig {
+    /// This configuration with the bounds of `budget` (reassembly's included).
+    pub fn with_memory(mut self, budget: Budget) -> Self {
+        self.reassembly.set_budget(&budget);
+        self.memory = budget;
+        self
+    }
+
+    /// This configuration with `ports` also taken as SMB (`--port`; 445 and 139 always are).
+    pub fn with_ports(mut self, ports: &[u16]) -> Self {
+        for p in ports {
+            if !self.reassembly.ports.contains(p) {
+                self.reassembly.ports.push(*p);
+            }
+        }
+        self
+    }
 }
 
 /// Capture statistics (`sqos stats`).
@@ -164,7 +282,16 @@ pub struct Stats {
     /// Command name (e.g. "IOCTL") → messages, requests and responses, each compound part counted.
     pub by_command: BTreeMap<String, u64>,
     pub encrypted_messages: u64,
+    /// Compressed (0xFC) messages, in clear or inside encrypted ones.
     pub compressed_messages: u64,
+    /// Of those, decompressed (their SMB2 messages are in `by_command`).
+    pub decompressed_messages: u64,
+    /// Of those, in the chained form.
+    pub compressed_chained: u64,
+    /// Compressed messages that could not be decompressed (each is noted with why).
+    pub undecompressed_messages: u64,
+    /// Decompressed messages per algorithm used ("LZ77", "Pattern_V1", "NONE"…).
+    pub compressed_by_algorithm: BTreeMap<String, u64>,
     pub smb1_messages: u64,
     pub gaps: u64,
     pub resyncs: u64,
@@ -207,6 +334,22 @@ pub struct Stats {
     pub opens_evicted: u64,
     /// Bytes of messages in progress dropped because all framers together held too much.
     pub framer_bytes_shed: u64,
+    /// Sessions and their channels (connections), in SessionId order; filled at the end of
+    /// the capture, at most `sessions::MAX_LISTED_SESSIONS`.
+    pub sessions: Vec<SessionSummary>,
+    /// Sessions seen beyond the listed ones.
+    pub sessions_unlisted: u64,
+    /// The memory budget's shares: limit, peak and what each dropped (filled at the end).
+    pub memory: Vec<MemoryUse>,
+}
+
+/// A session and the channels it was seen on (`sqos stats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SessionSummary {
+    pub session_id: u64,
+    /// Channels seen (listed or not).
+    pub channels_total: u64,
+    pub channels: Vec<sessions::ChannelStats>,
 }
 
 impl Stats {
@@ -248,29 +391,55 @@ impl Stats {
     }
 }
 
-/// Bounds of the pipeline's own state (memory stays bounded whatever the capture).
+/// Bounds of the pipeline's own state (memory stays bounded whatever the capture). The
+/// defaults are the shares of a [`Budget`] ([`Limits::from_budget`]); tests set them smaller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     pub framer: FramerConfig,
     /// Capture seconds an SQOS request is held back waiting for its response.
     pub hold_window_secs: u32,
-    /// Most records queued behind held SQOS requests.
+    /// Most records queued behind held SQOS requests (also bounded in bytes by the queued share).
     pub max_queued: usize,
     /// Most bytes held by all SMB2 framers together. Each framer is bounded by
     /// `framer.max_keep`, but many connections each in the middle of a large SQOS IOCTL could add
-    /// up; beyond this bound the framer holding most gives its bytes back (its parts are cut,
-    /// and that is noted).
+    /// up; beyond this bound framers give their bytes back (their parts are cut, and that is
+    /// counted).
     pub max_framer_bytes: usize,
+    /// Most SMB2 requests waiting for a response, and opens remembered (bytes, at their
+    /// entries' cost plus names).
+    pub max_pending_bytes: usize,
+    pub max_open_bytes: usize,
+    /// Bytes of records and notes queued behind held SQOS requests.
+    pub max_queued_bytes: usize,
+    /// Most connections with SMB2 state (reassembly forgets connections first; this bound is
+    /// for the SMB2 layer fed directly).
+    pub max_connections: usize,
+}
+
+impl Limits {
+    pub fn from_budget(b: &Budget) -> Self {
+        let queued = b.share(Kind::Queued);
+        let framer = FramerConfig::default();
+        Limits {
+            // One message may keep at most a quarter of the framers' share.
+            framer: FramerConfig {
+                max_keep: framer.max_keep.min(b.limit(Kind::Framers) / 4),
+                ..framer
+            },
+            hold_window_secs: 60,
+            max_queued: queued.max_entries(),
+            max_framer_bytes: b.limit(Kind::Framers),
+            max_pending_bytes: b.limit(Kind::Pending),
+            max_open_bytes: b.limit(Kind::Opens),
+            max_queued_bytes: queued.limit(),
+            max_connections: b.share(Kind::Connections).max_entries(),
+        }
+    }
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            framer: FramerConfig::default(),
-            hold_window_secs: 60,
-            max_queued: 10_000,
-            max_framer_bytes: 64 << 20,
-        }
+        Limits::from_budget(&Budget::default())
     }
 }
 
@@ -287,18 +456,14 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(cfg: PipelineConfig) -> Self {
-        Self::with_limits(cfg, Limits::default())
+        let limits = Limits::from_budget(&cfg.memory);
+        Self::with_limits(cfg, limits)
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
         Pipeline {
             reassembler: Reassembler::new(cfg.reassembly),
-            layer: Smb2Layer::new(
-                limits.framer,
-                limits.max_framer_bytes,
-                Outbox::new(limits.hold_window_secs, limits.max_queued),
-                cfg.keys,
-            ),
+            layer: Smb2Layer::new(limits, cfg.keys),
             link_errors_noted: false,
             last_ts: Timestamp::default(),
         }
@@ -336,15 +501,46 @@ impl Pipeline {
         self.layer.outbox.drain(frame.ts, sink);
     }
 
-    /// End of input: flush held records and report what stayed incomplete.
+    /// End of input: flush held records and report what stayed incomplete, and once per
+    /// memory share what it dropped.
     pub fn finish<S: RecordSink>(&mut self, sink: &mut S) {
-        self.reassembler.finish(&mut self.layer);
-        self.layer.finish(self.last_ts);
+        let (frame, ts) = (self.layer.last_frame, self.last_ts);
+        // Connection by connection, delivering as it goes: what the end of the capture
+        // flushes (gaps, incomplete messages) is not queued all at once.
+        while self.reassembler.finish_one(&mut self.layer) {
+            self.layer.outbox.drain(ts, sink);
+        }
+        self.layer.finish(ts);
+        self.layer.outbox.note_summaries(frame);
+        let memory = merged(
+            self.reassembler
+                .memory()
+                .into_iter()
+                .chain(self.layer.memory()),
+        );
+        for m in &memory {
+            if let Some(message) = m.summary() {
+                self.layer
+                    .outbox
+                    .push(outbox::Out::Note(CaptureNote { frame, message }));
+            }
+        }
+        self.layer.stats.memory = memory;
         self.layer.outbox.release_all(sink);
     }
 
     pub fn stats(&self) -> &Stats {
         &self.layer.stats
+    }
+
+    /// The memory shares now (the same as `stats().memory` after `finish`).
+    pub fn memory(&self) -> Vec<MemoryUse> {
+        merged(
+            self.reassembler
+                .memory()
+                .into_iter()
+                .chain(self.layer.memory()),
+        )
     }
 
     /// The SMB2 layer as a [`crate::net::StreamSink`]: feed reassembled stream events directly

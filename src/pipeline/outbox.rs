@@ -6,15 +6,21 @@
 //! 1. its final response is matched (the request then carries `response_frame`/`response_time`);
 //! 2. its connection closes;
 //! 3. `hold_window` of capture time passes after the request (default 60 s);
-//! 4. more than `max_queued` records wait behind held requests (oldest released first);
+//! 4. the queue behind held requests is over its bound — `Limits::max_queued` records, or the
+//!    memory budget's queued share in bytes (oldest released first; counted in the share and
+//!    reported once, not per request);
 //! 5. the end of the capture ([`Outbox::release_all`]).
 //!
 //! Interim (STATUS_PENDING) responses do not release a request; they are queued after it.
-//! Releases 2–5 are noted, so an SQOS request shown without a response is explained.
+//! Releases 2–5 are noted (2 by the exchange, which knows every request of the connection, 3
+//! and 5 here), so an SQOS request shown without a response is explained.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
-use super::{CaptureNote, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord};
+use super::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, Limits, OpenRecord, RecordSink, SqosRecord,
+};
+use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 
@@ -24,7 +30,23 @@ pub enum Out {
     Open(OpenRecord),
     Close(CloseRecord),
     Io(IoRecord),
+    Channel(ChannelRecord),
     Note(CaptureNote),
+}
+
+impl Out {
+    /// Bytes it holds beyond its queue slot (boxed record, buffer, names, message).
+    fn heap_bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        match self {
+            Out::Sqos(r) => {
+                std::mem::size_of::<SqosRecord>() + r.buffer.capacity() + opt(&r.file_name)
+            }
+            Out::Open(r) => r.file_name.len(),
+            Out::Note(n) => n.message.len(),
+            Out::Close(_) | Out::Io(_) | Out::Channel(_) => 0,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -32,10 +54,52 @@ struct Slot {
     out: Out,
     /// Waiting for its response (SQOS requests only).
     held: bool,
+    bytes: usize,
 }
 
 /// Sequence number of a queued record, to find a held request again.
 pub type Seq = u64;
+
+/// What a note is about. Notes of one kind past [`MAX_NOTES_PER_KIND`] are counted, not
+/// queued, and summarised once at the end: a hostile capture cannot flood the output (or the
+/// queue) with one note per connection, gap or request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    MidStream,
+    Gap,
+    Resync,
+    Unframed,
+    Malformed,
+    BodyNotDecoded,
+    SqosIncomplete,
+    Unanswered,
+    Replaced,
+    Sealed,
+    Compressed,
+}
+
+impl NoteKind {
+    const COUNT: usize = 11;
+
+    fn describe(self) -> &'static str {
+        match self {
+            NoteKind::MidStream => "connections picked up mid-stream",
+            NoteKind::Gap => "gaps (bytes missing)",
+            NoteKind::Resync => "resynchronisations",
+            NoteKind::Unframed => "streams with bytes that held no SMB2 message start",
+            NoteKind::Malformed => "malformed SMB2 messages or compounds",
+            NoteKind::BodyNotDecoded => "IOCTL bodies not decoded",
+            NoteKind::SqosIncomplete => "incomplete SQOS buffers",
+            NoteKind::Unanswered => "SQOS requests without a response",
+            NoteKind::Replaced => "requests whose MessageId was used again",
+            NoteKind::Sealed => "encrypted messages or sessions not decrypted",
+            NoteKind::Compressed => "compressed messages not decompressed",
+        }
+    }
+}
+
+/// Notes of one kind given one by one; the rest are counted (`sqos stats` has the totals).
+pub const MAX_NOTES_PER_KIND: u64 = 1000;
 
 #[derive(Debug)]
 pub struct Outbox {
@@ -44,19 +108,83 @@ pub struct Outbox {
     base: Seq,
     hold_window_ns: i64,
     max_queued: usize,
+    /// What the queue holds (the budget's queued share); drops are requests released early
+    /// because the queue was full.
+    share: Share,
+    /// Held requests by connection (some may have been answered since), so a closing
+    /// connection releases its own without a walk of the whole queue.
+    held_by_conn: HashMap<ConnId, Vec<Seq>>,
     /// Notes produced by forced releases, delivered before the released record.
     released_early: u64,
+    /// Notes per kind so far (given and not given).
+    notes_by_kind: [u64; NoteKind::COUNT],
 }
 
 impl Outbox {
-    pub fn new(hold_window_secs: u32, max_queued: usize) -> Self {
+    pub fn new(limits: &Limits) -> Self {
         Outbox {
             queue: VecDeque::new(),
             base: 0,
-            hold_window_ns: i64::from(hold_window_secs) * 1_000_000_000,
-            max_queued: max_queued.max(1),
+            hold_window_ns: i64::from(limits.hold_window_secs) * 1_000_000_000,
+            max_queued: limits.max_queued.max(1),
+            share: Share::new(Kind::Queued, limits.max_queued_bytes),
+            held_by_conn: HashMap::new(),
             released_early: 0,
+            notes_by_kind: [0; NoteKind::COUNT],
         }
+    }
+
+    /// Queue a note of `kind`, unless [`MAX_NOTES_PER_KIND`] of that kind were given already
+    /// (then it is only counted). `message` is only built when the note is given.
+    pub fn note(&mut self, kind: NoteKind, frame: u64, message: impl FnOnce() -> String) {
+        if self.count_note(kind) {
+            self.push(Out::Note(CaptureNote {
+                frame,
+                message: message(),
+            }));
+        }
+    }
+
+    /// Count a note of `kind`; true if it is to be given (then [`Outbox::push`] it).
+    pub fn count_note(&mut self, kind: NoteKind) -> bool {
+        let n = &mut self.notes_by_kind[kind as usize];
+        *n += 1;
+        *n <= MAX_NOTES_PER_KIND
+    }
+
+    /// One note per kind whose notes were cut short: how many were not given.
+    pub fn note_summaries(&mut self, frame: u64) {
+        let kinds = [
+            NoteKind::MidStream,
+            NoteKind::Gap,
+            NoteKind::Resync,
+            NoteKind::Unframed,
+            NoteKind::Malformed,
+            NoteKind::BodyNotDecoded,
+            NoteKind::SqosIncomplete,
+            NoteKind::Unanswered,
+            NoteKind::Replaced,
+            NoteKind::Sealed,
+            NoteKind::Compressed,
+        ];
+        for kind in kinds {
+            let n = self.notes_by_kind[kind as usize];
+            if n > MAX_NOTES_PER_KIND {
+                self.push(Out::Note(CaptureNote {
+                    frame,
+                    message: format!(
+                        "{} more notes of {} not shown (the first {MAX_NOTES_PER_KIND} were; {n} in all)",
+                        n - MAX_NOTES_PER_KIND,
+                        kind.describe()
+                    ),
+                }));
+            }
+        }
+    }
+
+    /// The queued share: peak, and requests released early because the queue was full.
+    pub fn memory(&self) -> MemoryUse {
+        self.share.usage()
     }
 
     pub fn push(&mut self, out: Out) -> Seq {
@@ -65,28 +193,35 @@ impl Outbox {
 
     /// Queue an SQOS request to be held until [`Outbox::answer`].
     pub fn push_held(&mut self, rec: SqosRecord) -> Seq {
-        self.push_slot(Out::Sqos(Box::new(rec)), true)
+        let conn = rec.conn;
+        let seq = self.push_slot(Out::Sqos(Box::new(rec)), true);
+        let seqs = self.held_by_conn.entry(conn).or_default();
+        seqs.push(seq);
+        // Answered requests stay listed until the list doubles: amortised, it stays
+        // proportional to what is held.
+        if seqs.len() >= 64 && seqs.len().is_power_of_two() {
+            let (queue, base) = (&self.queue, self.base);
+            seqs.retain(|&s| is_held(queue, base, s));
+        }
+        seq
     }
 
     fn push_slot(&mut self, out: Out, held: bool) -> Seq {
         let seq = self.base + self.queue.len() as u64;
-        self.queue.push_back(Slot { out, held });
+        let bytes = out.heap_bytes();
+        self.share.charge(1, bytes);
+        self.queue.push_back(Slot { out, held, bytes });
         seq
     }
 
     /// The held request `seq` got its final response: let `fill` complete it and release it.
     /// Returns false if it had already been released (then nothing is changed).
     pub fn answer(&mut self, seq: Seq, fill: impl FnOnce(&mut SqosRecord)) -> bool {
-        let Some(idx) = seq
-            .checked_sub(self.base)
-            .and_then(|i| usize::try_from(i).ok())
-        else {
-            return false;
-        };
-        match self.queue.get_mut(idx) {
+        match slot_mut(&mut self.queue, self.base, seq) {
             Some(Slot {
                 out: Out::Sqos(rec),
                 held: held @ true,
+                ..
             }) => {
                 fill(rec);
                 *held = false;
@@ -96,30 +231,37 @@ impl Outbox {
         }
     }
 
-    /// Release the held requests of a closed connection.
-    pub fn release_conn(&mut self, conn: ConnId, frame: u64) {
-        let mut notes = Vec::new();
-        for slot in self.queue.iter_mut() {
+    /// Release the held request `seq` without its response (it was sent again elsewhere).
+    pub fn release(&mut self, seq: Seq) {
+        if let Some(slot) = slot_mut(&mut self.queue, self.base, seq) {
+            slot.held = false;
+        }
+    }
+
+    /// Release the held requests of a closed connection (the exchange notes each of them:
+    /// it knows every request of the connection, held or not).
+    pub fn release_conn(&mut self, conn: ConnId) {
+        let Some(seqs) = self.held_by_conn.remove(&conn) else {
+            return;
+        };
+        for seq in seqs {
+            let Some(slot) = slot_mut(&mut self.queue, self.base, seq) else {
+                continue;
+            };
             if let (Out::Sqos(rec), true) = (&slot.out, slot.held) {
                 if rec.conn == conn {
                     slot.held = false;
-                    notes.push(CaptureNote {
-                        frame,
-                        message: format!(
-                            "SQOS request in frame {} (msg id {}) got no response before its connection closed",
-                            rec.frame, rec.msg_id
-                        ),
-                    });
                 }
             }
-        }
-        for n in notes {
-            self.push(Out::Note(n));
         }
     }
 
     /// Deliver what is ready, applying the time window and the queue bound.
     pub fn drain<S: RecordSink>(&mut self, now: Timestamp, sink: &mut S) {
+        if self.queue.is_empty() {
+            // Most frames make no record: nothing to do.
+            return;
+        }
         loop {
             self.deliver_ready(sink);
             let Some(front) = self.queue.front() else {
@@ -129,16 +271,24 @@ impl Outbox {
                 Out::Sqos(rec) => now.0.saturating_sub(rec.ts.0) > self.hold_window_ns,
                 _ => false,
             };
-            let too_many = self.queue.len() > self.max_queued;
+            let too_many = self.queue.len() > self.max_queued || self.share.over();
             if !(too_old || too_many) {
                 return;
             }
-            let why = if too_old {
-                "no response within the hold window"
+            if too_old {
+                self.release_front(sink, Some("no response within the hold window"));
             } else {
-                "too many records queued behind it"
-            };
-            self.release_front(sink, why);
+                // A bound, not the protocol: counted in the queued share, reported once.
+                if let Some(Slot {
+                    out: Out::Sqos(rec),
+                    held: true,
+                    ..
+                }) = self.queue.front()
+                {
+                    self.share.dropped(1, 0, rec.frame);
+                }
+                self.release_front(sink, None);
+            }
         }
     }
 
@@ -147,7 +297,7 @@ impl Outbox {
         while !self.queue.is_empty() {
             self.deliver_ready(sink);
             if !self.queue.is_empty() {
-                self.release_front(sink, "no response before the end of the capture");
+                self.release_front(sink, Some("no response before the end of the capture"));
             }
         }
     }
@@ -165,18 +315,26 @@ impl Outbox {
         self.queue.is_empty()
     }
 
-    fn release_front<S: RecordSink>(&mut self, sink: &mut S, why: &str) {
-        if let Some(front) = self.queue.front_mut() {
-            if let (Out::Sqos(rec), true) = (&front.out, front.held) {
-                sink.on_note(&CaptureNote {
-                    frame: rec.frame,
-                    message: format!(
-                        "SQOS request in frame {} (msg id {}) shown without its response: {why}",
-                        rec.frame, rec.msg_id
-                    ),
-                });
-                self.released_early += 1;
+    /// Release the front request without its response; `why` is noted (None: counted only).
+    fn release_front<S: RecordSink>(&mut self, sink: &mut S, why: Option<&str>) {
+        let Some(front) = self.queue.front() else {
+            return;
+        };
+        if let (Out::Sqos(rec), true) = (&front.out, front.held) {
+            let (frame, msg_id) = (rec.frame, rec.msg_id);
+            if let Some(why) = why {
+                if self.count_note(NoteKind::Unanswered) {
+                    sink.on_note(&CaptureNote {
+                        frame,
+                        message: format!(
+                            "SQOS request in frame {frame} (msg id {msg_id}) shown without its response: {why}"
+                        ),
+                    });
+                }
             }
+            self.released_early += 1;
+        }
+        if let Some(front) = self.queue.front_mut() {
             front.held = false;
         }
     }
@@ -187,13 +345,27 @@ impl Outbox {
                 return;
             };
             self.base += 1;
+            self.share.release(1, slot.bytes);
             match slot.out {
                 Out::Sqos(rec) => sink.on_sqos(*rec),
                 Out::Open(r) => sink.on_open(&r),
                 Out::Close(r) => sink.on_close(&r),
                 Out::Io(r) => sink.on_io(&r),
+                Out::Channel(r) => sink.on_channel(&r),
                 Out::Note(n) => sink.on_note(&n),
             }
         }
     }
+}
+
+fn slot_mut(queue: &mut VecDeque<Slot>, base: Seq, seq: Seq) -> Option<&mut Slot> {
+    let idx = usize::try_from(seq.checked_sub(base)?).ok()?;
+    queue.get_mut(idx)
+}
+
+fn is_held(queue: &VecDeque<Slot>, base: Seq, seq: Seq) -> bool {
+    seq.checked_sub(base)
+        .and_then(|i| usize::try_from(i).ok())
+        .and_then(|i| queue.get(i))
+        .is_some_and(|s| s.held)
 }

@@ -33,6 +33,8 @@ fn base(
         direction,
         msg_id: h.message_id,
         session_id: h.session_id,
+        replay: h.flags.is_replay(),
+        channel_sequence: (direction == Direction::Request).then(|| h.channel_sequence()),
         tree_id: h.tree_id(),
         async_id: h.async_id(),
         file_id: file.0,

@@ -5,19 +5,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use foldhash::fast::FixedState;
+
 use super::exchange::{Chain, Exchange};
-use super::outbox::{Out, Outbox};
+use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
-use super::{CaptureNote, Stats};
+use super::{CaptureNote, ChannelEnd, Limits, Stats};
+use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
-use crate::smb2::framer::{SealCtx, SealOutcome};
+use crate::smb2::framer::{CompressOutcome, SealCtx, SealOutcome};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
-
-/// Most connections with SMB2 state at once. TCP reassembly forgets idle connections without
-/// telling (its own bound); this bound makes sure their framers are dropped too.
-pub const MAX_CONNECTIONS: usize = 200_000;
 
 /// Most connections listed one by one in per-connection statistics.
 pub const MAX_LISTED_CONNECTIONS: usize = 1000;
@@ -28,13 +27,16 @@ pub const OTHER_SESSIONS: &str = "(other sessions)";
 
 pub struct Smb2Layer {
     framer_cfg: FramerConfig,
-    framers: HashMap<(ConnId, Dir), Framer>,
-    /// Sum of `Framer::buffered` over `framers`.
-    framer_total: usize,
-    /// Most bytes held by all framers together (see `Limits::max_framer_bytes`).
-    max_framer_bytes: usize,
-    /// Connections whose framers may hold state, oldest (lowest id) first.
+    /// Looked up for every chunk of stream data: hashed with foldhash, not SipHash (the keys
+    /// are our own connection numbers, nothing an attacker chooses to collide).
+    framers: HashMap<(ConnId, Dir), Framer, FixedState>,
+    /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
+    framer_bytes: Share,
+    /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
+    /// when it forgets one; `Limits::max_connections` bounds them when fed directly.
     conns: BTreeMap<ConnId, ConnKey>,
+    max_connections: usize,
+    conns_dropped: Share,
     events: Vec<FramerEvent>,
     /// Keys and per-session state for encrypted messages.
     crypto: Decryptor,
@@ -47,23 +49,20 @@ pub struct Smb2Layer {
 }
 
 impl Smb2Layer {
-    pub fn new(
-        framer_cfg: FramerConfig,
-        max_framer_bytes: usize,
-        outbox: Outbox,
-        keys: Arc<KeyRing>,
-    ) -> Self {
+    pub fn new(limits: Limits, keys: Arc<KeyRing>) -> Self {
         Smb2Layer {
-            framer_cfg,
-            framers: HashMap::new(),
-            framer_total: 0,
-            max_framer_bytes,
+            framer_cfg: limits.framer,
+            framers: HashMap::with_hasher(FixedState::default()),
+            framer_bytes: Share::new(Kind::Framers, limits.max_framer_bytes),
             conns: BTreeMap::new(),
+            max_connections: limits.max_connections.max(1),
+            // Counts only what this layer drops itself (its entries are reassembly's).
+            conns_dropped: Share::new(Kind::Connections, 0),
             events: Vec::new(),
             crypto: Decryptor::new(keys),
             sessions_noted: HashSet::new(),
-            exchange: Exchange::new(),
-            outbox,
+            exchange: Exchange::new(&limits),
+            outbox: Outbox::new(&limits),
             stats: Stats::default(),
             last_frame: 0,
         }
@@ -71,7 +70,17 @@ impl Smb2Layer {
 
     /// Bytes held by all framers (for tests of the memory bound).
     pub fn framer_bytes(&self) -> usize {
-        self.framer_total
+        self.framer_bytes.used()
+    }
+
+    /// This layer's memory shares: framers, opens, pending requests, queued records.
+    pub fn memory(&self) -> Vec<MemoryUse> {
+        let mut m = vec![self.framer_bytes.usage(), self.outbox.memory()];
+        m.extend(self.exchange.memory());
+        if self.conns_dropped.dropped_count() > 0 {
+            m.push(self.conns_dropped.usage());
+        }
+        m
     }
 
     /// Run `f` on the framer of (conn, dir), keeping the total of held bytes up to date and
@@ -96,28 +105,47 @@ impl Smb2Layer {
         };
         f(framer, &mut ctx, &mut self.events);
         let after = framer.buffered();
-        self.framer_total = (self.framer_total + after).saturating_sub(before);
-        while self.framer_total > self.max_framer_bytes {
-            let Some((&key, biggest)) = self.framers.iter_mut().max_by_key(|(_, f)| f.buffered())
-            else {
-                break;
-            };
-            let freed = biggest.shed();
-            if freed == 0 {
+        self.framer_bytes.release(0, before);
+        self.framer_bytes.charge(0, after);
+        if !self.framer_bytes.over() {
+            return;
+        }
+        // The fullest framers give back until the total is under seven eighths of the bound,
+        // so this scan of every framer comes at most once per eighth of the bound newly held
+        // (linear time whatever the capture).
+        let mut fullest: Vec<(usize, (ConnId, Dir))> = self
+            .framers
+            .iter()
+            .map(|(k, f)| (f.buffered(), *k))
+            .filter(|&(b, _)| b > 0)
+            .collect();
+        fullest.sort_unstable_by_key(|&(b, (c, d))| (std::cmp::Reverse(b), c, d == Dir::ToClient));
+        let target = self.framer_bytes.limit() / 8 * 7;
+        for (_, key) in fullest {
+            if self.framer_bytes.used() <= target {
                 break;
             }
-            self.framer_total = self.framer_total.saturating_sub(freed);
-            self.stats.framer_bytes_shed += freed as u64;
-            let label = self.dir_label(key.0, key.1);
-            self.note(
-                frame,
-                format!("{label}: SMB2 buffering bound hit, {freed} bytes of a message in progress dropped"),
-            );
+            if let Some(framer) = self.framers.get_mut(&key) {
+                let freed = framer.shed();
+                Self::count_shed(&mut self.framer_bytes, &mut self.stats, freed, frame);
+            }
         }
     }
 
-    fn note(&mut self, frame: u64, message: String) {
-        self.outbox.push(Out::Note(CaptureNote { frame, message }));
+    fn count_shed(share: &mut Share, stats: &mut Stats, freed: usize, frame: u64) {
+        if freed > 0 {
+            share.release(0, freed);
+            share.dropped(1, freed as u64, frame);
+            stats.framer_bytes_shed += freed as u64;
+        }
+    }
+
+    /// A note of `kind`, its message built only when it is given (see `NoteKind`).
+    fn note(&mut self, kind: NoteKind, frame: u64, message: impl FnOnce(&Self) -> String) {
+        if self.outbox.count_note(kind) {
+            let message = message(self);
+            self.outbox.push(Out::Note(CaptureNote { frame, message }));
+        }
     }
 
     fn endpoints(&self, conn: ConnId, dir: Dir) -> (SocketAddr, SocketAddr) {
@@ -172,31 +200,84 @@ impl Smb2Layer {
                 session_id,
                 outcome,
             } => self.on_encrypted(conn, frame, *len, *session_id, outcome),
-            FramerEvent::Compressed { .. } => self.stats.compressed_messages += 1,
+            FramerEvent::Compressed { len, outcome } => {
+                self.on_compressed(conn, dir, frame, *len, outcome)
+            }
             FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,
             FramerEvent::SessionControl { .. } => {}
             FramerEvent::Resynced { skipped } => {
                 self.stats.resyncs += 1;
                 self.stats.resync_skipped_bytes += skipped;
-                let label = self.dir_label(conn, dir);
-                self.note(
-                    frame,
+                self.note(NoteKind::Resync, frame, |s| {
                     format!(
-                        "{label}: resynchronised on an SMB2 header after skipping {skipped} bytes"
-                    ),
-                );
+                        "{}: resynchronised on an SMB2 header after skipping {skipped} bytes",
+                        s.dir_label(conn, dir)
+                    )
+                });
+            }
+            FramerEvent::Unsynced { skipped } => {
+                self.stats.resync_skipped_bytes += skipped;
+                self.note(NoteKind::Unframed, frame, |s| {
+                    format!(
+                        "{}: {skipped} bytes passed over without an SMB2 message start (e.g. a NetBIOS length over 8 MiB)",
+                        s.dir_label(conn, dir)
+                    )
+                });
             }
             FramerEvent::Gap { bytes, in_step } => {
                 self.stats.gap_bytes += bytes;
-                let label = self.dir_label(conn, dir);
                 let what = if *in_step {
                     "inside data that is skipped anyway; framing kept"
                 } else {
                     "what they held is lost; framing resumes at the next message start"
                 };
-                self.note(frame, format!("{label}: {bytes} bytes missing ({what})"));
+                self.note(NoteKind::Gap, frame, |s| {
+                    format!("{}: {bytes} bytes missing ({what})", s.dir_label(conn, dir))
+                });
             }
         }
+    }
+
+    fn on_compressed(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        len: u32,
+        outcome: &CompressOutcome,
+    ) {
+        self.stats.compressed_messages += 1;
+        let why = match outcome {
+            CompressOutcome::Decompressed {
+                algorithms,
+                chained,
+                ..
+            } => {
+                self.stats.decompressed_messages += 1;
+                for a in algorithms {
+                    *self
+                        .stats
+                        .compressed_by_algorithm
+                        .entry(a.to_string())
+                        .or_insert(0) += 1;
+                }
+                if *chained {
+                    self.stats.compressed_chained += 1;
+                }
+                return;
+            }
+            CompressOutcome::Failed(e) => e.to_string(),
+            CompressOutcome::Incomplete => {
+                "incomplete (lost bytes or the buffering bound)".to_string()
+            }
+        };
+        self.stats.undecompressed_messages += 1;
+        self.note(NoteKind::Compressed, frame, |s| {
+            format!(
+                "{}: compressed message of {len} bytes not decompressed: {why}",
+                s.dir_label(conn, dir)
+            )
+        });
     }
 
     fn on_encrypted(
@@ -280,27 +361,25 @@ impl Smb2Layer {
                 ))
             }
             SealOutcome::Incomplete => {
-                self.note(
-                    frame,
+                self.note(NoteKind::Sealed, frame, |_| {
                     format!(
                         "encrypted message of {len} bytes in session {session} incomplete \
                          (lost bytes or buffering bound): not decrypted"
-                    ),
-                );
+                    )
+                });
                 None
             }
             SealOutcome::Malformed(e) => {
-                self.note(
-                    frame,
-                    format!("encrypted message in session {session}: {e}"),
-                );
+                self.note(NoteKind::Sealed, frame, |_| {
+                    format!("encrypted message in session {session}: {e}")
+                });
                 None
             }
         };
         if let (Some(why), Some(sid)) = (why, session_id) {
             if self.sessions_noted.len() < MAX_LISTED_CONNECTIONS && self.sessions_noted.insert(sid)
             {
-                self.note(frame, why);
+                self.note(NoteKind::Sealed, frame, |_| why);
             }
         }
     }
@@ -330,26 +409,27 @@ impl Smb2Layer {
             *self.stats.by_command.entry(cmd.to_string()).or_insert(0) += 1;
         }
         if !m.overflow.is_empty() {
-            self.note(
-                frame,
+            self.note(NoteKind::Malformed, frame, |_| {
                 format!(
                     "compound of {} parts: parts after the first {} counted, not decoded",
                     m.parts.len() + m.overflow.len(),
                     m.parts.len()
-                ),
-            );
+                )
+            });
         }
         if let Some(e) = &m.malformed {
             self.stats.malformed_messages += 1;
-            self.note(frame, format!("malformed SMB2 message: {e}"));
+            self.note(NoteKind::Malformed, frame, |_| {
+                format!("malformed SMB2 message: {e}")
+            });
         }
     }
 
-    /// Flush both framers of a connection (it ended) and forget it.
-    fn end_conn(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
+    /// Flush both framers of a connection (it ended, `how`) and forget it.
+    fn end_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
-                self.framer_total = self.framer_total.saturating_sub(f.buffered());
+                self.framer_bytes.release(0, f.buffered());
                 let mut ctx = SealCtx {
                     crypto: Some(&mut self.crypto),
                     conn: conn.0,
@@ -361,8 +441,8 @@ impl Smb2Layer {
         }
         self.crypto.forget_conn(conn.0);
         self.exchange
-            .close_conn(conn, frame, &mut self.outbox, &mut self.stats);
-        self.outbox.release_conn(conn, frame);
+            .close_conn(conn, how, frame, ts, &mut self.outbox, &mut self.stats);
+        self.outbox.release_conn(conn);
         self.conns.remove(&conn);
     }
 
@@ -372,7 +452,7 @@ impl Smb2Layer {
         keys.sort_by_key(|(c, d)| (c.0, *d == Dir::ToClient));
         for (conn, dir) in keys {
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
-                self.framer_total = self.framer_total.saturating_sub(f.buffered());
+                self.framer_bytes.release(0, f.buffered());
                 let mut ctx = SealCtx {
                     crypto: Some(&mut self.crypto),
                     conn: conn.0,
@@ -383,7 +463,7 @@ impl Smb2Layer {
             }
         }
         self.exchange
-            .finish(self.last_frame, &mut self.outbox, &mut self.stats);
+            .finish(self.last_frame, ts, &mut self.outbox, &mut self.stats);
     }
 }
 
@@ -391,14 +471,10 @@ impl StreamSink for Smb2Layer {
     fn on_connection(&mut self, conn: ConnId, key: &ConnKey, frame: u64, ts: Timestamp) {
         self.stats.connections += 1;
         self.conns.insert(conn, *key);
-        if self.conns.len() > MAX_CONNECTIONS {
+        if self.conns.len() > self.max_connections {
             if let Some((&oldest, _)) = self.conns.iter().next() {
-                let label = self.conn_label(oldest);
-                self.note(
-                    frame,
-                    format!("{label}: SMB2 state dropped, too many connections at once"),
-                );
-                self.end_conn(oldest, frame, ts);
+                self.conns_dropped.dropped(1, 0, frame);
+                self.end_conn(oldest, ChannelEnd::Dropped, frame, ts);
             }
         }
     }
@@ -418,22 +494,24 @@ impl StreamSink for Smb2Layer {
         self.handle_events(conn, dir, frame, ts);
     }
 
-    fn on_close(&mut self, conn: ConnId, _how: CloseKind, frame: u64, ts: Timestamp) {
-        self.end_conn(conn, frame, ts);
+    fn on_close(&mut self, conn: ConnId, how: CloseKind, frame: u64, ts: Timestamp) {
+        let how = match how {
+            CloseKind::Fin => ChannelEnd::Fin,
+            CloseKind::Rst => ChannelEnd::Rst,
+            // Forgotten by the reassembler to make room: the channel's state is dropped.
+            CloseKind::Forgotten => ChannelEnd::Dropped,
+        };
+        self.end_conn(conn, how, frame, ts);
     }
 
     fn on_note(&mut self, conn: ConnId, frame: u64, note: NetNote) {
-        let label = self.conn_label(conn);
-        let message = match note {
-            NetNote::BufferLimit { dir, bytes } => format!(
-                "{label}: reassembly buffer bound hit, {bytes} out-of-order bytes dropped ({})",
-                match dir {
-                    Dir::ToServer => "to server",
-                    Dir::ToClient => "to client",
-                }
-            ),
-            NetNote::MidStream => format!("{label}: picked up mid-stream (start not captured)"),
-        };
-        self.note(frame, message);
+        match note {
+            NetNote::MidStream => self.note(NoteKind::MidStream, frame, |s| {
+                format!(
+                    "{}: picked up mid-stream (start not captured)",
+                    s.conn_label(conn)
+                )
+            }),
+        }
     }
 }

@@ -71,6 +71,9 @@ impl HeaderFlags {
     pub fn is_signed(self) -> bool {
         self.0 & Self::SIGNED != 0
     }
+    pub fn is_replay(self) -> bool {
+        self.0 & Self::REPLAY_OPERATION != 0
+    }
 }
 
 /// The header's bytes 32..40 differ between the two forms; the flag ASYNC_COMMAND selects.
@@ -128,6 +131,10 @@ impl Header {
                 found: self.structure_size,
             })
         }
+    }
+    /// Requests (SMB 3.x): ChannelSequence, the low half of the Status field.
+    pub fn channel_sequence(&self) -> u16 {
+        (self.status.0 & 0xFFFF) as u16
     }
     /// An interim response: async, STATUS_PENDING; the final response follows later.
     pub fn is_interim(&self) -> bool {

@@ -1,31 +1,51 @@
 //! Request ↔ response matching by (connection, MessageId), with a bounded table of requests
 //! still waiting for their (final) response.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
+use crate::budget::{Kind, Share};
 use crate::net::ConnId;
 
 /// Key of an outstanding request.
 pub type MsgKey = (ConnId, u64);
 
-/// Outstanding requests, each with caller data `V`. At most `capacity` entries: inserting into a
-/// full table evicts the oldest request, which is returned so the caller can say so.
+/// Why a request left the table without its response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evicted {
+    /// The same (connection, MessageId) was sent again: a retransmission or a reused id.
+    Replaced,
+    /// The table's memory share was full: the oldest request made room.
+    Full,
+}
+
+/// Outstanding requests, each with caller data `V` and its variable bytes. Bounded by a memory
+/// share (`Kind::Pending`: entries at their cost plus the bytes the caller charges): inserting
+/// into a full table evicts the oldest requests, which are returned so the caller can count them.
+/// Keyed in order, so the requests of one connection are found without a scan of the rest.
 #[derive(Debug)]
 pub struct PendingTable<V> {
-    map: HashMap<MsgKey, (u64, V)>,
+    map: BTreeMap<MsgKey, Entry<V>>,
     /// Insertion order (key, generation); entries whose generation no longer matches are stale.
     order: VecDeque<(MsgKey, u64)>,
     generation: u64,
-    capacity: usize,
+    share: Share,
+}
+
+#[derive(Debug)]
+struct Entry<V> {
+    generation: u64,
+    bytes: usize,
+    value: V,
 }
 
 impl<V> PendingTable<V> {
-    pub fn new(capacity: usize) -> Self {
+    /// A table of at most `max_bytes` (entries at `Kind::Pending`'s cost plus their bytes).
+    pub fn new(max_bytes: usize) -> Self {
         PendingTable {
-            map: HashMap::new(),
+            map: BTreeMap::new(),
             order: VecDeque::new(),
             generation: 0,
-            capacity: capacity.max(1),
+            share: Share::new(Kind::Pending, max_bytes),
         }
     }
 
@@ -37,58 +57,91 @@ impl<V> PendingTable<V> {
         self.map.is_empty()
     }
 
-    /// Record a request. Returns a request pushed out: the one it replaces (same MessageId:
-    /// a retransmission or a reused id), or the oldest one when the table is full.
-    pub fn insert(&mut self, key: MsgKey, value: V) -> Option<(MsgKey, V)> {
-        self.generation += 1;
-        let replaced = self
-            .map
-            .insert(key, (self.generation, value))
-            .map(|(_, v)| (key, v));
-        self.order.push_back((key, self.generation));
-        if replaced.is_some() {
-            self.compact();
-            return replaced;
+    /// The table's memory share (drops counted by the caller through `share_mut`).
+    pub fn share(&self) -> &Share {
+        &self.share
+    }
+
+    pub fn share_mut(&mut self) -> &mut Share {
+        &mut self.share
+    }
+
+    /// Record a request holding `bytes` variable bytes. Returns the requests pushed out: the
+    /// one it replaces (same MessageId: a retransmission or a reused id), and the oldest ones
+    /// when the share is full.
+    pub fn insert(&mut self, key: MsgKey, value: V, bytes: usize) -> Vec<(MsgKey, V, Evicted)> {
+        let mut out = Vec::new();
+        if let Some(old) = self.take(&key) {
+            out.push((key, old, Evicted::Replaced));
         }
-        let evicted = if self.map.len() > self.capacity {
-            self.pop_oldest()
-        } else {
-            None
-        };
+        while !self.share.fits(1, bytes) {
+            match self.pop_oldest() {
+                Some((k, v)) => out.push((k, v, Evicted::Full)),
+                None => break,
+            }
+        }
+        self.generation += 1;
+        self.share.charge(1, bytes);
+        self.map.insert(
+            key,
+            Entry {
+                generation: self.generation,
+                bytes,
+                value,
+            },
+        );
+        self.order.push_back((key, self.generation));
         self.compact();
-        evicted
+        out
     }
 
     pub fn get(&self, key: &MsgKey) -> Option<&V> {
-        self.map.get(key).map(|(_, v)| v)
+        self.map.get(key).map(|e| &e.value)
     }
 
     pub fn get_mut(&mut self, key: &MsgKey) -> Option<&mut V> {
-        self.map.get_mut(key).map(|(_, v)| v)
+        self.map.get_mut(key).map(|e| &mut e.value)
+    }
+
+    /// The first outstanding request (oldest first) for which `f` holds.
+    pub fn find(&self, mut f: impl FnMut(&MsgKey, &V) -> bool) -> Option<MsgKey> {
+        self.order
+            .iter()
+            .filter(|(key, gen)| self.map.get(key).is_some_and(|e| e.generation == *gen))
+            .find(|(key, _)| self.map.get(key).is_some_and(|e| f(key, &e.value)))
+            .map(|(key, _)| *key)
     }
 
     /// Take the request answered by a final response.
     pub fn remove(&mut self, key: &MsgKey) -> Option<V> {
-        let v = self.map.remove(key).map(|(_, v)| v);
+        let v = self.take(key);
         self.compact();
         v
     }
 
+    fn take(&mut self, key: &MsgKey) -> Option<V> {
+        let e = self.map.remove(key)?;
+        self.share.release(1, e.bytes);
+        Some(e.value)
+    }
+
     /// Remove every request of a connection (it closed), oldest first.
     pub fn remove_conn(&mut self, conn: ConnId) -> Vec<(MsgKey, V)> {
-        let mut out = Vec::new();
-        let order = std::mem::take(&mut self.order);
-        for (key, gen) in order {
-            if key.0 == conn && self.map.get(&key).is_some_and(|(g, _)| *g == gen) {
-                if let Some((_, v)) = self.map.remove(&key) {
-                    out.push((key, v));
-                }
-            } else {
-                self.order.push_back((key, gen));
+        let keys: Vec<MsgKey> = self
+            .map
+            .range((conn, 0)..=(conn, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut out: Vec<(u64, MsgKey, V)> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(e) = self.map.remove(&key) {
+                self.share.release(1, e.bytes);
+                out.push((e.generation, key, e.value));
             }
         }
+        out.sort_unstable_by_key(|(g, _, _)| *g);
         self.compact();
-        out
+        out.into_iter().map(|(_, k, v)| (k, v)).collect()
     }
 
     /// Everything still outstanding, oldest first (end of capture).
@@ -103,8 +156,8 @@ impl<V> PendingTable<V> {
 
     fn pop_oldest(&mut self) -> Option<(MsgKey, V)> {
         while let Some((key, gen)) = self.order.pop_front() {
-            if self.map.get(&key).is_some_and(|(g, _)| *g == gen) {
-                return self.map.remove(&key).map(|(_, v)| (key, v));
+            if self.map.get(&key).is_some_and(|e| e.generation == gen) {
+                return self.take(&key).map(|v| (key, v));
             }
         }
         None
@@ -115,7 +168,7 @@ impl<V> PendingTable<V> {
         if self.order.len() > 2 * self.map.len() + 64 {
             let map = &self.map;
             self.order
-                .retain(|(key, gen)| map.get(key).is_some_and(|(g, _)| g == gen));
+                .retain(|(key, gen)| map.get(key).is_some_and(|e| e.generation == *gen));
         }
     }
 }
@@ -124,31 +177,49 @@ impl<V> PendingTable<V> {
 mod tests {
     use super::*;
 
+    const COST: usize = Kind::Pending.entry_cost();
+
     #[test]
     fn full_table_evicts_oldest_and_stays_bounded() {
-        let mut t = PendingTable::new(2);
+        let mut t = PendingTable::new(2 * COST);
         let c = ConnId(0);
-        assert!(t.insert((c, 1), "a").is_none());
-        assert!(t.insert((c, 2), "b").is_none());
-        assert_eq!(t.insert((c, 3), "c"), Some(((c, 1), "a")));
+        assert!(t.insert((c, 1), "a", 0).is_empty());
+        assert!(t.insert((c, 2), "b", 0).is_empty());
+        assert_eq!(t.insert((c, 3), "c", 0), vec![((c, 1), "a", Evicted::Full)]);
         assert_eq!(t.remove(&(c, 2)), Some("b"));
         assert_eq!(t.len(), 1);
         for i in 10..1000 {
-            t.insert((c, i), "x");
+            t.insert((c, i), "x", 0);
             t.remove(&(c, i));
         }
         assert!(t.order.len() <= 2 * t.map.len() + 65);
         assert_eq!(t.drain(), vec![((c, 3), "c")]);
+        assert_eq!(t.share().used(), 0);
+    }
+
+    #[test]
+    fn bytes_count_against_the_share() {
+        let mut t = PendingTable::new(3 * COST);
+        let c = ConnId(0);
+        t.insert((c, 1), "a", 0);
+        t.insert((c, 2), "b", 0);
+        // A request with a long name takes the room of two.
+        let out = t.insert((c, 3), "c", COST);
+        assert_eq!(out, vec![((c, 1), "a", Evicted::Full)]);
+        assert_eq!(t.share().used(), 3 * COST);
     }
 
     #[test]
     fn same_message_id_replaces() {
-        let mut t = PendingTable::new(4);
+        let mut t = PendingTable::new(4 * COST);
         let c = ConnId(1);
-        t.insert((c, 7), 1);
-        assert_eq!(t.insert((c, 7), 2), Some(((c, 7), 1)));
+        t.insert((c, 7), 1, 0);
+        assert_eq!(t.insert((c, 7), 2, 0), vec![((c, 7), 1, Evicted::Replaced)]);
         assert_eq!(t.get(&(c, 7)), Some(&2));
-        assert_eq!(t.remove_conn(c), vec![((c, 7), 2)]);
-        assert!(t.is_empty());
+        t.insert((ConnId(2), 1), 3, 0);
+        t.insert((ConnId(0), 9), 4, 0);
+        t.insert((c, 5), 5, 0);
+        assert_eq!(t.remove_conn(c), vec![((c, 7), 2), ((c, 5), 5)]);
+        assert_eq!(t.len(), 2);
     }
 }

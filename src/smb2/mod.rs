@@ -6,6 +6,7 @@
 //! that links requests, responses and file names.
 
 pub mod body;
+pub mod compress;
 pub mod crypto;
 pub mod error;
 pub mod file_id;
@@ -22,6 +23,6 @@ pub use error::Smb2Error;
 pub use file_id::FileId;
 pub use framer::{Framer, FramerConfig, FramerEvent, Part, Smb2Message};
 pub use header::{parse_header, Header, HeaderFlags, HeaderForm, ProtocolId, HEADER_LEN};
-pub use matcher::PendingTable;
+pub use matcher::{Evicted, PendingTable};
 pub use names::{Command, NtStatus};
 pub use opens::OpenTable;

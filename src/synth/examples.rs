@@ -170,9 +170,15 @@ pub fn generate<W: Write>(
             mid += 1;
             let d = wire.send(conn, Side::Client, t, vec![smb2::message(&h, &req, 0)]);
             let at = d.first().map_or(t, |d| d.at) + 25;
+            // The server names the new tree in the TREE_CONNECT response's header.
             let rh = Header {
                 status,
                 response: true,
+                tree_id: if cmd == smb2::TREE_CONNECT {
+                    1
+                } else {
+                    h.tree_id
+                },
                 ..h
             };
             let r = wire.send(conn, Side::Server, at, vec![smb2::message(&rh, &resp, 0)]);
@@ -200,7 +206,7 @@ pub fn generate<W: Write>(
         &mut wire,
         t,
         smb2::SESSION_SETUP,
-        smb2::session_setup_request(),
+        smb2::session_setup_request(0),
         smb2::STATUS_MORE_PROCESSING_REQUIRED,
         smb2::session_setup_response(),
     );
@@ -208,7 +214,7 @@ pub fn generate<W: Write>(
         &mut wire,
         t,
         smb2::SESSION_SETUP,
-        smb2::session_setup_request(),
+        smb2::session_setup_request(0),
         0,
         smb2::session_setup_response(),
     );
@@ -267,9 +273,10 @@ pub fn generate<W: Write>(
             logical_flow_id: Some(uuid::Uuid::from_u128(
                 0xb13a_32e4_e2ad_5db2_a4f8_5cd3_be9d_696e,
             )),
-            file_name: Some(file.into()),
+            file_name: Some(format!("\\\\sofs\\vms\\{file}")),
             request_frame: tr(qt).and_then(|x| x.frame),
             request_time: truth::secs(tr(qt).map_or(start, |x| x.ts)),
+            replay_request_frames: Vec::new(),
             response_frame: tr(rt).and_then(|x| x.frame),
             response_time: tr(rt).map(|x| truth::secs(x.ts)),
             protocol_version: version,

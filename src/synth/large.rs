@@ -117,13 +117,13 @@ pub fn generate<W: Write>(
         ),
         (
             smb2::SESSION_SETUP,
-            smb2::session_setup_request(),
+            smb2::session_setup_request(0),
             smb2::STATUS_MORE_PROCESSING_REQUIRED,
             smb2::session_setup_response(),
         ),
         (
             smb2::SESSION_SETUP,
-            smb2::session_setup_request(),
+            smb2::session_setup_request(0),
             0,
             smb2::session_setup_response(),
         ),
@@ -235,7 +235,12 @@ pub fn generate<W: Write>(
         initiator_node_name: "HV01.contoso.local".into(),
         host: "HV01.contoso.local".into(),
         dialect: Dialect::V1_1,
-        file_names: vec!["vm01\\disk0.vhdx".into()],
+        file_names: vec!["\\\\sofs\\vms\\vm01\\disk0.vhdx".into()],
+        channels: vec![format!(
+            "{} → {}",
+            std::net::SocketAddr::new(spec.client.ip, spec.client.port),
+            std::net::SocketAddr::new(spec.server.ip, spec.server.port)
+        )],
         obeys_limits: true,
         policies: Vec::new(),
         updates: Vec::new(),
@@ -248,9 +253,10 @@ pub fn generate<W: Write>(
         truth.messages.push(MessageTruth {
             host: "HV01.contoso.local".into(),
             logical_flow_id: Some(flow_id),
-            file_name: Some("vm01\\disk0.vhdx".into()),
+            file_name: Some("\\\\sofs\\vms\\vm01\\disk0.vhdx".into()),
             request_frame: q.and_then(|x| x.frame),
             request_time: truth::secs(q.map_or(p.sent, |x| x.ts)),
+            replay_request_frames: Vec::new(),
             response_frame: r.and_then(|x| x.frame),
             response_time: r.map(|x| truth::secs(x.ts)),
             protocol_version: p.req.protocol_version.0,
@@ -366,9 +372,15 @@ impl<W: Write> Stream<W> {
         let msg = self.sealed(true, smb2::message(&h, &req.0, req.1));
         let d = self.wire.send(self.conn, Side::Client, t, vec![msg]);
         let (qtag, qat) = d.first().map_or((0, t), |d| (d.tag, d.at));
+        // The server names the new tree in the TREE_CONNECT response's header.
         let rh = Header {
             status,
             response: true,
+            tree_id: if h.command == smb2::TREE_CONNECT {
+                1
+            } else {
+                h.tree_id
+            },
             ..h
         };
         let server_t = qat + 90 + (resp.1 + req.1) as u64 / 2500;

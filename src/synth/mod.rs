@@ -18,6 +18,7 @@ pub mod seal;
 pub mod server;
 pub mod sim;
 pub mod smb2;
+pub mod squeeze;
 pub mod truth;
 pub mod wire;
 
@@ -29,7 +30,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 pub use capfile::Format;
-pub use scenario::Scenario;
+pub use scenario::{DropKind, Scenario};
 pub use truth::Truth;
 
 use capfile::{CaptureWriter, FileConfig};
@@ -63,6 +64,10 @@ pub struct SynthArgs {
     /// Virtual disks (logical flows) per VM.
     #[arg(long)]
     pub disks: Option<u32>,
+    /// SMB3 multichannel: channels (connections, each over its own pair of NICs) per host's
+    /// session, 1 to 4 (default 1; `multichannel`: 4, 2, 3, …).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub channels: Option<u32>,
     /// Capture length in seconds.
     #[arg(long)]
     pub duration: Option<f64>,
@@ -116,6 +121,14 @@ pub struct SynthArgs {
     /// Write the sessions' keys here, as Wireshark's "SMB2 Secret Keys" file (for `--keys`).
     #[arg(long, value_name = "FILE", requires = "encrypt")]
     pub keys_out: Option<PathBuf>,
+    /// Negotiate SMB 3.1.1 compression with this algorithm (every host then speaks 3.1.1)
+    /// and send every message after SESSION_SETUP compressed when that makes it smaller.
+    #[arg(long, value_enum, value_name = "ALGO")]
+    pub compress: Option<squeeze::CompressArg>,
+    /// With `--compress`: negotiate chained compression (and Pattern_V1) and send chained
+    /// messages.
+    #[arg(long, requires = "compress")]
+    pub chained: bool,
 }
 
 /// `--sqos-dialect` values.
@@ -148,6 +161,7 @@ impl SynthArgs {
             hosts: None,
             vms: None,
             disks: None,
+            channels: None,
             duration: None,
             loss: None,
             loss_no_retransmit: false,
@@ -165,6 +179,8 @@ impl SynthArgs {
             truth: None,
             encrypt: None,
             keys_out: None,
+            compress: None,
+            chained: false,
         }
     }
 }
@@ -284,6 +300,7 @@ pub fn command_line(args: &SynthArgs) -> String {
     opt("hosts", args.hosts.map(|v| v.to_string()));
     opt("vms", args.vms.map(|v| v.to_string()));
     opt("disks", args.disks.map(|v| v.to_string()));
+    opt("channels", args.channels.map(|v| v.to_string()));
     opt("duration", args.duration.map(|v| v.to_string()));
     opt("loss", args.loss.map(|v| v.to_string()));
     opt("reorder", args.reorder.map(|v| v.to_string()));
@@ -297,6 +314,11 @@ pub fn command_line(args: &SynthArgs) -> String {
             .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
     );
     opt(
+        "compress",
+        args.compress
+            .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
+    );
+    opt(
         "sqos-dialect",
         args.sqos_dialect.map(|d| match d {
             DialectArg::V1_0 => "1.0".to_string(),
@@ -307,6 +329,7 @@ pub fn command_line(args: &SynthArgs) -> String {
         ("loss-no-retransmit", args.loss_no_retransmit),
         ("ipv6", args.ipv6),
         ("midstream", args.midstream),
+        ("chained", args.chained),
         ("delayed-ack", args.delayed_ack),
         ("nanos", args.nanos),
         ("big-io", args.big_io),
@@ -387,9 +410,14 @@ pub fn generate<W: Write>(
         ..NetConfig::default()
     };
     let (sink, summary, mut truth) = match args.scenario {
-        Scenario::SpecExamples if args.encrypt.is_some() => {
+        Scenario::SpecExamples if args.encrypt.is_some() || args.compress.is_some() => {
             return Err(SynthError::InvalidArgs(
-                "--encrypt does not apply to spec-examples (no session setup)".into(),
+                "--encrypt and --compress do not apply to spec-examples (no session setup)".into(),
+            ));
+        }
+        Scenario::Large if args.compress.is_some() => {
+            return Err(SynthError::InvalidArgs(
+                "--compress does not apply to the large scenario yet".into(),
             ));
         }
         Scenario::SpecExamples => {
@@ -413,6 +441,7 @@ pub fn generate<W: Write>(
                 ipv6: args.ipv6,
                 interfaces,
                 sizes_up_to_1mib: args.big_io,
+                channels: args.channels,
             };
             let mut crng = rng.fork(3);
             let mut cluster = scenario::build(args.scenario, &shape, &mut crng);
@@ -422,8 +451,14 @@ pub fn generate<W: Write>(
                 }
             }
             let cipher = args.encrypt.map(seal::CipherArg::cipher);
-            if cipher.is_some_and(|c| c != crate::smb2::crypto::Cipher::Aes128Ccm) {
-                // SMB 3.0.2 encrypts with AES-128-CCM only.
+            let squeeze = args.compress.map(|a| squeeze::Squeezer {
+                algorithm: a.algorithm(),
+                chained: args.chained,
+            });
+            if squeeze.is_some()
+                || cipher.is_some_and(|c| c != crate::smb2::crypto::Cipher::Aes128Ccm)
+            {
+                // Compression is SMB 3.1.1's; SMB 3.0.2 encrypts with AES-128-CCM only.
                 for h in cluster.hosts.iter_mut() {
                     h.smb_dialect = smb2::DIALECT_311;
                 }
@@ -434,7 +469,9 @@ pub fn generate<W: Write>(
             }
             let capture_from = net.capture_from;
             let wire = Wire::new(writer, net, rng.fork(4));
-            let sim = sim::Sim::new(&cluster, wire, rng.fork(5)).encrypted(cipher);
+            let sim = sim::Sim::new(&cluster, wire, rng.fork(5))
+                .encrypted(cipher)
+                .compressed(squeeze);
             let (sink, res) = sim.run().map_err(io_err)?;
             let mut truth = res.truth(&cluster);
             truth.capture = truth::CaptureInfo {

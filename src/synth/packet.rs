@@ -13,6 +13,7 @@ pub struct Endpoint {
 
 pub const TCP_FIN: u8 = 0x01;
 pub const TCP_SYN: u8 = 0x02;
+pub const TCP_RST: u8 = 0x04;
 pub const TCP_PSH: u8 = 0x08;
 pub const TCP_ACK: u8 = 0x10;
 

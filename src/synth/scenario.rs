@@ -26,6 +26,7 @@ pub enum Scenario {
     BandwidthHog,
     MisreportingClient,
     LiveMigration,
+    Multichannel,
 }
 
 /// What a flow asks the server for (SET_POLICY).
@@ -74,11 +75,34 @@ pub struct FlowSpec {
     pub opened_at_start: bool,
 }
 
+/// A further channel of a host's session: a pair of NICs, one on the host, one on the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NicPair {
+    pub client_ip: IpAddr,
+    pub client_mac: [u8; 6],
+    pub server_ip: IpAddr,
+    pub server_mac: [u8; 6],
+}
+
+/// How a channel fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropKind {
+    /// The server resets the connection (a RST the client sees at once).
+    Rst,
+    /// The link fails: nothing more is seen on the connection, no FIN, no RST; the client
+    /// notices a second later.
+    Silence,
+}
+
 #[derive(Clone, Debug)]
 pub struct HostSpec {
     pub name: String,
     pub ip: IpAddr,
     pub mac: [u8; 6],
+    /// SMB3 multichannel: further channels of the host's session, each over its own pair of
+    /// NICs, bound after the session is set up on the first (`ip` → the server's address).
+    pub extra_channels: Vec<NicPair>,
     pub smb_dialect: u16,
     pub sqos: Dialect,
     pub interface: u32,
@@ -135,6 +159,13 @@ pub enum Action {
     },
     /// The server's bug `Cluster::faults[i]` strikes the next request it matches.
     ArmFault(usize),
+    /// Channel `channel` (index among the host's channels, 1 or more) of `host` fails: what
+    /// was outstanding on it is sent again on the others.
+    DropChannel {
+        host: usize,
+        channel: usize,
+        how: DropKind,
+    },
 }
 
 /// The open whose next SQOS request an armed server fault strikes.
@@ -185,6 +216,16 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// `\\server\share`: the path the hosts' TREE_CONNECT asks for.
+    pub fn share_path(&self) -> String {
+        format!("\\\\{}\\{}", self.server_name, self.share)
+    }
+
+    /// The full path of a file of the share, as an analyzer that saw the TREE_CONNECT names it.
+    pub fn unc(&self, path: &str) -> String {
+        format!("{}\\{path}", self.share_path())
+    }
+
     pub fn flows(&self) -> impl Iterator<Item = (usize, &FlowSpec)> {
         self.hosts
             .iter()
@@ -203,6 +244,8 @@ pub struct Shape {
     pub ipv6: bool,
     pub interfaces: u32,
     pub sizes_up_to_1mib: bool,
+    /// Channels per host (multichannel); default 1, `multichannel` 4, 2, 3, 4, 2, 3, …
+    pub channels: Option<u32>,
 }
 
 /// 2026-11-20 09:00:00 UTC: the capture's clock starts here.
@@ -218,6 +261,33 @@ const ALL_SIZES: &[(u32, u32)] = &[
     (262_144, 7),
     (1_048_576, 3),
 ];
+
+/// The address of a host's NIC `nic` (0: the one its first channel uses), on network `nic`.
+fn nic_ip(host: u32, nic: u32, v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::new(
+            0xfd00,
+            0x5105,
+            nic as u16,
+            0,
+            0,
+            0,
+            0,
+            0x11 + host as u16,
+        ))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(10, 0, nic as u8, 11 + host as u8))
+    }
+}
+
+/// The server's address on network `nic`.
+fn server_nic_ip(nic: u32, v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, nic as u16, 0, 0, 0, 0, 0x100))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(10, 0, nic as u8, 100))
+    }
+}
 
 fn host_ip(i: u32, v6: bool) -> IpAddr {
     if v6 {
@@ -330,10 +400,23 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
             }
             vm_no += 1;
         }
+        let channels = shape.channels.unwrap_or(match scenario {
+            Scenario::Multichannel => [4, 2, 3][h as usize % 3],
+            _ => 1,
+        });
+        let extra_channels = (1..channels.clamp(1, 4))
+            .map(|n| NicPair {
+                client_ip: nic_ip(h, n, shape.ipv6),
+                client_mac: [0x00, 0x15, 0x5d, 0x0a, n as u8, 0x11 + h as u8],
+                server_ip: server_nic_ip(n, shape.ipv6),
+                server_mac: [0x00, 0x15, 0x5d, 0x0a, n as u8, 0x64],
+            })
+            .collect();
         hosts.push(HostSpec {
             name: format!("HV{:02}.contoso.local", h + 1),
             ip: host_ip(h, shape.ipv6),
             mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x11 + h as u8],
+            extra_channels,
             smb_dialect: if v11 { 0x0311 } else { 0x0302 },
             sqos: if v11 { Dialect::V1_1 } else { Dialect::V1_0 },
             interface: h % shape.interfaces.max(1),
@@ -367,6 +450,24 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
     let at = |frac: f64| (duration_us as f64 * frac) as u64;
     match scenario {
         Scenario::Steady | Scenario::LossyNetwork | Scenario::Large | Scenario::SpecExamples => {}
+        Scenario::Multichannel => {
+            // The first host's third channel is reset by the server at 40 %; at 60 % the last
+            // channel of the second host goes silent (its link failed). I/O outstanding on
+            // them is sent again on the others.
+            let drops = [
+                (0usize, 2usize, DropKind::Rst, 0.4),
+                (1, 1, DropKind::Silence, 0.6),
+            ];
+            for (host, channel, how, when) in drops {
+                let n = c.hosts.get(host).map_or(0, |h| h.extra_channels.len());
+                // The last channel when the host has fewer; never the first.
+                let channel = channel.min(n);
+                if channel >= 1 {
+                    c.script
+                        .push((at(when), Action::DropChannel { host, channel, how }));
+                }
+            }
+        }
         Scenario::FaultyServer => faulty_server(&mut c),
         Scenario::NoisyNeighbour => {
             // The first VM wants three times its limit and its host does not throttle it; the

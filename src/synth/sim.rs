@@ -13,11 +13,12 @@ use super::packet::Endpoint;
 use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::{
-    Action, Cluster, CounterReporting, FaultOn, FlowSpec, PolicySpec, SetupStyle,
+    Action, Cluster, CounterReporting, DropKind, FaultOn, FlowSpec, PolicySpec, SetupStyle,
 };
 use super::seal::Sealer;
 use super::server::{ServerFault, SqosServer};
 use super::smb2::{self, FileId, Header};
+use super::squeeze::Squeezer;
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
 use crate::smb2::crypto::{Cipher, SessionKeys};
@@ -35,6 +36,11 @@ const SERVER_TURNAROUND_US: u64 = 25;
 pub const BURST_US: u64 = 250_000;
 /// Requests the VM queues before it blocks.
 const VM_QUEUE_LIMIT: usize = 64;
+/// How long a client takes to notice that a channel went silent (its requests unanswered,
+/// TCP retransmissions unacknowledged), µs.
+const SILENCE_DETECT_US: u64 = 1_000_000;
+/// Time between a host's session being ready and its next channel connecting, µs.
+const CHANNEL_CONNECT_GAP_US: u64 = 3_000;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Counters {
@@ -63,6 +69,7 @@ enum ReqKind {
     Negotiate,
     Session(u8),
     Tree,
+    Interfaces,
     Create(Target),
     Close(Target, FileId),
     Io(usize),
@@ -73,6 +80,7 @@ enum RespKind {
     Negotiate,
     Session(u8),
     Tree,
+    Interfaces,
     Create(Target, FileId),
     Close(Target),
     Io(usize),
@@ -100,6 +108,10 @@ enum Ev {
     Script(usize),
     /// A handed-over flow opens its disk.
     Open(usize),
+    /// A further channel of a host connects (index in `Sim::chans`).
+    Connect(usize),
+    /// The client notices that a silent channel failed.
+    Detect(usize),
 }
 
 struct Event {
@@ -129,6 +141,8 @@ impl Ord for Event {
 /// One READ or WRITE.
 pub(crate) struct IoRec {
     flow: usize,
+    /// The channel its (latest) request went over.
+    chan: usize,
     write: bool,
     offset: u64,
     len: u32,
@@ -144,14 +158,23 @@ pub(crate) struct IoRec {
 /// One FSCTL_STORAGE_QOS_CONTROL exchange.
 pub(crate) struct MsgRec {
     host: usize,
+    /// The channel its (latest) request went over.
+    chan: usize,
     flow: Option<usize>,
     target: Target,
+    fid: FileId,
     file_name: Option<String>,
     req: Request,
     max_out: u32,
     purpose: Purpose,
     note: String,
     req_tag: Option<u32>,
+    /// The tag of the first request (a replay's original); `req_tag` is the latest.
+    first_req_tag: Option<u32>,
+    /// Every time the request was sent: (channel, tag).
+    sends: Vec<(usize, u32)>,
+    /// The client has its answer.
+    answered: bool,
     sent: Time,
     /// SMB2 MessageId of the IOCTL request.
     mid: u64,
@@ -213,15 +236,57 @@ struct FlowRt {
 }
 
 struct HostRt {
-    conn: u32,
-    next_mid: u64,
     session: u64,
     tree: u32,
     spare: Option<FileId>,
     /// Server side: next volatile FileId.
     next_volatile: u64,
+    /// The host's channels (indices in `Sim::chans`), the first one its primary.
+    chans: Vec<usize>,
+    /// Round robin over the channels.
+    rr: usize,
+    /// Open.ChannelSequence (MS-SMB2 3.2.4.1.x), raised when a channel fails.
+    channel_sequence: u16,
     /// `--encrypt`: the session's keys and nonces.
     sealer: Option<Sealer>,
+}
+
+/// One channel: a TCP connection the host's session is used over.
+struct ChanRt {
+    host: usize,
+    /// Index among the host's channels (0 is the primary).
+    index: usize,
+    conn: u32,
+    /// Its two ends, once connected.
+    client: Option<std::net::SocketAddr>,
+    server: Option<std::net::SocketAddr>,
+    next_mid: u64,
+    /// The session is bound to it: it may carry the session's I/O.
+    ready: bool,
+    /// It fails at its next request (a SQOS IOCTL for a reset, any for silence).
+    armed: Option<DropKind>,
+    /// It failed then (reset or silent); what it carries from then on is lost.
+    dead_at: Option<Time>,
+    /// The client knows it failed.
+    known_dead: bool,
+}
+
+impl ChanRt {
+    /// Channel `index` of host `h`, not connected yet.
+    fn new(host: usize, index: usize) -> ChanRt {
+        ChanRt {
+            host,
+            index,
+            conn: u32::MAX,
+            client: None,
+            server: None,
+            next_mid: 0,
+            ready: false,
+            armed: None,
+            dead_at: None,
+            known_dead: false,
+        }
+    }
 }
 
 type Outbox = Vec<(usize, Side, Time, Vec<(Vec<Part>, Item)>)>;
@@ -238,6 +303,7 @@ pub struct Sim<'c, W: Write> {
     events: BinaryHeap<Event>,
     order: u64,
     hosts: Vec<HostRt>,
+    chans: Vec<ChanRt>,
     flows: Vec<FlowRt>,
     server: SqosServer,
     storage_free: Time,
@@ -247,8 +313,12 @@ pub struct Sim<'c, W: Write> {
     end: Time,
     /// Server bugs armed and waiting for the request they strike, in arming order.
     armed: Vec<usize>,
+    /// Channels that failed: (channel, how, when).
+    drops: Vec<(usize, DropKind, Time)>,
     /// `--encrypt`: every session is encrypted with this cipher.
     encrypt: Option<Cipher>,
+    /// `--compress`: every connection negotiates compression and compresses its messages.
+    squeeze: Option<Squeezer>,
 }
 
 impl<'c, W: Write> Sim<'c, W> {
@@ -290,13 +360,34 @@ impl<'c, W: Write> Sim<'c, W> {
                 bytes_written: 0,
             });
         }
+        // The primary channel of host h is channel h; further channels follow.
+        let mut chans: Vec<ChanRt> = (0..c.hosts.len()).map(|h| ChanRt::new(h, 0)).collect();
+        let mut hosts = Vec::new();
+        for (h, spec) in c.hosts.iter().enumerate() {
+            let mut mine = vec![h];
+            for index in 1..=spec.extra_channels.len() {
+                mine.push(chans.len());
+                chans.push(ChanRt::new(h, index));
+            }
+            hosts.push(HostRt {
+                session: 0,
+                tree: 0,
+                spare: None,
+                next_volatile: 1,
+                chans: mine,
+                rr: 0,
+                channel_sequence: 0,
+                sealer: None,
+            });
+        }
         Sim {
             c,
             wire,
             rng: rng.fork(2),
             events: BinaryHeap::new(),
             order: 0,
-            hosts: Vec::new(),
+            hosts,
+            chans,
             flows,
             server,
             storage_free: 0,
@@ -305,8 +396,16 @@ impl<'c, W: Write> Sim<'c, W> {
             outbox: Vec::new(),
             end: c.start + c.duration_us,
             armed: Vec::new(),
+            drops: Vec::new(),
             encrypt: None,
+            squeeze: None,
         }
+    }
+
+    /// Compress messages (SMB 3.1.1 hosts) as `squeeze` says.
+    pub fn compressed(mut self, squeeze: Option<Squeezer>) -> Self {
+        self.squeeze = squeeze;
+        self
     }
 
     /// Encrypt every session (after its SESSION_SETUP) with `cipher`.
@@ -315,9 +414,30 @@ impl<'c, W: Write> Sim<'c, W> {
         self
     }
 
-    /// `parts` of a message from `h`'s client (or server), sealed if the session is encrypted;
-    /// NEGOTIATE and SESSION_SETUP go in clear and feed the preauth hash.
-    fn sealed(&mut self, h: usize, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
+    /// `parts` of a `command` message on channel `ch` from the client (or server), sealed if
+    /// the session is encrypted. On the primary channel NEGOTIATE and SESSION_SETUP go in clear
+    /// and feed the preauth hash; on a further channel they go in clear (the binding
+    /// SESSION_SETUP is signed, not encrypted: MS-SMB2 3.2.5.3.1) and do not touch the session's.
+    fn sealed(
+        &mut self,
+        ch: usize,
+        from_client: bool,
+        command: u16,
+        parts: Vec<Part>,
+    ) -> Vec<Part> {
+        let Some((h, primary)) = self.chans.get(ch).map(|c| (c.host, c.index == 0)) else {
+            return parts;
+        };
+        // Compressed first when compression is on (MS-SMB2 3.1.4.3: compress, then encrypt).
+        let parts = match (&self.squeeze, self.c.hosts.get(h)) {
+            (Some(z), Some(spec)) if spec.smb_dialect == smb2::DIALECT_311 => {
+                z.outgoing(parts, self.wire.filler())
+            }
+            _ => parts,
+        };
+        if !primary && matches!(command, smb2::NEGOTIATE | smb2::SESSION_SETUP) {
+            return parts;
+        }
         match self.hosts.get_mut(h).and_then(|x| x.sealer.as_mut()) {
             Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
             None => parts,
@@ -361,7 +481,27 @@ impl<'c, W: Write> Sim<'c, W> {
         let reordered = self.wire.reordered;
         let missing = self.wire.unseen_segments;
         let (w, traces, frames, bytes) = self.wire.finish()?;
+        let channels = self
+            .chans
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let drop = self.drops.iter().find(|d| d.0 == i);
+                ChanResult {
+                    host: c.host,
+                    primary: c.index == 0,
+                    label: match (c.client, c.server) {
+                        (Some(a), Some(b)) => format!("{a} → {b}"),
+                        _ => String::new(),
+                    },
+                    client: c.client.map(|a| a.to_string()).unwrap_or_default(),
+                    server: c.server.map(|a| a.to_string()).unwrap_or_default(),
+                    dropped: drop.map(|d| (d.1, d.2)),
+                }
+            })
+            .collect();
         let result = SimResult {
+            channels,
             traces,
             frames,
             file_bytes: bytes,
@@ -379,17 +519,19 @@ impl<'c, W: Write> Sim<'c, W> {
     fn handle(&mut self, t: Time, ev: Ev) {
         match ev {
             Ev::Start(h) => self.start_host(h, t),
-            Ev::ToServer(h, items) => {
+            // What a failed channel carries is lost.
+            Ev::ToServer(ch, items) if !self.dead(ch, t) => {
                 for it in items {
-                    self.server_request(h, t, it);
+                    self.server_request(ch, t, it);
                 }
             }
-            Ev::ToClient(h, items) => {
+            Ev::ToClient(ch, items) if !self.dead(ch, t) => {
                 for it in items {
-                    self.client_response(h, t, it);
+                    self.client_response(ch, t, it);
                 }
             }
-            Ev::IoDone(h, io) => self.server_io_done(h, t, io),
+            Ev::ToServer(..) | Ev::ToClient(..) => {}
+            Ev::IoDone(ch, io) => self.server_io_done(ch, t, io),
             Ev::Arrival(f) => self.arrival(f, t),
             Ev::Dispatch(f) => {
                 if let Some(fl) = self.flows.get_mut(f) {
@@ -404,29 +546,81 @@ impl<'c, W: Write> Sim<'c, W> {
                     self.send_create(h, t, Target::Flow(f));
                 }
             }
+            Ev::Connect(ch) => self.connect_channel(ch, t),
+            Ev::Detect(ch) => self.channel_failed(ch, t),
         }
+    }
+
+    /// Channel `ch` has failed by time `t`.
+    fn dead(&self, ch: usize, t: Time) -> bool {
+        self.chans
+            .get(ch)
+            .is_none_or(|c| c.dead_at.is_some_and(|d| d <= t))
+    }
+
+    /// The channel the host sends its next request on: round robin over the channels its
+    /// session is bound to and it believes alive (its primary before any other is bound).
+    fn next_chan(&self, h: usize) -> usize {
+        let Some(host) = self.hosts.get(h) else {
+            return h;
+        };
+        let live: Vec<usize> = host
+            .chans
+            .iter()
+            .copied()
+            .filter(|&c| self.chans.get(c).is_some_and(|x| x.ready && !x.known_dead))
+            .collect();
+        if live.is_empty() {
+            return h;
+        }
+        live[host.rr % live.len()]
+    }
+
+    /// `next_chan`, and the round robin moves on.
+    fn pick_chan(&mut self, h: usize) -> usize {
+        let ch = self.next_chan(h);
+        if let Some(host) = self.hosts.get_mut(h) {
+            host.rr = host.rr.wrapping_add(1);
+        }
+        ch
     }
 
     // ---- plumbing -------------------------------------------------------------------------
 
-    fn queue_msg(&mut self, h: usize, side: Side, t: Time, parts: Vec<Part>, item: Item) {
+    fn queue_msg(&mut self, ch: usize, side: Side, t: Time, parts: Vec<Part>, item: Item) {
         if let Some(last) = self.outbox.last_mut() {
-            if last.0 == h && last.1 == side && last.2 == t {
+            if last.0 == ch && last.1 == side && last.2 == t {
                 last.3.push((parts, item));
                 return;
             }
         }
-        self.outbox.push((h, side, t, vec![(parts, item)]));
+        self.outbox.push((ch, side, t, vec![(parts, item)]));
     }
 
     fn flush_outbox(&mut self) {
         let owd = self.wire.config().one_way_us;
-        for (h, side, t, batch) in std::mem::take(&mut self.outbox) {
-            let Some(conn) = self.hosts.get(h).map(|x| x.conn) else {
+        for (ch, side, t, batch) in std::mem::take(&mut self.outbox) {
+            let Some(conn) = self.chans.get(ch).map(|x| x.conn) else {
                 continue;
             };
             let (parts, items): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            // An armed failure strikes when the server has the request that triggers it.
+            let armed = self.chans.get(ch).and_then(|c| c.armed);
+            let triggers = |it: &Item| match (armed, it) {
+                (Some(DropKind::Rst), Item::Req(r)) => matches!(r.kind, ReqKind::Ioctl(_)),
+                (Some(DropKind::Silence), Item::Req(r)) => {
+                    matches!(r.kind, ReqKind::Ioctl(_) | ReqKind::Io(_))
+                }
+                _ => false,
+            };
+            let hits: Vec<bool> = items.iter().map(triggers).collect();
             let deliveries = self.wire.send(conn, side, t, parts);
+            let strike = deliveries
+                .iter()
+                .zip(&hits)
+                .filter(|(_, &h)| h)
+                .map(|(d, _)| d.at)
+                .max();
             let mut group: Option<(Time, Vec<Item>)> = None;
             for (d, item) in deliveries.into_iter().zip(items) {
                 match &item {
@@ -440,6 +634,8 @@ impl<'c, W: Write> Sim<'c, W> {
                         ReqKind::Ioctl(m) => {
                             if let Some(rec) = self.msgs.get_mut(m) {
                                 rec.req_tag = Some(d.tag);
+                                rec.first_req_tag.get_or_insert(d.tag);
+                                rec.sends.push((ch, d.tag));
                             }
                         }
                         _ => {}
@@ -462,14 +658,42 @@ impl<'c, W: Write> Sim<'c, W> {
                     Some((gt, items)) if *gt == d.at => items.push(item),
                     _ => {
                         if let Some((gt, items)) = group.take() {
-                            self.deliver(h, gt, items);
+                            self.deliver(ch, gt, items);
                         }
                         group = Some((d.at, vec![item]));
                     }
                 }
             }
             if let Some((gt, items)) = group {
-                self.deliver(h, gt, items);
+                self.deliver(ch, gt, items);
+            }
+            if let (Side::Client, Some(at)) = (side, strike) {
+                self.fail_channel(ch, at);
+            }
+        }
+    }
+
+    /// Channel `ch` fails at `at` as armed: the server resets it (the client sees the RST one
+    /// way later) or its link goes silent (the client notices `SILENCE_DETECT_US` later).
+    fn fail_channel(&mut self, ch: usize, at: Time) {
+        let owd = self.wire.config().one_way_us;
+        let Some(c) = self.chans.get_mut(ch) else {
+            return;
+        };
+        let Some(how) = c.armed.take() else {
+            return;
+        };
+        c.dead_at = Some(at);
+        let conn = c.conn;
+        self.drops.push((ch, how, at));
+        match how {
+            DropKind::Rst => {
+                self.wire.kill(conn, at + owd, Some(Side::Server));
+                self.at(at + owd, Ev::Detect(ch));
+            }
+            DropKind::Silence => {
+                self.wire.kill(conn, at, None);
+                self.at(at + SILENCE_DETECT_US, Ev::Detect(ch));
             }
         }
     }
@@ -491,13 +715,16 @@ impl<'c, W: Write> Sim<'c, W> {
         }
     }
 
-    fn client_header(&mut self, h: usize, command: u16, charge: u16) -> Header {
-        let host = &mut self.hosts[h];
-        let mid = host.next_mid;
-        host.next_mid += u64::from(charge.max(1));
+    /// The header of a request the host sends on channel `ch` (MessageIds count per channel).
+    fn client_header(&mut self, ch: usize, command: u16, charge: u16) -> Header {
+        let chan = &mut self.chans[ch];
+        let mid = chan.next_mid;
+        chan.next_mid += u64::from(charge.max(1));
+        let host = &self.hosts[chan.host];
         Header {
             command,
-            status: 0,
+            // ChannelSequence (SMB 3.x requests): raised after a channel failed.
+            status: u32::from(host.channel_sequence),
             response: false,
             message_id: mid,
             credit_charge: charge,
@@ -515,12 +742,13 @@ impl<'c, W: Write> Sim<'c, W> {
             } else {
                 host.session
             },
+            replay: false,
         }
     }
 
     fn client_send(
         &mut self,
-        h: usize,
+        ch: usize,
         t: Time,
         hdr: Header,
         body: &[u8],
@@ -528,49 +756,63 @@ impl<'c, W: Write> Sim<'c, W> {
         kind: ReqKind,
     ) {
         let parts = smb2::message(&hdr, body, fill);
-        let parts = self.sealed(h, true, parts);
-        self.queue_msg(h, Side::Client, t, parts, Item::Req(ReqItem { hdr, kind }));
+        let parts = self.sealed(ch, true, hdr.command, parts);
+        self.queue_msg(ch, Side::Client, t, parts, Item::Req(ReqItem { hdr, kind }));
     }
 
     // ---- client ---------------------------------------------------------------------------
 
+    /// The host's first channel: connect, NEGOTIATE, then its session is set up.
     fn start_host(&mut self, h: usize, t: Time) {
+        self.connect_channel(h, t);
+    }
+
+    /// Connect channel `ch` and send its NEGOTIATE. The primary then sets the session up, a
+    /// further channel binds to it (SESSION_SETUP with SMB2_SESSION_FLAG_BINDING).
+    fn connect_channel(&mut self, ch: usize, t: Time) {
+        let Some((h, index)) = self.chans.get(ch).map(|c| (c.host, c.index)) else {
+            return;
+        };
         let Some(spec) = self.c.hosts.get(h) else {
             return;
         };
+        let (client, server) = match index.checked_sub(1) {
+            None => ((spec.mac, spec.ip), (self.c.server_mac, self.c.server_ip)),
+            Some(i) => match spec.extra_channels.get(i) {
+                Some(n) => ((n.client_mac, n.client_ip), (n.server_mac, n.server_ip)),
+                None => return,
+            },
+        };
         let conn = ConnSpec {
             client: Endpoint {
-                mac: spec.mac,
-                ip: spec.ip,
+                mac: client.0,
+                ip: client.1,
                 port: 49_700 + self.rng.below(12_000) as u16,
             },
             server: Endpoint {
-                mac: self.c.server_mac,
-                ip: self.c.server_ip,
+                mac: server.0,
+                ip: server.1,
                 port: 445,
             },
             vlan: None,
             interface: spec.interface,
         };
+        let ends = (
+            std::net::SocketAddr::new(conn.client.ip, conn.client.port),
+            std::net::SocketAddr::new(conn.server.ip, conn.server.port),
+        );
         let (conn, ready) = self.wire.connect(conn, t);
-        while self.hosts.len() <= h {
-            self.hosts.push(HostRt {
-                conn: u32::MAX,
-                next_mid: 0,
-                session: 0,
-                tree: 0,
-                spare: None,
-                next_volatile: 1,
-                sealer: None,
-            });
-        }
-        if let Some(c) = self.encrypt {
+        let c = &mut self.chans[ch];
+        c.conn = conn;
+        (c.client, c.server) = (Some(ends.0), Some(ends.1));
+        if let (Some(c), 0) = (self.encrypt, index) {
             let mut key = [0u8; 16];
             key[..8].copy_from_slice(&self.rng.next_u64().to_le_bytes());
             key[8..].copy_from_slice(&self.rng.next_u64().to_le_bytes());
-            self.hosts[h].sealer = Some(Sealer::new(c, spec.smb_dialect, key));
+            if let Some(host) = self.hosts.get_mut(h) {
+                host.sealer = Some(Sealer::new(c, spec.smb_dialect, key));
+            }
         }
-        self.hosts[h].conn = conn;
         let mut guid = [0u8; 16];
         guid.copy_from_slice(&self.rng.uuid().to_bytes_le());
         let salt = self.salt();
@@ -579,9 +821,53 @@ impl<'c, W: Write> Sim<'c, W> {
         } else {
             smb2::CIPHERS_128
         };
-        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
-        let hdr = self.client_header(h, smb2::NEGOTIATE, 0);
-        self.client_send(h, ready, hdr, &body, 0, ReqKind::Negotiate);
+        let mut body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
+        if let Some(z) = self
+            .squeeze
+            .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
+        {
+            smb2::add_compression_context(
+                &mut body,
+                smb2::NEGOTIATE_REQUEST_CONTEXT_COUNT_AT,
+                &z.algorithm_ids(),
+                z.chained,
+            );
+        }
+        let hdr = self.client_header(ch, smb2::NEGOTIATE, 0);
+        self.client_send(ch, ready, hdr, &body, 0, ReqKind::Negotiate);
+    }
+
+    /// The client knows channel `ch` failed: what was outstanding on it is sent again on the
+    /// host's other channels (SMB2_FLAGS_REPLAY_OPERATION on WRITE and IOCTL), with the
+    /// ChannelSequence raised (MS-SMB2 3.2.4.1.x, 3.2.7.x).
+    fn channel_failed(&mut self, ch: usize, t: Time) {
+        let Some(c) = self.chans.get_mut(ch) else {
+            return;
+        };
+        if c.known_dead {
+            return;
+        }
+        c.known_dead = true;
+        let h = c.host;
+        if let Some(host) = self.hosts.get_mut(h) {
+            host.channel_sequence = host.channel_sequence.wrapping_add(1);
+        }
+        // In the order they were first sent.
+        let ios: Vec<usize> = (0..self.ios.len())
+            .filter(|&i| self.ios[i].chan == ch && self.ios[i].resp_done.is_none())
+            .collect();
+        let msgs: Vec<usize> = (0..self.msgs.len())
+            .filter(|&m| {
+                let r = &self.msgs[m];
+                r.chan == ch && r.host == h && !r.answered
+            })
+            .collect();
+        for io in ios {
+            self.send_io(io, t, true);
+        }
+        for m in msgs {
+            self.send_ioctl_msg(m, t, true);
+        }
     }
 
     fn salt(&mut self) -> [u8; 32] {
@@ -592,35 +878,49 @@ impl<'c, W: Write> Sim<'c, W> {
         s
     }
 
-    fn client_response(&mut self, h: usize, t: Time, it: RespItem) {
+    fn client_response(&mut self, ch: usize, t: Time, it: RespItem) {
+        let Some((h, primary)) = self.chans.get(ch).map(|c| (c.host, c.index == 0)) else {
+            return;
+        };
+        // A further channel binds the host's session (two legs, like its setup).
+        let flags = if primary {
+            0
+        } else {
+            smb2::SESSION_FLAG_BINDING
+        };
         match it.kind {
             RespKind::Negotiate => {
-                let hdr = self.client_header(h, smb2::SESSION_SETUP, 1);
+                let hdr = self.client_header(ch, smb2::SESSION_SETUP, 1);
                 self.client_send(
-                    h,
+                    ch,
                     t,
                     hdr,
-                    &smb2::session_setup_request(),
+                    &smb2::session_setup_request(flags),
                     0,
                     ReqKind::Session(1),
                 );
             }
             RespKind::Session(1) => {
-                let hdr = self.client_header(h, smb2::SESSION_SETUP, 1);
+                let hdr = self.client_header(ch, smb2::SESSION_SETUP, 1);
                 self.client_send(
-                    h,
+                    ch,
                     t,
                     hdr,
-                    &smb2::session_setup_request(),
+                    &smb2::session_setup_request(flags),
                     0,
                     ReqKind::Session(2),
                 );
             }
+            RespKind::Session(_) if !primary => {
+                if let Some(c) = self.chans.get_mut(ch) {
+                    c.ready = true;
+                }
+            }
             RespKind::Session(_) => {
-                let path = format!("\\\\{}\\{}", self.c.server_name, self.c.share);
-                let hdr = self.client_header(h, smb2::TREE_CONNECT, 1);
+                let path = self.c.share_path();
+                let hdr = self.client_header(ch, smb2::TREE_CONNECT, 1);
                 self.client_send(
-                    h,
+                    ch,
                     t,
                     hdr,
                     &smb2::tree_connect_request(&path),
@@ -628,7 +928,31 @@ impl<'c, W: Write> Sim<'c, W> {
                     ReqKind::Tree,
                 );
             }
+            RespKind::Interfaces => {
+                // The server's interfaces are known: one more channel per pair of NICs.
+                let extra: Vec<usize> = self.hosts[h].chans.iter().skip(1).copied().collect();
+                for (i, c) in extra.into_iter().enumerate() {
+                    self.at(t + CHANNEL_CONNECT_GAP_US * (i as u64 + 1), Ev::Connect(c));
+                }
+            }
             RespKind::Tree => {
+                if let Some(c) = self.chans.get_mut(ch) {
+                    c.ready = true;
+                }
+                if self.hosts[h].chans.len() > 1 {
+                    // Multichannel: ask the server for its interfaces (MS-SMB2 3.2.4.20.10).
+                    let hdr = self.client_header(ch, smb2::IOCTL, 1);
+                    let body = smb2::ioctl_request(
+                        smb2::FSCTL_QUERY_NETWORK_INTERFACE_INFO,
+                        &FileId {
+                            persistent: u64::MAX,
+                            volatile: u64::MAX,
+                        },
+                        &[],
+                        65_536,
+                    );
+                    self.client_send(ch, t, hdr, &body, 0, ReqKind::Interfaces);
+                }
                 // Open every disk of the host at once (one write, several messages per segment).
                 let mine: Vec<usize> = (0..self.flows.len())
                     .filter(|&f| self.flows[f].host == h && self.flows[f].spec.opened_at_start)
@@ -669,7 +993,12 @@ impl<'c, W: Write> Sim<'c, W> {
             },
             RespKind::Close(Target::Spare) => {}
             RespKind::Io(io) => self.io_complete(io, t),
-            RespKind::Ioctl(m) => self.ioctl_answered(m, t, it.status),
+            RespKind::Ioctl(m) => {
+                if let Some(rec) = self.msgs.get_mut(m) {
+                    rec.answered = true;
+                }
+                self.ioctl_answered(m, t, it.status)
+            }
         }
     }
 
@@ -791,11 +1120,11 @@ impl<'c, W: Write> Sim<'c, W> {
         purpose: Purpose,
         note: String,
     ) -> usize {
-        let input = encode_request(&req);
         let m = self.msgs.len();
-        let hdr = self.client_header(h, smb2::IOCTL, 1);
         self.msgs.push(MsgRec {
             host: h,
+            chan: h,
+            fid,
             flow: match target {
                 Target::Flow(f) => Some(f),
                 Target::Spare => None,
@@ -807,16 +1136,53 @@ impl<'c, W: Write> Sim<'c, W> {
             purpose,
             note,
             req_tag: None,
+            first_req_tag: None,
+            sends: Vec::new(),
+            answered: false,
             sent: t,
-            mid: hdr.message_id,
+            mid: 0,
             fault: None,
             resp_tag: None,
             nt: None,
             resp: None,
         });
-        let body = smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &input, max_out);
-        self.client_send(h, t, hdr, &body, 0, ReqKind::Ioctl(m));
+        self.send_ioctl_msg(m, t, false);
         m
+    }
+
+    /// Sends the IOCTL of message `m` on the host's next channel; `replay` sends it again after
+    /// the channel it was outstanding on failed.
+    fn send_ioctl_msg(&mut self, m: usize, t: Time, replay: bool) {
+        let Some(rec) = self.msgs.get(m) else {
+            return;
+        };
+        let (h, fid, max_out) = (rec.host, rec.fid, rec.max_out);
+        let input = encode_request(&rec.req);
+        // A reset armed on one of the host's channels strikes the next SQOS request: it goes
+        // out there (scripted, so that a status request is lost with the channel).
+        let armed = self.hosts.get(h).and_then(|x| {
+            x.chans.iter().copied().find(|&c| {
+                self.chans
+                    .get(c)
+                    .is_some_and(|c| c.ready && !c.known_dead && c.armed == Some(DropKind::Rst))
+            })
+        });
+        let ch = match (armed, replay) {
+            (Some(c), false) => c,
+            _ => self.pick_chan(h),
+        };
+        let hdr = Header {
+            replay,
+            ..self.client_header(ch, smb2::IOCTL, 1)
+        };
+        if let Some(rec) = self.msgs.get_mut(m) {
+            rec.chan = ch;
+            if !replay {
+                rec.mid = hdr.message_id;
+            }
+        }
+        let body = smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &input, max_out);
+        self.client_send(ch, t, hdr, &body, 0, ReqKind::Ioctl(m));
     }
 
     fn ioctl_answered(&mut self, m: usize, t: Time, status: u32) {
@@ -936,7 +1302,8 @@ impl<'c, W: Write> Sim<'c, W> {
         }
         // Counters are taken when the request actually leaves: wait for the link so no
         // response lands between "taken" and "sent" (the interval rule is in frame order).
-        let conn = self.hosts[fl.host].conn;
+        let ch = self.next_chan(fl.host);
+        let conn = self.chans[ch].conn;
         let free = self.wire.busy_until(conn, Side::Client);
         if free > t {
             self.at(free, Ev::Status(f, gen));
@@ -1031,6 +1398,18 @@ impl<'c, W: Write> Sim<'c, W> {
                     if fl.outstanding == 0 {
                         self.arm_timer(from, t, 0);
                     }
+                }
+            }
+            Action::DropChannel { host, channel, how } => {
+                // It strikes the next request the channel carries (see `flush_outbox`).
+                if let Some(c) = self
+                    .hosts
+                    .get(host)
+                    .and_then(|x| x.chans.get(channel))
+                    .and_then(|&ch| self.chans.get_mut(ch))
+                    .filter(|c| c.dead_at.is_none())
+                {
+                    c.armed = Some(how);
                 }
             }
             Action::Raw { host, raw } => {
@@ -1154,11 +1533,11 @@ impl<'c, W: Write> Sim<'c, W> {
     }
 
     fn issue(&mut self, f: usize, t: Time, gen: Time, write: bool, len: u32, offset: u64) {
-        let fl = &self.flows[f];
-        let (h, fid, base) = (fl.host, fl.fid.unwrap_or_default(), fl.base);
+        let base = self.flows[f].base;
         let io = self.ios.len();
         self.ios.push(IoRec {
             flow: f,
+            chan: 0,
             write,
             offset,
             len,
@@ -1170,15 +1549,36 @@ impl<'c, W: Write> Sim<'c, W> {
             resp_done: None,
             hdr: Header::default(),
         });
+        self.send_io(io, t, false);
+    }
+
+    /// Sends the request of I/O `io` on its host's next channel; `replay` sends it again after
+    /// the channel it was outstanding on failed (a WRITE flagged as a replay).
+    fn send_io(&mut self, io: usize, t: Time, replay: bool) {
+        let Some(rec) = self.ios.get(io) else {
+            return;
+        };
+        let (write, len, offset) = (rec.write, rec.len, rec.offset);
+        let Some(fl) = self.flows.get(rec.flow) else {
+            return;
+        };
+        let (h, fid) = (fl.host, fl.fid.unwrap_or_default());
+        let ch = self.pick_chan(h);
+        if let Some(rec) = self.ios.get_mut(io) {
+            rec.chan = ch;
+        }
         let charge = len.div_ceil(65536).max(1) as u16;
         if write {
-            let hdr = self.client_header(h, smb2::WRITE, charge);
+            let hdr = Header {
+                replay,
+                ..self.client_header(ch, smb2::WRITE, charge)
+            };
             let body = smb2::write_request(&fid, offset, len);
-            self.client_send(h, t, hdr, &body, len as usize, ReqKind::Io(io));
+            self.client_send(ch, t, hdr, &body, len as usize, ReqKind::Io(io));
         } else {
-            let hdr = self.client_header(h, smb2::READ, charge);
+            let hdr = self.client_header(ch, smb2::READ, charge);
             let body = smb2::read_request(&fid, offset, len);
-            self.client_send(h, t, hdr, &body, 0, ReqKind::Io(io));
+            self.client_send(ch, t, hdr, &body, 0, ReqKind::Io(io));
         }
     }
 
@@ -1225,7 +1625,7 @@ impl<'c, W: Write> Sim<'c, W> {
     /// Sends a response: `hdr` is the request's header with the status to answer.
     fn server_send(
         &mut self,
-        h: usize,
+        ch: usize,
         t: Time,
         hdr: Header,
         body: &[u8],
@@ -1239,9 +1639,9 @@ impl<'c, W: Write> Sim<'c, W> {
             ..hdr
         };
         let parts = smb2::message(&hdr, body, fill);
-        let parts = self.sealed(h, false, parts);
+        let parts = self.sealed(ch, false, hdr.command, parts);
         self.queue_msg(
-            h,
+            ch,
             Side::Server,
             t,
             parts,
@@ -1249,18 +1649,26 @@ impl<'c, W: Write> Sim<'c, W> {
         );
     }
 
-    fn server_request(&mut self, h: usize, t: Time, it: ReqItem) {
+    fn server_request(&mut self, ch: usize, t: Time, it: ReqItem) {
         let reply = t + SERVER_TURNAROUND_US;
+        let Some(h) = self.chans.get(ch).map(|c| c.host) else {
+            return;
+        };
         let Some(spec) = self.c.hosts.get(h) else {
             return;
         };
-        let hdr = it.hdr;
+        // The answer's header: the request's without its ChannelSequence and replay flag.
+        let hdr = Header {
+            status: 0,
+            replay: false,
+            ..it.hdr
+        };
         match it.kind {
             ReqKind::Negotiate => {
                 let guid =
                     *uuid::Uuid::from_u128(0x5f0f_5e77_0000_4000_8000_0000_0000_0100).as_bytes();
                 let salt = self.salt();
-                let body = smb2::negotiate_response(
+                let mut body = smb2::negotiate_response(
                     spec.smb_dialect,
                     &guid,
                     reply,
@@ -1268,7 +1676,18 @@ impl<'c, W: Write> Sim<'c, W> {
                     &salt,
                     self.encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
                 );
-                self.server_send(h, reply, hdr, &body, 0, RespKind::Negotiate);
+                if let Some(z) = self
+                    .squeeze
+                    .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
+                {
+                    smb2::add_compression_context(
+                        &mut body,
+                        smb2::NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT,
+                        &z.algorithm_ids(),
+                        z.chained,
+                    );
+                }
+                self.server_send(ch, reply, hdr, &body, 0, RespKind::Negotiate);
             }
             ReqKind::Session(round) => {
                 let session = 0x0000_4400_0000_0011 + ((h as u64) << 8);
@@ -1285,7 +1704,7 @@ impl<'c, W: Write> Sim<'c, W> {
                     ..hdr
                 };
                 self.server_send(
-                    h,
+                    ch,
                     reply,
                     Header { status, ..hdr },
                     &smb2::session_setup_response(),
@@ -1303,7 +1722,7 @@ impl<'c, W: Write> Sim<'c, W> {
                     ..hdr
                 };
                 self.server_send(
-                    h,
+                    ch,
                     reply,
                     hdr,
                     &smb2::tree_connect_response(),
@@ -1327,12 +1746,12 @@ impl<'c, W: Write> Sim<'c, W> {
                     Target::Spare => 4 << 20,
                 };
                 let body = smb2::create_response(&fid, reply, size);
-                self.server_send(h, reply, hdr, &body, 0, RespKind::Create(target, fid));
+                self.server_send(ch, reply, hdr, &body, 0, RespKind::Create(target, fid));
             }
             ReqKind::Close(target, fid) => {
                 self.server.close((h as u32, fid.volatile));
                 self.server_send(
-                    h,
+                    ch,
                     reply,
                     hdr,
                     &smb2::close_response(),
@@ -1353,22 +1772,40 @@ impl<'c, W: Write> Sim<'c, W> {
                 if let Some(rec) = self.ios.get_mut(io) {
                     rec.hdr = hdr;
                 }
-                self.at(self.storage_free + service, Ev::IoDone(h, io));
+                self.at(self.storage_free + service, Ev::IoDone(ch, io));
             }
-            ReqKind::Ioctl(m) => self.server_ioctl(h, reply, hdr, m),
+            ReqKind::Ioctl(m) => self.server_ioctl(ch, reply, hdr, m),
+            ReqKind::Interfaces => {
+                let nics: Vec<(std::net::IpAddr, u32)> = std::iter::once(self.c.server_ip)
+                    .chain(spec.extra_channels.iter().map(|n| n.server_ip))
+                    .zip(1u32..)
+                    .collect();
+                let out = smb2::network_interface_info(&nics);
+                let any = FileId {
+                    persistent: u64::MAX,
+                    volatile: u64::MAX,
+                };
+                let body =
+                    smb2::ioctl_response(smb2::FSCTL_QUERY_NETWORK_INTERFACE_INFO, &any, &out);
+                self.server_send(ch, reply, hdr, &body, 0, RespKind::Interfaces);
+            }
         }
     }
 
-    fn server_io_done(&mut self, h: usize, t: Time, io: usize) {
+    fn server_io_done(&mut self, ch: usize, t: Time, io: usize) {
+        // The server cannot answer on a connection that failed.
+        if self.dead(ch, t) {
+            return;
+        }
         let Some(rec) = self.ios.get(io) else {
             return;
         };
         let (len, hdr) = (rec.len, rec.hdr);
         if rec.write {
-            self.server_send(h, t, hdr, &smb2::write_response(len), 0, RespKind::Io(io));
+            self.server_send(ch, t, hdr, &smb2::write_response(len), 0, RespKind::Io(io));
         } else {
             self.server_send(
-                h,
+                ch,
                 t,
                 hdr,
                 &smb2::read_response(len),
@@ -1378,10 +1815,11 @@ impl<'c, W: Write> Sim<'c, W> {
         }
     }
 
-    fn server_ioctl(&mut self, h: usize, t: Time, hdr: Header, m: usize) {
+    fn server_ioctl(&mut self, ch: usize, t: Time, hdr: Header, m: usize) {
         let Some(rec) = self.msgs.get(m) else {
             return;
         };
+        let h = rec.host;
         let fid = match rec.target {
             Target::Flow(f) => self.flows.get(f).and_then(|f| f.fid),
             Target::Spare => self.hosts.get(h).and_then(|x| x.spare),
@@ -1417,12 +1855,12 @@ impl<'c, W: Write> Sim<'c, W> {
                 let out = resp.as_ref().map(encode_response).unwrap_or_default();
                 rec.resp = resp;
                 let body = smb2::ioctl_response(FSCTL_STORAGE_QOS_CONTROL, &fid, &out);
-                self.server_send(h, t, hdr, &body, 0, RespKind::Ioctl(m));
+                self.server_send(ch, t, hdr, &body, 0, RespKind::Ioctl(m));
             }
             Err(status) => {
                 rec.nt = Some(status);
                 self.server_send(
-                    h,
+                    ch,
                     t,
                     Header { status, ..hdr },
                     &smb2::error_response(),
@@ -1462,8 +1900,19 @@ fn effective_rate(fl: &FlowRt, dialect: Dialect, throttles_bandwidth: bool) -> O
     rate
 }
 
+/// A channel as the truth describes it.
+struct ChanResult {
+    host: usize,
+    primary: bool,
+    label: String,
+    client: String,
+    server: String,
+    dropped: Option<(DropKind, Time)>,
+}
+
 /// Everything the simulation recorded, with the wire's traces to turn tags into frames.
 pub struct SimResult {
+    channels: Vec<ChanResult>,
     pub traces: Vec<Trace>,
     pub frames: u64,
     pub file_bytes: u64,
@@ -1484,6 +1933,42 @@ impl SimResult {
 
     fn frame(&self, tag: Option<u32>) -> Option<u64> {
         self.trace(tag).and_then(|t| t.frame)
+    }
+
+    /// Frame and time of the first send of a request that is in the capture.
+    fn first_seen_send(&self, m: &MsgRec) -> Option<(u64, Time)> {
+        m.sends
+            .iter()
+            .filter_map(|&(_, tag)| self.trace(Some(tag)))
+            .find_map(|x| x.frame.map(|f| (f, x.ts)))
+    }
+
+    /// The channels a flow's completed I/O and its SQOS requests in the capture went over, in
+    /// order of first use (by frame).
+    fn flow_channels(&self, f: usize) -> Vec<String> {
+        let mut uses: Vec<(u64, usize)> = Vec::new();
+        for io in self.ios.iter().filter(|io| io.flow == f) {
+            if let Some(fr) = self.frame(io.resp_tag).filter(|_| io.resp_done.is_some()) {
+                uses.push((fr, io.chan));
+            }
+        }
+        for m in self.msgs.iter().filter(|m| m.flow == Some(f)) {
+            for &(ch, tag) in &m.sends {
+                if let Some(fr) = self.frame(Some(tag)) {
+                    uses.push((fr, ch));
+                }
+            }
+        }
+        uses.sort_unstable();
+        let mut out: Vec<String> = Vec::new();
+        for (_, ch) in uses {
+            if let Some(label) = self.channels.get(ch).map(|c| c.label.clone()) {
+                if !out.contains(&label) {
+                    out.push(label);
+                }
+            }
+        }
+        out
     }
 
     /// Builds the ground truth (frames resolved).
@@ -1508,10 +1993,38 @@ impl SimResult {
                 throttles_bandwidth: h.throttles_bandwidth,
                 counters: h.counters,
                 poll_factor: h.poll_factor,
+                channels: Vec::new(),
             });
+        }
+        for c in &self.channels {
+            if let Some(ht) = t.hosts.get_mut(c.host) {
+                ht.channels.push(truth::ChannelTruth {
+                    client: c.client.clone(),
+                    server: c.server.clone(),
+                    joined: if c.primary { "setup" } else { "binding" },
+                    dropped: c.dropped.map(|d| d.0),
+                    dropped_time: c.dropped.map(|d| secs(d.1)),
+                    detected_time: c.dropped.map(|(how, at)| match how {
+                        DropKind::Rst => secs(at),
+                        DropKind::Silence => secs(at + SILENCE_DETECT_US),
+                    }),
+                });
+            }
         }
         for m in &self.msgs {
             let resp_trace = self.trace(m.resp_tag);
+            // The sends of the request that are in the capture: the first, then its replays.
+            let seen: Vec<(u64, Time)> = m
+                .sends
+                .iter()
+                .filter_map(|&(_, tag)| self.trace(Some(tag)))
+                .filter_map(|x| x.frame.map(|f| (f, x.ts)))
+                .collect();
+            let (request_frame, request_time) = match seen.first() {
+                Some(&(f, ts)) => (Some(f), secs(ts)),
+                None => (None, secs(m.sent)),
+            };
+            let replay_request_frames: Vec<u64> = seen.iter().skip(1).map(|x| x.0).collect();
             t.totals.sqos_requests += 1;
             if m.nt.is_some_and(|s| s != 0) {
                 t.totals.sqos_errors += 1;
@@ -1529,11 +2042,11 @@ impl SimResult {
                         .unwrap_or_default(),
                     logical_flow_id: flow.map(|f| f.spec.flow_id).unwrap_or_default(),
                     initiator_name: flow.map(|f| f.spec.vm.clone()).unwrap_or_default(),
-                    file_name: m.file_name.clone(),
+                    file_name: m.file_name.as_deref().map(|n| c.unc(n)),
                     message_id: m.mid,
                     option_names: m.req.options.names(),
-                    request_frame: self.frame(m.req_tag),
-                    request_time: secs(self.trace(m.req_tag).map_or(m.sent, |x| x.ts)),
+                    request_frame,
+                    request_time,
                     response_frame: resp_trace.and_then(|x| x.frame),
                     response_time: resp_trace.filter(|x| x.frame.is_some()).map(|x| secs(x.ts)),
                     nt_status: m.nt,
@@ -1550,9 +2063,10 @@ impl SimResult {
                     .flow
                     .and_then(|f| self.flows.get(f))
                     .map(|f| f.spec.flow_id),
-                file_name: m.file_name.clone(),
-                request_frame: self.frame(m.req_tag),
-                request_time: secs(self.trace(m.req_tag).map_or(m.sent, |x| x.ts)),
+                file_name: m.file_name.as_deref().map(|n| c.unc(n)),
+                request_frame,
+                request_time,
+                replay_request_frames,
                 response_frame: resp_trace.and_then(|x| x.frame),
                 response_time: resp_trace.filter(|x| x.frame.is_some()).map(|x| secs(x.ts)),
                 protocol_version: m.req.protocol_version.0,
@@ -1572,7 +2086,7 @@ impl SimResult {
                 purpose: m.note.clone(),
             });
         }
-        for fl in &self.flows {
+        for (f_idx, fl) in self.flows.iter().enumerate() {
             let host = &c.hosts[fl.host];
             let mut ft = truth::FlowTruth {
                 logical_flow_id: fl.spec.flow_id,
@@ -1581,7 +2095,8 @@ impl SimResult {
                 initiator_node_name: host.name.clone(),
                 host: host.name.clone(),
                 dialect: host.sqos,
-                file_names: fl.file_names.clone(),
+                file_names: fl.file_names.iter().map(|n| c.unc(n)).collect(),
+                channels: self.flow_channels(f_idx),
                 obeys_limits: host.obeys_limits,
                 policies: Vec::new(),
                 updates: Vec::new(),
@@ -1630,9 +2145,10 @@ impl SimResult {
                         }
                     })
                     .collect();
+                let first = self.first_seen_send(m);
                 ft.updates.push(truth::UpdateTruth {
-                    request_frame: self.frame(m.req_tag),
-                    request_time: secs(self.trace(m.req_tag).map_or(m.sent, |x| x.ts)),
+                    request_frame: first.map(|x| x.0),
+                    request_time: secs(first.map_or(m.sent, |x| x.1)),
                     response_frame: self.frame(m.resp_tag),
                     nt_status: m.nt.unwrap_or(0),
                     previous_request_time: u.prev.map(secs),

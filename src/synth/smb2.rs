@@ -20,6 +20,12 @@ pub const STATUS_NOT_FOUND: u32 = 0xC000_0225;
 pub const STATUS_REVISION_MISMATCH: u32 = 0xC000_0059;
 
 pub const FLAGS_SERVER_TO_REDIR: u32 = 0x0000_0001;
+pub const FLAGS_REPLAY_OPERATION: u32 = 0x2000_0000;
+
+/// SESSION_SETUP request Flags: bind the session to this connection (a further channel).
+pub const SESSION_FLAG_BINDING: u8 = 0x01;
+/// FSCTL_QUERY_NETWORK_INTERFACE_INFO: the server's interfaces, for multichannel.
+pub const FSCTL_QUERY_NETWORK_INTERFACE_INFO: u32 = 0x0014_01FC;
 
 pub const DIALECT_302: u16 = 0x0302;
 pub const DIALECT_311: u16 = 0x0311;
@@ -35,6 +41,8 @@ pub struct Header {
     pub credits: u16,
     pub tree_id: u32,
     pub session_id: u64,
+    /// SMB2_FLAGS_REPLAY_OPERATION: the request is sent again (on another channel).
+    pub replay: bool,
 }
 
 /// SMB2 FileId.
@@ -62,7 +70,10 @@ pub fn message(h: &Header, body: &[u8], fill: usize) -> Vec<Part> {
     b.extend_from_slice(&h.status.to_le_bytes());
     b.extend_from_slice(&h.command.to_le_bytes());
     b.extend_from_slice(&h.credits.to_le_bytes());
-    let flags = if h.response { FLAGS_SERVER_TO_REDIR } else { 0 };
+    let mut flags = if h.response { FLAGS_SERVER_TO_REDIR } else { 0 };
+    if h.replay {
+        flags |= FLAGS_REPLAY_OPERATION;
+    }
     b.extend_from_slice(&flags.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes()); // NextCommand
     b.extend_from_slice(&h.message_id.to_le_bytes());
@@ -154,6 +165,35 @@ fn negotiate_contexts(b: &mut Vec<u8>, salt: &[u8; 32], ciphers: &[u16]) {
     }
 }
 
+/// Where NegotiateContextCount is in a NEGOTIATE request body and in a response body.
+pub const NEGOTIATE_REQUEST_CONTEXT_COUNT_AT: usize = 32;
+pub const NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT: usize = 6;
+
+/// Append SMB2_COMPRESSION_CAPABILITIES (MS-SMB2 2.2.3.1.3) to a 3.1.1 NEGOTIATE body whose
+/// NegotiateContextCount is at `count_at`.
+pub fn add_compression_context(
+    b: &mut Vec<u8>,
+    count_at: usize,
+    algorithms: &[u16],
+    chained: bool,
+) {
+    pad8(b, 64);
+    let n = algorithms.len() as u16;
+    b.extend_from_slice(&3u16.to_le_bytes());
+    b.extend_from_slice(&(8 + 2 * n).to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&n.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes()); // Padding
+    b.extend_from_slice(&u32::from(chained).to_le_bytes()); // SMB2_COMPRESSION_CAPABILITIES_FLAG_CHAINED
+    for a in algorithms {
+        b.extend_from_slice(&a.to_le_bytes());
+    }
+    if let Some(c) = b.get_mut(count_at..count_at + 2) {
+        let count = u16::from_le_bytes([c[0], c[1]]) + 1;
+        c.copy_from_slice(&count.to_le_bytes());
+    }
+}
+
 pub fn negotiate_response(
     dialect: u16,
     server_guid: &[u8; 16],
@@ -188,10 +228,11 @@ pub fn negotiate_response(
     b
 }
 
-pub fn session_setup_request() -> Vec<u8> {
+/// `flags`: 0, or [`SESSION_FLAG_BINDING`] on a further channel of the session.
+pub fn session_setup_request(flags: u8) -> Vec<u8> {
     let mut b = Vec::with_capacity(24);
     b.extend_from_slice(&25u16.to_le_bytes());
-    b.push(0); // Flags
+    b.push(flags);
     b.push(1); // SecurityMode: signing enabled
     b.extend_from_slice(&0x0000_0001u32.to_le_bytes()); // Capabilities: DFS
     b.extend_from_slice(&0u32.to_le_bytes()); // Channel
@@ -218,6 +259,34 @@ pub fn tree_connect_request(path: &str) -> Vec<u8> {
     b.extend_from_slice(&72u16.to_le_bytes());
     b.extend_from_slice(&(name.len() as u16).to_le_bytes());
     b.extend_from_slice(&name);
+    b
+}
+
+/// NETWORK_INTERFACE_INFO entries (MS-SMB2 2.2.32.5): one per (address, interface index), RSS
+/// capable, 10 Gbit/s.
+pub fn network_interface_info(nics: &[(std::net::IpAddr, u32)]) -> Vec<u8> {
+    const ENTRY: usize = 152;
+    let mut b = Vec::with_capacity(ENTRY * nics.len());
+    for (i, (ip, index)) in nics.iter().enumerate() {
+        let next = if i + 1 < nics.len() { ENTRY as u32 } else { 0 };
+        b.extend_from_slice(&next.to_le_bytes());
+        b.extend_from_slice(&index.to_le_bytes());
+        b.extend_from_slice(&0x0000_0001u32.to_le_bytes()); // Capability: RSS_CAPABLE
+        b.extend_from_slice(&0u32.to_le_bytes()); // Reserved
+        b.extend_from_slice(&10_000_000_000u64.to_le_bytes()); // LinkSpeed, bit/s
+        let mut sa = [0u8; 128];
+        match ip {
+            std::net::IpAddr::V4(v4) => {
+                sa[..2].copy_from_slice(&0x0002u16.to_le_bytes()); // InterNetwork
+                sa[4..8].copy_from_slice(&v4.octets());
+            }
+            std::net::IpAddr::V6(v6) => {
+                sa[..2].copy_from_slice(&0x0017u16.to_le_bytes()); // InterNetworkV6
+                sa[8..24].copy_from_slice(&v6.octets());
+            }
+        }
+        b.extend_from_slice(&sa);
+    }
     b
 }
 

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::sqos::Dialect;
 
-use super::scenario::{CounterReporting, PolicySpec};
+use super::scenario::{CounterReporting, DropKind, PolicySpec};
 use super::server::ServerFault;
 
 /// How I/O is assigned to update intervals; also written into the truth file.
@@ -62,6 +62,24 @@ pub struct HostTruth {
     /// What its UPDATE_COUNTERS report ("honest", or "reads-only": WRITEs left out).
     pub counters: CounterReporting,
     pub poll_factor: u32,
+    /// The channels of its session (SMB3 multichannel), the first where it was set up.
+    pub channels: Vec<ChannelTruth>,
+}
+
+/// One channel of a host's session: a TCP connection over a pair of NICs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChannelTruth {
+    /// `ip:port` of the host's and the server's end.
+    pub client: String,
+    pub server: String,
+    /// "setup" (the session was set up on it) or "binding" (SESSION_SETUP with the binding
+    /// flag).
+    pub joined: &'static str,
+    /// How and when it failed, and when the client noticed (then sent what was outstanding
+    /// on it again on its other channels).
+    pub dropped: Option<DropKind>,
+    pub dropped_time: Option<f64>,
+    pub detected_time: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -73,6 +91,9 @@ pub struct FlowTruth {
     pub host: String,
     pub dialect: Dialect,
     pub file_names: Vec<String>,
+    /// The channels (`client → server`) its completed I/O and its SQOS requests in the capture
+    /// went over, in order of first use.
+    pub channels: Vec<String>,
     pub obeys_limits: bool,
     /// The policies the client asked for (SET_POLICY), in order.
     pub policies: Vec<PolicyTruth>,
@@ -151,8 +172,13 @@ pub struct MessageTruth {
     pub host: String,
     pub logical_flow_id: Option<Uuid>,
     pub file_name: Option<String>,
+    /// The first of its requests in the capture (a replay's original may be lost with a
+    /// silent channel).
     pub request_frame: Option<u64>,
     pub request_time: f64,
+    /// The same request sent again on another channel after its channel failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replay_request_frames: Vec<u64>,
     pub response_frame: Option<u64>,
     pub response_time: Option<f64>,
     pub protocol_version: u16,

@@ -16,7 +16,7 @@ use std::io::{self, Write};
 use std::rc::Rc;
 
 use super::capfile::CaptureWriter;
-use super::packet::{build_headers, Endpoint, TcpFields, TCP_ACK, TCP_PSH, TCP_SYN};
+use super::packet::{build_headers, Endpoint, TcpFields, TCP_ACK, TCP_PSH, TCP_RST, TCP_SYN};
 use super::rng::Rng;
 
 /// Microseconds since the Unix epoch.
@@ -138,6 +138,8 @@ enum Kind {
     SynAck,
     HandshakeAck,
     PureAck,
+    /// The connection is reset by this side.
+    Rst,
     Data {
         chunk: Rc<Chunk>,
         off: usize,
@@ -237,6 +239,9 @@ pub struct ConnSpec {
 struct Conn {
     spec: ConnSpec,
     sides: [SideState; 2],
+    /// The connection failed at this time ([`Wire::kill`]): nothing of it is sent or
+    /// captured from then on (but its reset).
+    dead_from: Option<Time>,
 }
 
 pub struct Wire<W: Write> {
@@ -322,7 +327,11 @@ impl<W: Write> Wire<W> {
             s.isn = self.rng.next_u64() as u32;
             s.ip_id = self.rng.next_u64() as u16;
         }
-        self.conns.push(Conn { spec, sides });
+        self.conns.push(Conn {
+            spec,
+            sides,
+            dead_from: None,
+        });
         let owd = self.cfg.one_way_us;
         let synack = t + 2 * owd + 15;
         let ack = synack + 3;
@@ -336,14 +345,43 @@ impl<W: Write> Wire<W> {
         (id, ack + 1)
     }
 
+    /// The connection fails at `t`: nothing more of it reaches the capture or the other side,
+    /// not even what was sent before and is still on its way. `reset_by` sends a RST at `t`
+    /// (else the connection just goes silent: a link or NIC that failed).
+    pub fn kill(&mut self, conn: u32, t: Time, reset_by: Option<Side>) {
+        let Some(c) = self.conns.get_mut(conn as usize) else {
+            return;
+        };
+        if c.dead_from.is_some() {
+            return;
+        }
+        c.dead_from = Some(t);
+        if let Some(side) = reset_by {
+            self.push(t, conn, side, Kind::Rst);
+        }
+    }
+
     /// Sends whole messages, back to back in one write (so small ones share segments), from
     /// `from` at `t` (for the server: the time it sends, the capture sees it `one_way_us` later).
+    /// On a connection that failed, nothing is sent: the messages are never delivered.
     pub fn send(&mut self, conn: u32, from: Side, t: Time, msgs: Vec<Vec<Part>>) -> Vec<Delivery> {
         let owd = self.cfg.one_way_us;
         let mss = self.cfg.mss.max(1);
         let Some(c) = self.conns.get_mut(conn as usize) else {
             return Vec::new();
         };
+        if c.dead_from.is_some_and(|d| t >= d) {
+            return msgs
+                .iter()
+                .map(|_| {
+                    self.traces.push(Trace::default());
+                    Delivery {
+                        tag: self.traces.len() as u32 - 1,
+                        at: Time::MAX,
+                    }
+                })
+                .collect();
+        }
         let side = &mut c.sides[from.idx()];
         // Message boundaries inside the chunk, and their tags.
         let first_tag = self.traces.len() as u32;
@@ -525,6 +563,9 @@ impl<W: Write> Wire<W> {
         let Some(conn) = self.conns.get_mut(p.conn as usize) else {
             return Ok(());
         };
+        if conn.dead_from.is_some_and(|d| p.ts >= d) && !matches!(p.kind, Kind::Rst) {
+            return Ok(());
+        }
         let me = p.from.idx();
         let peer = p.from.peer().idx();
         let (src, dst) = match p.from {
@@ -563,6 +604,14 @@ impl<W: Write> Wire<W> {
                 fields.seq = my_isn.wrapping_add(1);
                 fields.ack = peer_isn.wrapping_add(1);
                 conn.sides[me].last_ack_sent = Some(0);
+            }
+            Kind::Rst => {
+                let s = &mut conn.sides[me];
+                let point = Self::ack_point(s, p.ts);
+                fields.flags = TCP_RST | TCP_ACK;
+                fields.window = 0;
+                fields.seq = my_isn.wrapping_add(1).wrapping_add(s.sent_off as u32);
+                fields.ack = peer_isn.wrapping_add(1).wrapping_add(point as u32);
             }
             Kind::PureAck => {
                 let s = &mut conn.sides[me];

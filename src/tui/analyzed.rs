@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use super::flows::FlowSource;
 use super::model::{
-    short_id, FindingRow, FlowDetail, FlowRow, OpenRow, PolicyCell, SeriesPoint, TimelineRow,
+    short_id, ChannelRow, FindingRow, FlowDetail, FlowRow, OpenRow, PolicyCell, SeriesPoint,
+    TimelineRow,
 };
 use super::store::message_flow;
 use crate::analysis::{
@@ -18,7 +19,8 @@ use crate::analysis::{
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 use crate::pipeline::{
-    CaptureNote, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink,
+    SqosRecord,
 };
 use crate::run::CaptureSink;
 use crate::sqos::Dialect;
@@ -248,6 +250,11 @@ impl RecordSink for Analyzed {
             a.on_io(rec);
         }
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        if let Some(a) = self.analyzer() {
+            a.on_channel(rec);
+        }
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         if let Some(a) = self.analyzer() {
             a.on_note(note);
@@ -321,10 +328,25 @@ impl FlowSource for Analyzed {
                         .to_string(),
                     host: self
                         .hosts
-                        .get(&o.open.conn)
+                        .get(&o.conn)
                         .cloned()
-                        .unwrap_or_else(|| format!("conn {}", o.open.conn.0)),
+                        .unwrap_or_else(|| format!("conn {}", o.conn.0)),
                     ended_frame: o.ended_frame,
+                })
+                .collect(),
+            channels: f
+                .channels
+                .iter()
+                .map(|c| ChannelRow {
+                    first_frame: c.first_frame,
+                    ends: c.label(),
+                    joined: c.joined.map_or("-", |j| j.as_str()).to_string(),
+                    io_count: c.io_count,
+                    sqos_requests: c.sqos_requests,
+                    ended: match (c.ended, c.ended_frame) {
+                        (Some(e), Some(fr)) => format!("{} @{fr}", e.as_str()),
+                        _ => "-".into(),
+                    },
                 })
                 .collect(),
             timeline: f.timeline.iter().map(|e| self.timeline_row(e)).collect(),

@@ -26,16 +26,18 @@ pub enum DetailTab {
     Bandwidth,
     Latency,
     Opens,
+    Channels,
     Timeline,
     Findings,
 }
 
 impl DetailTab {
-    pub const ALL: [DetailTab; 6] = [
+    pub const ALL: [DetailTab; 7] = [
         DetailTab::Iops,
         DetailTab::Bandwidth,
         DetailTab::Latency,
         DetailTab::Opens,
+        DetailTab::Channels,
         DetailTab::Timeline,
         DetailTab::Findings,
     ];
@@ -45,6 +47,7 @@ impl DetailTab {
             DetailTab::Bandwidth => "KB/s",
             DetailTab::Latency => "Latency",
             DetailTab::Opens => "Opens",
+            DetailTab::Channels => "Channels",
             DetailTab::Timeline => "Status",
             DetailTab::Findings => "Findings",
         }
@@ -276,6 +279,7 @@ impl App {
         };
         match self.detail_tab {
             DetailTab::Opens => d.opens.len(),
+            DetailTab::Channels => d.channels.len(),
             DetailTab::Timeline => d.timeline.len(),
             DetailTab::Findings => d.findings.len(),
             _ => 0,
@@ -328,6 +332,7 @@ impl App {
                 let i = self.detail_list.sel;
                 let frame = match self.detail_tab {
                     DetailTab::Opens => d.opens.get(i).map(|o| o.frame),
+                    DetailTab::Channels => d.channels.get(i).map(|c| c.first_frame),
                     DetailTab::Timeline => d.timeline.get(i).map(|o| o.frame),
                     DetailTab::Findings => d.findings.get(i).map(|o| o.frame),
                     _ => None,

@@ -1,7 +1,8 @@
 //! The state the views read, shared with the reader thread that fills it while the capture is
 //! read (file, pipe, growing file or live interface), and that thread.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -10,9 +11,10 @@ use super::flows::FlowSource;
 use super::store::MessageStore;
 use crate::capture::{CaptureReader, Timestamp};
 use crate::pipeline::{
-    CaptureNote, CloseRecord, IoRecord, OpenRecord, Pipeline, PipelineConfig, RecordSink,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink,
     SqosRecord, Stats,
 };
+use crate::run::{run_capture, CaptureSink, Ending};
 
 /// Capture notes kept for display (the rest are counted).
 const MAX_NOTES: usize = 50;
@@ -98,6 +100,9 @@ impl RecordSink for Live {
     fn on_io(&mut self, rec: &IoRecord) {
         self.flows.on_io(rec);
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.flows.on_channel(rec);
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         self.notes_total += 1;
         if self.notes.len() < MAX_NOTES {
@@ -135,35 +140,17 @@ impl RecordSink for Shared {
     fn on_io(&mut self, rec: &IoRecord) {
         self.lock().on_io(rec);
     }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.lock().on_channel(rec);
+    }
     fn on_note(&mut self, note: &CaptureNote) {
         self.lock().on_note(note);
     }
 }
 
-/// Counts the bytes read from the input, for progress.
-pub struct Counting<R> {
-    inner: R,
-    count: Arc<AtomicU64>,
-}
-
-impl<R> Counting<R> {
-    pub fn new(inner: R) -> (Self, Arc<AtomicU64>) {
-        let count = Arc::new(AtomicU64::new(0));
-        (
-            Counting {
-                inner,
-                count: count.clone(),
-            },
-            count,
-        )
-    }
-}
-
-impl<R: std::io::Read> std::io::Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
+impl CaptureSink for Shared {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.lock().on_first_frame(ts);
     }
 }
 
@@ -174,19 +161,20 @@ pub enum Opener {
     Deferred(Box<dyn FnOnce() -> Result<CaptureReader, String> + Send>),
 }
 
-/// Start the reader thread: frames → pipeline → `shared`, until the input ends.
+/// Start the reader thread: the capture through [`run_capture`] into `shared`, until the input
+/// ends or `stop` is set.
 pub fn spawn_reader(
     opener: Opener,
     cfg: PipelineConfig,
     shared: Shared,
-    bytes: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("sqos-reader".into())
-        .spawn(move || read_all(opener, cfg, shared, bytes))
+        .spawn(move || read_all(opener, cfg, shared, &stop))
 }
 
-fn read_all(opener: Opener, cfg: PipelineConfig, shared: Shared, bytes: Arc<AtomicU64>) {
+fn read_all(opener: Opener, cfg: PipelineConfig, shared: Shared, stop: &AtomicBool) {
     let mut reader = match opener {
         Opener::Ready(r) => r,
         Opener::Deferred(open) => match open() {
@@ -199,31 +187,27 @@ fn read_all(opener: Opener, cfg: PipelineConfig, shared: Shared, bytes: Arc<Atom
     };
     shared.lock().progress.state = ReadState::Reading;
     let mut sink = shared.clone();
-    let mut pipeline = Pipeline::new(cfg);
     let mut last_stats = Instant::now();
-    let state = loop {
-        match reader.next_frame() {
-            Ok(Some(frame)) => {
-                if frame.number == 1 {
-                    shared.lock().on_first_frame(frame.ts);
-                }
-                pipeline.push_frame(&frame, &mut sink);
-                let mut live = shared.lock();
-                live.progress.frames = frame.number;
-                live.progress.bytes = bytes.load(Ordering::Relaxed);
-                if last_stats.elapsed() >= Duration::from_millis(500) {
-                    live.stats = pipeline.stats().clone();
-                    last_stats = Instant::now();
-                }
-            }
-            Ok(None) => break ReadState::Done,
-            Err(e) => break ReadState::Damaged(e.to_string()),
+    let result = run_capture(&mut reader, cfg, &mut sink, &mut |p| {
+        let mut live = shared.lock();
+        live.progress.frames = p.frames;
+        live.progress.bytes = p.input_bytes;
+        if last_stats.elapsed() >= Duration::from_millis(500) {
+            live.stats = p.stats.clone();
+            last_stats = Instant::now();
         }
-    };
-    pipeline.finish(&mut sink);
+        if stop.load(Ordering::Relaxed) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
     let mut live = shared.lock();
     live.flows.finish();
-    live.stats = pipeline.stats().clone();
-    live.progress.bytes = bytes.load(Ordering::Relaxed);
-    live.progress.state = state;
+    live.stats = result.stats;
+    live.progress.bytes = reader.input_bytes_read();
+    live.progress.state = match result.ending {
+        Ending::Clean | Ending::Stopped => ReadState::Done,
+        Ending::Damaged(e) => ReadState::Damaged(e.to_string()),
+    };
 }

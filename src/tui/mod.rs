@@ -32,7 +32,7 @@ use crate::pipeline::PipelineConfig;
 use analyzed::Analyzed;
 use app::App;
 use flows::FlowSource;
-use live::{Counting, Live, Opener, ReadState, Shared};
+use live::{Live, Opener, ReadState, Shared};
 use source::Input;
 use store::MessageStore;
 use theme::Theme;
@@ -52,14 +52,18 @@ use `sqos dissect FILE` for the messages or `sqos flows FILE` for the flow table
 
 /// The flow analysis the views show.
 pub fn flow_source() -> Box<dyn FlowSource> {
-    Box::new(Analyzed::new(AnalyzerConfig::default()))
+    flow_source_within(&crate::budget::Budget::default())
 }
 
-/// A prepared input: the reader (or how to open it), its byte counter, size, and the tcpdump
-/// process behind a live capture.
+/// The flow analysis, bounded by the run's memory budget.
+pub fn flow_source_within(budget: &crate::budget::Budget) -> Box<dyn FlowSource> {
+    Box::new(Analyzed::new(AnalyzerConfig::default().with_memory(budget)))
+}
+
+/// A prepared input: the reader (or how to open it), its size, and the tcpdump process behind a
+/// live capture.
 struct Prepared {
     opener: Opener,
-    bytes: Arc<std::sync::atomic::AtomicU64>,
     total: Option<u64>,
     child: Option<Child>,
 }
@@ -67,39 +71,29 @@ struct Prepared {
 fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
     match input {
         Input::File(path) => {
-            let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let total = f.metadata().ok().map(|m| m.len());
-            let (r, bytes) = Counting::new(f);
-            let reader = CaptureReader::from_reader(Box::new(r))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let reader = crate::run::open(path).map_err(|e| e.to_string())?;
             Ok(Prepared {
                 opener: Opener::Ready(reader),
-                bytes,
-                total,
+                total: std::fs::metadata(path).ok().map(|m| m.len()),
                 child: None,
             })
         }
-        Input::Stdin => {
-            let (r, bytes) = Counting::new(std::io::stdin());
-            Ok(Prepared {
-                opener: Opener::Deferred(Box::new(move || {
-                    CaptureReader::from_reader(Box::new(r)).map_err(|e| format!("stdin: {e}"))
-                })),
-                bytes,
-                total: None,
-                child: None,
-            })
-        }
+        Input::Stdin => Ok(Prepared {
+            opener: Opener::Deferred(Box::new(move || {
+                CaptureReader::from_reader(Box::new(std::io::stdin()))
+                    .map_err(|e| format!("stdin: {e}"))
+            })),
+            total: None,
+            child: None,
+        }),
         Input::Follow(path) => {
             let f =
                 source::open_follow(path, stop).map_err(|e| format!("{}: {e}", path.display()))?;
-            let (r, bytes) = Counting::new(f);
             let label = path.display().to_string();
             Ok(Prepared {
                 opener: Opener::Deferred(Box::new(move || {
-                    CaptureReader::from_reader(Box::new(r)).map_err(|e| format!("{label}: {e}"))
+                    CaptureReader::from_reader(Box::new(f)).map_err(|e| format!("{label}: {e}"))
                 })),
-                bytes,
                 total: None,
                 child: None,
             })
@@ -116,13 +110,11 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
                 .take()
                 .ok_or_else(|| "tcpdump gave no output pipe".to_string())?;
             let stderr = child.stderr.take();
-            let (r, bytes) = Counting::new(out);
             Ok(Prepared {
                 opener: Opener::Deferred(Box::new(move || {
-                    CaptureReader::from_reader(Box::new(r))
+                    CaptureReader::from_reader(Box::new(out))
                         .map_err(|e| source::tcpdump_error(stderr, &e.to_string()))
                 })),
-                bytes,
                 total: None,
                 child: Some(child),
             })
@@ -164,11 +156,11 @@ pub fn start(
     let mut live = Live::new(
         input.label(),
         MessageStore::new(max_messages),
-        flow_source(),
+        flow_source_within(&pipeline.memory),
     );
     live.progress.total = prepared.total;
     let shared = Shared::new(live);
-    let reader = live::spawn_reader(prepared.opener, pipeline, shared.clone(), prepared.bytes)
+    let reader = live::spawn_reader(prepared.opener, pipeline, shared.clone(), stop.clone())
         .map_err(|e| format!("cannot start the reader: {e}"))?;
     Ok(Started {
         shared,

@@ -91,6 +91,20 @@ pub struct OpenRow {
     pub ended_frame: Option<u64>,
 }
 
+/// A channel (connection of a session) a flow's I/O and SQOS requests went over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelRow {
+    pub first_frame: u64,
+    /// `client → server`.
+    pub ends: String,
+    /// How the session joined the connection: setup, binding, seen (or `-`).
+    pub joined: String,
+    pub io_count: u64,
+    pub sqos_requests: u64,
+    /// How and where it ended (`rst @1234`, `silent @99`), `-` while open.
+    pub ended: String,
+}
+
 /// A change of what the server said about a flow.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TimelineRow {
@@ -139,6 +153,7 @@ pub struct FlowDetail {
     pub avg_kbps: Option<f64>,
     pub series: Vec<SeriesPoint>,
     pub opens: Vec<OpenRow>,
+    pub channels: Vec<ChannelRow>,
     pub timeline: Vec<TimelineRow>,
     pub findings: Vec<FindingRow>,
 }

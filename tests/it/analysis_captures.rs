@@ -5,11 +5,11 @@ use std::path::Path;
 
 use sqos::analysis::{Analysis, Analyzer};
 use sqos::pipeline::PipelineConfig;
-use sqos::run::run_capture;
+use sqos::run::run_path;
 
 fn analyze(path: &str) -> Analysis {
     let mut a = Analyzer::default();
-    let r = run_capture(Path::new(path), PipelineConfig::default(), &mut a, false);
+    let r = run_path(Path::new(path), PipelineConfig::default(), &mut a);
     assert!(r.is_ok(), "{path}: {:?}", r.err());
     a.finish()
 }

@@ -7,8 +7,8 @@ use sqos::analysis::{Analysis, Analyzer, AnalyzerConfig, FlowFindingCode, FlowSt
 use sqos::capture::Timestamp;
 use sqos::net::ConnId;
 use sqos::pipeline::{
-    CaptureNote, CloseRecord, Direction, FileId, IoKind, IoRecord, OpenRecord, RecordSink,
-    SqosBody, SqosRecord,
+    CaptureNote, ChannelEnd, ChannelEvent, ChannelJoin, ChannelRecord, CloseRecord, Direction,
+    FileId, IoKind, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
 use sqos::sqos::{Dialect, Dissection, Options, Request, RequestV11, Response, Status};
 use uuid::Uuid;
@@ -105,6 +105,9 @@ pub struct Kit {
     msg: u64,
     pub conn: ConnId,
     pub session: u64,
+    /// What the next requests carry: SMB2_FLAGS_REPLAY_OPERATION, ChannelSequence.
+    pub replay: bool,
+    pub channel_sequence: u16,
 }
 
 impl Default for Kit {
@@ -121,6 +124,8 @@ impl Kit {
             msg: 0,
             conn: ConnId(0),
             session: 0x4400_0000_0001,
+            replay: false,
+            channel_sequence: 0,
         }
     }
 
@@ -164,6 +169,8 @@ impl Kit {
             direction,
             msg_id,
             session_id: self.session,
+            replay: self.replay && direction == Direction::Request,
+            channel_sequence: (direction == Direction::Request).then_some(self.channel_sequence),
             tree_id: Some(1),
             async_id: None,
             file_id: Some(fid(file)),
@@ -248,10 +255,53 @@ impl Kit {
             session_id: self.session,
             file_id: fid(file),
             kind: IoKind::Read,
+            channel_sequence: self.channel_sequence,
             requested: bytes,
             transferred: bytes,
             nt_status: 0,
         });
+    }
+
+    /// The kit's session joins connection `conn` (client 10.0.<conn>.2, server 10.0.<conn>.1).
+    pub fn join(&mut self, at: f64, conn: u32, joined: ChannelJoin) {
+        let frame = self.next_frame();
+        self.an.on_channel(&ChannelRecord {
+            frame,
+            ts: ts(at),
+            conn: ConnId(conn),
+            client: addr(&format!("10.0.{conn}.2:5000{conn}")),
+            server: addr(&format!("10.0.{conn}.1:445")),
+            session_id: self.session,
+            event: ChannelEvent::Joined(joined),
+        });
+    }
+
+    /// The kit's session leaves connection `conn`: the server last spoke at `last_server`,
+    /// `unanswered` requests were outstanding. Returns the frame.
+    pub fn leave(
+        &mut self,
+        at: f64,
+        conn: u32,
+        by: ChannelEnd,
+        last_server: Option<(u64, f64)>,
+        unanswered: u64,
+    ) -> u64 {
+        let frame = self.next_frame();
+        self.an.on_channel(&ChannelRecord {
+            frame,
+            ts: ts(at),
+            conn: ConnId(conn),
+            client: addr(&format!("10.0.{conn}.2:5000{conn}")),
+            server: addr(&format!("10.0.{conn}.1:445")),
+            session_id: self.session,
+            event: ChannelEvent::Ended {
+                by,
+                last_server_frame: last_server.map(|l| l.0),
+                last_server_ts: last_server.map(|l| ts(l.1)),
+                unanswered,
+            },
+        });
+        frame
     }
 
     pub fn note(&mut self) {

@@ -157,8 +157,8 @@ fn svg_has_a_panel_per_flow_with_limit_lines() {
 /// the reported series, the MaximumIoRate line and the finding marks were actually painted.
 #[test]
 fn plot_cli_writes_png_and_svg_from_a_capture() {
-    let dir = std::env::temp_dir().join(format!("sqos-plot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let tmp = crate::support::scratch("sqos-plot-");
+    let dir = tmp.path();
     let capture = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/captures/noisy-neighbour.pcapng.gz"
@@ -223,5 +223,93 @@ fn plot_cli_writes_png_and_svg_from_a_capture() {
         .expect("run");
     assert_eq!(st.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&st.stderr).contains(".svg or .png"));
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `sqos annotate` on the plugin's flows capture: the header, each message with the flow it
+/// belongs to (and how that is known), the interval figures on the answers to UPDATE_COUNTERS,
+/// the flow's state after the message; then the flows, the `sqos flows` text and the end.
+#[test]
+fn annotate_cli_gives_each_message_its_flow_and_figures() {
+    let capture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/plugin/test/sqos-plugin-flows.pcap"
+    );
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sqos"))
+            .args(args)
+            .arg(capture)
+            .output()
+            .expect("run sqos");
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let lines: Vec<serde_json::Value> = run(&["annotate"])
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines[0]["type"], "header");
+    assert_eq!(lines[0]["format"], "sqos-annotate");
+    assert_eq!(lines[0]["version"], 1);
+    assert_eq!(lines[0]["sqos"], env!("CARGO_PKG_VERSION"));
+    let msg = |frame: u64, id: u64| -> &serde_json::Value {
+        lines
+            .iter()
+            .find(|v| v["message"]["frame"] == frame && v["message"]["msg_id"] == id)
+            .unwrap_or_else(|| panic!("no message {id} in frame {frame}"))
+    };
+    let close = |v: &serde_json::Value, want: f64| {
+        v.as_f64()
+            .is_some_and(|x| (x - want).abs() <= 1e-9 * want.abs().max(1.0))
+    };
+    let a = "b13a32e4-e2ad-5db2-a4f8-5cd3be9d696e";
+    let b = "5d0c5f2a-6f3e-4c61-9a55-0b8c6d1e2f30";
+    // SET_LOGICAL_FLOW_ID: the request names the flow; its answer finds the open associated.
+    assert_eq!(msg(13, 2)["flow"], a);
+    assert_eq!(msg(13, 2)["flow_from"], "message");
+    assert_eq!(msg(14, 2)["flow_from"], "open");
+    assert_eq!(msg(14, 2)["flow_state"]["updates_applied"], 0);
+    // Counters on an open not associated: NOT_FOUND, no flow, no figures.
+    let nf = msg(12, 2);
+    assert_eq!(nf["message"]["nt_status"], 0xC000_0225u32);
+    assert!(nf.get("flow").is_none() && nf.get("interval").is_none());
+    // The first update opens the series; the next closes a 1 s interval.
+    assert_eq!(msg(22, 4)["first_update"], true);
+    assert!(msg(22, 4).get("interval").is_none());
+    let i = &msg(24, 5)["interval"];
+    for (k, want) in [
+        ("seconds", 1.0),
+        ("iops", 400.0),
+        ("normalized_iops", 420.0),
+        ("avg_latency_ms", 0.5),
+        ("avg_lower_latency_ms", 0.45),
+        ("kilobytes_per_second", 3360.0),
+    ] {
+        assert!(close(&i[k], want), "{k}: {}", i[k]);
+    }
+    // The request shows no figures: they come with its answer.
+    assert!(msg(23, 5).get("interval").is_none());
+    assert_eq!(msg(23, 5)["dialect"], "1.1");
+    // Flow B (dialect 1.0) every 2 s, no KB/s.
+    let i = &msg(32, 6)["interval"];
+    assert!(close(&i["seconds"], 2.0) && close(&i["iops"], 175.0));
+    assert!(i["kilobytes_per_second"].is_null());
+    assert_eq!(msg(32, 6)["flow"], b);
+    // The flow after the policy change.
+    let s = &msg(34, 8)["flow_state"];
+    assert_eq!(s["limit"], 800);
+    assert_eq!(s["maximum_io_rate"], 800);
+    assert_eq!(s["updates_applied"], 4);
+    assert_eq!(s["initiator_name"], "VM07");
+    // Then the flows, the table, the end.
+    let of = |t: &str| lines.iter().filter(|v| v["type"] == t).collect::<Vec<_>>();
+    let flows = of("flow");
+    assert_eq!(flows.len(), 2);
+    assert_eq!(flows[0]["flow"]["logical_flow_id"], a);
+    assert_eq!(flows[0]["flow"]["updates_sent"], 4);
+    assert_eq!(of("flows_text")[0]["text"], run(&["flows"]).as_str());
+    let end = lines.last().expect("end");
+    assert_eq!(end["type"], "end");
+    assert_eq!(end["frames"], 34);
+    assert!(end.get("error").is_none());
+    assert_eq!(of("message").len(), 24);
 }

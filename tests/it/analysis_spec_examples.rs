@@ -31,7 +31,7 @@ fn check_common(f: &Value) {
     assert_eq!(f["reservation"], 0);
     let opens = f["opens"].as_array().expect("opens");
     assert_eq!(opens.len(), 1);
-    assert_eq!(opens[0]["file_name"], "TEST-VM\\disk0.vhdx");
+    assert_eq!(opens[0]["file_name"], "\\\\sofs\\vms\\TEST-VM\\disk0.vhdx");
     // The example exchange follows every rule the analysis checks.
     assert_eq!(
         f["findings"].as_array().map(Vec::len),

@@ -3,11 +3,12 @@
 //! Tolerance: counts exact; rates within 1e-9 relative (both sides use the capture's µs times).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::Cursor;
 
 use sqos::analysis::{Analysis, Analyzer, FlowState};
+use sqos::capture::CaptureReader;
 use sqos::pipeline::PipelineConfig;
-use sqos::run::run_capture;
+use sqos::run::{no_progress, run_capture, Ending};
 use sqos::sqos::Severity;
 use sqos::synth::truth::UpdateTruth;
 use sqos::synth::{generate, Scenario, SynthArgs, Truth};
@@ -19,13 +20,15 @@ fn analyzed(scenario: Scenario, name: &str) -> (Analysis, Truth) {
         Ok(x) => x,
         Err(e) => panic!("{name}: {e}"),
     };
-    let path: PathBuf =
-        std::env::temp_dir().join(format!("sqos-analysis-{name}-{}.pcap", std::process::id()));
-    std::fs::write(&path, bytes).expect("temp capture");
+    let mut reader = CaptureReader::from_reader(Box::new(Cursor::new(bytes))).expect(name);
     let mut a = Analyzer::default();
-    let r = run_capture(&path, PipelineConfig::default(), &mut a, false);
-    let _ = std::fs::remove_file(&path);
-    assert!(r.is_ok(), "{name}");
+    let r = run_capture(
+        &mut reader,
+        PipelineConfig::default(),
+        &mut a,
+        &mut no_progress,
+    );
+    assert!(matches!(r.ending, Ending::Clean), "{name}: {:?}", r.ending);
     (a.finish(), truth)
 }
 
@@ -48,7 +51,7 @@ fn close(a: f64, b: f64) -> bool {
 /// Every applied update after the first: reported increments and observed I/O as the truth says.
 /// A logical flow handed from one open to another (live migration, a copied VM) has one truth
 /// entry per open: their updates together, in frame order, are the flow's series.
-fn check_against_truth(a: &Analysis, t: &Truth, exact_observed: bool) {
+pub(crate) fn check_against_truth(a: &Analysis, t: &Truth, exact_observed: bool) {
     let mut ids: Vec<Uuid> = Vec::new();
     for tf in &t.flows {
         if !ids.contains(&tf.logical_flow_id) {
@@ -156,19 +159,17 @@ fn steady_matches_the_truth_and_has_no_findings() {
             f.initiator_node_name.as_deref(),
             Some(tf.initiator_node_name.as_str())
         );
+        // The share of the TREE_CONNECT before the CREATE name: `\\sofs\vms\vm01\disk0.vhdx`.
         let names: Vec<String> = f
             .opens
             .iter()
             .filter_map(|o| o.file_name.as_deref().map(str::to_string))
             .collect();
-        for n in &tf.file_names {
-            assert!(
-                names
-                    .iter()
-                    .any(|x| x.ends_with(n.trim_start_matches('\\')) || n.ends_with(x.as_str())),
-                "{n} in {names:?}"
-            );
-        }
+        assert_eq!(names, tf.file_names);
+        assert!(
+            names.iter().all(|n| n.starts_with("\\\\sofs\\vms\\")),
+            "{names:?}"
+        );
     }
 }
 
@@ -463,7 +464,7 @@ fn live_migration_and_copied_vm_are_multiple_initiators() {
         .message
         .contains("HV01.contoso.local, HV02.contoso.local"));
     assert_eq!(vm01.opens.total(), 2);
-    let conns: Vec<_> = vm01.opens.iter().map(|o| o.open.conn).collect();
+    let conns: Vec<_> = vm01.opens.iter().map(|o| o.conn).collect();
     assert_ne!(
         conns[0], conns[1],
         "the two opens are on two hosts' connections"
@@ -499,7 +500,13 @@ fn live_migration_and_copied_vm_are_multiple_initiators() {
         .iter()
         .filter_map(|o| o.file_name.as_deref())
         .collect();
-    assert_eq!(names, vec!["vm04\\disk0.vhdx", "vm05\\disk0.vhdx"]);
+    assert_eq!(
+        names,
+        vec![
+            "\\\\sofs\\vms\\vm04\\disk0.vhdx",
+            "\\\\sofs\\vms\\vm05\\disk0.vhdx"
+        ]
+    );
 }
 
 /// `sqos flows --format json` on the committed live-migration capture: each finding with the
@@ -535,12 +542,12 @@ fn flows_json_gives_the_migration_findings_with_frame_and_time() {
         (
             "vm01",
             "note",
-            policy_answer("vm01\\disk0.vhdx", "HV02.contoso.local"),
+            policy_answer("\\\\sofs\\vms\\vm01\\disk0.vhdx", "HV02.contoso.local"),
         ),
         (
             "vm05",
             "warning",
-            policy_answer("vm05\\disk0.vhdx", "HV02.contoso.local"),
+            policy_answer("\\\\sofs\\vms\\vm05\\disk0.vhdx", "HV02.contoso.local"),
         ),
     ];
     let list = flows.as_array().expect("array");

@@ -181,8 +181,8 @@ fn bad_tolerance_arguments_are_refused() {
 
 #[test]
 fn baseline_files_are_read_and_checked() {
-    let dir = std::env::temp_dir().join(format!("sqos-check-baseline-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = crate::support::scratch("sqos-check-baseline-");
+    let dir = tmp.path();
     let good = dir.join("good.json");
     std::fs::write(&good, json!([flow(A, "vm01", 120, 50.0)]).to_string()).unwrap();
     let t = load_baseline(&good).unwrap();
@@ -196,5 +196,4 @@ fn baseline_files_are_read_and_checked() {
     std::fs::write(&bad, "[{").unwrap();
     let e = load_baseline(&bad).unwrap_err().to_string();
     assert!(e.contains("bad.json: not JSON"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

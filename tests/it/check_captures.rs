@@ -32,8 +32,8 @@ fn judge(stem: &str, rules: &str) -> CaptureVerdict {
         Path::new(&capture(stem)),
         PipelineConfig::default(),
         &plan,
-        flow_analysis(),
-        false,
+        flow_analysis(Default::default()),
+        &mut sqos::run::no_progress,
     );
     assert_eq!(v.error, None, "{stem} could not be judged");
     v
@@ -133,13 +133,8 @@ fn misbehaving_client_breaks_the_limits_and_gets_errors() {
 /// The flow table `sqos flows --format json` gives for a sample capture.
 fn flow_table_json(stem: &str) -> serde_json::Value {
     let mut analyzer = sqos::analysis::Analyzer::default();
-    sqos::run::run_capture(
-        &capture(stem),
-        PipelineConfig::default(),
-        &mut analyzer,
-        false,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    sqos::run::run_path(&capture(stem), PipelineConfig::default(), &mut analyzer)
+        .unwrap_or_else(|e| panic!("{e}"));
     sqos::output::flows::flows_json(&analyzer.finish())
 }
 
@@ -157,8 +152,8 @@ fn judge_baseline(stem: &str, baseline: serde_json::Value, tol: &[&str]) -> Capt
         &capture(stem),
         PipelineConfig::default(),
         &plan,
-        flow_analysis(),
-        false,
+        flow_analysis(Default::default()),
+        &mut sqos::run::no_progress,
     )
 }
 

@@ -1,21 +1,15 @@
 //! `sqos check` as CI runs it: exit codes and messages when it cannot run.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 fn sqos() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sqos"))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sqos-check-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 #[test]
 fn a_bad_rules_file_is_exit_2_naming_line_and_key() {
-    let rules = tmp("bad.rules.toml");
+    let tmp = crate::support::scratch("sqos-check-cli-");
+    let rules = tmp.path().join("bad.rules.toml");
     std::fs::write(
         &rules,
         "[[flow_count]]\nmin = 1\n\n[[flow_metric]]\nmetric = \"iops\"\nmaxx = 5\n",
@@ -49,7 +43,8 @@ fn nothing_to_check_against_is_exit_2() {
 
 #[test]
 fn a_bad_tolerance_is_exit_2() {
-    let rules = tmp("ok.rules.toml");
+    let tmp = crate::support::scratch("sqos-check-cli-");
+    let rules = tmp.path().join("ok.rules.toml");
     std::fs::write(&rules, "[[flow_count]]\nmin = 1\n").unwrap();
     let out = sqos()
         .args(["check", "x.pcap", "--tolerance", "iops=ten", "--rules"])
@@ -66,10 +61,11 @@ fn a_bad_tolerance_is_exit_2() {
 
 #[test]
 fn an_unusable_capture_is_exit_2_and_a_junit_error() {
-    let rules = tmp("ok2.rules.toml");
+    let tmp = crate::support::scratch("sqos-check-cli-");
+    let rules = tmp.path().join("ok2.rules.toml");
     std::fs::write(&rules, "[[flow_count]]\nmin = 1\n").unwrap();
-    let missing = tmp("missing.pcap");
-    let junit = tmp("out.xml");
+    let missing = tmp.path().join("missing.pcap");
+    let junit = tmp.path().join("out.xml");
     let out = sqos()
         .arg("check")
         .arg(&missing)
@@ -108,14 +104,15 @@ fn run_in_repo(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[test]
 fn samba_captures_pass_or_fail_by_their_nt_statuses() {
+    let tmp = crate::support::scratch("sqos-check-cli-");
     // smbd answers every FSCTL_STORAGE_QOS_CONTROL with STATUS_INVALID_DEVICE_REQUEST.
-    let strict = tmp("strict.rules.toml");
+    let strict = tmp.path().join("strict.rules.toml");
     std::fs::write(
         &strict,
         "[[nt_statuses]]\nname = \"success only\"\nallowed = [\"STATUS_SUCCESS\"]\n\n[[all_answered]]\n",
     )
     .unwrap();
-    let junit = tmp("samba.xml");
+    let junit = tmp.path().join("samba.xml");
     let (code, out, _) = run_in_repo(&[
         "check",
         SAMBA_311,
@@ -144,7 +141,7 @@ fn samba_captures_pass_or_fail_by_their_nt_statuses() {
     assert_eq!(xml.matches("<testcase ").count(), 4, "{xml}");
     assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
 
-    let lenient = tmp("lenient.rules.toml");
+    let lenient = tmp.path().join("lenient.rules.toml");
     std::fs::write(
         &lenient,
         "[[nt_statuses]]\nallowed = [\"STATUS_SUCCESS\", \"STATUS_INVALID_DEVICE_REQUEST\"]\n",
@@ -163,9 +160,10 @@ fn samba_captures_pass_or_fail_by_their_nt_statuses() {
 
 #[test]
 fn a_saved_flow_table_is_a_baseline() {
+    let tmp = crate::support::scratch("sqos-check-cli-");
     let (code, json, err) = run_in_repo(&["flows", "--format", "json", "--quiet", SAMBA_311]);
     assert_eq!(code, Some(0), "{err}");
-    let base = tmp("samba.baseline.json");
+    let base = tmp.path().join("samba.baseline.json");
     std::fs::write(&base, &json).unwrap();
     let (code, out, err) = run_in_repo(&[
         "check",
@@ -209,7 +207,8 @@ fn a_saved_flow_table_is_a_baseline() {
 
 #[test]
 fn several_captures_are_each_judged_alone() {
-    let junit = tmp("limits.xml");
+    let tmp = crate::support::scratch("sqos-check-cli-");
+    let junit = tmp.path().join("limits.xml");
     let (code, out, err) = run_in_repo(&[
         "check",
         "captures/steady.pcap.gz",
@@ -252,15 +251,16 @@ fn several_captures_are_each_judged_alone() {
 
 #[test]
 fn a_capture_cut_short_is_judged_and_fails_its_integrity_check() {
+    let tmp = crate::support::scratch("sqos-check-cli-");
     let whole = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/captures/real/smb311-plain.pcap"
     ))
     .unwrap();
-    let cut = tmp("cut.pcap");
+    let cut = tmp.path().join("cut.pcap");
     // Cut inside the last record so the reader sees a truncated packet.
     std::fs::write(&cut, &whole[..whole.len() - 7]).unwrap();
-    let rules = tmp("cut.rules.toml");
+    let rules = tmp.path().join("cut.rules.toml");
     std::fs::write(&rules, "[[message_count]]\noption = \"ANY\"\nmin = 1\n").unwrap();
     let out = sqos()
         .arg("check")

@@ -74,7 +74,12 @@ fn assert_samba_sqos(c: &Collected, first_frame: u64, first_id: u64, what: &str)
             assert!(r.frame > prev.frame, "{what}: frames in order");
         }
         assert_eq!(r.msg_id, first_id + i as u64 / 2, "{what}");
-        assert_eq!(r.file_name.as_deref(), Some("vm01\\disk0.vhdx"), "{what}");
+        // The share of the TREE_CONNECT (decrypted too) before the CREATE name.
+        assert_eq!(
+            r.file_name.as_deref(),
+            Some("\\\\127.0.0.1\\vms\\vm01\\disk0.vhdx"),
+            "{what}"
+        );
         if i % 2 == 1 {
             assert_eq!(r.direction, Direction::Response, "{what}");
             assert_eq!(r.nt_status, Some(0xC000_0010), "{what}");
@@ -147,9 +152,10 @@ fn committed_key_file_decrypts_every_encrypted_samba_capture() {
 
 #[test]
 fn session_key_alone_is_enough_when_the_setup_is_captured() {
-    let dir = tempdir();
+    let tmp = tempdir();
+    let dir = tmp.path();
     for &(name, sid, frame, id) in ENCRYPTED {
-        let k = keys_with(sid, [true, true, false, false], &dir);
+        let k = keys_with(sid, [true, true, false, false], dir);
         let (c, r) = run_with(&cap(name), with_keys(&[&k]));
         assert_samba_sqos(&c, frame, id, &format!("{name}, session key only"));
         assert_eq!(r.stats.undecrypted(), 0, "{name}");
@@ -158,9 +164,10 @@ fn session_key_alone_is_enough_when_the_setup_is_captured() {
 
 #[test]
 fn direction_keys_alone_are_enough() {
-    let dir = tempdir();
+    let tmp = tempdir();
+    let dir = tmp.path();
     for &(name, sid, frame, id) in ENCRYPTED {
-        let k = keys_with(sid, [true, false, true, true], &dir);
+        let k = keys_with(sid, [true, false, true, true], dir);
         let (c, _) = run_with(&cap(name), with_keys(&[&k]));
         assert_samba_sqos(&c, frame, id, &format!("{name}, direction keys only"));
     }
@@ -168,7 +175,8 @@ fn direction_keys_alone_are_enough() {
 
 #[test]
 fn a_wrong_key_is_a_note_naming_the_session_never_garbage() {
-    let dir = tempdir();
+    let tmp = tempdir();
+    let dir = tmp.path();
     for &(name, sid, _, _) in ENCRYPTED {
         let line = key_line(sid);
         let (id, rest) = line.split_once(',').expect("fields");
@@ -252,7 +260,8 @@ fn without_keys_every_command_says_once_which_sessions_stayed_closed() {
 
 #[test]
 fn a_bad_key_file_is_a_usage_error_naming_file_and_line() {
-    let dir = tempdir();
+    let tmp = tempdir();
+    let dir = tmp.path();
     let k = dir.join("broken");
     std::fs::write(&k, "# comment\n0102,00\n").expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_sqos"))
@@ -266,12 +275,6 @@ fn a_bad_key_file_is_a_usage_error_naming_file_and_line() {
     assert!(err.contains("broken:2: session id"), "{err}");
 }
 
-fn tempdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "sqos-crypto-test-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&d).expect("tempdir");
-    d
+fn tempdir() -> tempfile::TempDir {
+    crate::support::scratch("sqos-crypto-test-")
 }

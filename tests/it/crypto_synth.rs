@@ -10,23 +10,13 @@ use sqos::pipeline::Pipeline;
 use sqos::synth::seal::CipherArg;
 use sqos::synth::{Scenario, SynthArgs, SynthSummary};
 
-fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "sqos-crypto-synth-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&d).expect("tempdir");
-    d
-}
-
 /// Generate `scenario` (encrypted with `cipher` if given); returns (capture, keys, summary).
 fn synth(
+    d: &Path,
     scenario: Scenario,
     cipher: Option<CipherArg>,
     tweak: impl Fn(&mut SynthArgs),
 ) -> (PathBuf, PathBuf, SynthSummary) {
-    let d = dir();
     let tag = format!("{scenario:?}-{cipher:?}");
     let mut a = SynthArgs::new(scenario, d.join(format!("{tag}.pcap")));
     a.encrypt = cipher;
@@ -41,7 +31,8 @@ fn synth(
 /// simulated timing shifts a little with the longer messages, so the runs are not identical).
 #[test]
 fn every_cipher_decrypts_everything_the_generator_sent() {
-    let (plain, _, _) = synth(Scenario::Steady, None, |_| {});
+    let tmp = scratch("sqos-crypto-synth-");
+    let (plain, _, _) = synth(tmp.path(), Scenario::Steady, None, |_| {});
     let (_, pr) = run(&plain);
     for cipher in [
         CipherArg::Aes128Ccm,
@@ -49,7 +40,8 @@ fn every_cipher_decrypts_everything_the_generator_sent() {
         CipherArg::Aes256Ccm,
         CipherArg::Aes256Gcm,
     ] {
-        let (cap, keys, sum) = synth(Scenario::Steady, Some(cipher), |_| {});
+        let tmp = scratch("sqos-crypto-synth-");
+        let (cap, keys, sum) = synth(tmp.path(), Scenario::Steady, Some(cipher), |_| {});
         // Without keys: nothing but the count, and the summary names both sessions.
         let (c0, r0) = run(&cap);
         assert!(c0.sqos.is_empty(), "{cipher:?}");
@@ -73,10 +65,10 @@ fn every_cipher_decrypts_everything_the_generator_sent() {
         assert_eq!(
             names,
             [
-                "vm01\\disk0.vhdx",
-                "vm02\\disk0.vhdx",
-                "vm03\\disk0.vhdx",
-                "vm04\\disk0.vhdx"
+                "\\\\sofs\\vms\\vm01\\disk0.vhdx",
+                "\\\\sofs\\vms\\vm02\\disk0.vhdx",
+                "\\\\sofs\\vms\\vm03\\disk0.vhdx",
+                "\\\\sofs\\vms\\vm04\\disk0.vhdx"
             ],
             "{cipher:?}"
         );
@@ -117,7 +109,13 @@ fn session_key_only(keys: &Path) -> PathBuf {
 #[test]
 fn the_session_key_alone_derives_both_dialects_keys() {
     // steady has an SMB 3.0.2 host and an SMB 3.1.1 host.
-    let (cap, keys, _) = synth(Scenario::Steady, Some(CipherArg::Aes128Ccm), |_| {});
+    let tmp = scratch("sqos-crypto-synth-");
+    let (cap, keys, _) = synth(
+        tmp.path(),
+        Scenario::Steady,
+        Some(CipherArg::Aes128Ccm),
+        |_| {},
+    );
     let (c, r) = run_with(&cap, with_keys(&[&session_key_only(&keys)]));
     assert_eq!(c.sqos.len(), 58);
     assert_eq!(r.stats.undecrypted(), 0);
@@ -125,9 +123,13 @@ fn the_session_key_alone_derives_both_dialects_keys() {
 
 #[test]
 fn a_capture_that_starts_after_the_setup_needs_the_direction_keys() {
-    let (cap, keys, _) = synth(Scenario::Steady, Some(CipherArg::Aes256Gcm), |a| {
-        a.midstream = true
-    });
+    let tmp = scratch("sqos-crypto-synth-");
+    let (cap, keys, _) = synth(
+        tmp.path(),
+        Scenario::Steady,
+        Some(CipherArg::Aes256Gcm),
+        |a| a.midstream = true,
+    );
     let (c, r) = run_with(&cap, with_keys(&[&session_key_only(&keys)]));
     assert!(c.sqos.is_empty());
     let notes: Vec<&str> = c
@@ -151,9 +153,13 @@ fn a_capture_that_starts_after_the_setup_needs_the_direction_keys() {
 /// few small messages), the SQOS updates come out whole.
 #[test]
 fn encrypted_bulk_is_streamed_not_buffered() {
-    let (cap, keys, _) = synth(Scenario::Large, Some(CipherArg::Aes128Gcm), |a| {
-        a.size = Some(8 << 20)
-    });
+    let tmp = scratch("sqos-crypto-synth-");
+    let (cap, keys, _) = synth(
+        tmp.path(),
+        Scenario::Large,
+        Some(CipherArg::Aes128Gcm),
+        |a| a.size = Some(8 << 20),
+    );
     let mut reader = CaptureReader::open(&cap).expect("open");
     let mut p = Pipeline::new(with_keys(&[&keys]));
     let mut sink = Collected::default();

@@ -295,3 +295,76 @@ fn sqos_fields_match_tshark_on_our_captures() {
     );
     eprintln!("compared {compared} (frame, field) cells with tshark");
 }
+
+/// `sqos synth --compress`: with every algorithm, unchained and chained (Pattern_V1 included),
+/// in clear and encrypted, tshark 4.0 decompresses the messages too, and we agree with it on
+/// the compressed messages, the SMB2 messages per command inside them and every SQOS field.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+#[test]
+fn sqos_fields_match_tshark_inside_compressed_messages() {
+    use sqos::synth::seal::CipherArg;
+    use sqos::synth::squeeze::CompressArg;
+    crate::support::need::tshark();
+    let root = scratch("sqos-interop-compress");
+    let root = root.path();
+    let mut variants = Vec::new();
+    for algo in [
+        CompressArg::Lznt1,
+        CompressArg::Lz77,
+        CompressArg::Lz77Huffman,
+    ] {
+        for chained in [false, true] {
+            variants.push((algo, chained, None));
+        }
+    }
+    variants.push((CompressArg::Lz77, true, Some(CipherArg::Aes256Gcm)));
+    variants.push((CompressArg::Lznt1, false, Some(CipherArg::Aes128Ccm)));
+    let mut errors = Vec::new();
+    let mut compared = 0usize;
+    for (i, (algo, chained, cipher)) in variants.into_iter().enumerate() {
+        // One folder per capture: the key file beside it is what both tools read.
+        let d = root.join(i.to_string());
+        std::fs::create_dir_all(&d).expect("tempdir");
+        let mut a = sqos::synth::SynthArgs::new(sqos::synth::Scenario::Steady, d.join("c.pcap"));
+        a.duration = Some(10.0);
+        a.compress = Some(algo);
+        a.chained = chained;
+        a.encrypt = cipher;
+        a.keys_out = cipher.map(|_| d.join("smb2_seskey_list"));
+        sqos::synth::run(&a).expect("synth");
+        let what = format!("{algo:?} chained {chained} {cipher:?}");
+        let theirs_compressed: usize = tshark_fields(
+            &a.output,
+            Some("smb2.header.comp_transform.original_size"),
+            &["smb2.header.comp_transform.original_size"],
+        )
+        .iter()
+        .map(|r| r[0].split('|').filter(|s| !s.is_empty()).count())
+        .sum();
+        let (_, r) = run_with(&a.output, keys_beside(&a.output));
+        if theirs_compressed as u64 != r.stats.compressed_messages || theirs_compressed < 300 {
+            errors.push(format!(
+                "{what}: tshark sees {theirs_compressed} compressed messages, sqos {}",
+                r.stats.compressed_messages
+            ));
+        }
+        if let Err(e) = compare_counts(&a.output) {
+            errors.push(format!("{what}: {e}"));
+        }
+        let theirs = tshark_sqos(&a.output);
+        let ours = ours_sqos(&a.output);
+        compared += theirs.len();
+        if theirs != ours || theirs.len() < 200 {
+            errors.push(format!(
+                "{what}: SQOS fields differ ({} cells from tshark, {} from sqos)",
+                theirs.len(),
+                ours.len()
+            ));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    eprintln!("compared {compared} (frame, field) cells inside compressed messages with tshark");
+}

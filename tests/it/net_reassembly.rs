@@ -443,42 +443,62 @@ fn snaplen_cut_segment_out_of_order_keeps_its_missing_part_as_a_gap() {
     );
 }
 
+/// What one held chunk costs besides its bytes.
+const CHUNK: usize = sqos::budget::Kind::Reassembly.entry_cost();
+
 #[test]
-fn per_direction_bound_gives_up_the_hole_with_a_note() {
+fn per_direction_bound_gives_up_the_hole_and_counts_it() {
     let mut t = Run::new(ReassemblyConfig {
-        max_buffered_per_dir: 10,
+        max_buffered_per_dir: 2 * CHUNK + 10,
         ..ReassemblyConfig::default()
     });
     t.handshake(C, S);
-    // 3 bytes missing at the start, then 3 segments of 4 bytes: the third exceeds 10.
+    // 3 bytes missing at the start, then 3 segments of 4 bytes: the third chunk exceeds the
+    // bound (each chunk costs its bytes and CHUNK).
     t.push(seg(true, C + 4, S + 1, "A", b"dddd"));
     t.push(seg(true, C + 8, S + 1, "A", b"eeee"));
     let f = t.push(seg(true, C + 12, S + 1, "A", b"ffff"));
     assert_eq!(
-        t.rec.ev[t.rec.ev.len() - 3..],
+        t.rec.ev[t.rec.ev.len() - 2..],
         [
             Ev::Gap(0, Dir::ToServer, f, 3),
             Ev::Data(0, Dir::ToServer, f, b"ddddeeeeffff".to_vec()),
-            Ev::Note(
-                0,
-                f,
-                NetNote::BufferLimit {
-                    dir: Dir::ToServer,
-                    bytes: 3
-                }
-            ),
         ]
     );
     assert_eq!(t.r.buffered_bytes(), 0);
+    let [_, held] = t.r.memory();
+    assert_eq!(
+        (held.dropped, held.dropped_bytes, held.first_drop_frame),
+        (1, 3, Some(f))
+    );
     // The late bytes are now old.
     t.push(seg(true, C + 1, S + 1, "A", b"abc"));
     assert_eq!(t.rec.stream(0, Dir::ToServer), "###ddddeeeeffff");
 }
 
 #[test]
+fn one_byte_segments_and_missing_chunks_cost_their_entries() {
+    let mut t = Run::new(ReassemblyConfig {
+        max_buffered_per_dir: 1 << 30,
+        max_buffered_total: 100 * CHUNK,
+        ..ReassemblyConfig::default()
+    });
+    t.handshake(C, S);
+    // 1,000 one-byte segments, every other byte missing: 1,000 bytes would fit any byte bound,
+    // but 1,000 chunks are ten times the bound.
+    for i in 0..1000u32 {
+        t.push(seg(true, C + 2 + 2 * i, S + 1, "A", b"x"));
+        assert!(t.r.buffered_bytes() <= 100 * CHUNK + 100);
+    }
+    let [_, held] = t.r.memory();
+    assert!(held.dropped > 0);
+    assert!(held.peak_bytes as usize <= 101 * (CHUNK + 1));
+}
+
+#[test]
 fn total_bound_relieves_the_fullest_direction() {
     let mut t = Run::new(ReassemblyConfig {
-        max_buffered_total: 12,
+        max_buffered_total: 2 * CHUNK + 12,
         ..ReassemblyConfig::default()
     });
     t.handshake(C, S);
@@ -489,19 +509,13 @@ fn total_bound_relieves_the_fullest_direction() {
     let mut d2 = seg(true, 303, 0, "A", b"2222222"); // 2 bytes missing before, 7 held
     d2.src = addr("10.0.0.1:50001");
     t.push(d2);
-    let f = t.push(seg(true, C + 2, S + 1, "A", b"11111111")); // 1 missing, 8 held: 15 > 12
+    let f = t.push(seg(true, C + 2, S + 1, "A", b"11111111")); // 1 missing, 8 held: over
                                                                // Connection 0 holds the most (8): its hole is given up.
     assert!(t.rec.ev.contains(&Ev::Gap(0, Dir::ToServer, f, 1)));
-    assert!(t.rec.ev.contains(&Ev::Note(
-        0,
-        f,
-        NetNote::BufferLimit {
-            dir: Dir::ToServer,
-            bytes: 1
-        }
-    )));
-    assert_eq!(t.r.buffered_bytes(), 7);
+    assert_eq!(t.r.buffered_bytes(), CHUNK + 7);
     assert_eq!(t.rec.stream(1, Dir::ToServer), "");
+    let [_, held] = t.r.memory();
+    assert_eq!((held.dropped, held.dropped_bytes), (1, 1));
 }
 
 #[test]

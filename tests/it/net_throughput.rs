@@ -1,6 +1,6 @@
 //! Throughput of the lower pipeline (reader → link → TCP → reassembly) on bulk READ-like
 //! traffic: 1448-byte segments server → client with an ACK every other segment.
-//! Run with `cargo test --release --test net_throughput -- --ignored --nocapture`.
+//! Run with `cargo test --release --test it net_throughput -- --ignored --nocapture`.
 
 use std::io::Cursor;
 use std::time::Instant;

@@ -25,6 +25,8 @@ enum Rec {
 struct Collect(Vec<Rec>);
 
 impl RecordSink for Collect {
+    // These tests look at messages, opens, I/O and notes, not channels.
+    fn on_channel(&mut self, _rec: &sqos::pipeline::ChannelRecord) {}
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.0.push(Rec::Sqos(Box::new(rec)));
     }
@@ -514,12 +516,23 @@ fn queue_bound_releases_the_held_request_with_a_note() {
             .on_data(ConnId(0), Dir::ToClient, f + 1, Timestamp(0), &r);
         p.deliver(Timestamp(0), &mut out);
     }
-    // Four queued (request + three I/O records) > 3: the request went out unanswered.
-    assert_eq!(
-        out.order(),
-        vec!["note@1", "sqos-Request@1", "io@3", "io@5", "io@7"]
+    // Four queued (request + three I/O records) > 3: the request went out unanswered,
+    // counted in the queued share (no note per request)...
+    assert_eq!(out.order(), vec!["sqos-Request@1", "io@3", "io@5", "io@7"]);
+    assert!(out.notes().is_empty());
+    // ... and said once at the end.
+    p.finish(&mut out);
+    let said: Vec<&str> = out
+        .notes()
+        .into_iter()
+        .filter(|n| n.contains("queued share"))
+        .collect();
+    assert_eq!(said.len(), 1);
+    assert!(
+        said[0].contains("was full from frame 1: 1 SQOS requests shown before their response came"),
+        "{}",
+        said[0]
     );
-    assert!(out.notes()[0].contains("too many records queued"));
 }
 
 #[test]
@@ -597,9 +610,22 @@ fn bound_over_all_framers_cuts_the_biggest_message_in_progress() {
         (ConnId(1), 4000, false)
     );
     assert_eq!(p.stats().framer_bytes_shed, 2000 - 4 - 120);
-    assert!(out
+    let said: Vec<&str> = out
         .notes()
+        .into_iter()
+        .filter(|n| n.contains("framers share"))
+        .collect();
+    assert_eq!(said.len(), 1);
+    assert!(
+        said[0].contains("was full from frame 2: 1 messages in progress cut"),
+        "{}",
+        said[0]
+    );
+    let m = p
+        .stats()
+        .memory
         .iter()
-        .any(|n| n.contains("buffering bound hit")));
+        .find(|m| m.kind == sqos::budget::Kind::Framers);
+    assert_eq!(m.map(|m| m.dropped_bytes), Some(2000 - 4 - 120));
     assert_eq!(p.framer_bytes(), 0);
 }

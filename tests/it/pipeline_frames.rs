@@ -13,6 +13,8 @@ struct Sink {
 }
 
 impl RecordSink for Sink {
+    // These tests look at messages, opens, I/O and notes, not channels.
+    fn on_channel(&mut self, _rec: &sqos::pipeline::ChannelRecord) {}
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.sqos.push(rec);
     }

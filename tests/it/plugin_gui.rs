@@ -4,8 +4,9 @@
 //! `plugin/test/gui_driver.py` does the clicking (Xvfb, xdotool, Qt's accessibility interface
 //! through AT-SPI) and reports the text of every window it opened: before any capture is
 //! loaded, while and after the capture is opened with File → Open, and after View → Reload.
-//! This test compares those texts with `sqos flows` (the table, cell for cell), with
-//! `sqos flows --format json` (every figure of every flow) and with the plugin's tshark summary.
+//! The plugin takes the analysis from sqos (`sqos annotate`, this build's binary); this test
+//! compares the windows' texts with `sqos flows` (the table, cell for cell), with `sqos flows
+//! --format json` (every figure of every flow) and with the plugin's tshark summary.
 //!
 //! Needs wireshark (Qt), Xvfb, xdotool, dbus-run-session, at-spi2-core and Debian's python3 with
 //! pyatspi: switched on by `SQOS_EXTERNAL_TESTS=1` (`.ci/run` sets it and installs them); see
@@ -51,6 +52,8 @@ fn tshark_summary() -> Vec<String> {
             "lua_script:plugin/sqos.lua",
             "-X",
             "lua_script1:flows",
+            "-o",
+            &format!("sqosa.sqos:{}", env!("CARGO_BIN_EXE_sqos")),
             "-r",
         ])
         .arg(CAPTURE)
@@ -219,6 +222,7 @@ fn statistics_sqos_flows_window_shows_sqos_flows() {
             PYTHON,
             "plugin/test/gui_driver.py",
             "plugin/sqos.lua",
+            env!("CARGO_BIN_EXE_sqos"),
             CAPTURE,
         ])
         .arg(e.frames.to_string())

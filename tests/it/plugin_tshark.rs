@@ -1,10 +1,12 @@
-//! The Wireshark plugin (`plugin/sqos.lua`, protocol `sqosa`) run by tshark:
-//! - on its own test captures (plugin/test/, made by plugin/test/mkpcap.py) it gives the exact
-//!   findings, per-interval figures and flow summary those captures were built to produce, and a
-//!   second pass (`tshark -2`, like Wireshark redisplaying a packet) reproduces the first;
-//! - its expert info shows in `tshark -z expert` under the codec's severities;
-//! - on every capture of the project it agrees, message by message, with `sqos dissect --format
-//!   jsonl` (and, flow by flow, with `sqos flows --format json`).
+//! The Wireshark plugin (`plugin/sqos.lua`, protocol `sqosa`) run by tshark. The analysis is
+//! sqos's (`sqos annotate`); these tests check what the plugin shows users:
+//! - on every capture of the project, each SQOS message sqos decodes is shown on its frame with
+//!   sqos's matching, status, flow and findings (second pass, `tshark -2`), and nothing else;
+//! - on the plugin's test captures (plugin/test/) the exact fields, figures and findings;
+//! - its expert info in `tshark -z expert` under the right severities, on the right frames;
+//! - the flow summary: the table `sqos flows` prints and every figure of `sqos flows --format
+//!   json`;
+//! - a missing or too old sqos, and a single pass, are said plainly, never a Lua error.
 //!
 //! The tests that run tshark are switched on by `SQOS_EXTERNAL_TESTS=1` (tests/it/support/need.rs).
 
@@ -24,21 +26,42 @@ fn plugin_capture(name: &str) -> PathBuf {
     repo().join("plugin/test").join(name)
 }
 
-/// tshark with the plugin loaded, reassembling out-of-order segments like our pipeline does.
-fn tshark(path: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .arg("-n")
+fn sqos_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sqos")
+}
+
+/// tshark with the plugin loaded and pointed at `sqos` (the program that analyses), reading
+/// `path` with `args`.
+fn tshark_command(path: &Path, sqos: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("tshark");
+    c.arg("-n")
         .arg("-X")
         .arg(format!("lua_script:{}", plugin().display()))
-        .args(["-o", "tcp.reassemble_out_of_order:TRUE"])
+        .args(["-o", &format!("sqosa.sqos:{sqos}")])
         .args(args)
         .arg("-r")
-        .arg(path)
+        .arg(path);
+    c
+}
+
+fn run_tshark(path: &Path, sqos: &str, args: &[&str]) -> std::process::Output {
+    tshark_command(path, sqos, args)
         .output()
-        .expect("run tshark");
+        .expect("run tshark")
+}
+
+/// tshark with the plugin and this build's sqos; fails on any Lua or sqosa error.
+fn tshark(path: &Path, args: &[&str]) -> String {
+    checked(path, run_tshark(path, sqos_bin(), args))
+}
+
+/// tshark's output, failing on any Lua or sqosa error.
+fn checked(path: &Path, out: std::process::Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !stderr.contains("Lua: Error") && !stderr.contains("Lua Error"),
+        !stderr.contains("Lua: Error")
+            && !stderr.contains("Lua Error")
+            && !stderr.contains("sqosa:"),
         "{}: the plugin failed:\n{stderr}",
         path.display()
     );
@@ -111,20 +134,28 @@ fn collect(v: &Value, out: &mut BTreeMap<String, Vec<String>>) {
     }
 }
 
-/// Every SQOS message the plugin reports, in frame order.
+/// Every `sqosa` subtree of the second pass (`tshark -2`), in frame order.
+/// tshark's arguments for the `sqosa` subtrees of the second pass, as JSON.
+const SECOND_PASS_JSON: [&str; 8] = [
+    "-2",
+    "-Y",
+    "sqosa",
+    "-T",
+    "json",
+    "--no-duplicate-keys",
+    "-J",
+    "frame sqosa",
+];
+
 fn plugin_messages(path: &Path, extra: &[&str]) -> Vec<PluginMsg> {
-    let mut args = vec![
-        "-Y",
-        "sqosa",
-        "-T",
-        "json",
-        "--no-duplicate-keys",
-        "-J",
-        "frame sqosa",
-    ];
+    let mut args = SECOND_PASS_JSON.to_vec();
     args.extend_from_slice(extra);
-    let text = tshark(path, &args);
-    let packets: Value = serde_json::from_str(&text).unwrap_or(Value::Array(vec![]));
+    plugin_messages_of(&tshark(path, &args))
+}
+
+/// The `sqosa` subtrees of tshark's `-T json -J "frame sqosa"` output.
+fn plugin_messages_of(text: &str) -> Vec<PluginMsg> {
+    let packets: Value = serde_json::from_str(text).unwrap_or(Value::Array(vec![]));
     let mut out = Vec::new();
     for p in packets.as_array().into_iter().flatten() {
         let layers = &p["_source"]["layers"];
@@ -170,14 +201,29 @@ fn plugin_codes() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The plugin's codes and severities are exactly the codec's (`FindingCode::ALL`).
+/// The plugin's codes and severities are exactly the codec's (`FindingCode::ALL`): the plugin
+/// registers an expert item per code before any packet is read.
 #[test]
 fn plugin_codes_are_the_codecs() {
     let rust: BTreeMap<String, String> = sqos::sqos::FindingCode::ALL
         .iter()
         .map(|c| (c.as_str().to_string(), c.severity().as_str().to_string()))
         .collect();
-    assert_eq!(plugin_codes(), rust);
+    let block: String = sqos::sqos::FindingCode::ALL
+        .iter()
+        .map(|c| {
+            format!(
+                "    {{ \"{}\", \"{}\" }},\n",
+                c.as_str(),
+                c.severity().as_str()
+            )
+        })
+        .collect();
+    assert_eq!(
+        plugin_codes(),
+        rust,
+        "plugin/sqos.lua's CODES (between BEGIN/END FINDING CODES) must read:\n{block}"
+    );
 }
 
 /// The plugin's flow finding codes are exactly the analysis's (`FlowFindingCode::ALL`).
@@ -196,7 +242,11 @@ fn plugin_flow_codes_are_the_analysis() {
         .iter()
         .map(|c| c.as_str())
         .collect();
-    assert_eq!(ours, rust);
+    let block: String = rust.iter().map(|c| format!("    \"{c}\",\n")).collect();
+    assert_eq!(
+        ours, rust,
+        "plugin/sqos.lua's FLOW_CODES (between BEGIN/END FLOW FINDING CODES) must read:\n{block}"
+    );
 }
 
 #[test]
@@ -216,11 +266,11 @@ fn plugin_code_table_is_well_formed() {
 }
 
 /// Malformed and rule-breaking buffers: the exact findings on each frame.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
 fn plugin_findings_on_malformed_capture() {
     crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-malformed.pcap"), &[]);
@@ -318,11 +368,11 @@ fn plugin_findings_on_malformed_capture() {
 
 /// The spec's own examples: the plugin decodes by the structure layout and says where the
 /// bytes look like the examples' contradicting layouts (sections 4.2 and 4.3).
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
 fn plugin_reports_spec_example_layouts() {
     crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-spec-examples.pcap"), &[]);
@@ -366,11 +416,11 @@ fn plugin_reports_spec_example_layouts() {
 }
 
 /// Association, matching and the per-interval figures on two flows with known counters.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
 fn plugin_flow_figures_on_flows_capture() {
     crate::support::need::tshark();
     let msgs = plugin_messages(&plugin_capture("sqos-plugin-flows.pcap"), &[]);
@@ -425,44 +475,91 @@ fn plugin_flow_figures_on_flows_capture() {
     assert_eq!(last.get("sqosa.flow.initiator_name"), Some("VM07"));
 }
 
-/// A second pass (what Wireshark does when a packet is displayed) shows the first pass's values;
-/// requests then also show the figures computed when their answer was seen.
+/// The analysis shows in the second pass (`tshark -2`; Wireshark dissects a packet again when it
+/// is displayed): the first pass only writes the frames for sqos, and says so on SQOS frames and
+/// once on stderr. Requests show their answer's interval figures.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
-fn plugin_second_pass_reproduces_first_pass() {
+fn plugin_shows_the_analysis_in_the_second_pass() {
     crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-flows.pcap");
-    let one = plugin_messages(&path, &[]);
-    let two = plugin_messages(&path, &["-2"]);
-    assert_eq!(one.len(), two.len());
-    for (a, b) in one.iter().zip(&two) {
-        if a.get("sqosa.direction") == Some("response") {
-            assert_eq!(a, b, "frame {}", a.frame);
-        } else {
-            for k in [
-                "sqosa.msg_id",
-                "sqosa.flow",
-                "sqosa.options",
-                "sqosa.finding_count",
-            ] {
-                assert_eq!(a.get(k), b.get(k), "frame {} {k}", a.frame);
-            }
-        }
-    }
+    let one = run_tshark(
+        &path,
+        sqos_bin(),
+        &["-Y", "frame.number == 23", "-O", "sqosa"],
+    );
+    let text = String::from_utf8_lossy(&one.stdout);
+    assert!(
+        text.contains("SQOS analysis: in a second pass (tshark -2"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("sqosa.iops") && !text.contains("IOPS:"),
+        "{text}"
+    );
+    assert!(
+        String::from_utf8_lossy(&one.stderr).contains("run tshark with -2"),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    let two = plugin_messages(&path, &[]);
     let req = msg_at(&two, 23, 5);
+    assert_eq!(req.get("sqosa.direction"), Some("request"));
     assert_eq!(req.int("sqosa.response_frame"), Some(24));
     assert!(close(req.num("sqosa.iops"), 400.0));
+    assert!(close(msg_at(&two, 24, 5).num("sqosa.iops"), 400.0));
+    // No hint when there is a second pass.
+    let out = run_tshark(&path, sqos_bin(), &["-2", "-q"]);
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .all(|l| !l.contains("sqosa")));
+}
+
+/// The copy of the frames goes to the user's temporary directory (`$TMPDIR`) and is gone, with
+/// sqos's stderr file, when tshark ends.
+#[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+fn plugin_keeps_its_files_in_tmpdir_and_removes_them() {
+    need::tshark();
+    let tmp = crate::support::scratch("sqosa-tmpdir");
+    let path = plugin_capture("sqos-plugin-flows.pcap");
+    let out = tshark_command(&path, sqos_bin(), &SECOND_PASS_JSON)
+        .env("TMPDIR", tmp.path())
+        .output()
+        .expect("run tshark");
+    let shown = plugin_messages_of(&checked(&path, out));
+    assert_eq!(shown.len(), dissect_jsonl(&path, &[]).len());
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("read TMPDIR")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, Vec::<std::ffi::OsString>::new());
+    // It is that directory the plugin writes to: one that does not exist is named in the error.
+    let missing = tmp.path().join("missing");
+    let out = tshark_command(&path, sqos_bin(), &["-2", "-q"])
+        .env("TMPDIR", &missing)
+        .output()
+        .expect("run tshark");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "sqosa: cannot write the frames to {}/sqosa-",
+        missing.display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
 }
 
 /// `tshark -z expert` lists the plugin's findings under the codec's severities.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
 fn plugin_expert_info_in_z_expert() {
     crate::support::need::tshark();
     let codes = plugin_codes();
@@ -490,7 +587,7 @@ fn plugin_expert_info_in_z_expert() {
             ][..],
         ),
     ] {
-        let text = tshark(&plugin_capture(capture), &["-q", "-z", "expert"]);
+        let text = tshark(&plugin_capture(capture), &["-2", "-q", "-z", "expert"]);
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for (section, line) in sqosa_expert_lines(&text) {
             if let Some(open) = line.find("[sqos.") {
@@ -531,19 +628,19 @@ fn sqosa_expert_lines(text: &str) -> Vec<(&'static str, &str)> {
     out
 }
 
-/// `tshark -z expert` on `captures/faulty-server.pcap.gz`: the server bugs the plugin finds, on
-/// the response frames that reveal them, under their severities (the request never answered is
-/// only known at the end of the capture: it is in the summary, not on a frame).
+/// `tshark -z expert` on `captures/faulty-server.pcap.gz`: the server bugs the analysis finds,
+/// each on the frame of the response that shows it (the request never answered on its request),
+/// under their severities.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
 fn plugin_expert_info_shows_the_faulty_server() {
     crate::support::need::tshark();
     let text = tshark(
         &repo().join("captures/faulty-server.pcap.gz"),
-        &["-q", "-z", "expert"],
+        &["-2", "-q", "-z", "expert"],
     );
     let mut seen = Vec::new();
     for (section, line) in sqosa_expert_lines(&text) {
@@ -560,6 +657,7 @@ fn plugin_expert_info_shows_the_faulty_server() {
     }
     seen.sort();
     let want: Vec<(String, String, Option<u64>)> = [
+        ("flow.request_unanswered", "warning", 4744),
         ("flow.server_should_have_failed", "error", 1075),
         ("flow.server_should_have_failed", "warning", 2186),
         ("flow.server_state_mismatch", "error", 2922),
@@ -570,21 +668,45 @@ fn plugin_expert_info_shows_the_faulty_server() {
     .map(|(c, s, f)| (c.to_string(), s.to_string(), Some(*f)))
     .collect();
     assert_eq!(seen, want, "{text}");
+    // Each on the frame it names.
+    let mut on: Vec<(String, String, Option<u64>)> = tshark(
+        &repo().join("captures/faulty-server.pcap.gz"),
+        &[
+            "-2",
+            "-Y",
+            "sqosa.flow_finding",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "sqosa.flow_finding",
+        ],
+    )
+    .lines()
+    .filter_map(|l| l.split_once('\t'))
+    .map(|(f, c)| (c.to_string(), String::new(), f.parse().ok()))
+    .collect();
+    on.sort();
+    let frames = |v: &[(String, String, Option<u64>)]| -> Vec<(String, Option<u64>)> {
+        v.iter().map(|(c, _, f)| (c.clone(), *f)).collect()
+    };
+    assert_eq!(frames(&on), frames(&want));
 }
 
 /// The flow summary at the end of a tshark run, asked for by the script argument or the pref.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
 fn plugin_flow_summary_in_tshark() {
     crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-flows.pcap");
     let by_arg = tshark(&path, &["-q", "-X", "lua_script1:flows"]);
     let by_pref = tshark(&path, &["-q", "-o", "sqosa.flows:TRUE"]);
     assert_eq!(by_arg, by_pref);
-    assert!(!tshark(&path, &["-q"]).contains("SQOS flows"));
+    assert!(!tshark(&path, &["-2", "-q"]).contains("SQOS flows"));
     let flows = summary_flows(&by_arg);
     assert_eq!(flows.len(), 2, "{by_arg}");
     let a = &flows["b13a32e4-e2ad-5db2-a4f8-5cd3be9d696e"];
@@ -609,15 +731,69 @@ fn plugin_flow_summary_in_tshark() {
     assert_eq!(b["iops"], "175");
     assert_eq!(b["policy_id"], "04b4f24e-b3e9-4594-adaa-e327528de54b");
     assert!(!b.contains_key("kilobytes_per_second"));
+    // Above the lines: the table `sqos flows` prints, line for line (flows that appeared in
+    // the same frame may come in either order).
+    let table = sqos_cli(&["flows"], &path);
+    let mut want: Vec<&str> = std::str::from_utf8(&table.stdout)
+        .expect("utf-8")
+        .lines()
+        .collect();
+    let mut got: Vec<&str> = by_arg
+        .lines()
+        .skip_while(|l| l.starts_with('='))
+        .take_while(|l| !l.starts_with("The same figures"))
+        .collect();
+    assert_eq!(got.pop(), Some(""), "{by_arg}");
+    want.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, want, "{by_arg}");
 }
 
-/// READ/WRITE on the wire and a client and server that break the rules: the flow findings of
-/// the Rust analysis, on the frames it puts them, and the observed figures.
+/// SMB3 multichannel (issue 13): the plugin shows the analysis of sqos, so a flow's channels
+/// are in its summary — the `CHANNELS` column and the *Channels* section of `sqos flows`, line
+/// for line (each channel's client → server, how it joined, its I/O, how it failed), and
+/// `channels_total` on each flow line.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
+fn plugin_shows_the_channels_of_a_multichannel_capture() {
+    crate::support::need::tshark();
+    let path = repo().join("captures/multichannel.pcap.gz");
+    let text = tshark(&path, &["-q", "-X", "lua_script1:flows"]);
+    let table = sqos_cli(&["flows"], &path);
+    let table = String::from_utf8(table.stdout).expect("utf-8");
+    let section: Vec<&str> = table
+        .lines()
+        .skip_while(|l| *l != "Channels:")
+        .take_while(|l| !l.is_empty())
+        .collect();
+    // vm01, vm02 on 4 channels, vm03, vm04 on 2: a header and a line per flow and channel.
+    assert_eq!(section.len(), 1 + 2 * (1 + 4) + 2 * (1 + 2), "{table}");
+    assert!(section.iter().any(|l| l.contains("reset (RST) at frame")));
+    assert!(section.iter().any(|l| l.contains("silent after frame")));
+    let shown: Vec<&str> = text.lines().collect();
+    for l in &section {
+        assert!(shown.contains(l), "plugin lacks {l:?}:\n{text}");
+    }
+    let flows = summary_flows(&text);
+    let totals: Vec<&str> = flows
+        .values()
+        .map(|f| f.get("channels_total").map_or("-", String::as_str))
+        .collect();
+    let mut totals = totals;
+    totals.sort_unstable();
+    assert_eq!(totals, ["2", "2", "4", "4"], "{text}");
+}
+
+/// READ/WRITE on the wire and a client and server that break the rules: the flow findings of
+/// the Rust analysis, on the frames it puts them, and the observed figures.
 #[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
 fn plugin_flow_findings_on_io_capture() {
     crate::support::need::tshark();
     let path = plugin_capture("sqos-plugin-io.pcap");
@@ -654,12 +830,11 @@ fn plugin_flow_findings_on_io_capture() {
     );
     assert_eq!(f["initiator_node_name"], "HV04");
     assert_eq!(f["findings_total"], "10");
-    // The frame that revealed a finding carries it as expert info: e.g. the 1-second rule of
-    // the SET_POLICY in frame 10 is known broken at the next message (frame 12), and the
-    // episode of I/O above the limit that starts in frame 314 ends in frame 342. Episodes still
-    // open at the end and unanswered requests are only in the summary.
+    // Each finding is expert info on the frame it names, also those known only at the end of
+    // the capture (an episode still open, a request never answered); an episode of several
+    // intervals on its first frame.
     let msgs = plugin_messages(&path, &[]);
-    let revealed: Vec<(u64, String)> = msgs
+    let shown: Vec<(u64, String)> = msgs
         .iter()
         .flat_map(|m| {
             m.fields
@@ -670,26 +845,34 @@ fn plugin_flow_findings_on_io_capture() {
         })
         .collect();
     let expect: Vec<(u64, String)> = [
-        (12, "flow.no_status_after_set_policy"),
-        (342, "flow.exceeds_max_io_rate"),
+        (10, "flow.no_status_after_set_policy"),
+        (314, "flow.exceeds_max_io_rate"),
+        (336, "flow.reservation_not_met"),
+        (336, "flow.counters_mismatch"),
         (347, "flow.status_poll_late"),
-        (348, "flow.counters_mismatch"),
         (357, "flow.multiple_initiators"),
         (357, "flow.multiple_initiators"),
         (359, "flow.server_should_have_failed"),
+        (363, "flow.request_unanswered"),
         (367, "flow.status_poll_late"),
     ]
     .iter()
     .map(|(f, c)| (*f, c.to_string()))
     .collect();
-    assert_eq!(revealed, expect);
+    assert_eq!(shown, expect);
     // The interim STATUS_PENDING answer is not the response; the async final one is.
     assert_eq!(msg_at(&msgs, 361, 179).get("sqosa.interim"), Some("1"));
     assert_eq!(
         msg_at(&msgs, 362, 179).int("sqosa.request_frame"),
         Some(360)
     );
-    let text = tshark(&path, &["-q", "-z", "expert"]);
+    let text = tshark(&path, &["-2", "-q", "-z", "expert"]);
+    assert!(
+        text.contains(
+            "[flow.reservation_not_met] flow 3c2b1a09-8f7e-4d6c-9b5a-493827160504, frame 336 (×4 intervals, until frame 354): observed 10.0"
+        ),
+        "{text}"
+    );
     assert!(text.contains("[flow.exceeds_max_io_rate] flow 3c2b1a09-8f7e-4d6c-9b5a-493827160504, frame 314: observed 150.0 normalized IOPS"), "{text}");
 }
 
@@ -732,14 +915,6 @@ fn all_captures() -> Vec<PathBuf> {
     v
 }
 
-/// Data was lost in the capture (`sqos stats` counts gaps). Our pipeline resynchronises after
-/// a gap; tshark gives up on the rest of that TCP stream, so the plugin sees fewer messages.
-fn lossy(path: &Path) -> bool {
-    let out = sqos_cli(&["stats", "--format", "json"], path);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["gaps"].as_u64().unwrap_or(0) > 0
-}
-
 fn sqos_cli(args: &[&str], path: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_sqos"))
         .args(args)
@@ -748,37 +923,16 @@ fn sqos_cli(args: &[&str], path: &Path) -> std::process::Output {
         .expect("run sqos")
 }
 
-/// `sqos dissect --format jsonl` → one JSON object per message.
-fn dissect_jsonl(path: &Path) -> Vec<Value> {
-    let out = sqos_cli(&["dissect", "--format", "jsonl"], path);
+/// `sqos dissect --format jsonl [extra]` → one JSON object per message.
+fn dissect_jsonl(path: &Path, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["dissect", "--format", "jsonl"];
+    args.extend_from_slice(extra);
+    let out = sqos_cli(&args, path);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).expect("jsonl line"))
         .collect()
-}
-
-/// The plugin never fails at run time (a Lua error shows as `_ws.lua.error` in the packet),
-/// on any capture, in one pass or two.
-#[cfg_attr(
-    not(sqos_external_tests),
-    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
-)]
-#[test]
-fn plugin_has_no_lua_errors_on_any_capture() {
-    crate::support::need::tshark();
-    for f in all_captures() {
-        for extra in [&[][..], &["-2"][..]] {
-            let mut args = vec!["-Y", "_ws.lua.error", "-T", "fields", "-e", "frame.number"];
-            args.extend_from_slice(extra);
-            let out = tshark(&f, &args);
-            assert!(
-                out.trim().is_empty(),
-                "{} {extra:?}: Lua errors in frames {out}",
-                f.display()
-            );
-        }
-    }
 }
 
 /// What both sides must agree on for one message, as comparable strings.
@@ -864,15 +1018,16 @@ fn key_of_plugin(m: &PluginMsg) -> (u64, u64, String, Vec<String>) {
     (m.frame, m.int("sqosa.msg_id").unwrap_or(0), dir, facts)
 }
 
-/// Message by message, the plugin and `sqos dissect` agree on every capture: the same messages
-/// (frame, MessageId, direction), matching, NT status, FileId, Options/Status and findings
-/// (codes, and the plugin's severity for each code is the CLI's).
+/// Message by message, on every capture, the plugin shows what sqos decodes (`sqos dissect
+/// --format jsonl`), on the frames sqos puts it: the same messages (frame, MessageId,
+/// direction), matching, NT status, FileId, Options/Status and findings (codes, and the
+/// expert item of each code has the CLI's severity); and never a Lua error, in either pass.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
-fn plugin_matches_sqos_dissect_on_every_capture() {
+fn plugin_shows_sqos_on_every_capture() {
     crate::support::need::tshark();
     let sev = plugin_codes();
     let files = all_captures();
@@ -880,38 +1035,17 @@ fn plugin_matches_sqos_dissect_on_every_capture() {
     let mut errors = Vec::new();
     let mut compared = 0usize;
     for f in &files {
-        let ours: Vec<_> = dissect_jsonl(f)
+        let ours: Vec<_> = dissect_jsonl(f, &[])
             .iter()
             .map(|v| key_of_cli(v, &sev))
             .collect();
-        // Two passes, so that requests know their response frame as the CLI's do.
-        let theirs: Vec<_> = plugin_messages(f, &["-2"])
+        let msgs = plugin_messages(f, &[]);
+        let theirs: Vec<_> = msgs
             .iter()
             .filter(|m| m.get("sqosa.direction").is_some())
             .map(key_of_plugin)
             .collect();
         compared += ours.len();
-        if lossy(f) {
-            // After lost data the plugin sees what Wireshark sees: a part of our messages
-            // (matching may differ where Wireshark lost one side of an exchange).
-            let id = |k: &(u64, u64, String, Vec<String>)| (k.0, k.1, k.2.clone());
-            let ours_ids: Vec<_> = ours.iter().map(id).collect();
-            let extra: Vec<_> = theirs
-                .iter()
-                .map(id)
-                .filter(|k| !ours_ids.contains(k))
-                .take(4)
-                .collect();
-            if !extra.is_empty() {
-                errors.push(format!(
-                    "{} (lossy): plugin messages not in sqos dissect: {extra:?} ({} of {})",
-                    f.display(),
-                    theirs.len(),
-                    ours.len()
-                ));
-            }
-            continue;
-        }
         if ours != theirs {
             let only_cli: Vec<_> = ours
                 .iter()
@@ -928,22 +1062,26 @@ fn plugin_matches_sqos_dissect_on_every_capture() {
                 f.display()
             ));
         }
+        // A Lua error shows as `_ws.lua.error` in the packet (first pass: alone).
+        let first = run_tshark(
+            f,
+            sqos_bin(),
+            &["-Y", "_ws.lua.error", "-T", "fields", "-e", "frame.number"],
+        );
+        let frames = String::from_utf8_lossy(&first.stdout);
+        let stderr = String::from_utf8_lossy(&first.stderr);
+        if !frames.trim().is_empty()
+            || stderr.contains("Lua")
+            || msgs.iter().any(|m| m.fields.contains_key("_ws.lua.error"))
+        {
+            errors.push(format!(
+                "{}: Lua errors in frames {frames} {stderr}",
+                f.display()
+            ));
+        }
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     eprintln!("compared {compared} SQOS messages with the plugin");
-}
-
-/// The `sqos` binary that has `flows`: this crate's, or `SQOS_FLOWS_BIN` (to check the plugin
-/// against a branch not yet merged). `None` while the analysis is not on main.
-fn flows_bin() -> Option<PathBuf> {
-    let bin = std::env::var_os("SQOS_FLOWS_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sqos")));
-    let ok = Command::new(&bin)
-        .args(["flows", "--help"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(bin)
 }
 
 /// The plugin's flow table: flow id → keys, and its findings as comparable tuples.
@@ -978,41 +1116,26 @@ fn plugin_flows(path: &Path) -> PluginFlows {
     (flows, findings)
 }
 
-/// Flow by flow, the plugin's summary agrees with `sqos flows --format json` on every capture:
-/// every figure of FLOW_KEYS, and the findings (code, severity, frame, occurrences).
+/// Flow by flow, the plugin's summary lines carry every figure of `sqos flows --format json`
+/// (FLOW_KEYS) and its findings (code, severity, frame, occurrences), on the generated captures
+/// and the plugin's own.
+#[test]
 #[cfg_attr(
     not(sqos_external_tests),
     ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
-#[test]
-fn plugin_matches_sqos_flows_on_every_capture() {
+fn plugin_summary_is_sqos_flows() {
     crate::support::need::tshark();
-    let Some(bin) = flows_bin() else {
-        eprintln!("`sqos flows` is not in this build yet: flow comparison skipped");
-        return;
-    };
     let mut errors = Vec::new();
     let mut compared = 0usize;
-    for f in all_captures() {
-        let out = Command::new(&bin)
-            .args(["flows", "--format", "json"])
-            .arg(&f)
-            .output()
-            .expect("run sqos flows");
+    let mut files = captures_in(&repo().join("captures"));
+    files.extend(captures_in(&repo().join("plugin/test")));
+    for f in files {
+        let out = sqos_cli(&["flows", "--format", "json"], &f);
         let ours: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
         let (theirs, their_findings) = plugin_flows(&f);
         let mut our_findings = Vec::new();
         let list = ours.as_array().cloned().unwrap_or_default();
-        if lossy(&f) {
-            // Wireshark lost the rest of a stream after a gap (see `lossy`): the plugin's
-            // figures cover less; its flows are still ours.
-            for id in theirs.keys() {
-                if !list.iter().any(|v| v["logical_flow_id"] == id.as_str()) {
-                    errors.push(format!("{} (lossy): plugin flow {id} unknown", f.display()));
-                }
-            }
-            continue;
-        }
         if list.len() != theirs.len() {
             errors.push(format!(
                 "{}: {} flows from sqos flows, {} from the plugin",
@@ -1059,5 +1182,172 @@ fn plugin_matches_sqos_flows_on_every_capture() {
         }
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
+    assert!(compared > 100, "only {compared} figures compared");
     eprintln!("compared {compared} flow figures with the plugin");
+}
+
+/// Encrypted SMB3: the SMB2 keys of the Wireshark profile (its `smb2_seskey_list` file) go to
+/// sqos (`--keys`), so the plugin shows the SQOS messages inside the encrypted session, as
+/// `sqos dissect --keys` decodes them; without the file, none.
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+#[test]
+fn plugin_decrypts_with_the_profiles_keys() {
+    crate::support::need::tshark();
+    let capture = repo().join("captures/real/smb311-encrypted.pcap");
+    let keys = repo().join("captures/real/smb2_seskey_list");
+    let scratch = crate::support::scratch("sqosa-keys");
+    let home = scratch.path();
+    let profile = home.join(".config/wireshark");
+    std::fs::create_dir_all(&profile).expect("profile dir");
+    let shown = |with_keys: bool| -> Vec<(u64, u64, String, Vec<String>)> {
+        let list = profile.join("smb2_seskey_list");
+        if with_keys {
+            std::fs::copy(&keys, &list).expect("copy keys");
+        } else {
+            let _ = std::fs::remove_file(&list);
+        }
+        let out = tshark_command(&capture, sqos_bin(), &SECOND_PASS_JSON)
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .output()
+            .expect("run tshark");
+        plugin_messages_of(&checked(&capture, out))
+            .iter()
+            .filter(|m| m.get("sqosa.direction").is_some())
+            .map(key_of_plugin)
+            .collect()
+    };
+    let sev = plugin_codes();
+    let keys_arg = keys.display().to_string();
+    let ours: Vec<_> = dissect_jsonl(&capture, &["--keys", &keys_arg])
+        .iter()
+        .map(|v| key_of_cli(v, &sev))
+        .collect();
+    assert!(ours.len() >= 6, "{ours:?}");
+    assert_eq!(shown(true), ours);
+    assert_eq!(shown(false), vec![]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Without a usable sqos
+// ---------------------------------------------------------------------------------------------
+
+/// An executable shell script in a fresh directory, standing in for sqos.
+#[cfg(unix)]
+fn fake_sqos(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).expect("temp dir");
+    let path = path.join("sqos");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// What the plugin says, on the SQOS frames (expert item `sqosa.no_analysis`) and on stderr,
+/// when `sqos` cannot give the analysis; never a Lua error.
+fn no_analysis(sqos: &str) -> (Vec<(u64, String)>, String) {
+    let path = plugin_capture("sqos-plugin-flows.pcap");
+    let out = run_tshark(
+        &path,
+        sqos,
+        &[
+            "-2",
+            "-Y",
+            "sqosa.no_analysis",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "_ws.expert.message",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("Lua"), "{stderr}");
+    let frames = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter_map(|(f, m)| Some((f.parse().ok()?, m.to_string())))
+        .collect();
+    (frames, stderr)
+}
+
+/// Every frame with an SQOS IOCTL (Wireshark's `smb2.ioctl.function`) of the flows capture.
+fn sqos_frames() -> Vec<u64> {
+    crate::support::tshark_fields(
+        &plugin_capture("sqos-plugin-flows.pcap"),
+        Some("smb2.ioctl.function == 0x00090350"),
+        &["frame.number"],
+    )
+    .iter()
+    .filter_map(|r| r.first()?.parse().ok())
+    .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+fn plugin_says_when_sqos_is_missing() {
+    crate::support::need::tshark();
+    let (frames, stderr) = no_analysis("/nonexistent/sqos");
+    assert_eq!(
+        frames.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+        sqos_frames()
+    );
+    for (_, m) in &frames {
+        assert!(
+            m.contains("`/nonexistent/sqos annotate` gave no analysis"),
+            "{m}"
+        );
+        assert!(m.contains("-o sqosa.sqos:PATH"), "{m}");
+    }
+    assert!(
+        stderr.contains("sqosa: `/nonexistent/sqos annotate` gave no analysis"),
+        "{stderr}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+#[cfg_attr(
+    not(sqos_external_tests),
+    ignore = "needs tshark (SQOS_EXTERNAL_TESTS=1 runs it)"
+)]
+fn plugin_says_when_sqos_is_too_old_or_too_new() {
+    crate::support::need::tshark();
+    let dir = crate::support::scratch("sqosa-test");
+    let old = fake_sqos(
+        dir.path(),
+        "old",
+        "echo \"error: unrecognized subcommand 'annotate'\" >&2; exit 2",
+    );
+    let (frames, _) = no_analysis(&old.display().to_string());
+    assert!(!frames.is_empty());
+    assert!(
+        frames[0]
+            .1
+            .contains("this sqos has no `sqos annotate`: it is older than this plugin needs"),
+        "{frames:?}"
+    );
+    let new = fake_sqos(
+        dir.path(),
+        "new",
+        r#"echo '{"type":"header","format":"sqos-annotate","version":2,"sqos":"9.0.0"}'"#,
+    );
+    let (frames, stderr) = no_analysis(&new.display().to_string());
+    assert!(!frames.is_empty());
+    assert!(
+        frames[0]
+            .1
+            .contains("sqos 9.0.0 writes `sqos annotate` version 2; this plugin"),
+        "{frames:?}"
+    );
+    assert!(stderr.contains("reads version 1"), "{stderr}");
 }

@@ -162,7 +162,7 @@ fn unknown_version_is_decoded_with_the_1_0_layout() {
         codes(&d),
         vec![FindingCode::ShortBuffer, FindingCode::UnknownVersion]
     );
-    // plugin/sqos.lua mirrors this text word for word.
+    // The Wireshark plugin shows this text as sqos writes it (the expert item's text).
     assert_eq!(
         d.findings[0].message,
         "buffer of 40 bytes is shorter than the 88-byte fixed part of a unknown-version \

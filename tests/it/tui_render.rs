@@ -60,6 +60,8 @@ fn exchange(
         direction,
         msg_id,
         session_id: 0x1000 + u64::from(c.id),
+        replay: false,
+        channel_sequence: None,
         tree_id: Some(1),
         async_id: None,
         file_id: Some(FileId {
@@ -408,6 +410,16 @@ fn detail_tabs_show_latency_opens_and_status_timeline() {
     assert_eq!(
         open,
         ["101", "0.1s", "vms\\vm02\\disk0.vhdx", "10.0.0.2", "-"]
+    );
+    // Channels: the one connection its messages went over (no channel record here: its
+    // number stands for the addresses), from its first SQOS request (frame 100), with its 5
+    // requests (SET_POLICY and 4 UPDATE_COUNTERS).
+    key(&mut app, &live, KeyCode::Right);
+    let s = screen(&mut app, &live, 80, 24);
+    assert!(line_with(&s, " Channels (1) ").starts_with(" Channels (1) ─"));
+    assert_eq!(
+        words(line_with(&s, "connection ")),
+        ["100", "connection", "1", "-", "0", "5", "-"]
     );
     key(&mut app, &live, KeyCode::Right);
     let s = screen(&mut app, &live, 80, 24);

@@ -18,7 +18,7 @@ use sqos::analysis::{Analysis, Analyzer};
 use sqos::output::flows::{flows_json, series_row_json};
 use sqos::output::text::summary_line;
 use sqos::pipeline::{PipelineConfig, SqosBody, SqosRecord};
-use sqos::run::run_capture;
+use sqos::run::run_path;
 use sqos::sqos::{parse_request, parse_response, Field};
 use sqos::tui::app::{App, View};
 use sqos::tui::live::{Live, ReadState};
@@ -60,7 +60,7 @@ fn loaded(rel: &str) -> sqos::tui::live::Shared {
 /// What `sqos flows` computes for the capture, and its JSON.
 fn analysis(rel: &str) -> (Analysis, Vec<Value>) {
     let mut analyzer = Analyzer::default();
-    run_capture(&path(rel), PipelineConfig::default(), &mut analyzer, false)
+    run_path(&path(rel), PipelineConfig::default(), &mut analyzer)
         .unwrap_or_else(|e| panic!("{rel}: {e}"));
     let a = analyzer.finish();
     let json = match flows_json(&a) {
@@ -429,6 +429,67 @@ fn expected_detail_header(flow: &Value) -> [String; 4] {
     ]
 }
 
+/// The Channels tab of a flow on several channels (SMB3 multichannel): one row per channel,
+/// as `sqos flows --format json` lists them, with how each joined and ended.
+#[test]
+fn detail_channels_tab_lists_the_channels_of_a_multichannel_flow() {
+    const MULTI: &str = "captures/multichannel.pcap.gz";
+    let (_, json) = analysis(MULTI);
+    let shared = loaded(MULTI);
+    let live = shared.lock();
+    // The TUI lists flows in appearance order, `sqos flows` by its own: each detail is
+    // matched to its JSON flow by the flow id it shows, and every flow is shown once.
+    let mut seen = Vec::new();
+    for row in 0..json.len() {
+        let mut app = App::new(Theme::plain());
+        open_detail(&mut app, &live, row);
+        for _ in 0..4 {
+            key(&mut app, &live, KeyCode::Right);
+        }
+        let s = screen(&mut app, &live, 160, 48);
+        let flow = json
+            .iter()
+            .find(|f| s[1].contains(&format!("flow {}  ", st(f, "logical_flow_id"))))
+            .unwrap_or_else(|| panic!("row {row}: no JSON flow for {}", s[1]));
+        seen.push(st(flow, "logical_flow_id").to_string());
+        let chans = flow["channels"].as_array().expect("channels");
+        let name = st(flow, "initiator_name");
+        assert!(
+            s[1].ends_with(&format!(
+                "{}  {} channels",
+                st(flow, "logical_flow_id"),
+                chans.len()
+            )),
+            "{name}: {}",
+            s[1]
+        );
+        assert!(
+            line_with(&s, " Channels (").starts_with(&format!(" Channels ({}) ─", chans.len())),
+            "{}",
+            shown(&s)
+        );
+        for c in chans {
+            let ends = format!("{} → {}", st(c, "client"), st(c, "server"));
+            let ended = match (c["ended_by"].as_str(), c["ended_frame"].as_u64()) {
+                (Some(by), Some(f)) => format!("{by} @{f}"),
+                _ => "-".into(),
+            };
+            let mut want = vec![u(c, "first_frame").to_string()];
+            want.extend(words(&ends));
+            want.extend([
+                st(c, "joined").to_string(),
+                u(c, "io_count").to_string(),
+                u(c, "sqos_requests").to_string(),
+            ]);
+            want.extend(words(&ended));
+            assert_eq!(words(line_with(&s, &ends)), want, "{name}\n{}", shown(&s));
+        }
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), json.len(), "{seen:?}");
+}
+
 /// Chart glyphs only (no legend text) right of the y axis, on every plot row.
 fn assert_plot_has_no_text(s: &[String], top: usize, bottom: usize) {
     for l in &s[top..bottom] {
@@ -463,7 +524,10 @@ fn detail_view_shows_what_was_asked_answered_and_the_averages_of_sqos_flows() {
             let s = screen(&mut app, &live, w, h);
             let want = expected_detail_header(flow);
             assert_eq!(&s[1..5], &want[..], "{name} {w}x{h}\n{}", shown(&s));
-            assert_eq!(s[5], " IOPS │ KB/s │ Latency │ Opens │ Status │ Findings │");
+            assert_eq!(
+                s[5],
+                " IOPS │ KB/s │ Latency │ Opens │ Channels │ Status │ Findings │"
+            );
             assert!(
                 s[6].starts_with(&format!(
                     " Normalized IOPS over time ({} intervals) ─",
@@ -593,7 +657,7 @@ fn detail_lists_show_the_opens_timeline_and_findings_with_their_frames() {
     // 80×24: one tab at a time. Status: the policy and the server's answer, with frames.
     let mut app = App::new(Theme::plain());
     open_detail(&mut app, &live, 0);
-    for _ in 0..4 {
+    for _ in 0..5 {
         key(&mut app, &live, KeyCode::Right);
     }
     let s = screen(&mut app, &live, 80, 24);
@@ -1062,4 +1126,50 @@ fn readme_flows_screenshot_and_key_list_are_current() {
         .map(|(k, what)| format!("| `{k}` | {what} |"))
         .collect();
     assert_eq!(rows, want);
+}
+
+/// Encrypted sessions left closed are said in the TUI as the other commands say them on
+/// stderr: short in the title bar (with the `--keys` hint), the full sentence naming the
+/// session in the Findings view; with the key file, nothing is said.
+#[test]
+fn encrypted_sessions_left_closed_are_said_in_the_title_bar_and_findings() {
+    const ENCRYPTED: &str = "captures/real/smb311-encrypted.pcap";
+    let live = loaded(ENCRYPTED);
+    let live = live.lock();
+    for (w, h) in SIZES {
+        let mut app = App::new(Theme::plain());
+        let s = screen(&mut app, &live, w, h);
+        assert!(
+            s[0].contains("22 encrypted closed (--keys)"),
+            "{w}x{h}: {}",
+            s[0]
+        );
+        key(&mut app, &live, KeyCode::Char('3'));
+        let s = screen(&mut app, &live, w, h).join(" ");
+        let flat = words(&s).join(" ");
+        assert!(
+            flat.contains("22 encrypted SMB3 messages not decrypted: session 0x00000000e08f4391"),
+            "{w}x{h}: {flat}"
+        );
+    }
+    drop(live);
+    // With the keys: decrypted, nothing said.
+    let started = sqos::tui::start(
+        &Input::File(PathBuf::from(ENCRYPTED)),
+        crate::support::with_keys(&[&crate::support::real_keys()]),
+        DEFAULT_MAX_MESSAGES,
+    )
+    .expect("start");
+    let shared = started.shared.clone();
+    started.reader.join().expect("reader");
+    let live = shared.lock();
+    assert_eq!(live.stats.undecrypted(), 0);
+    assert!(live.stats.decrypted_messages > 0);
+    let mut app = App::new(Theme::plain());
+    let s = screen(&mut app, &live, 160, 48);
+    assert!(!s[0].contains("encrypted closed"), "{}", s[0]);
+    key(&mut app, &live, KeyCode::Char('3'));
+    assert!(!screen(&mut app, &live, 160, 48)
+        .join(" ")
+        .contains("not decrypted"));
 }

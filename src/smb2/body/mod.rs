@@ -1,5 +1,7 @@
-//! SMB2 command bodies sqos needs. Every parser is a pure function over the bytes of one compound
-//! part (starting at its SMB2 header, since SMB2 offsets count from there) returning a typed value.
+//! SMB2 command bodies sqos needs (CREATE, CLOSE, IOCTL, READ, WRITE; SESSION_SETUP and
+//! TREE_CONNECT for channels and share names). Every parser is a pure function over the bytes of
+//! one compound part (starting at its SMB2 header, since SMB2 offsets count from there)
+//! returning a typed value.
 
 mod close;
 mod create;
@@ -7,6 +9,8 @@ mod error_response;
 mod ioctl;
 mod negotiate;
 mod read_write;
+mod session_setup;
+mod tree_connect;
 
 pub use close::{parse_close_request, parse_close_response, CloseRequest, CloseResponse};
 pub use create::{parse_create_request, parse_create_response, CreateRequest, CreateResponse};
@@ -20,13 +24,21 @@ pub use read_write::{
     parse_read_request, parse_read_response, parse_write_request, parse_write_response,
     ReadRequest, ReadResponse, WriteRequest, WriteResponse,
 };
+pub use session_setup::{
+    parse_session_setup_request, parse_session_setup_response, SessionSetupRequest,
+    SessionSetupResponse, SESSION_FLAG_BINDING, SESSION_FLAG_ENCRYPT_DATA,
+};
+pub use tree_connect::{
+    parse_tree_connect_request, parse_tree_connect_response, TreeConnectRequest,
+    TreeConnectResponse, TREE_CONNECT_FLAG_EXTENSION_PRESENT,
+};
 
 use nom::number::complete::{le_u16, le_u64};
 use nom::{IResult, Parser};
 
 use super::error::{truncated, Smb2Error};
 use super::header::{Header, HEADER_LEN};
-use super::names::Command;
+use super::names::{Command, NtStatus};
 use crate::smb2::file_id::FileId;
 
 /// A decoded body, by command and direction.
@@ -42,6 +54,10 @@ pub enum Body {
     ReadResponse(ReadResponse),
     WriteRequest(WriteRequest),
     WriteResponse(WriteResponse),
+    SessionSetupRequest(SessionSetupRequest),
+    SessionSetupResponse(SessionSetupResponse),
+    TreeConnectRequest(TreeConnectRequest),
+    TreeConnectResponse(TreeConnectResponse),
     /// SMB2 ERROR Response (StructureSize 9), any command.
     Error(ErrorResponse),
     /// A command whose body sqos does not decode.
@@ -53,11 +69,20 @@ const ERROR_STRUCTURE_SIZE: u16 = 9;
 
 /// Decode the body of `part` (which starts at its header) according to the header.
 pub fn parse_body(header: &Header, part: &[u8]) -> Result<Body, Smb2Error> {
-    if header.is_response() && structure_size(part) == Some(ERROR_STRUCTURE_SIZE) {
-        // Any command can answer with the error body; success bodies never have size 9.
+    let resp = header.is_response();
+    // The SESSION_SETUP response is the one success body of StructureSize 9: it is sent with
+    // STATUS_SUCCESS, or STATUS_MORE_PROCESSING_REQUIRED between authentication legs.
+    if resp
+        && header.command == Command::SESSION_SETUP
+        && (header.status == NtStatus::SUCCESS
+            || header.status == NtStatus::MORE_PROCESSING_REQUIRED)
+    {
+        return parse_session_setup_response(part).map(Body::SessionSetupResponse);
+    }
+    if resp && structure_size(part) == Some(ERROR_STRUCTURE_SIZE) {
+        // Any command can answer with the error body; other success bodies never have size 9.
         return parse_error_response(part).map(Body::Error);
     }
-    let resp = header.is_response();
     Ok(match header.command {
         Command::CREATE if resp => Body::CreateResponse(parse_create_response(part)?),
         Command::CREATE => Body::CreateRequest(parse_create_request(part)?),
@@ -69,6 +94,11 @@ pub fn parse_body(header: &Header, part: &[u8]) -> Result<Body, Smb2Error> {
         Command::READ => Body::ReadRequest(parse_read_request(part)?),
         Command::WRITE if resp => Body::WriteResponse(parse_write_response(part)?),
         Command::WRITE => Body::WriteRequest(parse_write_request(part)?),
+        Command::SESSION_SETUP => Body::SessionSetupRequest(parse_session_setup_request(part)?),
+        Command::TREE_CONNECT if resp => {
+            Body::TreeConnectResponse(parse_tree_connect_response(part)?)
+        }
+        Command::TREE_CONNECT => Body::TreeConnectRequest(parse_tree_connect_request(part)?),
         _ => Body::NotDecoded,
     })
 }
@@ -87,6 +117,10 @@ pub fn fixed_body_len(command: Command, is_response: bool) -> usize {
         (Command::READ, true) => read_write::READ_RESPONSE_FIXED,
         (Command::WRITE, false) => read_write::WRITE_REQUEST_FIXED,
         (Command::WRITE, true) => read_write::WRITE_RESPONSE_FIXED,
+        (Command::SESSION_SETUP, false) => session_setup::REQUEST_FIXED,
+        (Command::SESSION_SETUP, true) => session_setup::RESPONSE_FIXED,
+        (Command::TREE_CONNECT, false) => tree_connect::REQUEST_FIXED,
+        (Command::TREE_CONNECT, true) => tree_connect::RESPONSE_FIXED,
         _ => error_response::FIXED,
     }
 }

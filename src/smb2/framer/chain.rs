@@ -2,6 +2,7 @@
 //! inside it costs.
 
 use super::sealed::{Sealed, SealedInfo};
+use super::squeezed::Squeezed;
 use super::{FramerConfig, FramerEvent, Part, SealCtx, Smb2Message};
 use crate::smb2::body::{fixed_body_len, peek_ctl_code};
 use crate::smb2::error::Smb2Error;
@@ -37,6 +38,8 @@ pub(super) enum PartState {
     Rest,
     /// An encrypted message: its transform header, keys and plaintext (see `sealed`).
     Sealed(Box<Sealed>),
+    /// A compressed message: its bytes, decompressed at its end (see `squeezed`).
+    Compressed(Box<Squeezed>),
 }
 
 #[derive(Debug)]
@@ -90,11 +93,57 @@ impl InMessage {
 
     /// The `len`-byte plaintext of an encrypted message.
     pub(super) fn sealed(len: u32, headers_only: bool, info: SealedInfo) -> InMessage {
+        InMessage::inner(len, headers_only, Some(info))
+    }
+
+    /// A `len`-byte message that is not a stream position: the plaintext of an encrypted
+    /// message, or a decompressed one (`sealed`: it came out of an encrypted message).
+    pub(super) fn inner(len: u32, headers_only: bool, sealed: Option<SealedInfo>) -> InMessage {
         let mut m = InMessage::new([0; 4], len);
         m.inner = true;
         m.headers_only = headers_only;
-        m.msg.sealed = Some(info);
+        m.msg.sealed = sealed;
         m
+    }
+
+    /// Walk `bytes` (the message from the walker's position) through this walker.
+    pub(super) fn walk(
+        &mut self,
+        bytes: &[u8],
+        cfg: &FramerConfig,
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) {
+        let mut at = 0usize;
+        let mut stalls = 0;
+        // A step may take no byte while its state moves on; three in a row means it is done.
+        while self.remaining > 0 && at < bytes.len() && stalls < 3 {
+            let n = self.step(
+                bytes.get(at..).unwrap_or(&[]),
+                cfg,
+                out,
+                &mut Vec::new(),
+                ctx,
+            );
+            at += n;
+            stalls = if n == 0 { stalls + 1 } else { 0 };
+        }
+    }
+
+    /// No more bytes will be walked (a decompressed message decoded only as far as needed):
+    /// what the walker was skipping anyway is not lost; anything else is.
+    pub(super) fn end_of_bytes(&mut self, cfg: &FramerConfig) {
+        if self.remaining == 0 {
+            return;
+        }
+        if !matches!(
+            self.part,
+            PartState::Rest | PartState::Skip { next: false, .. }
+        ) {
+            self.msg.lost_bytes = self.msg.lost_bytes.saturating_add(self.remaining);
+            self.take_current_part(cfg);
+        }
+        self.remaining = 0;
     }
 
     /// Bytes held for this message.
@@ -103,6 +152,7 @@ impl InMessage {
         let cur = match &self.part {
             PartState::Gather { buf, .. } => buf.len(),
             PartState::Sealed(s) => s.buffered(),
+            PartState::Compressed(s) => s.buffered(),
             _ => 0,
         };
         parts + cur
@@ -112,6 +162,7 @@ impl InMessage {
     pub(super) fn wants_content(&self) -> Option<usize> {
         match &self.part {
             PartState::Gather { buf, want, .. } => Some(want.saturating_sub(buf.len())),
+            PartState::Compressed(s) => s.wants(),
             _ => None,
         }
     }
@@ -152,6 +203,11 @@ impl InMessage {
         match &mut self.part {
             PartState::Sealed(s) => {
                 let used = s.step(data.get(..avail as usize).unwrap_or(&[]), cfg, ctx, out);
+                self.remaining -= used as u64;
+                used
+            }
+            PartState::Compressed(s) => {
+                let used = s.take(data.get(..avail as usize).unwrap_or(&[]));
                 self.remaining -= used as u64;
                 used
             }
@@ -234,16 +290,20 @@ impl InMessage {
                         *want = HEADER_LEN;
                         *phase = Phase::Header;
                     }
+                    // Also in the plaintext of an encrypted message (never inside a
+                    // decompressed one: `compress` checks that it holds SMB2).
+                    (Some(ProtocolId::Compressed), true) => {
+                        let proto = std::mem::take(buf);
+                        self.opaque = true;
+                        self.part = PartState::Compressed(Box::new(Squeezed::new(proto, len, cfg)));
+                    }
                     (Some(ProtocolId::Transform), true) if !inner => {
                         let proto = std::mem::take(buf);
                         self.opaque = true;
                         self.part = PartState::Sealed(Box::new(Sealed::new(len, proto)));
                     }
-                    (Some(p), true) if !inner => {
-                        out.push(match p {
-                            ProtocolId::Compressed => FramerEvent::Compressed { len },
-                            _ => FramerEvent::Smb1 { len },
-                        });
+                    (Some(_), true) if !inner => {
+                        out.push(FramerEvent::Smb1 { len });
                         self.opaque = true;
                         self.part = PartState::Rest;
                     }
@@ -328,6 +388,9 @@ impl InMessage {
     /// here, and every kept part is cut to its header and fixed body.
     pub(super) fn shed(&mut self, cfg: &FramerConfig) {
         if let PartState::Sealed(s) = &mut self.part {
+            s.shed();
+        }
+        if let PartState::Compressed(s) = &mut self.part {
             s.shed();
         }
         if matches!(
@@ -424,6 +487,7 @@ impl InMessage {
         self.remaining -= missing;
         let in_step = match &mut self.part {
             PartState::Sealed(s) => s.gap(missing, cfg, ctx, out),
+            PartState::Compressed(s) => s.gap(),
             PartState::Skip { n, .. } if missing <= *n => {
                 *n -= missing;
                 if *n == 0 {
@@ -485,6 +549,10 @@ impl InMessage {
         if let PartState::Sealed(s) = &mut self.part {
             s.finish(cfg, ctx, out);
         }
+        if let PartState::Compressed(s) = std::mem::replace(&mut self.part, PartState::Rest) {
+            let (len, lost) = (self.msg.len, self.msg.lost_bytes);
+            s.open(len, lost, self.msg.sealed, self.headers_only, cfg, ctx, out);
+        }
         if self.opaque {
             return;
         }
@@ -505,23 +573,25 @@ impl InMessage {
 }
 
 /// How many bytes of a part to keep, given its header and fixed body: the whole part for SQOS
-/// IOCTLs (the SQOS buffer), up to the end of the name for CREATE requests, else the fixed part.
+/// IOCTLs (the SQOS buffer), up to the end of the name for CREATE requests and of the share
+/// path for TREE_CONNECT requests, else the fixed part.
 fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
+    let u16_at = |at: usize| {
+        let b: [u8; 2] = fixed.get(at..at + 2)?.try_into().ok()?;
+        Some(usize::from(u16::from_le_bytes(b)))
+    };
+    // A name located by (offset, length) fields of the fixed body.
+    let through = |off_at: usize, len_at: usize| match (u16_at(off_at), u16_at(len_at)) {
+        (Some(off), Some(len)) => off.saturating_add(len),
+        _ => fixed.len(),
+    };
     let whole = match h.command {
         // Whole for SMB 3.1.1's preauth integrity hash (the decryption keys derive from it).
         Command::NEGOTIATE | Command::SESSION_SETUP => wire,
         Command::IOCTL if peek_ctl_code(fixed) == Some(FSCTL_STORAGE_QOS_CONTROL) => wire,
-        Command::CREATE if !h.is_response() => {
-            let u16_at = |at: usize| {
-                let b: [u8; 2] = fixed.get(at..at + 2)?.try_into().ok()?;
-                Some(usize::from(u16::from_le_bytes(b)))
-            };
-            match (u16_at(HEADER_LEN + 44), u16_at(HEADER_LEN + 46)) {
-                (Some(off), Some(len)) => off.saturating_add(len),
-                _ => fixed.len(),
-            }
-        }
+        Command::CREATE if !h.is_response() => through(HEADER_LEN + 44, HEADER_LEN + 46),
+        Command::TREE_CONNECT if !h.is_response() => through(HEADER_LEN + 4, HEADER_LEN + 6),
         _ => fixed.len(),
     };
     whole.min(wire).max(fixed.len())

@@ -13,9 +13,11 @@
 
 mod chain;
 mod sealed;
+mod squeezed;
 
 use chain::InMessage;
 pub use sealed::{SealOutcome, SealedInfo, STREAM_MIN};
+pub use squeezed::CompressOutcome;
 
 use super::crypto::Decryptor;
 
@@ -104,9 +106,11 @@ pub enum FramerEvent {
         session_id: Option<u64>,
         outcome: SealOutcome,
     },
-    /// 0xFC compression transform header, not decoded.
+    /// 0xFC compression transform header (in clear, or inside an encrypted message), and
+    /// what became of it. When decompressed, the SMB2 message inside follows as a `Message`.
     Compressed {
         len: u32,
+        outcome: CompressOutcome,
     },
     /// An SMB1 message, skipped.
     Smb1 {
@@ -119,6 +123,11 @@ pub enum FramerEvent {
     },
     /// Scanning found a message start after skipping `skipped` bytes that could not be framed.
     Resynced {
+        skipped: u64,
+    },
+    /// The stream ended (or a gap came) while scanning: `skipped` bytes were passed over
+    /// without finding a message start (e.g. a NetBIOS length over `MAX_MESSAGE_LEN`).
+    Unsynced {
         skipped: u64,
     },
     /// A gap of `bytes`; `in_step` when the framer kept its place (the bytes were being skipped).
@@ -329,8 +338,13 @@ impl Framer {
         match parse_nbss_header(nb) {
             Some(h) if h.kind == NbssType::SessionMessage => {
                 if h.length > MAX_MESSAGE_LEN {
+                    // Not a message we would follow: its first byte is skipped (and counted),
+                    // the rest scanned for a message start.
                     self.giveback.extend_from_slice(&nb[1..]);
-                    return State::fresh_scan();
+                    return State::Scan {
+                        carry: Vec::new(),
+                        skipped: 1,
+                    };
                 }
                 if h.length == 0 {
                     return State::NbHeader { buf: Vec::new() };
@@ -367,13 +381,23 @@ impl Framer {
 
     /// [`Framer::finish`] with decryption.
     pub fn finish_sealed(&mut self, ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
+        // Bytes handed back for another look are scanned before the end.
+        self.push_sealed(&[], ctx, out);
         self.replay.clear();
         let state = std::mem::replace(&mut self.state, State::fresh_scan());
-        if let State::Message(mut m) = state {
-            m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
-            m.remaining = 0;
-            m.take_current_part(&self.cfg);
-            m.finish(&self.cfg, out, ctx);
+        match state {
+            State::Message(mut m) => {
+                m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
+                m.remaining = 0;
+                m.take_current_part(&self.cfg);
+                m.finish(&self.cfg, out, ctx);
+            }
+            State::Scan { carry, skipped } if skipped + carry.len() as u64 > 0 => {
+                out.push(FramerEvent::Unsynced {
+                    skipped: skipped + carry.len() as u64,
+                });
+            }
+            _ => {}
         }
     }
 

@@ -25,6 +25,8 @@ use crate::smb2::transform::{parse_transform_header, TransformHeader, TRANSFORM_
 /// READ/WRITE messages up to this size are authenticated whole like the others (cheap, and it
 /// proves the key early); larger ones are streamed.
 pub const STREAM_MIN: u64 = 4096;
+/// Shortest plaintext: a compression transform header (an SMB2 message is longer).
+const MIN_INNER_LEN: u64 = crate::smb2::compress::layout::UNCHAINED_LEN as u64;
 /// Ciphertext bytes looked at to tell the right key and the kind of message.
 const PROBE_LEN: u64 = HEADER_LEN as u64;
 
@@ -112,31 +114,8 @@ fn plausible(plain: &[u8], session_id: u64) -> bool {
     }
 }
 
-/// Walk `plain` (decrypted bytes of the message, from the walker's position) through `inner`.
-fn feed(
-    inner: &mut InMessage,
-    plain: &[u8],
-    cfg: &FramerConfig,
-    ctx: &mut SealCtx<'_>,
-    out: &mut Vec<FramerEvent>,
-) {
-    let mut at = 0usize;
-    let mut stalls = 0;
-    // A step may take no byte while its state moves on; three in a row means it is done.
-    while inner.remaining > 0 && at < plain.len() && stalls < 3 {
-        let n = inner.step(
-            plain.get(at..).unwrap_or(&[]),
-            cfg,
-            out,
-            &mut Vec::new(),
-            ctx,
-        );
-        at += n;
-        stalls = if n == 0 { stalls + 1 } else { 0 };
-    }
-}
-
-fn is_bulk(plain: &[u8]) -> bool {
+/// A single READ response or WRITE request (only its header and fixed body are used).
+pub(super) fn is_bulk(plain: &[u8]) -> bool {
     parse_header(plain).is_ok_and(|h| {
         h.next_command == 0
             && ((h.command == Command::READ && h.is_response())
@@ -294,7 +273,8 @@ impl Sealed {
         self.session_id = Some(th.session_id);
         let room = u64::from(self.nb_len).saturating_sub(TRANSFORM_HEADER_LEN as u64);
         let len = u64::from(th.original_size);
-        if len < HEADER_LEN as u64 || len > room {
+        // A compressed message inside may be shorter than an SMB2 header, not than its own.
+        if len < MIN_INNER_LEN || len > room {
             return self.give_up(
                 SealOutcome::Malformed(Smb2Error::OutOfBounds {
                     what: "TRANSFORM_HEADER OriginalMessageSize",
@@ -380,7 +360,7 @@ impl Sealed {
         );
         // Too large to authenticate within the bound and not bulk data: headers only.
         let mut inner = Box::new(InMessage::sealed(self.len as u32, !bulk, info));
-        feed(&mut inner, &plain, cfg, ctx, out);
+        inner.walk(&plain, cfg, ctx, out);
         self.phase = Phase::Stream {
             ks,
             inner,
@@ -440,7 +420,7 @@ impl Sealed {
             authenticated: true,
         };
         let mut inner = InMessage::sealed(buf.len() as u32, false, info);
-        feed(&mut inner, &buf, cfg, ctx, out);
+        inner.walk(&buf, cfg, ctx, out);
         inner.finish(cfg, out, ctx);
     }
 

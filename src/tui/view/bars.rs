@@ -47,6 +47,29 @@ pub fn progress_text(live: &Live) -> (String, bool) {
     (s, bad)
 }
 
+/// What of the capture stayed closed, short enough for the title bar: encrypted messages not
+/// decrypted (the other commands say it on stderr), compressed ones not decompressed. The
+/// Findings view has the full sentence.
+pub fn closed_text(live: &Live) -> Option<String> {
+    let s = &live.stats;
+    let mut parts = Vec::new();
+    let n = s.undecrypted();
+    if n > 0 {
+        parts.push(if s.key_file_sessions == 0 {
+            format!("{n} encrypted closed (--keys)")
+        } else {
+            format!("{n} encrypted closed (no key opens them)")
+        });
+    }
+    if s.undecompressed_messages > 0 {
+        parts.push(format!(
+            "{} compressed undecoded",
+            s.undecompressed_messages
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
+}
+
 pub fn title_bar(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let t = app.theme;
     let mut spans = vec![span(" sqos ", t.title())];
@@ -66,6 +89,13 @@ pub fn title_bar(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
         spans.push(span(format!(" {label} "), style));
         spans.push(Span::raw(" "));
         x = x.saturating_add(w + 1);
+    }
+    // Before the progress: what stayed closed matters more than the source name.
+    if let Some(closed) = closed_text(live) {
+        let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
+        let room = (area.width as usize).saturating_sub(used + 1);
+        spans.push(span(super::fit(&closed, room), t.warn()));
+        spans.push(Span::raw(" · "));
     }
     let (prog, bad) = progress_text(live);
     let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();

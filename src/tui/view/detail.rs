@@ -71,6 +71,13 @@ fn header_lines(d: &FlowDetail, app: &App) -> Vec<Line<'static>> {
             Span::raw(" @ "),
             span(node, t.title()),
             span(format!("  flow {}", d.id), t.dim()),
+            span(
+                match d.channels.len() {
+                    0 | 1 => String::new(),
+                    n => format!("  {n} channels"),
+                },
+                t.dim(),
+            ),
         ]),
         Line::raw(asked),
         Line::from(server),
@@ -126,7 +133,7 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
         _ => DetailTab::Iops,
     };
     let list_tab = match app.detail_tab {
-        DetailTab::Timeline | DetailTab::Findings => app.detail_tab,
+        DetailTab::Channels | DetailTab::Timeline | DetailTab::Findings => app.detail_tab,
         _ => DetailTab::Opens,
     };
     let (chart_shown, list_shown) = if big {
@@ -344,6 +351,7 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
 fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, d: &FlowDetail, tab: DetailTab) {
     let t = app.theme;
     let (title, n) = match tab {
+        DetailTab::Channels => ("Channels", d.channels.len()),
         DetailTab::Timeline => ("Status timeline", d.timeline.len()),
         DetailTab::Findings => ("Findings", d.findings.len()),
         _ => ("Opens", d.opens.len()),
@@ -382,6 +390,35 @@ fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, d: &FlowDetail, tab: 
                             Cell::from(r.text.clone()),
                         ],
                         t.status(r.status),
+                    )
+                })
+                .collect(),
+        ),
+        DetailTab::Channels => (
+            vec![
+                Constraint::Length(7),
+                Constraint::Fill(2),
+                Constraint::Length(8),
+                Constraint::Length(7),
+                Constraint::Length(5),
+                Constraint::Fill(1),
+            ],
+            vec!["Frame", "Client → server", "Joined", "I/O", "SQOS", "Ended"],
+            range
+                .clone()
+                .filter_map(|i| d.channels.get(i).map(|r| (i, r)))
+                .map(|(i, r)| {
+                    (
+                        i,
+                        vec![
+                            right(r.first_frame.to_string()),
+                            Cell::from(r.ends.clone()),
+                            Cell::from(r.joined.clone()),
+                            right(r.io_count.to_string()),
+                            right(r.sqos_requests.to_string()),
+                            Cell::from(r.ended.clone()),
+                        ],
+                        Style::default(),
                     )
                 })
                 .collect(),

@@ -32,8 +32,20 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let block = Block::default()
         .borders(Borders::TOP)
         .title(Line::styled(title, t.title()));
-    let inner = block.inner(area);
+    let mut inner = block.inner(area);
     f.render_widget(block, area);
+    // Encrypted messages left closed hide whatever SQOS they carry: said first, in full.
+    if let Some(closed) = live.stats.undecrypted_summary() {
+        let [top, rest] =
+            Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(inner);
+        f.render_widget(
+            Paragraph::new(closed)
+                .style(t.warn())
+                .wrap(Wrap { trim: true }),
+            top,
+        );
+        inner = rest;
+    }
     if rows.is_empty() {
         f.render_widget(Paragraph::new("No findings.").style(t.dim()), inner);
         return;

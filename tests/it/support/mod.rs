@@ -13,7 +13,16 @@ use sqos::capture::Timestamp;
 use sqos::pipeline::{
     CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord,
 };
-use sqos::run::{run_capture, CaptureSink, RunResult};
+use sqos::run::{run_path, CaptureSink, RunResult};
+
+/// A fresh directory under the system temp dir, removed when the value drops (also when the
+/// test panics), so tests leave nothing behind in /tmp.
+pub fn scratch(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("temp dir")
+}
 
 #[derive(Default)]
 pub struct Collected {
@@ -26,6 +35,8 @@ pub struct Collected {
 }
 
 impl RecordSink for Collected {
+    // These tests look at messages, opens, I/O and notes, not channels.
+    fn on_channel(&mut self, _rec: &sqos::pipeline::ChannelRecord) {}
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.sqos.push(rec);
     }
@@ -56,7 +67,7 @@ pub fn run(path: &Path) -> (Collected, RunResult) {
 /// [`run`] with a pipeline configuration (keys, ports).
 pub fn run_with(path: &Path, cfg: PipelineConfig) -> (Collected, RunResult) {
     let mut c = Collected::default();
-    let r = match run_capture(path, cfg, &mut c, false) {
+    let r = match run_path(path, cfg, &mut c) {
         Ok(r) => r,
         Err(e) => panic!("{}: unusable: {e}", path.display()),
     };

@@ -50,6 +50,7 @@ pub const FLOW_KEYS: &[(&str, &[&str])] = &[
     ("dialect", &["dialect"]),
     ("first_frame", &["first_frame"]),
     ("opens_total", &["opens_total"]),
+    ("channels_total", &["channels_total"]),
     ("limit", &["limit"]),
     ("reservation", &["reservation"]),
     ("bandwidth_limit", &["bandwidth_limit"]),

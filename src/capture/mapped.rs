@@ -1,0 +1,239 @@
+//! A regular capture file read through a memory map instead of `read()` into a buffer: the
+//! kernel's copy of every byte was the largest cost of reading a file (issue 14). This is the
+//! crate's only `unsafe` code, kept here with its reasoning.
+//!
+//! Why it is sound:
+//! - The map is private and read-only; the bytes are only ever read, as `&[u8]` borrowed from
+//!   the [`Map`], which unmaps on drop — so no slice outlives the mapping.
+//! - Another process may change the file while it is mapped. Changed bytes are just other input
+//!   (the parsers take any bytes). A file that *shrinks* is the danger: touching a page past the
+//!   new end raises SIGBUS, which would kill the process. A SIGBUS handler, installed once, looks
+//!   the faulting address up among the live maps; inside one, it maps zero-filled pages over the
+//!   rest of that map (the access then reads zeros) and marks the map as shrunk. The capture
+//!   reader touches the last byte of every packet and then asks [`Watch::shrunk`], and reports
+//!   the file cut there, so the zeros are not taken for data. (Only whole pages fault: bytes
+//!   between the new end and the end of its page read as zeros without a fault, so a cut is
+//!   noticed at the next page boundary.) A fault outside every map restores the previous
+//!   handler and returns: the access faults again and gets the behaviour it had without us.
+//! - The handler only reads atomics and calls `mmap`/`sigaction` (system calls, safe in a
+//!   signal handler on Linux); it allocates nothing and takes no lock.
+//!
+//! Memory: the pages of a map count in the process's resident size once touched, so pages
+//! behind the reader are given back every [`RELEASE_STEP`] bytes (`MADV_DONTNEED`; the file
+//! stays in the page cache) and the resident size stays flat whatever the file's size.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Bytes read past before the pages behind the reader are given back.
+const RELEASE_STEP: usize = 4 << 20;
+/// Maps alive at once (one per capture being read); past it, files are read, not mapped.
+const SLOTS: usize = 64;
+
+/// One live map, as the SIGBUS handler sees it: its address range (0..0 when free) and
+/// whether it has been patched with zero pages because the file shrank.
+struct Slot {
+    used: AtomicBool,
+    start: AtomicUsize,
+    end: AtomicUsize,
+    shrunk: AtomicBool,
+}
+
+#[allow(clippy::declare_interior_mutable_const)] // only used to initialise the array
+const FREE: Slot = Slot {
+    used: AtomicBool::new(false),
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+    shrunk: AtomicBool::new(false),
+};
+static SLOTS_IN_USE: [Slot; SLOTS] = [FREE; SLOTS];
+static PAGE: AtomicUsize = AtomicUsize::new(4096);
+/// The SIGBUS action before ours (restored for faults that are not ours); set once.
+static PREVIOUS: OnceLock<Option<libc::sigaction>> = OnceLock::new();
+
+/// A read-only private map of a whole regular file.
+pub(crate) struct Map {
+    ptr: *mut libc::c_void,
+    len: usize,
+    slot: &'static Slot,
+    /// Bytes before this offset have been given back to the kernel.
+    released: usize,
+}
+
+// The map is plain memory owned by this value; the slot is all atomics.
+unsafe impl Send for Map {}
+
+impl Map {
+    /// Maps `file` when it is a regular, non-empty file; `None` means "read it instead"
+    /// (pipes, devices, empty files, a failed map, too many maps at once).
+    pub(crate) fn of(file: &File) -> Option<Map> {
+        let meta = file.metadata().ok()?;
+        let len = usize::try_from(meta.len()).ok()?;
+        if !meta.file_type().is_file() || len == 0 {
+            return None;
+        }
+        if !install_handler() {
+            return None;
+        }
+        let slot = SLOTS_IN_USE.iter().find(|s| {
+            s.used
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })?;
+        // SAFETY: a fresh mapping chosen by the kernel (no address given), of a file we hold
+        // open; the result is checked before use.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            slot.used.store(false, Ordering::Release);
+            return None;
+        }
+        slot.shrunk.store(false, Ordering::Relaxed);
+        slot.end.store(ptr as usize + len, Ordering::Release);
+        slot.start.store(ptr as usize, Ordering::Release);
+        Some(Map {
+            ptr,
+            len,
+            slot,
+            released: 0,
+        })
+    }
+
+    /// The file's bytes as they were when mapped (zeros past the end if it shrank since:
+    /// see [`Watch::shrunk`]).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr+len` is mapped readable for as long as `self` lives (the handler
+        // keeps it mapped, with zero pages, if the file shrinks), and nothing writes to it.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+
+    /// Asks whether the file shrank under this map, without borrowing the map.
+    pub(crate) fn watch(&self) -> Watch {
+        Watch(self.slot)
+    }
+
+    /// The reader has moved on to `offset`: give the pages before it back (every
+    /// [`RELEASE_STEP`] bytes), so that resident memory does not grow with the file.
+    pub(crate) fn release_before(&mut self, offset: usize) {
+        if offset < self.released + RELEASE_STEP {
+            return;
+        }
+        let page = PAGE.load(Ordering::Relaxed);
+        let upto = offset.min(self.len) / page * page;
+        if upto <= self.released {
+            return;
+        }
+        // SAFETY: a page-aligned range inside our own private read-only map; after
+        // MADV_DONTNEED the pages read back from the file (or zeros) when touched again, so
+        // nothing borrowed from `bytes()` becomes invalid.
+        unsafe {
+            libc::madvise(
+                (self.ptr as *mut u8).add(self.released) as *mut libc::c_void,
+                upto - self.released,
+                libc::MADV_DONTNEED,
+            );
+        }
+        self.released = upto;
+    }
+}
+
+/// Whether a [`Map`] has shrunk, for its owner (the capture reader hands the map itself to
+/// pcap-parser's reader interface). Only meaningful while that map lives.
+#[derive(Clone, Copy)]
+pub(crate) struct Watch(&'static Slot);
+
+impl Watch {
+    /// True once a read touched a page past the file's end because the file shrank while
+    /// mapped: bytes read since may be zeros instead of the capture.
+    pub(crate) fn shrunk(self) -> bool {
+        self.0.shrunk.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // Unregister first: a fault in this range from now on is not ours (and cannot happen:
+        // nothing borrows the map any more).
+        self.slot.start.store(0, Ordering::Release);
+        self.slot.end.store(0, Ordering::Release);
+        // SAFETY: the range is the mapping made in `of`, and no slice of it outlives `self`.
+        unsafe {
+            libc::munmap(self.ptr, self.len);
+        }
+        self.slot.used.store(false, Ordering::Release);
+    }
+}
+
+/// Installs the SIGBUS handler once. False if it could not be (then files are read instead).
+fn install_handler() -> bool {
+    PREVIOUS
+        .get_or_init(|| {
+            // SAFETY: sysconf and sigaction with valid arguments; the handler is an
+            // `extern "C"` function with the SA_SIGINFO signature.
+            unsafe {
+                let page = libc::sysconf(libc::_SC_PAGESIZE);
+                if page > 0 {
+                    PAGE.store(page as usize, Ordering::Relaxed);
+                }
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_sigbus as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut previous: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGBUS, &action, &mut previous) == 0 {
+                    Some(previous)
+                } else {
+                    None
+                }
+            }
+        })
+        .is_some()
+}
+
+extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let page = PAGE.load(Ordering::Relaxed);
+    for slot in &SLOTS_IN_USE {
+        let start = slot.start.load(Ordering::Acquire);
+        let end = slot.end.load(Ordering::Acquire);
+        if start == 0 || addr < start || addr >= end {
+            continue;
+        }
+        let from = addr / page * page;
+        // SAFETY: replaces, in place, the rest of a map this module owns (`from..end` lies
+        // inside it) with private zero pages, so the faulting read and every later one succeed.
+        let patched = unsafe {
+            libc::mmap(
+                from as *mut libc::c_void,
+                end - from,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if patched != libc::MAP_FAILED {
+            slot.shrunk.store(true, Ordering::Release);
+            return;
+        }
+        break;
+    }
+    // Not ours (or the patch failed): the fault repeats under the previous action.
+    if let Some(Some(previous)) = PREVIOUS.get() {
+        // SAFETY: restoring the action the kernel gave us.
+        unsafe {
+            libc::sigaction(libc::SIGBUS, previous, std::ptr::null_mut());
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Several captures read as one: rotated captures (`tcpdump -G/-C`, `dumpcap -b`) are one
+//! timeline, so their frames are merged by timestamp (ties: the file named first) and numbered
+//! in that order, as if they were one file. Each file is read as it would be alone (a memory
+//! map for a regular file, streamed for gzip); only the file whose frame is earliest advances.
+
+use std::path::{Path, PathBuf};
+
+use super::{CaptureError, CaptureReader, Frame, Timestamp};
+
+/// The next frame of one file, as far as the merge knows.
+#[derive(Clone, Copy)]
+enum Head {
+    /// Not looked at yet (or handed out).
+    Unknown,
+    Ready(Timestamp),
+    Ended,
+}
+
+struct Input {
+    path: PathBuf,
+    reader: CaptureReader,
+    head: Head,
+}
+
+/// Frames of several captures in timestamp order.
+pub struct MergedCaptures {
+    inputs: Vec<Input>,
+    frames: u64,
+    /// The first file that ended in damage: the others are read to their end first, then it is
+    /// reported (what every file held before its damage stands).
+    damaged: Option<CaptureError>,
+}
+
+impl MergedCaptures {
+    /// Merge readers already opened, each with the path that names it in errors.
+    pub fn new(readers: Vec<(PathBuf, CaptureReader)>) -> Self {
+        MergedCaptures {
+            inputs: readers
+                .into_iter()
+                .map(|(path, reader)| Input {
+                    path,
+                    reader,
+                    head: Head::Unknown,
+                })
+                .collect(),
+            frames: 0,
+            damaged: None,
+        }
+    }
+
+    /// The next frame over all files, `Ok(None)` when every file has ended. A damaged file ends
+    /// there; its error (naming the file) comes after the other files' frames.
+    pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        let mut earliest: Option<(Timestamp, usize)> = None;
+        for (i, input) in self.inputs.iter_mut().enumerate() {
+            if let Head::Unknown = input.head {
+                input.head = match input.reader.peek_ts() {
+                    Ok(Some(ts)) => Head::Ready(ts),
+                    Ok(None) => Head::Ended,
+                    Err(e) => {
+                        if self.damaged.is_none() {
+                            self.damaged = Some(in_file(&input.path, e));
+                        }
+                        Head::Ended
+                    }
+                };
+            }
+            if let Head::Ready(ts) = input.head {
+                if earliest.is_none_or(|(t, _)| ts < t) {
+                    earliest = Some((ts, i));
+                }
+            }
+        }
+        let Some((_, i)) = earliest else {
+            return match self.damaged.take() {
+                Some(e) => Err(e),
+                None => Ok(None),
+            };
+        };
+        self.frames += 1;
+        let number = self.frames;
+        let Some(input) = self.inputs.get_mut(i) else {
+            return Ok(None);
+        };
+        input.head = Head::Unknown;
+        let path = &input.path;
+        match input.reader.next_frame() {
+            Ok(Some(mut f)) => {
+                f.number = number;
+                Ok(Some(f))
+            }
+            // peek_ts said a frame was ready: the reader hands out that one.
+            Ok(None) => Ok(None),
+            Err(e) => Err(in_file(path, e)),
+        }
+    }
+
+    /// Bytes read from all files so far.
+    pub fn input_bytes_read(&self) -> u64 {
+        self.inputs
+            .iter()
+            .map(|i| i.reader.input_bytes_read())
+            .sum()
+    }
+}
+
+fn in_file(path: &Path, e: CaptureError) -> CaptureError {
+    CaptureError::InFile {
+        path: path.display().to_string(),
+        source: Box::new(e),
+    }
+}

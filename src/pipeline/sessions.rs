@@ -1,0 +1,425 @@
+//! Sessions, their channels and their trees, followed across the connections of a capture.
+//!
+//! SMB3 multichannel: one session (SessionId) is used over several TCP connections, its
+//! *channels* (MS-SMB2 3.2.4.2.3, 3.3.5.5). A channel is recognised by a SESSION_SETUP with
+//! SMB2_SESSION_FLAG_BINDING answered with success on a new connection, or — the capture began
+//! after the setup — by the first message of the session seen on a connection. TreeIds belong to
+//! the session, so a TREE_CONNECT on one channel names the share for every channel.
+//!
+//! Bounded: sessions, channels and trees each have a bound; past it the oldest entry is
+//! forgotten (a channel forgotten is seen again, as `ChannelJoin::Seen`, if it is used later).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{ChannelEnd, ChannelEvent, ChannelJoin, ChannelRecord, SessionSummary};
+use crate::capture::Timestamp;
+use crate::net::ConnId;
+
+/// Most channels (session × connection) followed at once.
+pub const MAX_CHANNELS: usize = 200_000;
+/// Most trees (session × TreeId) remembered.
+pub const MAX_TREES: usize = 65_536;
+/// Sessions listed one by one in the statistics; channels listed per session.
+pub const MAX_LISTED_SESSIONS: usize = 1000;
+pub const MAX_LISTED_CHANNELS: usize = 64;
+
+/// One channel of a session, as `sqos stats` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChannelStats {
+    pub connection: u32,
+    pub client: String,
+    pub server: String,
+    pub joined: ChannelJoin,
+    pub frame: u64,
+    pub ended_frame: Option<u64>,
+    pub ended_by: Option<ChannelEnd>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Channel {
+    client: SocketAddr,
+    server: SocketAddr,
+    /// Index in the session's listed channels, if listed.
+    listed: Option<usize>,
+}
+
+/// Where the last message from the server on a connection was seen.
+#[derive(Clone, Copy, Debug, Default)]
+struct LastServer {
+    frame: u64,
+    ts: Timestamp,
+}
+
+#[derive(Debug, Default)]
+pub struct Sessions {
+    channels: HashMap<(u64, ConnId), Channel>,
+    /// Sessions on each connection (for the end of a connection).
+    by_conn: HashMap<ConnId, Vec<u64>>,
+    /// Channels in the order they were added, for eviction.
+    order: VecDeque<(u64, ConnId)>,
+    last_server: HashMap<ConnId, LastServer>,
+    /// The connection the server spoke on last, not yet written to `last_server` (most
+    /// messages follow one on the same connection: one map write per switch, not per message).
+    hot: Option<(ConnId, LastServer)>,
+    trees: HashMap<(u64, u32), Arc<str>>,
+    tree_order: VecDeque<(u64, u32)>,
+    /// Listed sessions, by SessionId (`sqos stats`).
+    pub listed: BTreeMap<u64, SessionSummary>,
+    /// Sessions seen but not listed (past [`MAX_LISTED_SESSIONS`]).
+    pub unlisted_sessions: u64,
+    /// Channels forgotten because the table was full.
+    pub evicted: u64,
+}
+
+impl Sessions {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Is `session` known on `conn`?
+    pub fn has_channel(&self, session: u64, conn: ConnId) -> bool {
+        self.channels.contains_key(&(session, conn))
+    }
+
+    /// A message from the server arrived on `conn`.
+    pub fn server_spoke(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
+        let now = LastServer { frame, ts };
+        match &mut self.hot {
+            Some((c, last)) if *c == conn => *last = now,
+            hot => {
+                if let Some((c, last)) = hot.replace((conn, now)) {
+                    self.last_server.insert(c, last);
+                }
+            }
+        }
+    }
+
+    fn last_server(&self, conn: ConnId) -> Option<LastServer> {
+        match self.hot {
+            Some((c, last)) if c == conn => Some(last),
+            _ => self.last_server.get(&conn).copied(),
+        }
+    }
+
+    /// `session` joined `conn`; returns the record to emit, or `None` if already known.
+    #[allow(clippy::too_many_arguments)]
+    pub fn join(
+        &mut self,
+        session: u64,
+        conn: ConnId,
+        client: SocketAddr,
+        server: SocketAddr,
+        joined: ChannelJoin,
+        frame: u64,
+        ts: Timestamp,
+    ) -> Option<ChannelRecord> {
+        if session == 0 || self.channels.contains_key(&(session, conn)) {
+            return None;
+        }
+        while self.channels.len() >= MAX_CHANNELS {
+            let Some((s, c)) = self.order.pop_front() else {
+                break;
+            };
+            if self.channels.remove(&(s, c)).is_some() {
+                self.evicted += 1;
+                self.unlink(s, c);
+            }
+        }
+        let listed = self.list(session, conn, client, server, joined, frame);
+        self.channels.insert(
+            (session, conn),
+            Channel {
+                client,
+                server,
+                listed,
+            },
+        );
+        self.by_conn.entry(conn).or_default().push(session);
+        self.order.push_back((session, conn));
+        if self.order.len() > 2 * self.channels.len() + 64 {
+            let ch = &self.channels;
+            self.order.retain(|k| ch.contains_key(k));
+        }
+        Some(ChannelRecord {
+            frame,
+            ts,
+            conn,
+            client,
+            server,
+            session_id: session,
+            event: ChannelEvent::Joined(joined),
+        })
+    }
+
+    fn list(
+        &mut self,
+        session: u64,
+        conn: ConnId,
+        client: SocketAddr,
+        server: SocketAddr,
+        joined: ChannelJoin,
+        frame: u64,
+    ) -> Option<usize> {
+        if !self.listed.contains_key(&session) && self.listed.len() >= MAX_LISTED_SESSIONS {
+            self.unlisted_sessions += 1;
+            return None;
+        }
+        let s = self
+            .listed
+            .entry(session)
+            .or_insert_with(|| SessionSummary {
+                session_id: session,
+                ..SessionSummary::default()
+            });
+        s.channels_total += 1;
+        if s.channels.len() >= MAX_LISTED_CHANNELS {
+            return None;
+        }
+        s.channels.push(ChannelStats {
+            connection: conn.0,
+            client: client.to_string(),
+            server: server.to_string(),
+            joined,
+            frame,
+            ended_frame: None,
+            ended_by: None,
+        });
+        Some(s.channels.len() - 1)
+    }
+
+    fn unlink(&mut self, session: u64, conn: ConnId) {
+        if let Some(v) = self.by_conn.get_mut(&conn) {
+            v.retain(|s| *s != session);
+            if v.is_empty() {
+                self.by_conn.remove(&conn);
+            }
+        }
+    }
+
+    /// The channel of `session` on `conn` ended; `pending` holds (session, frame) of the
+    /// requests outstanding on the connection.
+    fn end(
+        &mut self,
+        session: u64,
+        conn: ConnId,
+        by: ChannelEnd,
+        (frame, ts): (u64, Timestamp),
+        pending: &[(u64, u64)],
+    ) -> Option<ChannelRecord> {
+        let ch = self.channels.remove(&(session, conn))?;
+        if let Some(i) = ch.listed {
+            if let Some(c) = self
+                .listed
+                .get_mut(&session)
+                .and_then(|s| s.channels.get_mut(i))
+            {
+                c.ended_frame = Some(frame);
+                c.ended_by = Some(by);
+            }
+        }
+        let last = self.last_server(conn);
+        let after = match by {
+            ChannelEnd::CaptureEnd => last.map_or(0, |l| l.frame),
+            _ => 0,
+        };
+        let unanswered = pending
+            .iter()
+            .filter(|(s, f)| *s == session && *f > after)
+            .count() as u64;
+        Some(ChannelRecord {
+            frame,
+            ts,
+            conn,
+            client: ch.client,
+            server: ch.server,
+            session_id: session,
+            event: ChannelEvent::Ended {
+                by,
+                last_server_frame: last.map(|l| l.frame),
+                last_server_ts: last.map(|l| l.ts),
+                unanswered,
+            },
+        })
+    }
+
+    /// The connection ended: every session on it loses that channel. `pending` holds
+    /// (session, frame) of the requests outstanding on it.
+    pub fn end_conn(
+        &mut self,
+        conn: ConnId,
+        by: ChannelEnd,
+        at: (u64, Timestamp),
+        pending: &[(u64, u64)],
+    ) -> Vec<ChannelRecord> {
+        let sessions = self.by_conn.remove(&conn).unwrap_or_default();
+        let out = sessions
+            .into_iter()
+            .filter_map(|s| self.end(s, conn, by, at, pending))
+            .collect();
+        self.last_server.remove(&conn);
+        if self.hot.is_some_and(|(c, _)| c == conn) {
+            self.hot = None;
+        }
+        out
+    }
+
+    /// LOGOFF succeeded: the session ends on every channel.
+    pub fn logoff(&mut self, session: u64, frame: u64, ts: Timestamp) -> Vec<ChannelRecord> {
+        let conns: Vec<ConnId> = self
+            .by_conn
+            .iter()
+            .filter(|(_, v)| v.contains(&session))
+            .map(|(c, _)| *c)
+            .collect();
+        let mut conns = conns;
+        conns.sort();
+        let mut out = Vec::new();
+        for c in conns {
+            self.unlink(session, c);
+            out.extend(self.end(session, c, ChannelEnd::Logoff, (frame, ts), &[]));
+        }
+        self.trees.retain(|(s, _), _| *s != session);
+        out
+    }
+
+    /// End of capture: every channel still open. `pending` holds (connection, session,
+    /// frame) of the requests outstanding.
+    pub fn end_all(
+        &mut self,
+        at: (u64, Timestamp),
+        pending: &[(ConnId, u64, u64)],
+    ) -> Vec<ChannelRecord> {
+        let mut by_conn: HashMap<ConnId, Vec<(u64, u64)>> = HashMap::new();
+        for &(c, s, f) in pending {
+            by_conn.entry(c).or_default().push((s, f));
+        }
+        let mut conns: Vec<ConnId> = self.by_conn.keys().copied().collect();
+        conns.sort();
+        let mut out = Vec::new();
+        for c in conns {
+            let mine = by_conn.get(&c).map_or(&[][..], Vec::as_slice);
+            out.extend(self.end_conn(c, ChannelEnd::CaptureEnd, at, mine));
+        }
+        out
+    }
+
+    /// A TREE_CONNECT succeeded: `tree` of `session` is `path` (`\\server\share`).
+    pub fn tree_connected(&mut self, session: u64, tree: u32, path: Arc<str>) {
+        if self.trees.insert((session, tree), path).is_none() {
+            self.tree_order.push_back((session, tree));
+        }
+        while self.trees.len() > MAX_TREES {
+            match self.tree_order.pop_front() {
+                Some(k) => {
+                    self.trees.remove(&k);
+                }
+                None => break,
+            }
+        }
+        if self.tree_order.len() > 2 * self.trees.len() + 64 {
+            let t = &self.trees;
+            self.tree_order.retain(|k| t.contains_key(k));
+        }
+    }
+
+    pub fn tree_disconnected(&mut self, session: u64, tree: u32) {
+        self.trees.remove(&(session, tree));
+    }
+
+    /// The share path of a tree, if its TREE_CONNECT was seen.
+    pub fn share(&self, session: u64, tree: u32) -> Option<&Arc<str>> {
+        self.trees.get(&(session, tree))
+    }
+}
+
+/// The full path of a file opened in a share: `\\server\share\name`. With DFS operations the
+/// CREATE name already begins with `server\share`; it is not repeated.
+pub fn full_path(share: &str, name: &str, dfs: bool) -> String {
+    let name = name.trim_start_matches('\\');
+    if name.is_empty() {
+        return share.to_string();
+    }
+    let root = share.trim_start_matches('\\');
+    if dfs
+        && name.len() > root.len()
+        && name.is_char_boundary(root.len())
+        && name[..root.len()].eq_ignore_ascii_case(root)
+        && name[root.len()..].starts_with('\\')
+    {
+        return format!("\\\\{name}");
+    }
+    format!("{}\\{name}", share.trim_end_matches('\\'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn full_paths() {
+        assert_eq!(
+            full_path("\\\\sofs\\vms", "vm01\\disk0.vhdx", false),
+            "\\\\sofs\\vms\\vm01\\disk0.vhdx"
+        );
+        assert_eq!(full_path("\\\\sofs\\vms", "", false), "\\\\sofs\\vms");
+        assert_eq!(
+            full_path("\\\\sofs\\vms", "SOFS\\vms\\vm01\\a.vhdx", true),
+            "\\\\SOFS\\vms\\vm01\\a.vhdx"
+        );
+        assert_eq!(
+            full_path("\\\\sofs\\vms", "vm01\\a.vhdx", true),
+            "\\\\sofs\\vms\\vm01\\a.vhdx"
+        );
+    }
+
+    #[test]
+    fn channels_join_once_and_end_with_their_connection() {
+        let mut s = Sessions::new();
+        let (c, v) = (addr("10.0.0.1:50000"), addr("10.0.0.100:445"));
+        let t = Timestamp(0);
+        assert!(s
+            .join(7, ConnId(0), c, v, ChannelJoin::Setup, 5, t)
+            .is_some());
+        assert!(s
+            .join(7, ConnId(0), c, v, ChannelJoin::Seen, 6, t)
+            .is_none());
+        let r = s
+            .join(7, ConnId(1), c, v, ChannelJoin::Binding, 9, t)
+            .unwrap();
+        assert_eq!(r.event, ChannelEvent::Joined(ChannelJoin::Binding));
+        assert!(s
+            .join(0, ConnId(2), c, v, ChannelJoin::Seen, 9, t)
+            .is_none());
+        s.server_spoke(ConnId(1), 10, Timestamp(3));
+        let ended = s.end_conn(ConnId(1), ChannelEnd::Rst, (12, t), &[(7, 11), (8, 11)]);
+        assert_eq!(ended.len(), 1);
+        assert_eq!(
+            ended[0].event,
+            ChannelEvent::Ended {
+                by: ChannelEnd::Rst,
+                last_server_frame: Some(10),
+                last_server_ts: Some(Timestamp(3)),
+                unanswered: 1,
+            }
+        );
+        let listed = &s.listed[&7];
+        assert_eq!(listed.channels_total, 2);
+        assert_eq!(listed.channels[1].ended_by, Some(ChannelEnd::Rst));
+        s.server_spoke(ConnId(0), 15, Timestamp(4));
+        let at_end = s.end_all((20, t), &[(ConnId(0), 7, 14), (ConnId(0), 7, 16)]);
+        assert_eq!(at_end.len(), 1);
+        // Only the request sent after the server's last message counts at the end.
+        assert!(matches!(
+            at_end[0].event,
+            ChannelEvent::Ended { unanswered: 1, .. }
+        ));
+    }
+}

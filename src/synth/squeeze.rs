@@ -1,0 +1,112 @@
+//! `--compress`: SMB 3.1.1 compression of a simulated session's messages, as a Windows client
+//! and server with compression negotiated send them (MS-SMB2 3.1.4.4): after SESSION_SETUP
+//! every message that comes out smaller is sent compressed (Windows' "compress all requests
+//! and responses"); unchained with one algorithm, or — when chained compression is negotiated —
+//! chained, with Pattern_V1 for the runs of equal bytes at the start and end of the data
+//! (3.1.4.4.1). Compression comes before encryption (3.1.4.3). The layout and the algorithms
+//! are `smb2::compress`, the same code that decompresses.
+
+use super::smb2;
+use super::wire::Part;
+use crate::smb2::compress::{compress_chained, compress_unchained, Algorithm};
+
+/// `--compress` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompressArg {
+    #[value(name = "lznt1")]
+    Lznt1,
+    #[value(name = "lz77")]
+    Lz77,
+    #[value(name = "lz77-huffman")]
+    Lz77Huffman,
+}
+
+impl CompressArg {
+    pub fn algorithm(self) -> Algorithm {
+        match self {
+            CompressArg::Lznt1 => Algorithm::Lznt1,
+            CompressArg::Lz77 => Algorithm::Lz77,
+            CompressArg::Lz77Huffman => Algorithm::Lz77Huffman,
+        }
+    }
+}
+
+/// SMB2 header offsets used here (MS-SMB2 2.2.1).
+const COMMAND_AT: usize = 12;
+const FLAGS_AT: usize = 16;
+/// Header and fixed body of a READ response and a WRITE request: left in clear (the
+/// compressed part starts at the data, which the Offset / a NONE payload says).
+const READ_RESPONSE_FIXED: usize = 64 + 16;
+const WRITE_REQUEST_FIXED: usize = 64 + 48;
+
+/// How one connection compresses.
+#[derive(Clone, Copy, Debug)]
+pub struct Squeezer {
+    pub algorithm: Algorithm,
+    /// Chained compression negotiated (with Pattern_V1).
+    pub chained: bool,
+}
+
+impl Squeezer {
+    /// The algorithms of the SMB2_COMPRESSION_CAPABILITIES context, both ways.
+    pub fn algorithm_ids(&self) -> Vec<u16> {
+        let mut ids = vec![self.algorithm.id()];
+        if self.chained {
+            ids.push(Algorithm::PatternV1.id());
+        }
+        ids
+    }
+
+    /// A message (`parts` as `smb2::message` builds them: NetBIOS header first; `fill` the
+    /// wire's filler) as it goes on the wire: compressed when that makes it smaller.
+    /// NEGOTIATE and SESSION_SETUP stay in clear (compression is not set up yet; the preauth
+    /// hash covers them as sent).
+    pub fn outgoing(&self, parts: Vec<Part>, fill: &[u8]) -> Vec<Part> {
+        let Some(Part::Bytes(first)) = parts.first() else {
+            return parts;
+        };
+        let u16_at = |at: usize| {
+            first
+                .get(4 + at..6 + at)
+                .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]))
+        };
+        let command = u16_at(COMMAND_AT);
+        let response = u16_at(FLAGS_AT) & 1 != 0;
+        if matches!(command, smb2::NEGOTIATE | smb2::SESSION_SETUP) {
+            return parts;
+        }
+        let mut msg = Vec::new();
+        for p in &parts {
+            match p {
+                Part::Bytes(b) => msg.extend_from_slice(b),
+                // Half of each READ/WRITE payload is zeros, as unallocated VHDX blocks read:
+                // runs for Pattern_V1.
+                Part::Fill(n) => {
+                    let data = n - n / 2;
+                    msg.extend_from_slice(fill.get(..data).unwrap_or(&[]));
+                    msg.resize(msg.len() + n / 2, 0);
+                }
+            }
+        }
+        let Some(body) = msg.get(4..) else {
+            return parts;
+        };
+        let clear = match (command, response) {
+            (smb2::READ, true) => READ_RESPONSE_FIXED,
+            (smb2::WRITE, false) => WRITE_REQUEST_FIXED,
+            _ => 0,
+        };
+        let packed = if self.chained {
+            compress_chained(body, Some(self.algorithm), true, clear)
+        } else {
+            compress_unchained(body, self.algorithm, clear)
+        };
+        let Some(packed) = packed else {
+            return parts;
+        };
+        let mut out = Vec::with_capacity(4 + packed.len());
+        out.extend_from_slice(&(packed.len() as u32 & 0x00ff_ffff).to_be_bytes());
+        out.extend_from_slice(&packed);
+        vec![Part::Bytes(out)]
+    }
+}

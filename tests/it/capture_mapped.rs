@@ -1,0 +1,160 @@
+//! A regular file is read through a memory map: the frames are those the streaming reader gives
+//! (pcap and pcapng), and a file that shrinks while mapped ends the read with an error naming
+//! the cut instead of killing the process (SIGBUS), the frames before it standing.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use sqos::capture::{CaptureReader, PcapWriter, Timestamp};
+
+/// A file in a directory removed when the value drops.
+struct TempFile(PathBuf, #[allow(dead_code)] tempfile::TempDir);
+
+impl TempFile {
+    fn new(name: &str) -> Self {
+        let dir = crate::support::scratch("sqos-mapped-");
+        TempFile(dir.path().join(name), dir)
+    }
+}
+
+/// `n` Ethernet frames of 1,000 bytes (an unrelated EtherType), each filled with its index.
+fn pcap(n: u64) -> Vec<u8> {
+    let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
+    for i in 0..n {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x88, 0xcc];
+        f.resize(1000, i as u8);
+        w.write_packet(Timestamp(i as i64 * 1_000_000), &f).unwrap();
+    }
+    w.into_inner()
+}
+
+/// A frame's number, timestamp and bytes.
+type Read1 = (u64, i64, Vec<u8>);
+
+/// Every frame, and how reading ended (the error's text).
+fn frames(r: &mut CaptureReader) -> (Vec<Read1>, Option<String>) {
+    let mut out = Vec::new();
+    loop {
+        match r.next_frame() {
+            Ok(Some(f)) => out.push((f.number, f.ts.0, f.data.to_vec())),
+            Ok(None) => return (out, None),
+            Err(e) => return (out, Some(e.to_string())),
+        }
+    }
+}
+
+fn streamed(path: &Path) -> CaptureReader {
+    CaptureReader::from_reader(Box::new(std::fs::File::open(path).unwrap())).unwrap()
+}
+
+#[test]
+fn mapped_files_give_the_frames_the_stream_gives() {
+    let repo = crate::support::repo();
+    for rel in [
+        "captures/real/smb311-multichannel.pcap",
+        "captures/real/smb311-encrypted-aes-128-ccm.pcap",
+    ] {
+        let path = repo.join(rel);
+        let mut mapped = CaptureReader::open(&path).unwrap();
+        assert!(mapped.is_mapped(), "{rel}: a regular file is mapped");
+        let (m, m_end) = frames(&mut mapped);
+        let (s, s_end) = frames(&mut streamed(&path));
+        assert!(!m.is_empty(), "{rel}: frames read");
+        assert_eq!(m, s, "{rel}: the same frames mapped and streamed");
+        assert_eq!(m_end, s_end, "{rel}: the same ending");
+    }
+    // pcapng (the committed ones are gzipped, and gzip is streamed, not mapped).
+    for rel in [
+        "captures/noisy-neighbour.pcapng.gz",
+        "captures/steady-ipv6.pcapng.gz",
+    ] {
+        let gz = repo.join(rel);
+        let mut streamed_gz = CaptureReader::open(&gz).unwrap();
+        assert!(!streamed_gz.is_mapped(), "{rel}: gzip input is streamed");
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
+            .read_to_end(&mut plain)
+            .unwrap();
+        let file = TempFile::new("plain.pcapng");
+        std::fs::write(&file.0, &plain).unwrap();
+        let mut mapped = CaptureReader::open(&file.0).unwrap();
+        assert!(mapped.is_mapped(), "{rel}: the plain file is mapped");
+        let (m, m_end) = frames(&mut mapped);
+        assert!(!m.is_empty());
+        assert_eq!((m, m_end), frames(&mut streamed_gz), "{rel}");
+    }
+}
+
+#[test]
+fn a_cut_mapped_file_ends_like_a_cut_stream() {
+    let bytes = pcap(50);
+    let cut = bytes.len() - 300; // inside the last record
+    let file = TempFile::new("cut.pcap");
+    std::fs::write(&file.0, &bytes[..cut]).unwrap();
+    let mut mapped = CaptureReader::open(&file.0).unwrap();
+    assert!(mapped.is_mapped());
+    let (m, m_end) = frames(&mut mapped);
+    let (s, s_end) = frames(&mut streamed(&file.0));
+    assert_eq!(m.len(), 49);
+    assert_eq!(m, s);
+    assert_eq!(m_end, s_end);
+    assert!(m_end.unwrap().contains("cut off in frame 50"));
+}
+
+#[test]
+fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
+    // 400 records of 1,016 bytes after the 24-byte header: about 400 KB over ~100 pages.
+    let bytes = pcap(400);
+    let file = TempFile::new("shrinks.pcap");
+    std::fs::write(&file.0, &bytes).unwrap();
+
+    let mut r = CaptureReader::open(&file.0).unwrap();
+    assert!(r.is_mapped());
+    let mut before = Vec::new();
+    for _ in 0..10 {
+        let f = r.next_frame().unwrap().unwrap();
+        before.push((f.number, f.data.to_vec()));
+    }
+    // Another writer cuts the file at a page boundary (64 KiB) while we read it: every page
+    // from there on is gone from under the map.
+    const CUT: u64 = 64 * 1024;
+    OpenOptions::new()
+        .write(true)
+        .open(&file.0)
+        .unwrap()
+        .set_len(CUT)
+        .unwrap();
+    let (after, end) = frames(&mut r);
+    let end = end.expect("the read ends with an error");
+    assert!(
+        end.contains("shrank while it was being read"),
+        "the error says the file shrank: {end}"
+    );
+    // The frames wholly before the cut are read, intact; the one across it is not.
+    let whole = (CUT as usize - 24) / 1016;
+    assert_eq!(before.len() + after.len(), whole);
+    for (i, (n, _, data)) in after.iter().enumerate() {
+        assert_eq!(*n, 11 + i as u64);
+        assert_eq!(data.len(), 1000);
+        assert!(
+            data[14..].iter().all(|b| *b == (10 + i) as u8),
+            "frame {n} intact"
+        );
+    }
+    // Later calls stay at the end, and the file can be read again (the handler only patched
+    // that one map).
+    assert!(matches!(r.next_frame(), Ok(None)));
+    drop(r);
+    let mut again = CaptureReader::open(&file.0).unwrap();
+    let (frames_again, end_again) = frames(&mut again);
+    assert_eq!(frames_again.len(), whole);
+    assert!(end_again.unwrap().contains("cut off"));
+    // And the file grows back: nothing of the patched map is left over.
+    let mut f = OpenOptions::new().append(true).open(&file.0).unwrap();
+    f.write_all(&bytes[CUT as usize..]).unwrap();
+    drop(f);
+    let (all, clean) = frames(&mut CaptureReader::open(&file.0).unwrap());
+    assert_eq!(all.len(), 400);
+    assert_eq!(clean, None);
+}
