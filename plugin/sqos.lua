@@ -335,12 +335,22 @@ local function temp_name()
     return os.tmpname()
 end
 
-local D = { path = temp_name(), dumper = nil, count = 0, unwritten = 0, error = nil,
+local D = { path = nil, dumper = nil, count = 0, unwritten = 0, error = nil,
             second_pass = false, sqos_seen = false, last_write = 0 }
-D.err_path = D.path .. ".err"
-D.empty_path = D.path .. ".empty.pcap"
+
+-- The names are chosen when first needed, not when the plugin loads: a tshark that reads no
+-- capture (`tshark -G`) ends without closing Lua, and a file made then would stay behind.
+local function paths()
+    if D.path == nil then
+        D.path = temp_name()
+        D.err_path = D.path .. ".err"
+        D.empty_path = D.path .. ".empty.pcap"
+    end
+    return D
+end
 
 local function remove_files()
+    if D.path == nil then return end
     for _, p in ipairs({ D.path, D.err_path, D.empty_path }) do os.remove(p) end
 end
 -- Removed when Wireshark closes its Lua state (a table's __gc runs then in Lua 5.2).
@@ -356,7 +366,7 @@ local NSEC_PCAP = wtap_name_to_file_type_subtype("nsecpcap")
 local function write_frame(pinfo)
     if D.error then return end
     if D.dumper == nil then
-        local ok, d = pcall(Dumper.new_for_current, D.path, NSEC_PCAP)
+        local ok, d = pcall(Dumper.new_for_current, paths().path, NSEC_PCAP)
         if not ok or d == nil then
             D.error = "cannot write the frames to " .. D.path .. ": " .. tostring(d)
             return
@@ -374,7 +384,7 @@ end
 
 -- An empty capture (nsec pcap header, Ethernet), for the window before any packet is read.
 local function empty_capture()
-    local f = io.open(D.empty_path, "wb")
+    local f = io.open(paths().empty_path, "wb")
     if f == nil then return nil end
     f:write(string.char(0x4d, 0x3c, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         0, 0, 4, 0, 1, 0, 0, 0))
@@ -509,7 +519,7 @@ local function run_sqos(path, upto, keys)
     res.program = program
     local cmd = shell_quote(program) .. " annotate --quiet " .. shell_quote(path)
     if keys then cmd = cmd .. " --keys " .. shell_quote(keys) end
-    cmd = cmd .. " 2>" .. shell_quote(D.err_path)
+    cmd = cmd .. " 2>" .. shell_quote(paths().err_path)
     if WINDOWS then cmd = '"' .. cmd .. '"' end
     local pipe = io.popen(cmd, "r")
     if pipe == nil then

@@ -9,6 +9,8 @@ use uuid::Uuid;
 
 use crate::analysis::{Analyzer, AnalyzerConfig, FlowFinding, FlowState, IntervalRow};
 use crate::capture::Timestamp;
+use crate::filter::select::MessageSink;
+use crate::filter::{Filter, FlowSelect, MessageSelect, Subject};
 use crate::output::columns::{
     flow_finding_flat, flow_flat, message_finding_flat, message_flat, Column, FINDING_COLUMNS,
     FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
@@ -114,58 +116,153 @@ pub trait RowSink {
 /// [`ExportSink::finish`], when the capture has been read. Give it to
 /// [`run_capture`](crate::run::run_capture) (or [`export`]), then call `finish`.
 pub struct ExportSink<'w, W: RowSink> {
-    table: Table,
-    /// Every table but messages is the analysis's.
-    analyzer: Option<Analyzer>,
-    out: &'w mut W,
+    inner: Inner<'w, W>,
+    /// The analysis's configuration (to start it again with a filter, before the run).
+    cfg: AnalyzerConfig,
 }
+
+enum Inner<'w, W: RowSink> {
+    /// The messages the filter keeps (it follows the flows when the filter reads them).
+    Messages(MessageSelect<MessageRows<'w, W>>),
+    /// Interval rows as the analysis finishes them, those the filter keeps.
+    Series {
+        analyzer: Analyzer,
+        out: &'w mut W,
+        filter: Option<Filter>,
+        start: Timestamp,
+    },
+    /// The flows the filter keeps, at the end.
+    Flows {
+        select: FlowSelect,
+        out: &'w mut W,
+    },
+    Findings {
+        analyzer: Analyzer,
+        out: &'w mut W,
+    },
+}
+
+/// The message rows, behind the filter.
+struct MessageRows<'w, W: RowSink>(&'w mut W);
+
+impl<W: RowSink> RecordSink for MessageRows<'_, W> {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.0.row(Row::Message(&rec));
+    }
+    // Message rows carry their connection; the channels are the flows' business.
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
+}
+
+impl<W: RowSink> CaptureSink for MessageRows<'_, W> {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.0.first_frame(ts);
+    }
+    fn done(&mut self) -> bool {
+        self.0.closed()
+    }
+}
+
+impl<W: RowSink> MessageSink for MessageRows<'_, W> {}
 
 impl<'w, W: RowSink> ExportSink<'w, W> {
     /// `cfg` is the analysis's (its memory budget); series rows are streamed whatever it says.
     pub fn new(table: Table, cfg: AnalyzerConfig, out: &'w mut W) -> Self {
-        let analyzer = match table {
-            Table::Messages => None,
-            Table::Series => Some(Analyzer::new(AnalyzerConfig {
-                stream_rows: true,
-                ..cfg
-            })),
-            Table::Flows | Table::Findings => Some(Analyzer::new(cfg)),
+        let analysis = cfg.clone();
+        let inner = match table {
+            Table::Messages => Inner::Messages(MessageSelect::new(MessageRows(out), None, false)),
+            Table::Series => Inner::Series {
+                analyzer: Analyzer::new(AnalyzerConfig {
+                    stream_rows: true,
+                    ..cfg
+                }),
+                out,
+                filter: None,
+                start: Timestamp::default(),
+            },
+            Table::Flows => Inner::Flows {
+                select: FlowSelect::new(Analyzer::new(cfg), None),
+                out,
+            },
+            Table::Findings => Inner::Findings {
+                analyzer: Analyzer::new(cfg),
+                out,
+            },
         };
         ExportSink {
-            table,
-            analyzer,
-            out,
+            inner,
+            cfg: analysis,
+        }
+    }
+
+    /// Only the rows `filter` keeps (docs/filter.md): messages, flows and series rows; the
+    /// findings table takes no filter (an error).
+    pub fn with_filter(self, filter: Filter) -> Result<Self, &'static str> {
+        let inner = match self.inner {
+            Inner::Messages(m) => Inner::Messages(MessageSelect::new(m.inner, Some(filter), false)),
+            Inner::Series {
+                analyzer,
+                out,
+                start,
+                ..
+            } => Inner::Series {
+                analyzer,
+                out,
+                filter: Some(filter),
+                start,
+            },
+            Inner::Flows { out, .. } => Inner::Flows {
+                select: FlowSelect::new(Analyzer::new(self.cfg.clone()), Some(filter)),
+                out,
+            },
+            Inner::Findings { .. } => return Err("the findings table takes no filter"),
+        };
+        Ok(ExportSink {
+            inner,
+            cfg: self.cfg,
+        })
+    }
+
+    /// True when a message filter reads flow fields: a first pass can then give the flows'
+    /// final state ([`ExportSink::with_final_flows`]), as `sqos flows` shows them.
+    pub fn follows_flows(&self) -> bool {
+        matches!(&self.inner, Inner::Messages(m) if m.follows_flows())
+    }
+
+    /// The message filter reads these flows (a first pass's) instead of the flows as they stood.
+    pub fn with_final_flows(self, flows: Vec<FlowState>) -> Self {
+        let inner = match self.inner {
+            Inner::Messages(m) => Inner::Messages(m.with_final_flows(flows)),
+            inner => inner,
+        };
+        ExportSink {
+            inner,
+            cfg: self.cfg,
         }
     }
 
     /// The rows known only at the end: the last series rows, the flows, the flows' findings.
     pub fn finish(self) {
-        let Some(analyzer) = self.analyzer else {
-            return;
-        };
-        let analysis = analyzer.finish();
-        match self.table {
-            Table::Messages => {}
-            Table::Series => {
+        match self.inner {
+            Inner::Messages(_) => {}
+            Inner::Series {
+                analyzer,
+                out,
+                filter,
+                start,
+            } => {
+                let analysis = analyzer.finish();
                 for (id, row) in &analysis.rows {
-                    let name = analysis
-                        .flows
-                        .iter()
-                        .find(|f| f.id == *id)
-                        .and_then(|f| f.initiator_name.as_deref());
-                    self.out.row(Row::Series {
-                        flow: *id,
-                        initiator_name: name,
-                        row,
-                    });
+                    let flow = analysis.flows.iter().find(|f| f.id == *id);
+                    series_row(out, filter.as_ref(), *id, flow, row, start);
                 }
             }
-            Table::Flows => {
-                for f in &analysis.flows {
-                    self.out.row(Row::Flow(f));
+            Inner::Flows { select, out } => {
+                for f in &select.finish().flows {
+                    out.row(Row::Flow(f));
                 }
             }
-            Table::Findings => {
+            Inner::Findings { analyzer, out } => {
+                let analysis = analyzer.finish();
                 let mut all: Vec<(&FlowState, &FlowFinding)> = analysis
                     .flows
                     .iter()
@@ -173,76 +270,118 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
                     .collect();
                 all.sort_by_key(|(_, x)| (x.frame, x.code));
                 for (f, x) in all {
-                    self.out.row(Row::FlowFinding(f, x));
+                    out.row(Row::FlowFinding(f, x));
                 }
             }
         }
     }
+
+    /// Where the records other than the SQOS messages go.
+    fn records(&mut self) -> &mut dyn CaptureSink {
+        match &mut self.inner {
+            Inner::Messages(m) => m,
+            Inner::Series { analyzer, .. } | Inner::Findings { analyzer, .. } => analyzer,
+            Inner::Flows { select, .. } => select,
+        }
+    }
+}
+
+/// One series row, if the filter keeps it.
+fn series_row<W: RowSink>(
+    out: &mut W,
+    filter: Option<&Filter>,
+    id: Uuid,
+    flow: Option<&FlowState>,
+    row: &IntervalRow,
+    start: Timestamp,
+) {
+    let name = flow.and_then(|f| f.initiator_name.as_deref());
+    if let Some(f) = filter {
+        let kept = match series_row_json(id, name, row) {
+            Value::Object(m) => f.matches(&Subject::row(&m, flow, start)),
+            _ => false,
+        };
+        if !kept {
+            return;
+        }
+    }
+    out.row(Row::Series {
+        flow: id,
+        initiator_name: name,
+        row,
+    });
 }
 
 impl<W: RowSink> RecordSink for ExportSink<'_, W> {
     fn on_sqos(&mut self, rec: SqosRecord) {
-        if self.table == Table::Findings {
-            let findings = match &rec.body {
-                SqosBody::Request(d) => &d.findings[..],
-                SqosBody::Response(d) => &d.findings[..],
-                SqosBody::NoBuffer => &[],
-            };
-            for f in findings {
-                self.out.row(Row::MessageFinding(&rec, f));
+        match &mut self.inner {
+            Inner::Messages(m) => m.on_sqos(rec),
+            Inner::Flows { select, .. } => select.on_sqos(rec),
+            Inner::Series {
+                analyzer,
+                out,
+                filter,
+                start,
+            } => {
+                analyzer.on_sqos(rec);
+                for (id, row) in analyzer.drain_rows() {
+                    let flow = analyzer.flow(&id);
+                    series_row(*out, filter.as_ref(), id, flow, &row, *start);
+                }
             }
-        }
-        let Some(analyzer) = &mut self.analyzer else {
-            self.out.row(Row::Message(&rec));
-            return;
-        };
-        analyzer.on_sqos(rec);
-        for (id, row) in analyzer.drain_rows() {
-            let name = analyzer.flow(&id).and_then(|f| f.initiator_name.as_deref());
-            self.out.row(Row::Series {
-                flow: id,
-                initiator_name: name,
-                row: &row,
-            });
+            Inner::Findings { analyzer, out } => {
+                let findings = match &rec.body {
+                    SqosBody::Request(d) => &d.findings[..],
+                    SqosBody::Response(d) => &d.findings[..],
+                    SqosBody::NoBuffer => &[],
+                };
+                for f in findings {
+                    out.row(Row::MessageFinding(&rec, f));
+                }
+                analyzer.on_sqos(rec);
+            }
         }
     }
     fn on_open(&mut self, rec: &OpenRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_open(rec);
-        }
+        self.records().on_open(rec);
     }
     fn on_close(&mut self, rec: &CloseRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_close(rec);
-        }
+        self.records().on_close(rec);
     }
     fn on_io(&mut self, rec: &IoRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_io(rec);
-        }
+        self.records().on_io(rec);
     }
-    // Message rows carry their connection; the channels are the flows' business.
     fn on_channel(&mut self, rec: &ChannelRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_channel(rec);
-        }
+        self.records().on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_note(note);
-        }
+        self.records().on_note(note);
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.records().on_info(note);
     }
 }
 
 impl<W: RowSink> CaptureSink for ExportSink<'_, W> {
     fn on_first_frame(&mut self, ts: Timestamp) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_first_frame(ts);
+        self.records().on_first_frame(ts);
+        match &mut self.inner {
+            // The message rows hear it through the filter.
+            Inner::Messages(_) => {}
+            Inner::Series { out, start, .. } => {
+                *start = ts;
+                out.first_frame(ts);
+            }
+            Inner::Flows { out, .. } | Inner::Findings { out, .. } => out.first_frame(ts),
         }
-        self.out.first_frame(ts);
     }
     fn done(&mut self) -> bool {
-        self.out.closed()
+        match &mut self.inner {
+            Inner::Messages(m) => m.done(),
+            Inner::Series { out, .. } | Inner::Flows { out, .. } | Inner::Findings { out, .. } => {
+                out.closed()
+            }
+        }
     }
 }
 

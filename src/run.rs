@@ -6,13 +6,18 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use crate::capture::{CaptureError, CaptureReader, Frame, MergedCaptures, Timestamp};
+use crate::capture::{
+    CaptureError, CaptureFormat, CaptureReader, Frame, MergedCaptures, Timestamp,
+};
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
 
 /// A record sink that also wants to know when the capture starts (for relative times), and can
 /// say that it wants nothing more (its output was closed: `sqos dissect big.pcap | head -1`).
 pub trait CaptureSink: RecordSink {
     fn on_first_frame(&mut self, _ts: Timestamp) {}
+    /// The container format of a single capture file, once its header is read (`-w` says which
+    /// format it writes).
+    fn on_format(&mut self, _format: CaptureFormat) {}
     /// True to stop reading now; asked after every frame, so keep it cheap.
     fn done(&mut self) -> bool {
         false

@@ -76,6 +76,8 @@ pub struct Analysis {
     pub rows: Vec<(Uuid, IntervalRow)>,
 }
 
+/// Clone: the TUI finishes a copy to show a followed file's last interval while it waits.
+#[derive(Clone)]
 pub struct Analyzer {
     cfg: AnalyzerConfig,
     opens: HashMap<OpenKey, OpenState>,
@@ -181,6 +183,35 @@ impl Analyzer {
     /// A flow followed so far.
     pub fn flow(&self, id: &Uuid) -> Option<&FlowState> {
         self.flows.get(id).map(|f| &**f)
+    }
+
+    /// The flow a message concerns, judged before it is fed: a response's is its request's; a
+    /// request's the one it associates, else its open's, else the one it names.
+    pub fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
+        let key = open_key(rec.session_id, rec.file_id);
+        let assoc = key
+            .and_then(|k| self.opens.get(&k))
+            .map_or(Association::Unknown, |o| o.association);
+        let named = |id: Uuid| (!id.is_nil()).then_some(id);
+        if let SqosBody::Request(d) = &rec.body {
+            return match &d.message {
+                Some(r) => request_flow(r, assoc).map(|(id, _)| id),
+                None => assoc.flow(),
+            };
+        }
+        // An answer: as `on_response` places it (the open's flow after the request, else the
+        // one the request concerned, else the one the answer names).
+        let pending = self.pending.get(&(rec.conn, rec.msg_id));
+        let open = pending
+            .and_then(|p| p.key)
+            .or(key)
+            .and_then(|k| self.opens.get(&k))
+            .and_then(|o| o.association.flow());
+        let answer_names = match &rec.body {
+            SqosBody::Response(d) => d.message.as_ref().and_then(|m| named(m.logical_flow_id)),
+            _ => None,
+        };
+        open.or(pending.and_then(|p| p.flow)).or(answer_names)
     }
 
     /// Opens followed now.
@@ -1126,6 +1157,9 @@ impl RecordSink for Analyzer {
     fn on_note(&mut self, _note: &CaptureNote) {
         self.capture_notes += 1;
     }
+
+    /// Nothing was lost: intervals stay comparable.
+    fn on_info(&mut self, _note: &CaptureNote) {}
 }
 
 impl CaptureSink for Analyzer {

@@ -40,3 +40,28 @@ impl Frame<'_> {
         (self.data.len() as u64) < u64::from(self.orig_len)
     }
 }
+
+/// A frame copied out of the reader's buffer, kept beside a record that needs its bytes
+/// (`sqos dissect -x`, `-w`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameCopy {
+    pub number: u64,
+    pub ts: Timestamp,
+    pub interface: u32,
+    pub link_type: u32,
+    pub orig_len: u32,
+    pub data: Vec<u8>,
+}
+
+impl Frame<'_> {
+    pub fn to_copy(&self) -> FrameCopy {
+        FrameCopy {
+            number: self.number,
+            ts: self.ts,
+            interface: self.interface,
+            link_type: self.link_type,
+            orig_len: self.orig_len,
+            data: self.data.to_vec(),
+        }
+    }
+}

@@ -8,6 +8,7 @@
 mod frame;
 mod input;
 pub mod link;
+pub mod live;
 #[cfg(target_os = "linux")]
 mod map_reader;
 #[cfg(target_os = "linux")]
@@ -16,7 +17,7 @@ mod merge;
 pub mod source;
 pub mod writer;
 
-pub use frame::{Frame, Timestamp};
+pub use frame::{Frame, FrameCopy, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
 pub use merge::MergedCaptures;
 pub use source::{CaptureError, CaptureFormat, CaptureReader};

@@ -53,6 +53,8 @@ pub enum CaptureError {
     },
     #[error("not a pcap or pcapng capture (offset {offset})")]
     NotACapture { offset: u64 },
+    #[error("empty: no capture in it (0 bytes)")]
+    Empty,
     #[error("read error at offset {offset}: {source}")]
     Io { offset: u64, source: std::io::Error },
     #[error("capture cut off in frame {frame} at offset {offset}")]
@@ -76,7 +78,9 @@ impl CaptureError {
     /// the frames read before the error stand ("damaged but read").
     pub fn is_unusable(&self) -> bool {
         match self {
-            CaptureError::Open { .. } | CaptureError::NotACapture { .. } => true,
+            CaptureError::Open { .. } | CaptureError::NotACapture { .. } | CaptureError::Empty => {
+                true
+            }
             CaptureError::Io { offset, .. } => *offset == 0,
             CaptureError::Truncated { frame, .. } | CaptureError::Corrupt { frame, .. } => {
                 *frame <= 1
@@ -718,6 +722,9 @@ fn probe(stream: &mut dyn Read) -> Result<(Format, Vec<u8>), CaptureError> {
     let mut prefix = vec![0u8; 12];
     let n = read_full(stream, &mut prefix).map_err(io_err)?;
     prefix.truncate(n);
+    if n == 0 {
+        return Err(CaptureError::Empty);
+    }
     let magic = prefix.get(..4).unwrap_or_default();
     let not_capture = CaptureError::NotACapture { offset: 0 };
 

@@ -219,6 +219,10 @@ impl<A: CaptureSink> RecordSink for FactsSink<A> {
         self.notes += 1;
         self.analysis.on_note(note);
     }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.notes += 1;
+        self.analysis.on_info(note);
+    }
 }
 
 impl<A: CaptureSink> CaptureSink for FactsSink<A> {

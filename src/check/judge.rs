@@ -12,6 +12,9 @@ use super::facts::{FactsSink, FlowAnalysis, MessageFacts};
 use super::flows::{FlowTable, FlowTableError};
 use super::outcome::{CaptureVerdict, Outcome};
 use super::rules::{BaselineTolerances, Rule};
+use crate::capture::Timestamp;
+use crate::filter::{Filter, Subject};
+use crate::output::columns::flow_flat;
 use crate::pipeline::PipelineConfig;
 use crate::run::{open, run_capture, Ending, Progress};
 
@@ -21,6 +24,30 @@ pub struct Plan {
     pub rules: Vec<Rule>,
     pub baseline: Option<FlowTable>,
     pub tolerances: BaselineTolerances,
+    /// `-Y` and its shortcuts: the baseline flows judged (the capture's are selected by the
+    /// analysis, see [`crate::filter::FlowSelect`]).
+    pub filter: Option<Filter>,
+}
+
+/// The baseline flows a filter keeps: judged on their saved fields, or — for a filter that
+/// reads messages, which a saved table has not — those the capture's selection kept.
+fn select_baseline(base: &FlowTable, now: &FlowTable, f: &Filter) -> FlowTable {
+    let keep: Vec<Value> = base
+        .flows()
+        .iter()
+        .filter(|fl| {
+            if f.needs_messages() {
+                now.get(fl.id()).is_some()
+            } else {
+                f.matches(&Subject::flow_map(
+                    flow_flat(fl.json()),
+                    Timestamp::default(),
+                ))
+            }
+        })
+        .map(|fl| fl.json().clone())
+        .collect();
+    FlowTable::from_json(Value::Array(keep)).unwrap_or_default()
 }
 
 /// A baseline file that cannot be used.
@@ -56,7 +83,14 @@ pub fn load_baseline(path: &Path) -> Result<FlowTable, BaselineError> {
 pub fn judge_evidence(plan: &Plan, facts: &MessageFacts, flows: &FlowTable) -> Vec<Outcome> {
     let mut out = evaluate(plan.rules.as_slice(), &Evidence { facts, flows });
     if let Some(b) = &plan.baseline {
-        out.extend(compare(flows, b, &plan.tolerances));
+        match &plan.filter {
+            Some(f) => out.extend(compare(
+                flows,
+                &select_baseline(b, flows, f),
+                &plan.tolerances,
+            )),
+            None => out.extend(compare(flows, b, &plan.tolerances)),
+        }
     }
     out
 }

@@ -18,9 +18,13 @@ use sqos::run::{CaptureSink, Ending};
 use super::InputArgs;
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos annotate captures/steady.pcap.gz | head -3
+  sqos annotate capture.pcapng | jq -c 'select(.type == \"message\") | .interval'")]
 pub struct AnnotateArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
 }
 
 /// Feeds the analyzer and writes each message with what the analyzer made of it.

@@ -10,12 +10,26 @@ use sqos::check::judge::{judge_capture, load_baseline, Plan};
 use sqos::check::junit::junit_xml;
 use sqos::check::outcome::{exit_code, CaptureVerdict};
 use sqos::check::report::{capture_text, total_line};
+use sqos::check::rules::Tolerance;
 use sqos::check::rules::{BaselineTolerances, Rules};
 use sqos::check::source::flow_analysis;
+use sqos::filter::{Context, FlowSelect};
 
 use super::InputArgs;
 
+/// The baseline tolerance of the rate figures when neither the rules file nor `--tolerance`
+/// sets `default` (docs/check.md): 5 % of the baseline value.
+pub const DEFAULT_RATE_TOLERANCE: Tolerance = Tolerance {
+    relative: 0.05,
+    absolute: 0.0,
+};
+
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos check captures/steady.pcap.gz --rules captures/steady.rules.toml
+  sqos check new-build.pcapng --baseline steady.baseline.json --tolerance iops=10%
+  sqos check *.pcapng --rules limits.toml --vm 'vm0*' --junit results.xml")]
 pub struct CheckArgs {
     /// Captures (pcap, pcapng, gzip), each judged on its own.
     #[arg(required = true, value_name = "CAPTURE")]
@@ -40,6 +54,8 @@ pub struct CheckArgs {
     #[arg(long)]
     quiet: bool,
     #[command(flatten)]
+    filter: super::filter::FilterArgs,
+    #[command(flatten)]
     memory: super::MemoryArg,
     /// SMB3 keys for encrypted sessions (Wireshark's `smb2_seskey_list` file). Repeatable.
     #[arg(long = "keys", value_name = "FILE", value_parser = super::load_key_file_arg)]
@@ -59,6 +75,12 @@ fn plan(a: &CheckArgs) -> Result<Plan, String> {
         Some(p) => Rules::load(p).map_err(|e| e.to_string())?,
         None => Rules::default(),
     };
+    if let (Some(p), true, None) = (&a.rules, rules.rules.is_empty(), &a.baseline) {
+        return Err(format!(
+            "{}: no rules in the file: nothing to check",
+            p.display()
+        ));
+    }
     let mut cli = BaselineTolerances::default();
     for t in &a.tolerances {
         cli.add_cli(t).map_err(|e| format!("--tolerance {e}"))?;
@@ -67,23 +89,32 @@ fn plan(a: &CheckArgs) -> Result<Plan, String> {
         Some(p) => Some(load_baseline(p).map_err(|e| e.to_string())?),
         None => None,
     };
+    let mut tolerances = rules.baseline.overridden_by(&cli);
+    tolerances.default.get_or_insert(DEFAULT_RATE_TOLERANCE);
     Ok(Plan {
         rules: rules.rules,
         baseline,
-        tolerances: rules.baseline.overridden_by(&cli),
+        tolerances,
+        filter: None,
     })
 }
 
 pub fn run(a: &CheckArgs) -> i32 {
-    let plan = match plan(a) {
+    let filter = match a.filter.build(Context::Flows) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let mut plan = match plan(a) {
         Ok(p) => p,
         Err(e) => return cannot_run(e),
     };
+    plan.filter = filter.clone();
     let mut verdicts: Vec<CaptureVerdict> = Vec::new();
     let mut out = std::io::stdout().lock();
     for capture in &a.captures {
         let input = InputArgs {
             captures: vec![capture.clone()],
+            read_file: None,
             ports: a.ports.clone(),
             quiet: a.quiet,
             memory: a.memory,
@@ -94,7 +125,7 @@ pub fn run(a: &CheckArgs) -> i32 {
             capture,
             input.pipeline_config(),
             &plan,
-            flow_analysis(input.analyzer_config()),
+            FlowSelect::new(flow_analysis(input.analyzer_config()), filter.clone()),
             &mut |p| bar.update(p),
         );
         bar.finish();

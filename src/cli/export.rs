@@ -11,10 +11,12 @@ use clap::{Args, ValueEnum};
 
 use sqos::capture::Timestamp;
 use sqos::export::{ExportSink, Row, RowSink, Table};
+use sqos::filter::{Context, Filter};
 use sqos::output::arrow::{CaptureLabel, TableError};
 use sqos::output::csv::CsvTable;
 use sqos::output::parquet::ParquetTable;
 
+use super::filter::FilterArgs;
 use super::out::RecordOut;
 use super::partition::{self, PartitionKey};
 use super::InputArgs;
@@ -51,9 +53,16 @@ pub enum ExportFormat {
 }
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos export captures/steady.pcap.gz --what messages --format csv -o messages.csv --dtypes messages.dtypes.json
+  sqos export capture.pcap --what series --vm vm01 --format parquet -o vm01.parquet
+  sqos export archive/ --what flows --format parquet --partition-by date,node -o flows/")]
 pub struct ExportArgs {
     #[command(flatten)]
     pub input: InputArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     #[arg(long, value_enum)]
     pub what: What,
     #[arg(long, value_enum, default_value = "jsonl")]
@@ -70,6 +79,33 @@ pub struct ExportArgs {
     /// captures, the folder below it that holds the file (DIR/HOST/…); otherwise none.
     #[arg(long, value_name = "NAME")]
     pub host: Option<String>,
+    /// CSV only: also write the columns' pandas dtypes to this JSON file (nullable `Int64` /
+    /// `UInt64` for the integer columns that request or response rows leave empty), for
+    /// `pd.read_csv(csv, dtype=json.load(open(FILE)))`.
+    #[arg(long, value_name = "FILE")]
+    pub dtypes: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    /// The filter of `-Y` and its shortcuts for this table, or exit code 2 after saying why.
+    pub fn filter(&self) -> Result<Option<Filter>, i32> {
+        let ctx = match self.what {
+            What::Messages => Context::Messages,
+            What::Flows => Context::Flows,
+            What::Series => Context::Series,
+            What::Findings => {
+                // Every finding is exported; `flows --finding CODE` selects by them.
+                return match self.filter.build(Context::Flows)? {
+                    None => Ok(None),
+                    Some(_) => {
+                        eprintln!("sqos: --what findings takes no filter (-Y, --flow, --vm, --finding, --time)");
+                        Err(2)
+                    }
+                };
+            }
+        };
+        self.filter.build(ctx)
+    }
 }
 
 /// Where rows go; the first write error stops further output.
@@ -110,13 +146,22 @@ impl Sink {
         })
     }
 
-    pub fn finish(self) -> Result<(), TableError> {
+    /// Ends the table; for CSV, writes the columns' pandas dtypes to `dtypes` if given.
+    pub fn finish(self, dtypes: Option<&Path>) -> Result<(), TableError> {
         if let Some(e) = self.error {
             return Err(e);
         }
         match self.rows {
             Rows::Jsonl(mut w) => w.flush()?,
-            Rows::Csv(t) => t.finish()?,
+            Rows::Csv(t) => {
+                if let Some(path) = dtypes {
+                    let json = serde_json::Value::Object(t.dtypes());
+                    std::fs::write(path, format!("{json:#}\n")).map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                    })?;
+                }
+                t.finish()?
+            }
             Rows::Parquet(t) => t.finish()?.flush()?,
         }
         Ok(())
@@ -167,19 +212,40 @@ fn open_output(path: Option<&Path>, live_input: bool) -> std::io::Result<RecordO
     }
 }
 
-/// Reads the input through `sink` into one table; the table's last rows are written at the end.
+/// Reads the input through `sink` into one table, the rows `filter` keeps; the table's last
+/// rows are written at the end.
 pub fn read_into<W: RowSink>(
     input: &InputArgs,
     table: Table,
+    filter: Option<Filter>,
     sink: &mut W,
 ) -> Result<sqos::run::RunResult, i32> {
     let mut rows = ExportSink::new(table, input.analyzer_config(), sink);
+    if let Some(f) = filter {
+        rows = rows.with_filter(f).map_err(|e| {
+            eprintln!("sqos: {e}");
+            2
+        })?;
+    }
+    if rows.follows_flows() {
+        if let Some(flows) = super::final_flows(input) {
+            rows = rows.with_final_flows(flows);
+        }
+    }
     let result = super::read_capture(input, &mut rows);
     rows.finish();
     result
 }
 
 pub fn run(a: &ExportArgs) -> i32 {
+    let filter = match a.filter() {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    if a.dtypes.is_some() && a.format != ExportFormat::Csv {
+        eprintln!("sqos: --dtypes goes with --format csv");
+        return 2;
+    }
     if !a.partition_by.is_empty() || a.input.captures.iter().any(|c| c.is_dir()) {
         return partition::run(a);
     }
@@ -212,11 +278,11 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     };
-    let result = match read_into(&a.input, a.what.table(), &mut sink) {
+    let result = match read_into(&a.input, a.what.table(), filter, &mut sink) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    if let Err(e) = sink.finish() {
+    if let Err(e) = sink.finish(a.dtypes.as_deref()) {
         if !matches!(&e, TableError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe) {
             eprintln!("sqos: writing the export: {e}");
             return 2;

@@ -5,10 +5,12 @@ use std::io::Write;
 use clap::{Args, ValueEnum};
 
 use sqos::analysis::Analyzer;
+use sqos::filter::{Context, FlowSelect};
 use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
 use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};
 
+use super::filter::FilterArgs;
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -19,15 +21,26 @@ pub enum FlowsFormat {
 }
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos flows captures/noisy-neighbour.pcapng.gz
+  sqos flows capture.pcap --vm 'vm0*' --format csv > flows.csv
+  sqos flows capture.pcap -Y 'normalized_iops > maximum_io_rate or finding_codes'")]
 pub struct FlowsArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
     #[arg(long, value_enum, default_value = "text")]
     format: FlowsFormat,
 }
 
 pub fn run(a: &FlowsArgs) -> i32 {
-    let mut analyzer = Analyzer::new(a.input.analyzer_config());
+    let filter = match a.filter.build(Context::Flows) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
     let result = match super::read_capture(&a.input, &mut analyzer) {
         Ok(r) => r,
         Err(code) => return code,

@@ -4,7 +4,9 @@
 mod annotate;
 mod check;
 mod dissect;
+mod docs;
 mod export;
+mod filter;
 mod flows;
 mod out;
 mod partition;
@@ -28,9 +30,15 @@ use sqos::smb2::crypto::KeyRing;
 #[command(
     name = "sqos",
     version,
-    about = "Dissect and analyze MS-SQOS (Storage QoS over SMB3) in pcap/pcapng captures"
+    about = "Dissect and analyze MS-SQOS (Storage QoS over SMB3) in pcap/pcapng captures",
+    after_help = "\
+Examples:
+  sqos dissect captures/steady.pcap.gz
+  sqos flows capture.pcapng --vm vm03
+  sqos tui capture.pcapng
+See `sqos COMMAND --help`, and docs/ in the repository (filter.md, analysis.md, check.md)."
 )]
-struct Cli {
+pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -56,6 +64,31 @@ enum Command {
     /// Each SQOS message with its flow and figures, then the flows, as versioned JSON lines
     /// (what the Wireshark plugin shows, plugin/README.md).
     Annotate(annotate::AnnotateArgs),
+    /// Shell completion script for bash, zsh, fish, elvish or PowerShell.
+    Completions(docs::CompletionsArgs),
+    /// The manual page (roff), generated from this command line.
+    Man(docs::ManArgs),
+}
+
+impl Command {
+    /// The capture options of the commands that read one capture.
+    fn input_mut(&mut self) -> Option<&mut InputArgs> {
+        match self {
+            // A live capture names no file.
+            Command::Dissect(a) if a.interface.is_some() => None,
+            Command::Dissect(a) => Some(&mut a.input),
+            Command::Stats(a) => Some(&mut a.input),
+            Command::Flows(a) => Some(&mut a.input),
+            Command::Export(a) => Some(&mut a.input),
+            Command::Plot(a) => Some(&mut a.input),
+            Command::Annotate(a) => Some(&mut a.input),
+            Command::Check(_)
+            | Command::Synth(_)
+            | Command::Tui(_)
+            | Command::Completions(_)
+            | Command::Man(_) => None,
+        }
+    }
 }
 
 /// Options every command that reads a capture shares.
@@ -64,8 +97,11 @@ pub struct InputArgs {
     /// pcap or pcapng file (gzip allowed); `-` reads standard input. Several files (or quoted
     /// globs, e.g. 'rotated-*.pcap') are one capture, their frames merged by time: rotated
     /// captures (`tcpdump -G/-C`, `dumpcap -b`) read as if they were one file.
-    #[arg(required = true, num_args = 1.., value_name = "CAPTURE")]
+    #[arg(num_args = 1.., value_name = "CAPTURE")]
     pub captures: Vec<PathBuf>,
+    /// The capture to read, as tshark takes it (instead of CAPTURE).
+    #[arg(short = 'r', long = "read-file", value_name = "FILE")]
+    pub read_file: Option<PathBuf>,
     /// Extra TCP ports to treat as SMB (445 and 139 always are).
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
@@ -101,6 +137,23 @@ impl MemoryArg {
 }
 
 impl InputArgs {
+    /// Settle `-r FILE` against the positional CAPTURE: exactly one of them names the input.
+    pub fn resolve(&mut self) -> Result<(), String> {
+        let positional = !self.captures.is_empty();
+        match self.read_file.take() {
+            Some(_) if positional => Err("give the capture once: as CAPTURE or with -r".into()),
+            Some(f) => {
+                self.captures = vec![f];
+                Ok(())
+            }
+            None if positional => Ok(()),
+            None => Err(
+                "no capture given: sqos COMMAND CAPTURE (or -r CAPTURE; `-` reads standard input)"
+                    .into(),
+            ),
+        }
+    }
+
     /// The capture arrives as it is made (standard input): show each record as it completes.
     pub fn is_live(&self) -> bool {
         self.captures.iter().any(|c| c.as_os_str() == "-")
@@ -191,6 +244,13 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    let mut cli = cli;
+    if let Some(input) = cli.command.input_mut() {
+        if let Err(e) = input.resolve() {
+            eprintln!("sqos: {e}");
+            return 2;
+        }
+    }
     match cli.command {
         Command::Dissect(a) => dissect::run(&a),
         Command::Stats(a) => stats::run(&a),
@@ -201,6 +261,8 @@ pub fn main() -> i32 {
         Command::Synth(a) => synth::run(&a),
         Command::Tui(a) => tui::run_tui(&a),
         Command::Annotate(a) => annotate::run(&a),
+        Command::Completions(a) => docs::completions(&a),
+        Command::Man(a) => docs::man(&a),
     }
 }
 
@@ -211,27 +273,65 @@ pub fn read_capture<S: sqos::run::CaptureSink>(
     input: &InputArgs,
     sink: &mut S,
 ) -> Result<sqos::run::RunResult, i32> {
+    read_capture_with(input, input.pipeline_config(), sink)
+}
+
+/// [`read_capture`] with a pipeline configuration of the command's own (`dissect -x` keeps
+/// frames).
+pub fn read_capture_with<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    cfg: sqos::pipeline::PipelineConfig,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, i32> {
     let paths = input.capture_paths().map_err(|e| {
         eprintln!("sqos: {e}");
         2
     })?;
-    let cfg = input.pipeline_config();
-    let mut bar = progress::Bar::new(&paths, !input.quiet);
-    let result = if let [one] = paths.as_slice() {
-        let mut reader = sqos::run::open(one).map_err(|e| unusable(&e))?;
+    read_paths(input, &paths, cfg, sink).map_err(|e| unusable(&e))
+}
+
+/// [`read_capture`] of paths already expanded, the unusable capture left to the caller.
+fn read_paths<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    paths: &[PathBuf],
+    cfg: sqos::pipeline::PipelineConfig,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, sqos::run::Unusable> {
+    let mut bar = progress::Bar::new(paths, !input.quiet);
+    let result = if let [one] = paths {
+        let mut reader = sqos::run::open(one)?;
+        sink.on_format(reader.format());
         sqos::run::run_capture(&mut reader, cfg, sink, &mut |p| bar.update(p))
     } else {
-        let mut merged = sqos::run::open_merged(&paths).map_err(|e| unusable(&e))?;
+        let mut merged = sqos::run::open_merged(paths)?;
         sqos::run::run_capture(&mut merged, cfg, sink, &mut |p| bar.update(p))
     };
     bar.finish();
     Ok(result)
 }
 
+/// A first pass over the capture files for their flows' final state, so that a filter on flow
+/// fields sees each flow as `sqos flows` shows it (tshark's `-2`). `None` for standard input and
+/// pipes, which are read once: their messages are judged on the flow as it stood then.
+pub fn final_flows(input: &InputArgs) -> Option<Vec<sqos::analysis::FlowState>> {
+    let paths = input.capture_paths().ok()?;
+    if !paths.iter().all(|p| p.is_file()) {
+        return None;
+    }
+    let mut a = sqos::analysis::Analyzer::new(input.analyzer_config());
+    // An unusable capture is reported once, by the pass that shows the messages.
+    read_paths(input, &paths, input.pipeline_config(), &mut a).ok()?;
+    Some(a.finish().flows)
+}
+
 /// Report how the input ended on stderr and turn it into the exit code. Encrypted messages
 /// left closed are said once here, whatever the command.
 pub fn finish(input: &InputArgs, result: &sqos::run::RunResult) -> i32 {
-    let label = input.label();
+    finish_as(&input.label(), result)
+}
+
+/// [`finish`] of an input named `label` (a live capture's interface).
+pub fn finish_as(label: &str, result: &sqos::run::RunResult) -> i32 {
     if let Some(s) = result.stats.undecrypted_summary() {
         eprintln!("sqos: {label}: {s}");
     }

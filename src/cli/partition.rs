@@ -177,7 +177,11 @@ pub fn run(a: &ExportArgs) -> i32 {
             captures: vec![file],
             ..a.input.clone()
         };
-        let result = match read_into(&input, table, &mut t) {
+        let filter = match a.filter() {
+            Ok(f) => f,
+            Err(c) => return c,
+        };
+        let result = match read_into(&input, table, filter, &mut t) {
             Ok(r) => r,
             Err(c) => {
                 let _ = std::fs::remove_file(&tmp);
@@ -185,7 +189,7 @@ pub fn run(a: &ExportArgs) -> i32 {
                 continue;
             }
         };
-        if let Err(e) = t.sink.finish() {
+        if let Err(e) = t.sink.finish(None) {
             eprintln!("sqos: writing {}: {e}", tmp.display());
             let _ = std::fs::remove_file(&tmp);
             return 2;

@@ -6,27 +6,37 @@ use std::path::PathBuf;
 use clap::Args;
 
 use sqos::analysis::Analyzer;
+use sqos::filter::{Context, FlowSelect};
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::output::png::svg_to_png;
 
+use super::filter::FilterArgs;
 use super::InputArgs;
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos plot captures/noisy-neighbour.pcapng.gz -o iops.svg
+  sqos plot capture.pcapng --vm vm01 --vm vm02 -o vms.png --scale 3 --same-scale
+  sqos plot capture.pcapng --finding 'flow.exceeds_*' --time 60..120 -o breaches.svg")]
 pub struct PlotArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
     /// The file to write: `.svg` or `.png`.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
     /// PNG only: pixels per SVG unit (2 suits high-density screens and slides).
     #[arg(long, default_value_t = 2.0)]
     scale: f32,
-    /// Only this flow (GUID prefix or initiator name); repeat for several.
-    #[arg(long = "flow", value_name = "FLOW")]
-    flows: Vec<String>,
+    #[command(flatten)]
+    filter: FilterArgs,
     /// At most this many flows, one panel each (flows with findings first, then the busiest).
     #[arg(long, default_value_t = 12)]
     max_flows: usize,
+    /// One IOPS scale for every panel, so that flows compare at a glance (default: each panel
+    /// scaled to its own flow).
+    #[arg(long)]
+    same_scale: bool,
 }
 
 pub fn run(a: &PlotArgs) -> i32 {
@@ -50,7 +60,11 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: --scale {}: give a value in (0, 8]", a.scale);
         return 2;
     }
-    let mut analyzer = Analyzer::new(a.input.analyzer_config());
+    let filter = match a.filter.build(Context::Flows) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
     let result = match super::read_capture(&a.input, &mut analyzer) {
         Ok(r) => r,
         Err(code) => return code,
@@ -59,8 +73,9 @@ pub fn run(a: &PlotArgs) -> i32 {
     let svg = iops_svg(
         &analysis,
         &PlotOptions {
-            select: a.flows.clone(),
             max_flows: a.max_flows,
+            capture: Some(capture_name(&a.input)),
+            shared_scale: a.same_scale,
             ..PlotOptions::default()
         },
     );
@@ -80,4 +95,17 @@ pub fn run(a: &PlotArgs) -> i32 {
         return 2;
     }
     super::finish(&a.input, &result)
+}
+
+/// The capture as the title names it: its file name (standard input: "stdin"; several files:
+/// how many).
+fn capture_name(input: &InputArgs) -> String {
+    match input.captures.as_slice() {
+        [path] if path.as_os_str() == "-" => "stdin".into(),
+        [path] => path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        _ => input.label(),
+    }
 }

@@ -15,9 +15,14 @@ pub enum StatsFormat {
 }
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  sqos stats captures/steady.pcap.gz
+  sqos stats capture.pcapng --format json | jq .srt
+  tcpdump -r big.pcap -w - 'port 445' | sqos stats -")]
 pub struct StatsArgs {
     #[command(flatten)]
-    input: InputArgs,
+    pub input: InputArgs,
     #[arg(long, value_enum, default_value = "text")]
     format: StatsFormat,
 }

@@ -10,6 +10,7 @@ use crate::sqos::Finding;
 
 use super::flows::finding_json;
 use super::json::record_json;
+use super::time::iso_utc;
 use Kind::*;
 
 /// What a column holds. Integers keep their width and sign so u64 values stay exact.
@@ -32,6 +33,21 @@ pub enum Kind {
     TextList,
 }
 
+impl Kind {
+    /// The pandas dtype of a CSV column of this kind (nullable integer and boolean types, so
+    /// empty cells are `<NA>`; times are the CSV's epoch seconds).
+    pub fn pandas_dtype(self) -> &'static str {
+        match self {
+            Int => "Int64",
+            UInt => "UInt64",
+            U32 => "UInt32",
+            Float | Time => "float64",
+            Bool => "boolean",
+            Text | Guid | TextList => "string",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Column {
     pub name: &'static str,
@@ -52,6 +68,7 @@ pub fn names(columns: &[Column]) -> impl Iterator<Item = &'static str> + '_ {
 pub const MESSAGE_COLUMNS: &[Column] = &[
     col("frame", Int),
     col("time", Time),
+    col("datetime", Text),
     col("src", Text),
     col("dst", Text),
     col("direction", Text),
@@ -143,6 +160,8 @@ pub const SERIES_COLUMNS: &[Column] = &[
     col("intervals", Int),
     col("start", Time),
     col("end", Time),
+    col("start_datetime", Text),
+    col("end_datetime", Text),
     col("seconds", Float),
     col("start_frame", Int),
     col("end_frame", Int),
@@ -180,6 +199,7 @@ pub const FINDING_COLUMNS: &[Column] = &[
     col("message", Text),
     col("frame", Int),
     col("time", Time),
+    col("datetime", Text),
     col("logical_flow_id", Guid),
     col("initiator_name", Text),
     col("occurrences", Int),
@@ -277,6 +297,7 @@ pub fn message_finding_flat(rec: &SqosRecord, f: &Finding) -> Map<String, Value>
     m.insert("message".into(), f.message.clone().into());
     m.insert("frame".into(), rec.frame.into());
     m.insert("time".into(), rec.ts.as_secs_f64().into());
+    m.insert("datetime".into(), iso_utc(rec.ts).into());
     m.insert("logical_flow_id".into(), flow.map(|u| u.to_string()).into());
     m.insert("initiator_name".into(), name.into());
     m.insert("occurrences".into(), 1.into());

@@ -5,6 +5,8 @@ use std::io::Write;
 
 use serde_json::{Map, Value};
 
+#[cfg(doc)]
+use super::columns::Kind;
 use super::columns::{names, Column};
 
 /// A JSON value as one CSV cell: null is empty, arrays are joined with `|`.
@@ -41,6 +43,16 @@ impl<W: Write> CsvTable<W> {
         self.w.write_record(cells).map_err(std::io::Error::other)
     }
 
+    /// `{column: pandas dtype}` (`pd.read_csv(f, dtype=…)`): the columns' declared types
+    /// ([`Kind::pandas_dtype`]), the same whatever the rows held, so integer columns that
+    /// request or response rows leave empty stay integers (`Int64`, `UInt64`: empty is `<NA>`).
+    pub fn dtypes(&self) -> Map<String, Value> {
+        self.columns
+            .iter()
+            .map(|c| (c.name.to_string(), Value::from(c.kind.pandas_dtype())))
+            .collect()
+    }
+
     /// Writes out the rows so far and flushes the writer (live output).
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.w.flush()
@@ -59,6 +71,26 @@ impl<W: Write> CsvTable<W> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn dtypes_are_the_declared_types_whatever_the_rows_held() {
+        use super::super::columns::MESSAGE_COLUMNS;
+        let t = CsvTable::new(Vec::new(), MESSAGE_COLUMNS).expect("header");
+        let d = t.dtypes();
+        assert_eq!(d.len(), MESSAGE_COLUMNS.len());
+        for (col, dtype) in [
+            ("frame", "Int64"),
+            ("time", "float64"),
+            ("datetime", "string"),
+            ("interim", "boolean"),
+            ("status", "UInt32"),
+            ("maximum_io_rate", "UInt64"),
+            ("logical_flow_id", "string"),
+            ("findings", "string"),
+        ] {
+            assert_eq!(d[col], dtype, "{col}");
+        }
+    }
 
     #[test]
     fn cells_and_quoting() {

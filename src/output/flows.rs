@@ -14,6 +14,7 @@ use crate::capture::Timestamp;
 use crate::sqos::{Dialect, ProtocolVersion, Status};
 
 use super::json::file_id_guid;
+use super::time::iso_utc;
 
 fn guid(u: Uuid) -> String {
     u.to_string()
@@ -52,6 +53,7 @@ fn open_json(o: &OpenEntry) -> Value {
         "associated_by": o.by,
         "frame": o.frame,
         "time": o.ts.as_secs_f64(),
+        "datetime": iso_utc(o.ts),
         "ended_frame": o.ended_frame,
     })
 }
@@ -79,6 +81,7 @@ fn timeline_json(e: &TimelineEntry) -> Value {
         TimelineEvent::Policy(p) => json!({
             "frame": e.frame,
             "time": e.ts.as_secs_f64(),
+            "datetime": iso_utc(e.ts),
             "kind": "policy",
             "policy_id": guid(p.policy_id),
             "initiator_id": guid(p.initiator_id),
@@ -89,6 +92,7 @@ fn timeline_json(e: &TimelineEntry) -> Value {
         TimelineEvent::Server(s) => json!({
             "frame": e.frame,
             "time": e.ts.as_secs_f64(),
+            "datetime": iso_utc(e.ts),
             "kind": "status",
             "status": s.status.0,
             "status_name": s.status.name(),
@@ -108,6 +112,7 @@ pub fn finding_json(f: &FlowFinding) -> Value {
         "message": f.message,
         "frame": f.frame,
         "time": f.time.as_secs_f64(),
+        "datetime": iso_utc(f.time),
         "occurrences": f.occurrences,
         "last_frame": f.last_frame,
     })
@@ -252,6 +257,8 @@ pub fn series_row_json(flow: Uuid, initiator_name: Option<&str>, row: &IntervalR
         "intervals": row.intervals,
         "start": row.start.as_secs_f64(),
         "end": row.end.as_secs_f64(),
+        "start_datetime": iso_utc(row.start),
+        "end_datetime": iso_utc(row.end),
         "seconds": row.secs(),
         "start_frame": row.start_frame,
         "end_frame": row.end_frame,
@@ -449,8 +456,12 @@ pub fn flows_text(a: &Analysis) -> String {
     if a.capture_notes > 0 {
         let _ = writeln!(
             out,
-            "\nnote: the capture has {} notes (gaps, undecodable data): observed figures may be incomplete; intervals with a note are not compared.",
-            a.capture_notes
+            "\nnote: the capture has {} (gaps, undecodable or dropped data: `sqos dissect` lists them): observed figures may be incomplete; intervals with a note are not compared.",
+            if a.capture_notes == 1 {
+                "1 note".to_string()
+            } else {
+                format!("{} notes", a.capture_notes)
+            }
         );
     }
     for n in &a.notes {

@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use super::time::iso_utc;
 use crate::pipeline::{FileId, SqosBody, SqosRecord};
 use crate::sqos::{Finding, Request, Response};
 
@@ -111,6 +112,7 @@ pub fn record_json(rec: &SqosRecord) -> Value {
     let mut m = Map::new();
     m.insert("frame".into(), json!(rec.frame));
     m.insert("time".into(), json!(rec.ts.as_secs_f64()));
+    m.insert("datetime".into(), json!(iso_utc(rec.ts)));
     m.insert("src".into(), json!(rec.src.to_string()));
     m.insert("dst".into(), json!(rec.dst.to_string()));
     m.insert("direction".into(), json!(rec.direction));

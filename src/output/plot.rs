@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::analysis::{Analysis, FlowState, TimelineEvent};
+use crate::analysis::{Analysis, FlowState, IntervalRow, TimelineEvent};
 use crate::capture::Timestamp;
 
 const PANEL_W: f64 = 760.0;
@@ -27,6 +27,10 @@ pub struct PlotOptions {
     /// At most this many panels (flows with findings first, then the busiest).
     pub max_flows: usize,
     pub title: String,
+    /// The capture's name, said under the title.
+    pub capture: Option<String>,
+    /// One IOPS scale for every panel (compare flows at a glance), instead of one per panel.
+    pub shared_scale: bool,
 }
 
 impl Default for PlotOptions {
@@ -35,6 +39,8 @@ impl Default for PlotOptions {
             select: Vec::new(),
             max_flows: 12,
             title: "Normalized IOPS per logical flow".into(),
+            capture: None,
+            shared_scale: false,
         }
     }
 }
@@ -129,6 +135,8 @@ struct Panel {
     y0: f64,
     t_max: f64,
     v_max: f64,
+    /// Between the IOPS grid lines.
+    v_step: f64,
 }
 
 impl Panel {
@@ -201,6 +209,14 @@ pub fn iops_svg(a: &Analysis, o: &PlotOptions) -> String {
         r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="12" y="22" font-size="16" font-weight="bold">{}</text>"##,
         esc(&o.title)
     );
+    if let Some(name) = &o.capture {
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.0}" y="22" fill="#555">{}</text>"##,
+            24.0 + o.title.chars().count() as f64 * 9.6,
+            esc(name)
+        );
+    }
     // Legend.
     let legend = [
         (REPORTED, "", "reported by the client"),
@@ -231,45 +247,17 @@ pub fn iops_svg(a: &Analysis, o: &PlotOptions) -> String {
         );
     }
     let t_step = tick_step(end, 8.0);
-    for (i, f) in flows.iter().enumerate() {
+    let lines: Vec<FlowLines> = flows.iter().map(|f| flow_lines(f, start, end)).collect();
+    let shared_top = lines.iter().map(FlowLines::top).fold(1.0f64, f64::max);
+    for (i, (f, l)) in flows.iter().zip(&lines).enumerate() {
         let (c, r) = (i % cols, i / cols);
-        let rep: Vec<(f64, f64, f64)> = f
-            .series
-            .rows
-            .iter()
-            .filter_map(|row| {
-                row.reported_rates().map(|x| {
-                    (
-                        row.start.secs_since(start),
-                        row.end.secs_since(start),
-                        x.normalized_iops,
-                    )
-                })
-            })
-            .collect();
-        let obs: Vec<(f64, f64, f64)> = f
-            .series
-            .rows
-            .iter()
-            .filter_map(|row| {
-                row.observed_rates().map(|x| {
-                    (
-                        row.start.secs_since(start),
-                        row.end.secs_since(start),
-                        x.normalized_iops,
-                    )
-                })
-            })
-            .collect();
-        let maxs = server_steps(f, end, start, false);
-        let mins = server_steps(f, end, start, true);
-        let v_top = rep
-            .iter()
-            .chain(&obs)
-            .chain(&maxs)
-            .chain(&mins)
-            .map(|x| x.2)
-            .fold(1.0f64, f64::max);
+        let FlowLines {
+            rep,
+            obs,
+            maxs,
+            mins,
+        } = l;
+        let v_top = if o.shared_scale { shared_top } else { l.top() };
         let v_step = tick_step(v_top * 1.1, 4.0);
         let v_max = (v_top * 1.1 / v_step).ceil() * v_step;
         let p = Panel {
@@ -277,121 +265,200 @@ pub fn iops_svg(a: &Analysis, o: &PlotOptions) -> String {
             y0: LEGEND_H + PANEL_H * r as f64,
             t_max: end,
             v_max,
+            v_step,
         };
-        let (px, py) = (p.x(0.0), p.y(v_max));
-        let (pw, ph) = (p.x(end) - px, p.y(0.0) - py);
-        let _ = writeln!(
-            s,
-            r##"<g><rect x="{px:.1}" y="{py:.1}" width="{pw:.1}" height="{ph:.1}" fill="#fafafa" stroke="#999"/>"##
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" font-weight="bold">{}</text>"#,
-            px,
-            py - 8.0,
-            esc(&flow_title(f))
-        );
-        let status = f
-            .server
-            .map(|sv| super::flows::status_label(sv.status))
-            .unwrap_or_else(|| "no status".into());
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}{} · {} finding{}</text>"##,
-            px + pw,
-            py - 8.0,
-            esc(&status),
-            match f.channels_total {
-                0 | 1 => String::new(),
-                n => format!(" · {n} channels"),
-            },
-            f.findings_total(),
-            if f.findings_total() == 1 { "" } else { "s" }
-        );
-        // Grid and axes.
-        let mut v = 0.0;
-        while v <= v_max + 1e-9 {
-            let y = p.y(v);
-            let _ = writeln!(
-                s,
-                r##"<line x1="{px:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e3e3e3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
-                px + pw,
-                px - 6.0,
-                y + 4.0,
-                v
-            );
-            v += v_step;
-        }
-        let mut t = 0.0;
-        while t <= end + 1e-9 {
-            let x = p.x(t);
-            let _ = writeln!(
-                s,
-                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
-                py + ph,
-                py + ph + 4.0,
-                py + ph + 17.0,
-                t
-            );
-            t += t_step;
-        }
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">seconds since capture start</text>"##,
-            px + pw,
-            py + ph + 30.0
-        );
-        let _ = writeln!(
-            s,
-            r##"<text transform="translate({:.1},{:.1}) rotate(-90)" text-anchor="middle" fill="#555">normalized IOPS</text>"##,
-            p.x0 + 14.0,
-            py + ph / 2.0
-        );
-        // Observed wide and pale under reported, so both show where they agree.
-        for (segs, color, dash, width, opacity) in [
-            (&maxs, MAXIMUM, "6,4", 2.0, 1.0),
-            (&mins, MINIMUM, "6,4", 2.0, 1.0),
-            (&obs, OBSERVED, "", 6.0, 0.55),
-            (&rep, REPORTED, "", 2.0, 1.0),
-        ] {
-            if !segs.is_empty() {
-                let _ = writeln!(
-                    s,
-                    r#"<path d="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-opacity="{opacity}" stroke-dasharray="{dash}"/>"#,
-                    step_path(&p, segs)
-                );
-            }
-        }
-        // A channel that ended under the flow: a grey line where its I/O had to move.
-        for c in f.channels.iter().filter(|_| f.channels_total > 1) {
-            let (Some(e), Some(ts), Some(fr)) = (c.ended, c.ended_ts, c.ended_frame) else {
-                continue;
-            };
-            let cx = p.x(ts.secs_since(start).clamp(0.0, end));
-            let _ = writeln!(
-                s,
-                r##"<line x1="{cx:.1}" y1="{py:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#7f7f7f" stroke-width="1.5" stroke-dasharray="2,3"><title>channel {} ended ({}) at frame {fr}</title></line>"##,
-                py + ph,
-                esc(&c.label()),
-                e.as_str()
-            );
-        }
-        for x in f.findings.iter() {
-            let fx = p.x(x.time.secs_since(start));
-            let _ = writeln!(
-                s,
-                r##"<path d="M{:.1},{:.1} l5,-9 l5,9 z" fill="#d62728"><title>{} frame {}: {}</title></path>"##,
-                fx - 5.0,
-                py + 11.0,
-                esc(x.code.as_str()),
-                x.frame,
-                esc(&x.message)
-            );
-        }
-        let _ = writeln!(s, "</g>");
+        panel(&mut s, f, &p, (rep, obs, maxs, mins), start, end, t_step);
     }
     let _ = writeln!(s, "</svg>");
     s
+}
+
+/// What one panel draws: (start, end, value) steps in seconds since the capture start.
+struct FlowLines {
+    rep: Vec<(f64, f64, f64)>,
+    obs: Vec<(f64, f64, f64)>,
+    maxs: Vec<(f64, f64, f64)>,
+    mins: Vec<(f64, f64, f64)>,
+}
+
+impl FlowLines {
+    fn top(&self) -> f64 {
+        self.rep
+            .iter()
+            .chain(&self.obs)
+            .chain(&self.maxs)
+            .chain(&self.mins)
+            .map(|x| x.2)
+            .fold(1.0f64, f64::max)
+    }
+}
+
+type Segs = Vec<(f64, f64, f64)>;
+
+fn flow_lines(f: &FlowState, start: Timestamp, end: f64) -> FlowLines {
+    // One step per interval that has the figure: (from, to, normalized IOPS) in seconds.
+    let steps = |niops: &dyn Fn(&IntervalRow) -> Option<f64>| -> Segs {
+        f.series
+            .rows
+            .iter()
+            .filter_map(|row| {
+                niops(row).map(|v| (row.start.secs_since(start), row.end.secs_since(start), v))
+            })
+            .collect()
+    };
+    let rep = steps(&|row| row.reported_rates().map(|x| x.normalized_iops));
+    let obs = steps(&|row| row.observed_rates().map(|x| x.normalized_iops));
+    FlowLines {
+        rep,
+        obs,
+        maxs: server_steps(f, end, start, false),
+        mins: server_steps(f, end, start, true),
+    }
+}
+
+/// One flow's panel: frame, title, axes, the four lines and the findings with their names.
+fn panel(
+    s: &mut String,
+    f: &FlowState,
+    p: &Panel,
+    (rep, obs, maxs, mins): (&Segs, &Segs, &Segs, &Segs),
+    start: Timestamp,
+    end: f64,
+    t_step: f64,
+) {
+    let (v_max, v_step) = (p.v_max, p.v_step);
+    let (px, py) = (p.x(0.0), p.y(v_max));
+    let (pw, ph) = (p.x(end) - px, p.y(0.0) - py);
+    let _ = writeln!(
+        s,
+        r##"<g><rect x="{px:.1}" y="{py:.1}" width="{pw:.1}" height="{ph:.1}" fill="#fafafa" stroke="#999"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" font-weight="bold">{}</text>"#,
+        px,
+        py - 8.0,
+        esc(&flow_title(f))
+    );
+    let status = f
+        .server
+        .map(|sv| super::flows::status_label(sv.status))
+        .unwrap_or_else(|| "no status".into());
+    let _ = writeln!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}{} · {} finding{}</text>"##,
+        px + pw,
+        py - 8.0,
+        esc(&status),
+        match f.channels_total {
+            0 | 1 => String::new(),
+            n => format!(" · {n} channels"),
+        },
+        f.findings_total(),
+        if f.findings_total() == 1 { "" } else { "s" }
+    );
+    // Grid and axes.
+    let mut v = 0.0;
+    while v <= v_max + 1e-9 {
+        let y = p.y(v);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{px:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e3e3e3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+            px + pw,
+            px - 6.0,
+            y + 4.0,
+            v
+        );
+        v += v_step;
+    }
+    let mut t = 0.0;
+    while t <= end + 1e-9 {
+        let x = p.x(t);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#999"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+            py + ph,
+            py + ph + 4.0,
+            py + ph + 17.0,
+            t
+        );
+        t += t_step;
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">seconds since capture start</text>"##,
+        px + pw,
+        py + ph + 30.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<text transform="translate({:.1},{:.1}) rotate(-90)" text-anchor="middle" fill="#555">normalized IOPS</text>"##,
+        p.x0 + 14.0,
+        py + ph / 2.0
+    );
+    // Observed wide and pale under reported, so both show where they agree.
+    for (segs, color, dash, width, opacity) in [
+        (maxs, MAXIMUM, "6,4", 2.0, 1.0),
+        (mins, MINIMUM, "6,4", 2.0, 1.0),
+        (obs, OBSERVED, "", 6.0, 0.55),
+        (rep, REPORTED, "", 2.0, 1.0),
+    ] {
+        if !segs.is_empty() {
+            let _ = writeln!(
+                s,
+                r#"<path d="{}" fill="none" stroke="{color}" stroke-width="{width}" stroke-opacity="{opacity}" stroke-dasharray="{dash}"/>"#,
+                step_path(p, segs)
+            );
+        }
+    }
+    // A channel that ended under the flow: a grey line where its I/O had to move.
+    for c in f.channels.iter().filter(|_| f.channels_total > 1) {
+        let (Some(e), Some(ts), Some(fr)) = (c.ended, c.ended_ts, c.ended_frame) else {
+            continue;
+        };
+        let cx = p.x(ts.secs_since(start).clamp(0.0, end));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{cx:.1}" y1="{py:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#7f7f7f" stroke-width="1.5" stroke-dasharray="2,3"><title>channel {} ended ({}) at frame {fr}</title></line>"##,
+            py + ph,
+            esc(&c.label()),
+            e.as_str()
+        );
+    }
+    // Each marker says its finding (PNGs have no tooltips); a name that would overlap the
+    // one before it on its row goes one row down, and past three rows it is left out (the
+    // tooltip still has it).
+    let mut row_ends = [f64::MIN; 3];
+    for x in f.findings.iter() {
+        let fx = p.x(x.time.secs_since(start));
+        let _ = writeln!(
+            s,
+            r##"<path d="M{:.1},{:.1} l5,-9 l5,9 z" fill="#d62728"><title>{} frame {}: {}</title></path>"##,
+            fx - 5.0,
+            py + 11.0,
+            esc(x.code.as_str()),
+            x.frame,
+            esc(&x.message)
+        );
+        let name = marker_name(x.code.as_str());
+        let w = text_width(name) * 0.85;
+        if let Some(row) = row_ends.iter().position(|&e| e < fx + 6.0) {
+            row_ends[row] = fx + 6.0 + w + 8.0;
+            let _ = writeln!(
+                s,
+                r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#d62728">{}</text>"##,
+                fx + 6.0,
+                py + 11.0 + 11.0 * row as f64,
+                esc(name)
+            );
+        }
+    }
+    let _ = writeln!(s, "</g>");
+}
+
+/// A finding code as a marker says it: without its `flow.` / `sqos.` family prefix.
+fn marker_name(code: &str) -> &str {
+    code.split_once('.').map_or(code, |(_, rest)| rest)
 }
 
 #[cfg(test)]

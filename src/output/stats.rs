@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use crate::budget::human_bytes;
+use crate::pipeline::srt::by_code;
 use crate::pipeline::{ChannelEnd, Stats};
 
 /// The JSON object of `sqos stats --format json` (keys fixed by the issue; more may be added).
@@ -85,7 +86,35 @@ pub fn stats_text(s: &Stats) -> String {
             }
         }
     }
+    let _ = writeln!(out, "unanswered        {}", s.unanswered_requests);
+    for (cmd, n) in &s.unanswered_by_command {
+        let _ = writeln!(out, "  {cmd:<16} {n}");
+    }
+    srt_text(s, &mut out);
     out
+}
+
+/// The service response time table, laid out like tshark's `-z smb2,srt`.
+fn srt_text(s: &Stats, out: &mut String) {
+    if s.srt.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nSMB2 service response time (seconds; final responses, as tshark -z smb2,srt)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<16} {:>7} {:>10} {:>10} {:>10} {:>11}",
+        "command", "calls", "min", "max", "avg", "sum"
+    );
+    for (cmd, t) in by_code(&s.srt) {
+        let _ = writeln!(
+            out,
+            "  {cmd:<16} {:>7} {:>10.6} {:>10.6} {:>10.6} {:>11.6}",
+            t.calls, t.min, t.max, t.avg, t.sum
+        );
+    }
 }
 
 /// Sessions, and the channels of those that used several connections (SMB3 multichannel).

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::capture::Timestamp;
+use crate::capture::{FrameCopy, Timestamp};
 use crate::pipeline::{Direction, SqosBody, SqosRecord};
 use crate::sqos::{Dialect, Field, FieldValue, Finding, ProtocolVersion, Request, Response};
 
@@ -106,12 +106,17 @@ fn worst_findings(findings: &[Finding]) -> String {
     }
 }
 
-/// One tshark-like summary line.
+/// One tshark-like summary line, time relative to `first`.
 pub fn summary_line(rec: &SqosRecord, first: Timestamp) -> String {
+    summary_line_at(rec, &format!("{:.6}", rel_time(rec.ts, first)))
+}
+
+/// One tshark-like summary line with its time column already formatted (`-t`).
+pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
     let mut s = format!(
-        "{:>6} {:>11.6} {} → {} SQOS {} id={}",
+        "{:>6} {:>11} {} → {} SQOS {} id={}",
         rec.frame,
-        rel_time(rec.ts, first),
+        time,
         rec.src,
         rec.dst,
         match rec.direction {
@@ -361,6 +366,24 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
         _ => {}
     }
     out
+}
+
+/// `-x`: the heading and hex of the frame that completed a message.
+pub fn frame_hex(f: &FrameCopy, first_frame: Option<u64>) -> String {
+    let mut s = format!("Frame {}: {} bytes", f.number, f.data.len());
+    if (f.data.len() as u64) < u64::from(f.orig_len) {
+        let _ = write!(
+            s,
+            " of {} (the capture's snaplen cut the frame)",
+            f.orig_len
+        );
+    }
+    if let Some(start) = first_frame.filter(|&n| n < f.number) {
+        let _ = write!(s, "; the message began in frame {start}");
+    }
+    s.push_str(":\n");
+    s.push_str(&hex_dump(&f.data));
+    s
 }
 
 /// `-x`: hex and ASCII of the SQOS buffer, 16 bytes a line, offsets from the buffer start.

@@ -362,6 +362,9 @@ impl Exchange {
         } else {
             self.pending.remove(&key)
         };
+        if let Some(r) = &req {
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+        }
         let req_ref = match &req {
             Some(r) => Some(r),
             None if h.is_interim() => self.pending.get(&key),
@@ -620,6 +623,10 @@ impl Exchange {
         }
         for ((_, id), r) in left {
             stats.unanswered_requests += 1;
+            *stats
+                .unanswered_by_command
+                .entry(r.command.to_string())
+                .or_insert(0) += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.note(NoteKind::Unanswered, frame, || {
                     format!(
@@ -656,6 +663,10 @@ impl Exchange {
             .collect::<Vec<SessionSummary>>();
         stats.sessions_unlisted = self.sessions.unlisted_sessions;
         for ((_, id), r) in &left {
+            *stats
+                .unanswered_by_command
+                .entry(r.command.to_string())
+                .or_insert(0) += 1;
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.note(NoteKind::Unanswered, r.frame, || {
                     format!(
@@ -667,12 +678,16 @@ impl Exchange {
         }
         stats.unanswered_requests += left.len() as u64;
         if !left.is_empty() {
-            outbox.push(Out::Note(CaptureNote {
+            outbox.push(Out::Info(CaptureNote {
                 frame: last_frame,
-                message: format!(
-                    "{} SMB2 requests had no response by the end of the capture",
-                    left.len()
-                ),
+                message: if left.len() == 1 {
+                    "1 SMB2 request had no response by the end of the capture".to_string()
+                } else {
+                    format!(
+                        "{} SMB2 requests had no response by the end of the capture",
+                        left.len()
+                    )
+                },
             }));
         }
     }

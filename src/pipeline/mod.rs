@@ -22,12 +22,13 @@ mod exchange;
 pub mod outbox;
 pub mod sessions;
 mod sqos_build;
+pub mod srt;
 pub mod streams;
 
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
-use crate::capture::{decode_link, Frame, Timestamp};
+use crate::capture::{decode_link, Frame, FrameCopy, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
@@ -93,6 +94,12 @@ pub struct SqosRecord {
     /// The buffer is shorter than the IOCTL said (snaplen, gap).
     pub buffer_truncated: bool,
     pub body: SqosBody,
+    /// With [`PipelineConfig::keep_frames`]: the frame in which the message began (earlier than
+    /// `frame` when it spans several segments).
+    pub first_frame: Option<u64>,
+    /// With [`PipelineConfig::keep_frames`]: a copy of frame `frame` (shared by the messages it
+    /// completes).
+    pub frame_copy: Option<Arc<FrameCopy>>,
 }
 
 /// An open seen in a CREATE response.
@@ -243,11 +250,20 @@ pub trait RecordSink {
     /// dropped the channels; each sink now says what it does with them.
     fn on_channel(&mut self, rec: &ChannelRecord);
     fn on_note(&mut self, _note: &CaptureNote) {}
+    /// A note that loses no data (requests left unanswered at the end, a request shown before
+    /// its answer): worth telling, but the flow analysis does not treat it as a hole. By
+    /// default it is a note like the others.
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.on_note(note);
+    }
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct PipelineConfig {
     pub reassembly: ReassemblyConfig,
+    /// Keep a copy of the frame that completes each SQOS message, and where the message began
+    /// (`sqos dissect -x` / `-w`). Off by default: it costs a copy per SQOS frame.
+    pub keep_frames: bool,
     /// The run's memory budget: the pipeline's bounds are its shares.
     pub memory: Budget,
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
@@ -328,6 +344,10 @@ pub struct Stats {
     pub malformed_bodies: u64,
     /// Requests without a response: connection closed or capture ended.
     pub unanswered_requests: u64,
+    /// The same, per command name.
+    pub unanswered_by_command: BTreeMap<String, u64>,
+    /// SMB2 service response time per command name (tshark's `-z smb2,srt`).
+    pub srt: BTreeMap<String, srt::Srt>,
     /// Requests forgotten because the table of outstanding requests was full or an id reused.
     pub pending_evicted: u64,
     /// Opens forgotten because the open table was full.
@@ -452,6 +472,7 @@ pub struct Pipeline {
     layer: Smb2Layer,
     link_errors_noted: bool,
     last_ts: Timestamp,
+    keep_frames: bool,
 }
 
 impl Pipeline {
@@ -461,11 +482,14 @@ impl Pipeline {
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
+        let mut layer = Smb2Layer::new(limits, cfg.keys);
+        layer.track_message_starts = cfg.keep_frames;
         Pipeline {
             reassembler: Reassembler::new(cfg.reassembly),
-            layer: Smb2Layer::new(limits, cfg.keys),
+            layer,
             link_errors_noted: false,
             last_ts: Timestamp::default(),
+            keep_frames: cfg.keep_frames,
         }
     }
 
@@ -475,8 +499,13 @@ impl Pipeline {
         if frame.is_truncated() {
             stats.truncated_frames += 1;
         }
+        self.layer.cut_frame =
+            frame
+                .is_truncated()
+                .then_some((frame.number, frame.data.len(), frame.orig_len));
         self.layer.last_frame = frame.number;
         self.last_ts = frame.ts;
+        let queued = self.layer.outbox.next_seq();
         match decode_link(frame.link_type, frame.data) {
             Ok(l3) => match decode_tcp(l3) {
                 Ok(Some(seg)) => {
@@ -497,6 +526,11 @@ impl Pipeline {
                     });
                 }
             }
+        }
+        if self.keep_frames {
+            self.layer
+                .outbox
+                .attach_frame(queued, frame.number, || Arc::new(frame.to_copy()));
         }
         self.layer.outbox.drain(frame.ts, sink);
     }

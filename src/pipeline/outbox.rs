@@ -16,12 +16,13 @@
 //! and 5 here), so an SQOS request shown without a response is explained.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::{
     CaptureNote, ChannelRecord, CloseRecord, IoRecord, Limits, OpenRecord, RecordSink, SqosRecord,
 };
 use crate::budget::{Kind, MemoryUse, Share};
-use crate::capture::Timestamp;
+use crate::capture::{FrameCopy, Timestamp};
 use crate::net::ConnId;
 
 #[derive(Clone, Debug)]
@@ -32,6 +33,8 @@ pub enum Out {
     Io(IoRecord),
     Channel(ChannelRecord),
     Note(CaptureNote),
+    /// A note that loses no data ([`RecordSink::on_info`]).
+    Info(CaptureNote),
 }
 
 impl Out {
@@ -43,7 +46,7 @@ impl Out {
                 std::mem::size_of::<SqosRecord>() + r.buffer.capacity() + opt(&r.file_name)
             }
             Out::Open(r) => r.file_name.len(),
-            Out::Note(n) => n.message.len(),
+            Out::Note(n) | Out::Info(n) => n.message.len(),
             Out::Close(_) | Out::Io(_) | Out::Channel(_) => 0,
         }
     }
@@ -80,6 +83,12 @@ pub enum NoteKind {
 
 impl NoteKind {
     const COUNT: usize = 11;
+
+    /// Whether data went missing (a gap, a cut body…); a request left unanswered loses none
+    /// (its note goes to [`RecordSink::on_info`], and `sqos flows` does not count it as lost).
+    pub fn loses_data(self) -> bool {
+        self != NoteKind::Unanswered
+    }
 
     fn describe(self) -> &'static str {
         match self {
@@ -138,10 +147,15 @@ impl Outbox {
     /// (then it is only counted). `message` is only built when the note is given.
     pub fn note(&mut self, kind: NoteKind, frame: u64, message: impl FnOnce() -> String) {
         if self.count_note(kind) {
-            self.push(Out::Note(CaptureNote {
+            let note = CaptureNote {
                 frame,
                 message: message(),
-            }));
+            };
+            self.push(if kind.loses_data() {
+                Out::Note(note)
+            } else {
+                Out::Info(note)
+            });
         }
     }
 
@@ -170,14 +184,19 @@ impl Outbox {
         for kind in kinds {
             let n = self.notes_by_kind[kind as usize];
             if n > MAX_NOTES_PER_KIND {
-                self.push(Out::Note(CaptureNote {
+                let note = CaptureNote {
                     frame,
                     message: format!(
                         "{} more notes of {} not shown (the first {MAX_NOTES_PER_KIND} were; {n} in all)",
                         n - MAX_NOTES_PER_KIND,
                         kind.describe()
                     ),
-                }));
+                };
+                self.push(if kind.loses_data() {
+                    Out::Note(note)
+                } else {
+                    Out::Info(note)
+                });
             }
         }
     }
@@ -228,6 +247,29 @@ impl Outbox {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// The sequence number the next record will get.
+    pub fn next_seq(&self) -> Seq {
+        self.base + self.queue.len() as u64
+    }
+
+    /// Give the SQOS records queued from `since` on that frame `frame` completed a copy of it
+    /// (made once, shared).
+    pub fn attach_frame(&mut self, since: Seq, frame: u64, copy: impl FnOnce() -> Arc<FrameCopy>) {
+        let skip = usize::try_from(since.saturating_sub(self.base)).unwrap_or(usize::MAX);
+        let mut copy = Some(copy);
+        let mut made: Option<Arc<FrameCopy>> = None;
+        for slot in self.queue.iter_mut().skip(skip) {
+            if let Out::Sqos(rec) = &mut slot.out {
+                if rec.frame == frame {
+                    if made.is_none() {
+                        made = copy.take().map(|f| f());
+                    }
+                    rec.frame_copy = made.clone();
+                }
+            }
         }
     }
 
@@ -324,7 +366,7 @@ impl Outbox {
             let (frame, msg_id) = (rec.frame, rec.msg_id);
             if let Some(why) = why {
                 if self.count_note(NoteKind::Unanswered) {
-                    sink.on_note(&CaptureNote {
+                    sink.on_info(&CaptureNote {
                         frame,
                         message: format!(
                             "SQOS request in frame {frame} (msg id {msg_id}) shown without its response: {why}"
@@ -353,6 +395,7 @@ impl Outbox {
                 Out::Io(r) => sink.on_io(&r),
                 Out::Channel(r) => sink.on_channel(&r),
                 Out::Note(n) => sink.on_note(&n),
+                Out::Info(n) => sink.on_info(&n),
             }
         }
     }

@@ -13,6 +13,8 @@ use crate::sqos;
 pub struct MsgCtx {
     pub conn: ConnId,
     pub frame: u64,
+    /// The frame the message began in, when message starts are tracked.
+    pub first_frame: Option<u64>,
     pub ts: Timestamp,
     pub src: std::net::SocketAddr,
     pub dst: std::net::SocketAddr,
@@ -48,6 +50,8 @@ fn base(
         buffer: Vec::new(),
         buffer_truncated: false,
         body: SqosBody::NoBuffer,
+        first_frame: ctx.first_frame,
+        frame_copy: None,
     }
 }
 

@@ -46,6 +46,14 @@ pub struct Smb2Layer {
     pub outbox: Outbox,
     pub stats: Stats,
     pub last_frame: u64,
+    /// Follow the frame each message begins in (`PipelineConfig::keep_frames`).
+    pub track_message_starts: bool,
+    /// When tracking: the frame the message in progress on (conn, dir) began in.
+    starts: HashMap<(ConnId, Dir), u64>,
+    /// When tracking, while one push is handled: the first frame of the next message.
+    next_start: Option<u64>,
+    /// The frame being pushed when the capture's snaplen cut it: (number, captured, on the wire).
+    pub cut_frame: Option<(u64, usize, u32)>,
 }
 
 impl Smb2Layer {
@@ -65,6 +73,32 @@ impl Smb2Layer {
             outbox: Outbox::new(&limits),
             stats: Stats::default(),
             last_frame: 0,
+            track_message_starts: false,
+            starts: HashMap::new(),
+            next_start: None,
+            cut_frame: None,
+        }
+    }
+
+    /// Before a push on (conn, dir) in `frame`: where its first completed message began.
+    fn start_push(&mut self, conn: ConnId, dir: Dir, frame: u64) {
+        if self.track_message_starts {
+            self.next_start = Some(self.starts.get(&(conn, dir)).copied().unwrap_or(frame));
+        }
+    }
+
+    /// After the push: remember where the message still in progress began.
+    fn end_push(&mut self, conn: ConnId, dir: Dir) {
+        if let Some(start) = self.next_start.take() {
+            let busy = self
+                .framers
+                .get(&(conn, dir))
+                .is_some_and(Framer::in_message);
+            if busy {
+                self.starts.insert((conn, dir), start);
+            } else {
+                self.starts.remove(&(conn, dir));
+            }
         }
     }
 
@@ -231,8 +265,15 @@ impl Smb2Layer {
                 } else {
                     "what they held is lost; framing resumes at the next message start"
                 };
+                let cut = self.cut_frame.filter(|c| c.0 == frame);
                 self.note(NoteKind::Gap, frame, |s| {
-                    format!("{}: {bytes} bytes missing ({what})", s.dir_label(conn, dir))
+                    let label = s.dir_label(conn, dir);
+                    match cut {
+                        Some((_, captured, wire)) => format!(
+                            "{label}: {bytes} bytes not in the capture: its snaplen cut frame {frame} to {captured} of {wire} bytes ({what})"
+                        ),
+                        None => format!("{label}: {bytes} bytes missing ({what})"),
+                    }
                 });
             }
         }
@@ -386,9 +427,12 @@ impl Smb2Layer {
 
     fn on_message(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, m: &Smb2Message) {
         let (src, dst) = self.endpoints(conn, dir);
+        // Later messages of the same push began in this frame.
+        let first_frame = self.next_start.replace(frame);
         let ctx = MsgCtx {
             conn,
             frame,
+            first_frame,
             ts,
             src,
             dst,
@@ -428,6 +472,8 @@ impl Smb2Layer {
     /// Flush both framers of a connection (it ended, `how`) and forget it.
     fn end_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
+            self.start_push(conn, dir, frame);
+            self.starts.remove(&(conn, dir));
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
                 self.framer_bytes.release(0, f.buffered());
                 let mut ctx = SealCtx {
@@ -438,6 +484,7 @@ impl Smb2Layer {
                 f.finish_sealed(&mut ctx, &mut self.events);
                 self.handle_events(conn, dir, frame, ts);
             }
+            self.next_start = None;
         }
         self.crypto.forget_conn(conn.0);
         self.exchange
@@ -451,6 +498,8 @@ impl Smb2Layer {
         let mut keys: Vec<(ConnId, Dir)> = self.framers.keys().copied().collect();
         keys.sort_by_key(|(c, d)| (c.0, *d == Dir::ToClient));
         for (conn, dir) in keys {
+            self.start_push(conn, dir, self.last_frame);
+            self.starts.remove(&(conn, dir));
             if let Some(mut f) = self.framers.remove(&(conn, dir)) {
                 self.framer_bytes.release(0, f.buffered());
                 let mut ctx = SealCtx {
@@ -461,6 +510,7 @@ impl Smb2Layer {
                 f.finish_sealed(&mut ctx, &mut self.events);
                 self.handle_events(conn, dir, self.last_frame, ts);
             }
+            self.next_start = None;
         }
         self.exchange
             .finish(self.last_frame, ts, &mut self.outbox, &mut self.stats);
@@ -481,17 +531,21 @@ impl StreamSink for Smb2Layer {
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {
         self.last_frame = self.last_frame.max(frame);
+        self.start_push(conn, dir, frame);
         self.with_framer(conn, dir, frame, |f, ctx, ev| f.push_sealed(data, ctx, ev));
         self.handle_events(conn, dir, frame, ts);
+        self.end_push(conn, dir);
     }
 
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64) {
         self.last_frame = self.last_frame.max(frame);
         self.stats.gaps += 1;
+        self.start_push(conn, dir, frame);
         self.with_framer(conn, dir, frame, |f, ctx, ev| {
             f.gap_sealed(missing, ctx, ev)
         });
         self.handle_events(conn, dir, frame, ts);
+        self.end_push(conn, dir);
     }
 
     fn on_close(&mut self, conn: ConnId, how: CloseKind, frame: u64, ts: Timestamp) {

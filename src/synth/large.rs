@@ -18,6 +18,7 @@ use super::rng::Rng;
 use super::scenario::EPOCH_US;
 use super::seal::Sealer;
 use super::smb2::{self, FileId, Header};
+use super::squeeze::Squeezer;
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
 use super::wire::{ConnSpec, NetConfig, Part, Side, Time, Wire};
 use super::SynthSummary;
@@ -45,6 +46,7 @@ pub fn generate<W: Write>(
     size: u64,
     ipv6: bool,
     encrypt: Option<Cipher>,
+    squeeze: Option<Squeezer>,
 ) -> io::Result<(W, SynthSummary, Truth)> {
     let mut wire = Wire::new(writer, net.clone(), Rng::new(0x1a76e));
     let (cip, sip) = if ipv6 {
@@ -88,6 +90,7 @@ pub fn generate<W: Write>(
         mid: 0,
         session,
         sealer: encrypt.map(|c| Sealer::new(c, smb2::DIALECT_311, *b"sqos-large-bench")),
+        squeeze,
     };
     let guid = *Uuid::from_u128(0x3d6a_2b11_7c44_4a0e_9e2f_0c1d_2e3f_4a5b).as_bytes();
     let salt = [0x42; 32];
@@ -140,6 +143,15 @@ pub fn generate<W: Write>(
             smb2::create_response(&fid, t, 127 << 30),
         ),
     ];
+    let mut steps = steps;
+    if let (Some(z), Some(first)) = (squeeze, steps.first_mut()) {
+        for (body, at) in [
+            (&mut first.1, smb2::NEGOTIATE_REQUEST_CONTEXT_COUNT_AT),
+            (&mut first.3, smb2::NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT),
+        ] {
+            smb2::add_compression_context(body, at, &z.algorithm_ids(), z.chained);
+        }
+    }
     for (cmd, req, status, resp) in steps {
         let h = st.header(cmd, u16::from(cmd != smb2::NEGOTIATE));
         let (_, _, _, done) = st.exchange(t, h, (req, 0), status, (resp, 0))?;
@@ -322,6 +334,8 @@ struct Stream<W: Write> {
     mid: u64,
     session: u64,
     sealer: Option<Sealer>,
+    /// `--compress`: messages after SESSION_SETUP compressed (before sealing).
+    squeeze: Option<Squeezer>,
 }
 
 impl<W: Write> Stream<W> {
@@ -350,8 +364,13 @@ impl<W: Write> Stream<W> {
         h
     }
 
-    /// A message as it goes on the wire: sealed once the session is encrypted.
+    /// A message as it goes on the wire: compressed when compression is on, then sealed once
+    /// the session is encrypted.
     fn sealed(&mut self, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
+        let parts = match &self.squeeze {
+            Some(z) => z.outgoing(parts, self.wire.filler()),
+            None => parts,
+        };
         match self.sealer.as_mut() {
             Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
             None => parts,

@@ -39,6 +39,11 @@ use wire::{NetConfig, Wire};
 
 /// Options of `sqos synth`.
 #[derive(clap::Args, Clone, Debug)]
+#[command(after_help = "\
+Examples:
+  sqos synth --scenario noisy-neighbour -o nn.pcapng.gz
+  sqos synth --scenario lossy-network --loss 0.01 --seed 7 -o lossy.pcap --truth lossy.json
+  sqos synth --scenario large --size 1GiB -q -o big.pcap")]
 pub struct SynthArgs {
     /// What to simulate.
     #[arg(long, value_enum, default_value = "steady")]
@@ -49,6 +54,9 @@ pub struct SynthArgs {
     /// Capture file to write (`.pcap`, `.pcapng`, optionally `.gz`).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Say nothing on stderr (errors aside).
+    #[arg(short, long)]
+    pub quiet: bool,
     /// File format (default: from the extension, else pcap).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
@@ -156,6 +164,7 @@ impl SynthArgs {
             scenario,
             seed: 1,
             output: output.into(),
+            quiet: false,
             format: None,
             size: None,
             hosts: None,
@@ -415,11 +424,6 @@ pub fn generate<W: Write>(
                 "--encrypt and --compress do not apply to spec-examples (no session setup)".into(),
             ));
         }
-        Scenario::Large if args.compress.is_some() => {
-            return Err(SynthError::InvalidArgs(
-                "--compress does not apply to the large scenario yet".into(),
-            ));
-        }
         Scenario::SpecExamples => {
             let wire = Wire::new(writer, net, rng.fork(7));
             let dialect = args
@@ -430,7 +434,11 @@ pub fn generate<W: Write>(
         Scenario::Large => {
             let size = args.size.unwrap_or(1 << 30);
             let cipher = args.encrypt.map(seal::CipherArg::cipher);
-            large::generate(writer, &net, size, args.ipv6, cipher).map_err(io_err)?
+            let squeeze = args.compress.map(|a| squeeze::Squeezer {
+                algorithm: a.algorithm(),
+                chained: args.chained,
+            });
+            large::generate(writer, &net, size, args.ipv6, cipher, squeeze).map_err(io_err)?
         }
         _ => {
             let shape = scenario::Shape {
@@ -500,7 +508,9 @@ pub fn generate<W: Write>(
     };
     let out = sink.finish().map_err(io_err)?;
     truth.generator = truth::GeneratorInfo {
-        scenario: format!("{:?}", args.scenario),
+        scenario: clap::ValueEnum::to_possible_value(&args.scenario)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default(),
         seed: args.seed,
         command: command_line(args),
     };

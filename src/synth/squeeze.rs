@@ -6,9 +6,10 @@
 //! (3.1.4.4.1). Compression comes before encryption (3.1.4.3). The layout and the algorithms
 //! are `smb2::compress`, the same code that decompresses.
 
-use super::smb2;
 use super::wire::Part;
+use crate::smb2::body::fixed_body_len;
 use crate::smb2::compress::{compress_chained, compress_unchained, Algorithm};
+use crate::smb2::{parse_header, Command, HEADER_LEN};
 
 /// `--compress` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -30,14 +31,6 @@ impl CompressArg {
         }
     }
 }
-
-/// SMB2 header offsets used here (MS-SMB2 2.2.1).
-const COMMAND_AT: usize = 12;
-const FLAGS_AT: usize = 16;
-/// Header and fixed body of a READ response and a WRITE request: left in clear (the
-/// compressed part starts at the data, which the Offset / a NONE payload says).
-const READ_RESPONSE_FIXED: usize = 64 + 16;
-const WRITE_REQUEST_FIXED: usize = 64 + 48;
 
 /// How one connection compresses.
 #[derive(Clone, Copy, Debug)]
@@ -62,17 +55,13 @@ impl Squeezer {
     /// NEGOTIATE and SESSION_SETUP stay in clear (compression is not set up yet; the preauth
     /// hash covers them as sent).
     pub fn outgoing(&self, parts: Vec<Part>, fill: &[u8]) -> Vec<Part> {
-        let Some(Part::Bytes(first)) = parts.first() else {
+        let Some(h) = parts.first().and_then(|p| match p {
+            Part::Bytes(b) => parse_header(b.get(4..)?).ok(),
+            Part::Fill(_) => None,
+        }) else {
             return parts;
         };
-        let u16_at = |at: usize| {
-            first
-                .get(4 + at..6 + at)
-                .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]))
-        };
-        let command = u16_at(COMMAND_AT);
-        let response = u16_at(FLAGS_AT) & 1 != 0;
-        if matches!(command, smb2::NEGOTIATE | smb2::SESSION_SETUP) {
+        if matches!(h.command, Command::NEGOTIATE | Command::SESSION_SETUP) {
             return parts;
         }
         let mut msg = Vec::new();
@@ -91,10 +80,16 @@ impl Squeezer {
         let Some(body) = msg.get(4..) else {
             return parts;
         };
-        let clear = match (command, response) {
-            (smb2::READ, true) => READ_RESPONSE_FIXED,
-            (smb2::WRITE, false) => WRITE_REQUEST_FIXED,
-            _ => 0,
+        // READ responses and WRITE requests keep their header and fixed body in clear: the
+        // compressed part starts at the data (Offset, or after a first NONE payload).
+        let bulk = matches!(
+            (h.command, h.is_response()),
+            (Command::READ, true) | (Command::WRITE, false)
+        );
+        let clear = if bulk {
+            HEADER_LEN + fixed_body_len(h.command, h.is_response())
+        } else {
+            0
         };
         let packed = if self.chained {
             compress_chained(body, Some(self.algorithm), true, clear)

@@ -43,6 +43,9 @@ pub struct Analyzed {
     max_flows: usize,
     hosts: HashMap<ConnId, String>,
     start: Option<Timestamp>,
+    /// While the input is idle: the analysis a copy of the running analyzer gives at its end
+    /// (see [`FlowSource::settle`]); dropped by the next record.
+    settled: Option<Analysis>,
 }
 
 impl Analyzed {
@@ -55,6 +58,7 @@ impl Analyzed {
             max_flows,
             hosts: HashMap::new(),
             start: None,
+            settled: None,
         }
     }
 
@@ -63,6 +67,7 @@ impl Analyzed {
     }
 
     fn analyzer(&mut self) -> Option<&mut Analyzer> {
+        self.settled = None;
         match &mut self.stage {
             Stage::Running(a) => Some(a),
             _ => None,
@@ -70,7 +75,27 @@ impl Analyzed {
     }
 
     /// The flows, in order of appearance; the catch-all flow (findings of no flow) included.
+    /// The finished analysis shown: the final one, or the settled copy while idle.
+    fn analysis(&self) -> Option<&Analysis> {
+        match &self.stage {
+            Stage::Done(an) => Some(an),
+            _ => self.settled.as_ref(),
+        }
+    }
+
     fn flows(&self) -> Vec<&FlowState> {
+        if let Some(an) = self.analysis() {
+            // The order the rows had while reading, so nothing jumps at the end.
+            let pos: HashMap<Uuid, usize> = self
+                .order
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (*id, i))
+                .collect();
+            let mut v: Vec<&FlowState> = an.flows.iter().collect();
+            v.sort_by_key(|f| pos.get(&f.id).copied().unwrap_or(usize::MAX));
+            return v;
+        }
         match &self.stage {
             Stage::Running(a) => self
                 .order
@@ -78,27 +103,17 @@ impl Analyzed {
                 .chain(std::iter::once(&Uuid::nil()))
                 .filter_map(|id| a.flow(id))
                 .collect(),
-            Stage::Done(an) => {
-                // The order the rows had while reading, so nothing jumps at the end.
-                let pos: HashMap<Uuid, usize> = self
-                    .order
-                    .iter()
-                    .enumerate()
-                    .map(|(i, id)| (*id, i))
-                    .collect();
-                let mut v: Vec<&FlowState> = an.flows.iter().collect();
-                v.sort_by_key(|f| pos.get(&f.id).copied().unwrap_or(usize::MAX));
-                v
-            }
-            Stage::Finishing => Vec::new(),
+            Stage::Done(_) | Stage::Finishing => Vec::new(),
         }
     }
 
     fn flow(&self, id: &Uuid) -> Option<&FlowState> {
+        if let Some(an) = self.analysis() {
+            return an.flows.iter().find(|f| f.id == *id);
+        }
         match &self.stage {
             Stage::Running(a) => a.flow(id),
-            Stage::Done(an) => an.flows.iter().find(|f| f.id == *id),
-            Stage::Finishing => None,
+            Stage::Done(_) | Stage::Finishing => None,
         }
     }
 
@@ -106,6 +121,7 @@ impl Analyzed {
         let rep = row.reported_rates();
         let obs = row.observed_rates();
         SeriesPoint {
+            t0: self.rel(row.start),
             t: self.rel(row.end),
             reported_iops: rep.map(|r| r.normalized_iops),
             observed_iops: obs.map(|o| o.normalized_iops),
@@ -260,6 +276,11 @@ impl RecordSink for Analyzed {
             a.on_note(note);
         }
     }
+    fn on_info(&mut self, note: &CaptureNote) {
+        if let Some(a) = self.analyzer() {
+            a.on_info(note);
+        }
+    }
 }
 
 impl FlowSource for Analyzed {
@@ -271,8 +292,15 @@ impl FlowSource for Analyzed {
     }
 
     fn finish(&mut self) {
+        self.settled = None;
         if let Stage::Running(a) = std::mem::replace(&mut self.stage, Stage::Finishing) {
             self.stage = Stage::Done(a.finish());
+        }
+    }
+
+    fn settle(&mut self) {
+        if let (Stage::Running(a), None) = (&self.stage, &self.settled) {
+            self.settled = Some(a.as_ref().clone().finish());
         }
     }
 
@@ -362,9 +390,17 @@ impl FlowSource for Analyzed {
     }
 
     fn notes(&self) -> Vec<String> {
+        self.analysis().map(|a| a.notes.clone()).unwrap_or_default()
+    }
+
+    fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
         match &self.stage {
-            Stage::Done(a) => a.notes.clone(),
-            _ => Vec::new(),
+            Stage::Running(a) => a.flow_of(rec).or_else(|| message_flow(rec)),
+            _ => message_flow(rec),
         }
+    }
+
+    fn flow_state(&self, id: &Uuid) -> Option<&FlowState> {
+        self.flow(id)
     }
 }

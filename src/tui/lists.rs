@@ -1,15 +1,20 @@
 //! The lists the views show, derived from the live state with the user's sort and filter:
 //! flow rows, the indices of the messages shown, the findings by severity.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use uuid::Uuid;
 
 use super::live::Live;
 use super::model::{rate_cell, short_id, status_label, FindingRow, FlowRow};
 use super::store::message_flow;
+use crate::analysis::FlowState;
+use crate::capture::Timestamp;
+use crate::filter::{Context, Filter, Subject};
+use crate::net::ConnId;
+use crate::output::columns::message_flat;
 use crate::output::text::summary_line;
-use crate::pipeline::Direction;
+use crate::pipeline::{Direction, SqosRecord};
 
 /// A column of the Flows table (each one sortable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -76,11 +81,12 @@ impl FlowCol {
             | FlowCol::Iops
             | FlowCol::Status
             | FlowCol::Findings => 0,
-            FlowCol::Policy => 1,
-            FlowCol::Latency => 2,
-            FlowCol::Kbps => 3,
-            FlowCol::Observed => 4,
-            FlowCol::Server => 5,
+            // The server's answer outlasts the figures derived from the wire.
+            FlowCol::Server => 1,
+            FlowCol::Policy => 2,
+            FlowCol::Latency => 3,
+            FlowCol::Kbps => 4,
+            FlowCol::Observed => 5,
             FlowCol::AvgIops | FlowCol::AvgLatency | FlowCol::AvgKbps => 6,
         }
     }
@@ -150,13 +156,42 @@ pub fn flow_matches(row: &FlowRow, filter: &str) -> bool {
     .any(|s| s.contains(&f))
 }
 
-/// The flow rows shown: filtered, then sorted (stable, so ties keep appearance order).
+/// What `/` typed: a display filter when it parses as one, else text to look for.
+enum Search {
+    None,
+    Filter(Filter),
+    Text(String),
+}
+
+fn search(typed: &str, ctx: Context) -> Search {
+    let t = typed.trim();
+    if t.is_empty() {
+        return Search::None;
+    }
+    match Filter::parse(t, ctx) {
+        Ok(f) => Search::Filter(f),
+        Err(_) => Search::Text(t.to_lowercase()),
+    }
+}
+
+/// The flow rows shown: selected by `-Y`, filtered by `/`, then sorted (stable, so ties keep
+/// appearance order).
 pub fn flow_rows(live: &Live, sort: Sort, filter: &str) -> Vec<FlowRow> {
+    let typed = search(filter, Context::Flows);
+    let start = live.store.start();
     let mut rows: Vec<FlowRow> = live
         .flows
         .rows()
         .into_iter()
-        .filter(|r| flow_matches(r, filter))
+        .filter(|r| live.flow_selected(&r.id))
+        .filter(|r| match &typed {
+            Search::None => true,
+            Search::Text(_) => flow_matches(r, filter.trim()),
+            Search::Filter(f) => live
+                .flows
+                .flow_state(&r.id)
+                .is_some_and(|fl| f.matches(&Subject::flow(fl, None, start))),
+        })
         .collect();
     if let Some(col) = sort.col {
         let desc = col.numeric() != sort.reverse;
@@ -174,37 +209,71 @@ pub fn flow_rows(live: &Live, sort: Sort, filter: &str) -> Vec<FlowRow> {
     rows
 }
 
+/// Does a message match `/` text: its summary line, any of its fields (the JSON values), or its
+/// flow's initiator and node names?
+fn message_text_matches(
+    rec: &SqosRecord,
+    flow: Option<&FlowState>,
+    start: Timestamp,
+    f: &str,
+) -> bool {
+    if summary_line(rec, start).to_lowercase().contains(f) {
+        return true;
+    }
+    let names = flow.into_iter().flat_map(|fl| {
+        [&fl.initiator_name, &fl.initiator_node_name]
+            .into_iter()
+            .flatten()
+    });
+    if names.into_iter().any(|n| n.to_lowercase().contains(f)) {
+        return true;
+    }
+    message_flat(rec).values().any(|v| match v {
+        serde_json::Value::String(s) => s.to_lowercase().contains(f),
+        serde_json::Value::Array(a) => a
+            .iter()
+            .any(|x| x.as_str().is_some_and(|s| s.to_lowercase().contains(f))),
+        serde_json::Value::Number(n) => n.to_string() == f,
+        _ => false,
+    })
+}
+
 /// Store indices of the messages shown: those of the flow in scope (its requests, and the
-/// responses to them even without a buffer), whose summary line contains the filter text.
+/// responses to them even without a buffer) that match what `/` typed — a display filter
+/// (docs/filter.md), or text found in the summary line, a field or the flow's names.
 pub fn message_indices(live: &Live, scope: Option<Uuid>, filter: &str) -> Vec<usize> {
     let store = &live.store;
-    if scope.is_none() && filter.is_empty() {
+    let typed = search(filter, Context::Messages);
+    if scope.is_none() && matches!(typed, Search::None) {
         return (0..store.len()).collect();
     }
     let start = store.start();
-    let f = filter.to_lowercase();
-    let mut asked = HashSet::new();
+    // The flow of each request, so that responses without a buffer go with their request.
+    let mut asked: HashMap<(ConnId, u64), Uuid> = HashMap::new();
     store
         .iter()
         .enumerate()
         .filter(|(_, rec)| {
-            if let Some(id) = scope {
-                let named = message_flow(rec) == Some(id);
-                let key = (rec.conn, rec.msg_id);
-                let in_scope = match rec.direction {
-                    Direction::Request => {
-                        if named {
-                            asked.insert(key);
-                        }
-                        named
+            let key = (rec.conn, rec.msg_id);
+            let flow_id = match rec.direction {
+                Direction::Request => {
+                    let id = message_flow(rec);
+                    if let Some(id) = id {
+                        asked.insert(key, id);
                     }
-                    Direction::Response => named || asked.contains(&key),
-                };
-                if !in_scope {
-                    return false;
+                    id
                 }
+                Direction::Response => message_flow(rec).or_else(|| asked.get(&key).copied()),
+            };
+            if scope.is_some() && flow_id != scope {
+                return false;
             }
-            f.is_empty() || summary_line(rec, start).to_lowercase().contains(&f)
+            let flow = flow_id.and_then(|id| live.flows.flow_state(&id));
+            match &typed {
+                Search::None => true,
+                Search::Text(f) => message_text_matches(rec, flow, start, f),
+                Search::Filter(f) => f.matches(&Subject::message(rec, flow, start)),
+            }
         })
         .map(|(i, _)| i)
         .collect()

@@ -1,15 +1,19 @@
 //! The state the views read, shared with the reader thread that fills it while the capture is
 //! read (file, pipe, growing file or live interface), and that thread.
 
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use uuid::Uuid;
+
 use super::flows::FlowSource;
 use super::store::MessageStore;
 use crate::capture::{CaptureReader, Timestamp};
+use crate::filter::{Filter, Subject};
 use crate::pipeline::{
     CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink,
     SqosRecord, Stats,
@@ -45,6 +49,23 @@ pub struct Progress {
     pub sqos_messages: u64,
 }
 
+/// `sqos tui -Y …`: which messages are kept and which flows listed.
+#[derive(Default)]
+pub struct Selection {
+    /// The filter read in the Messages context: messages not matching are not kept.
+    pub messages: Option<Filter>,
+    /// The filter read in the Flows context: flows not matching are not listed.
+    pub flows: Option<Filter>,
+    /// Flows with a matching message (for a flow filter that reads message fields).
+    pub marked: HashSet<Uuid>,
+}
+
+impl Selection {
+    pub fn is_active(&self) -> bool {
+        self.messages.is_some() || self.flows.is_some()
+    }
+}
+
 /// Everything the views show.
 pub struct Live {
     pub store: MessageStore,
@@ -53,6 +74,7 @@ pub struct Live {
     pub stats: Stats,
     pub notes: Vec<String>,
     pub notes_total: u64,
+    pub selection: Selection,
 }
 
 impl Live {
@@ -71,6 +93,19 @@ impl Live {
             stats: Stats::default(),
             notes: Vec::new(),
             notes_total: 0,
+            selection: Selection::default(),
+        }
+    }
+
+    /// Whether a flow is listed under the `-Y` selection.
+    pub fn flow_selected(&self, id: &Uuid) -> bool {
+        match &self.selection.flows {
+            None => true,
+            Some(f) if f.needs_messages() => self.selection.marked.contains(id),
+            Some(f) => self
+                .flows
+                .flow_state(id)
+                .is_some_and(|fl| f.matches(&Subject::flow(fl, None, self.store.start()))),
         }
     }
 
@@ -88,8 +123,29 @@ impl Live {
 impl RecordSink for Live {
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.progress.sqos_messages += 1;
+        if !self.selection.is_active() {
+            self.flows.on_sqos(rec.clone());
+            self.store.push(rec);
+            return;
+        }
+        let id = self.flows.flow_of(&rec);
         self.flows.on_sqos(rec.clone());
-        self.store.push(rec);
+        let id = id.or_else(|| self.flows.flow_of(&rec));
+        let start = self.store.start();
+        let flow = id.and_then(|id| self.flows.flow_state(&id));
+        if let (Some(f), Some(id)) = (&self.selection.flows, id) {
+            if f.needs_messages() && f.matches(&Subject::message(&rec, flow, start)) {
+                self.selection.marked.insert(id);
+            }
+        }
+        let keep = self
+            .selection
+            .messages
+            .as_ref()
+            .is_none_or(|f| f.matches(&Subject::message(&rec, flow, start)));
+        if keep {
+            self.store.push(rec);
+        }
     }
     fn on_open(&mut self, rec: &OpenRecord) {
         self.flows.on_open(rec);
@@ -109,6 +165,13 @@ impl RecordSink for Live {
             self.notes.push(note.message.clone());
         }
         self.flows.on_note(note);
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.notes_total += 1;
+        if self.notes.len() < MAX_NOTES {
+            self.notes.push(note.message.clone());
+        }
+        self.flows.on_info(note);
     }
 }
 
@@ -145,6 +208,45 @@ impl RecordSink for Shared {
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.lock().on_note(note);
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.lock().on_info(note);
+    }
+}
+
+/// Settles the flow views once the input has brought nothing new for a while but has not ended
+/// (a followed file that is complete, a quiet interface): the last interval is then shown as
+/// the end of input would show it (see [`FlowSource::settle`]), not one interval behind.
+pub struct IdleWatch {
+    after: Duration,
+    frames: u64,
+    since: Instant,
+    settled: Option<u64>,
+}
+
+impl IdleWatch {
+    pub fn new(after: Duration) -> Self {
+        IdleWatch {
+            after,
+            frames: 0,
+            since: Instant::now(),
+            settled: None,
+        }
+    }
+
+    /// Called before each redraw.
+    pub fn tick(&mut self, live: &mut Live) {
+        let frames = live.progress.frames;
+        if frames != self.frames {
+            self.frames = frames;
+            self.since = Instant::now();
+            return;
+        }
+        let idle = live.progress.state == ReadState::Reading && self.since.elapsed() >= self.after;
+        if idle && frames > 0 && self.settled != Some(frames) {
+            live.flows.settle();
+            self.settled = Some(frames);
+        }
     }
 }
 

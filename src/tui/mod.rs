@@ -27,6 +27,7 @@ use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, E
 use ratatui::crossterm::execute;
 
 use crate::analysis::AnalyzerConfig;
+use crate::capture::live as tcpdump;
 use crate::capture::CaptureReader;
 use crate::pipeline::PipelineConfig;
 use analyzed::Analyzed;
@@ -44,6 +45,8 @@ pub struct TuiOptions {
     pub input: Input,
     pub pipeline: PipelineConfig,
     pub max_messages: usize,
+    /// `-Y` and its shortcuts: the messages kept and the flows listed.
+    pub selection: live::Selection,
 }
 
 /// The message for a run without a terminal.
@@ -99,12 +102,8 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
             })
         }
         Input::Interface { name, ports } => {
-            let mut child = source::spawn_tcpdump(name, ports).map_err(|e| {
-                format!(
-                    "cannot run tcpdump ({e}); install tcpdump, or capture yourself: \
-                     tcpdump -i {name} -w - -U port 445 | sqos tui -"
-                )
-            })?;
+            let mut child = tcpdump::spawn_tcpdump(name, ports)
+                .map_err(|e| tcpdump::cannot_run(name, &e, "tui"))?;
             let out = child
                 .stdout
                 .take()
@@ -113,7 +112,7 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
             Ok(Prepared {
                 opener: Opener::Deferred(Box::new(move || {
                     CaptureReader::from_reader(Box::new(out))
-                        .map_err(|e| source::tcpdump_error(stderr, &e.to_string()))
+                        .map_err(|e| tcpdump::tcpdump_error(stderr, &e.to_string()))
                 })),
                 total: None,
                 child: Some(child),
@@ -151,6 +150,16 @@ pub fn start(
     pipeline: PipelineConfig,
     max_messages: usize,
 ) -> Result<Started, String> {
+    start_selected(input, pipeline, max_messages, live::Selection::default())
+}
+
+/// [`start`] with a `-Y` selection.
+pub fn start_selected(
+    input: &Input,
+    pipeline: PipelineConfig,
+    max_messages: usize,
+    selection: live::Selection,
+) -> Result<Started, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let prepared = prepare(input, stop.clone())?;
     let mut live = Live::new(
@@ -158,6 +167,7 @@ pub fn start(
         MessageStore::new(max_messages),
         flow_source_within(&pipeline.memory),
     );
+    live.selection = selection;
     live.progress.total = prepared.total;
     let shared = Shared::new(live);
     let reader = live::spawn_reader(prepared.opener, pipeline, shared.clone(), stop.clone())
@@ -177,7 +187,12 @@ pub fn run(opts: TuiOptions) -> i32 {
         eprintln!("{NO_TTY}");
         return 2;
     }
-    let mut started = match start(&opts.input, opts.pipeline, opts.max_messages) {
+    let mut started = match start_selected(
+        &opts.input,
+        opts.pipeline,
+        opts.max_messages,
+        opts.selection,
+    ) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sqos: {e}");
@@ -211,10 +226,12 @@ fn ui_loop(shared: &Shared) -> std::io::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let _ = execute!(std::io::stdout(), EnableMouseCapture);
     let mut app = App::new(Theme::from_env());
+    let mut idle = live::IdleWatch::new(TICK);
     let result = (|| -> std::io::Result<()> {
         loop {
             {
-                let live = shared.lock();
+                let mut live = shared.lock();
+                idle.tick(&mut live);
                 terminal.draw(|f| view::draw(f, &mut app, &live))?;
             }
             let last = Instant::now();

@@ -52,7 +52,8 @@ impl PolicyCell {
         match self {
             PolicyCell::None => "-".into(),
             PolicyCell::Limits { limit, reservation } => format!("{limit}/{reservation}"),
-            PolicyCell::Policy(p) => format!("#{}", short_id(p)),
+            // As `sqos flows` says it.
+            PolicyCell::Policy(p) => format!("policy {}", short_id(p)),
         }
     }
     /// Sort key: limit first, policies after limits, nothing last.
@@ -68,6 +69,8 @@ impl PolicyCell {
 /// One point of a flow's time series (one update interval).
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct SeriesPoint {
+    /// Seconds since the capture start, at the interval's start.
+    pub t0: f64,
     /// Seconds since the capture start, at the interval's end.
     pub t: f64,
     pub reported_iops: Option<f64>,

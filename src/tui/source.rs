@@ -1,9 +1,8 @@
 //! The inputs `sqos tui` reads from: a capture file, standard input, a file still being written
-//! (`--follow`), or a live interface (through `tcpdump`).
+//! (`--follow`), or a live interface (through `tcpdump`, [`crate::capture::live`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,55 +62,9 @@ pub fn open_follow(path: &Path, stop: Arc<AtomicBool>) -> std::io::Result<impl R
     Ok(FollowReader::new(f, stop, Duration::from_millis(200)))
 }
 
-/// The capture filter for SMB on port 445 and the extra ports.
-pub fn bpf_filter(ports: &[u16]) -> String {
-    let mut all = vec![445u16];
-    for p in ports {
-        if !all.contains(p) {
-            all.push(*p);
-        }
-    }
-    all.iter()
-        .map(|p| format!("tcp port {p}"))
-        .collect::<Vec<_>>()
-        .join(" or ")
-}
-
-/// Start `tcpdump` writing pcap to its stdout (unbuffered, full frames) for `iface`.
-/// Needs tcpdump installed and root or CAP_NET_RAW + CAP_NET_ADMIN on tcpdump.
-pub fn spawn_tcpdump(iface: &str, ports: &[u16]) -> std::io::Result<Child> {
-    Command::new("tcpdump")
-        .args(["-i", iface, "-w", "-", "-U", "-s", "0", "-n"])
-        .arg(bpf_filter(ports))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-}
-
-/// Why tcpdump produced no capture: its own last words (permissions, no such interface).
-pub fn tcpdump_error(stderr: Option<std::process::ChildStderr>, fallback: &str) -> String {
-    let mut buf = Vec::new();
-    if let Some(err) = stderr {
-        let _ = err.take(4096).read_to_end(&mut buf);
-    }
-    let said = String::from_utf8_lossy(&buf).trim().to_string();
-    if said.is_empty() {
-        format!("tcpdump: {fallback}")
-    } else {
-        format!("tcpdump: {said}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn filter_has_445_once_and_the_extra_ports() {
-        assert_eq!(bpf_filter(&[]), "tcp port 445");
-        assert_eq!(bpf_filter(&[445, 8445]), "tcp port 445 or tcp port 8445");
-    }
 
     /// A reader that returns its chunks one per call, then "EOF" until more are appended.
     struct Growing {

@@ -184,6 +184,8 @@ impl Kit {
             buffer: vec![0; 256],
             buffer_truncated: false,
             body: SqosBody::NoBuffer,
+            first_frame: None,
+            frame_copy: None,
         }
     }
 

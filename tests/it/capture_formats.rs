@@ -329,9 +329,14 @@ fn cut_off_last_packet_names_frame_and_offset_and_keeps_earlier_frames() {
 
 #[test]
 fn garbage_and_empty_input_are_not_captures() {
+    // Nothing at all is said to be empty.
+    let err = CaptureReader::from_reader(Box::new(Cursor::new(Vec::new())))
+        .err()
+        .expect("rejected");
+    assert!(matches!(err, CaptureError::Empty), "{err:?}");
+    assert!(err.is_unusable());
     for bytes in [
         b"GET / HTTP/1.1\r\nHost: example\r\n\r\n".to_vec(),
-        Vec::new(),
         vec![0xd4, 0xc3],
     ] {
         let err = CaptureReader::from_reader(Box::new(Cursor::new(bytes)))

@@ -35,6 +35,7 @@ fn plan(baseline: Value, tolerances: BaselineTolerances) -> Plan {
         rules: Vec::new(),
         baseline: Some(table(baseline)),
         tolerances,
+        filter: None,
     }
 }
 

@@ -147,6 +147,7 @@ fn judge_baseline(stem: &str, baseline: serde_json::Value, tol: &[&str]) -> Capt
         rules: Vec::new(),
         baseline: Some(sqos::check::flows::FlowTable::from_json(baseline).unwrap()),
         tolerances,
+        filter: None,
     };
     judge_capture(
         &capture(stem),

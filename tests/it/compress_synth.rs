@@ -102,3 +102,27 @@ fn compression_needs_a_session_setup() {
     a.compress = Some(CompressArg::Lz77);
     assert!(sqos::synth::run(&a).is_err());
 }
+
+/// `--scenario large --compress` (the compressed benchmark stream): every I/O and SQOS message
+/// is found again, every bulk message decompressed only to its fixed body.
+#[test]
+fn the_large_scenario_compresses_too() {
+    let d = scratch("sqos-compress-large");
+    let mut a = SynthArgs::new(Scenario::Large, d.path().join("large.pcap"));
+    a.size = Some(4 << 20);
+    a.compress = Some(CompressArg::Lz77Huffman);
+    a.chained = true;
+    let sum = sqos::synth::run(&a).expect("synth");
+    let (c, r) = run(&a.output);
+    assert_eq!(c.io.len() as u64, sum.ios);
+    assert_eq!(c.sqos.len() as u64, 2 * sum.sqos_requests);
+    assert!(r.stats.compressed_messages >= sum.ios);
+    assert_eq!(r.stats.undecompressed_messages, 0);
+    // The filler and its zero half compress far below the data they stand for.
+    let file = std::fs::metadata(&a.output).expect("capture").len();
+    assert!(
+        file * 10 < sum.io_bytes,
+        "{file} bytes for {}",
+        sum.io_bytes
+    );
+}

@@ -57,3 +57,5 @@ mod synth_scenarios;
 mod tui_e2e;
 mod tui_render;
 mod tui_render_captures;
+mod user_cli;
+mod user_live_stats;

@@ -97,7 +97,8 @@ fn navigate_flows_detail_chart_messages_and_filter() {
     crate::support::need::tmux();
     let Some(cap) = capture() else { return };
     let cmd = format!(
-        "{} tui {}; echo EXIT=$?; sleep 30",
+        // `-r` as in tshark.
+        "{} tui -r {}; echo EXIT=$?; sleep 30",
         env!("CARGO_BIN_EXE_sqos"),
         cap.display()
     );

@@ -78,6 +78,8 @@ fn exchange(
         buffer: Vec::new(),
         buffer_truncated: false,
         body: SqosBody::NoBuffer,
+        first_frame: None,
+        frame_copy: None,
     };
     let mut q = base(frame, t, Direction::Request);
     q.buffer = encode_request(&req);
@@ -578,8 +580,8 @@ fn mouse_clicks_sort_select_and_open_and_the_wheel_scrolls() {
     assert_eq!(app.view, View::Detail, "second click opens");
     let s = screen(&mut app, &live, 80, 24);
     assert!(line_with(&s, "vm02 @ hv02").contains("b2b2b2b2"));
-    // The title bar's "2 Messages" switches view; the wheel moves the selection by 3.
-    let x = s[0].find("2 Messages").unwrap() as u16;
+    // The title bar's "2 Msgs" (80 columns) switches view; the wheel moves the selection by 3.
+    let x = s[0].find("2 Msgs").unwrap() as u16;
     app.on_mouse(click(x, 0), &live);
     assert_eq!(app.view, View::Messages);
     let _ = screen(&mut app, &live, 80, 24);

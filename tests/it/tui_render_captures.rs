@@ -127,7 +127,7 @@ fn policy(flow: &Value) -> String {
     if pid.chars().all(|c| c == '0' || c == '-') {
         format!("{}/{}", u(flow, "limit"), u(flow, "reservation"))
     } else {
-        format!("#{}", &pid[..8])
+        format!("policy {}", &pid[..8])
     }
 }
 
@@ -168,8 +168,21 @@ fn line_with<'a>(s: &'a [String], needle: &str) -> &'a str {
     &s[row_with(s, needle)]
 }
 
+/// The cells of a row, split at spaces ("policy 6f2e1a3c" is one cell).
 fn words(l: &str) -> Vec<String> {
-    l.split_whitespace().map(str::to_string).collect()
+    let mut out: Vec<String> = Vec::new();
+    for w in l.split_whitespace() {
+        match out.last_mut() {
+            Some(last)
+                if last == "policy" && w.len() == 8 && w.chars().all(|c| c.is_ascii_hexdigit()) =>
+            {
+                last.push(' ');
+                last.push_str(w);
+            }
+            _ => out.push(w.to_string()),
+        }
+    }
+    out
 }
 
 fn shown(s: &[String]) -> String {
@@ -188,22 +201,23 @@ fn expected_flow_words(a: &Analysis, flow: &Value, wide: bool) -> Vec<String> {
         st(flow, "initiator_node_name").to_string(),
         policy(flow),
     ];
+    w.push(format!(
+        "{}/{}",
+        u(flow, "maximum_io_rate"),
+        u(flow, "minimum_io_rate")
+    ));
+    w.push(rate(&now["normalized_iops"]));
+    // At 80 columns the server's answer stays; Seen and KB/s give way.
     if wide {
-        w.push(format!(
-            "{}/{}",
-            u(flow, "maximum_io_rate"),
-            u(flow, "minimum_io_rate")
-        ));
+        w.push(rate(&now["observed_normalized_iops"]));
     }
-    w.extend([
-        rate(&now["normalized_iops"]),
-        rate(&now["observed_normalized_iops"]),
-        ms(&now["avg_latency_ms"]),
-        kbps(
+    w.push(ms(&now["avg_latency_ms"]));
+    if wide {
+        w.push(kbps(
             &now["kilobytes_per_second"],
             &now["observed_kilobytes_per_second"],
-        ),
-    ]);
+        ));
+    }
     if wide {
         // The whole-capture figures, exactly as `sqos flows --format json` has them.
         w.extend([
@@ -238,20 +252,26 @@ fn flows_view_of_steady_shows_the_flows_and_figures_of_sqos_flows() {
                  done · 11029 frames · 58 SQOS"
             );
         } else {
-            // No room for the file name at 80 columns: the progress stays.
+            // At 80 columns the tabs are shorter and the frame count goes: the file name stays.
             assert_eq!(
                 s[0],
-                " sqos  1 Flows   2 Messages   3 Findings  done · 11029 frames · 58 SQOS"
+                " sqos  1 Flows   2 Msgs   3 Findings  captures/steady.pcap.gz · done · 58 SQOS"
             );
         }
-        assert!(s[1].starts_with(" Flows 4 ─"), "{}", s[1]);
-        // Every column fits at 160; at 80 the server's Max/Min and the averages give way,
-        // and the node names are whole.
+        // The figures say which time they are of.
+        let said = if wide {
+            " Flows 4 · last interval; avg: whole capture ─"
+        } else {
+            " Flows 4 · figures of the last interval ─"
+        };
+        assert!(s[1].starts_with(said), "{}", s[1]);
+        // Every column fits at 160; at 80 the averages, Seen and KB/s give way, the server's
+        // Max/Min stays, and the node names are whole.
         let header = if wide {
-            "Initiator Node               Limit/Resv Max/Min NIOPS Seen Lat ms KB/s \
+            "Initiator Node                    Limit/Resv Max/Min NIOPS Seen Lat ms KB/s \
              avg NIOPS avg lat avg KB/s Status Find"
         } else {
-            "Initiator Node               Limit/Resv NIOPS Seen Lat ms KB/s Status Find"
+            "Initiator Node                    Limit/Resv Max/Min NIOPS Lat ms Status Find"
         };
         assert_eq!(s[2], header, "{w}x{h}\n{}", shown(&s));
         // Rows in order of first appearance in the capture.
@@ -294,19 +314,19 @@ fn flows_view_figures_are_those_of_the_exported_series_and_of_sqos_flows() {
     let s = screen(&mut app, &live, 160, 48);
     assert_eq!(
         line_with(&s, "vm01 "),
-        "vm01      HV01.contoso.local     120/30  120/30  18.6 18.6   0.41  128      13.9    0.40     93.6 Ok        -"
+        "vm01      HV01.contoso.local          120/30  120/30  18.6 18.6   0.41  128      13.9    0.40     93.6 Ok        -"
     );
     let s = screen(&mut app, &live, 80, 24);
     assert_eq!(
         line_with(&s, "vm04 "),
-        "vm04      HV02.contoso.local       80/0  21.5 21.5   0.42  144 Ok        -"
+        "vm04      HV02.contoso.local            80/0    80/0  21.5   0.42 Ok        -"
     );
 }
 
 #[test]
 fn flows_view_at_80_columns_drops_columns_before_cutting_names() {
     // Insufficient-throughput: six flows whose status label is 12 wide and latencies of
-    // seconds (7 wide); at 80 columns the "Seen" column gives way, the node names stay whole.
+    // seconds (7 wide); at 80 columns "Seen" and "KB/s" give way, the node names stay whole.
     let shared = loaded(INSUFFICIENT);
     let live = shared.lock();
     let (a, json) = analysis(INSUFFICIENT);
@@ -314,26 +334,29 @@ fn flows_view_at_80_columns_drops_columns_before_cutting_names() {
     let s = screen(&mut app, &live, 80, 24);
     assert_eq!(
         s[2],
-        "Initiator Node               Limit/Resv NIOPS  Lat ms KB/s Status       Find",
+        "Initiator Node               Limit/Resv Max/Min NIOPS  Lat ms Status       Find",
         "{}",
         shown(&s)
     );
-    assert!(s[1].starts_with(" Flows 6 ─"), "{}", s[1]);
+    assert!(
+        s[1].starts_with(" Flows 6 · figures of the last interval ─"),
+        "{}",
+        s[1]
+    );
     for flow in &json {
         let name = st(flow, "initiator_name");
-        let mut want = expected_flow_words(&a, flow, false);
-        want.remove(4); // Seen
+        let want = expected_flow_words(&a, flow, false);
         assert_eq!(words(line_with(&s, &format!("{name} "))), want, "{name}");
     }
-    // `s` cycles through the columns on screen only: the 5th press sorts by latency.
-    for _ in 0..5 {
+    // `s` cycles through the columns on screen only: the 6th press sorts by latency.
+    for _ in 0..6 {
         key(&mut app, &live, KeyCode::Char('s'));
     }
     let s = screen(&mut app, &live, 80, 24);
     assert!(s[1].starts_with(" Flows 6 · by Lat ms ↓ "), "{}", s[1]);
     let lat: Vec<f64> = s[3..9]
         .iter()
-        .map(|l| words(l)[4].parse().expect("a latency"))
+        .map(|l| words(l)[5].parse().expect("a latency"))
         .collect();
     assert!(lat.windows(2).all(|p| p[0] >= p[1]), "{lat:?}");
 }
@@ -362,6 +385,41 @@ fn flows_view_status_and_findings_are_coloured() {
     let y2 = row_with(&s, "vm02 ") as u16;
     assert_eq!(buf[(x, y2)].symbol(), "-");
     assert_eq!(buf[(x, y2)].fg, Color::Reset);
+}
+
+#[test]
+fn flows_view_colours_rates_above_the_maximum_io_rate() {
+    // A breach stands out: a rate cell above the server's MaximumIoRate is drawn in red.
+    let shared = loaded(NOISY);
+    let live = shared.lock();
+    let (a, json) = analysis(NOISY);
+    let mut app = App::new(Theme { color: true });
+    let buf = render(&mut app, &live, 160, 48);
+    let s = rows_of(&buf);
+    let header = &s[2];
+    // Figures are right-aligned: a cell ends under its header's last letter.
+    let x = (header.find(" NIOPS").expect("NIOPS") + " NIOPS".len() - 1) as u16;
+    let mut breaching = 0;
+    for flow in &json {
+        let name = st(flow, "initiator_name");
+        let now = latest_interval(&a, name);
+        let max = u(flow, "maximum_io_rate");
+        let over = max > 0 && now["normalized_iops"].as_f64().expect("NIOPS") > max as f64;
+        let y = row_with(&s, &format!("{name} ")) as u16;
+        let want = if over { Color::Red } else { Color::Reset };
+        assert_eq!(
+            buf[(x, y)].fg,
+            want,
+            "{name}: {}\n{}",
+            s[y as usize],
+            shown(&s)
+        );
+        breaching += usize::from(over);
+    }
+    assert!(
+        breaching > 0,
+        "noisy-neighbour has a flow above its maximum"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -544,12 +602,26 @@ fn detail_view_shows_what_was_asked_answered_and_the_averages_of_sqos_flows() {
 fn detail_chart_has_its_legend_above_the_plot_never_on_a_line() {
     let shared = loaded(STEADY);
     let live = shared.lock();
-    let (_, json) = analysis(STEADY);
+    let (a, json) = analysis(STEADY);
     let vm01 = json
         .iter()
         .find(|f| f["initiator_name"] == "vm01")
         .expect("vm01");
     let (max, min) = (u(vm01, "maximum_io_rate"), u(vm01, "minimum_io_rate"));
+    // Where vm01's intervals begin and end, in seconds of the capture.
+    let rows = &a
+        .flows
+        .iter()
+        .find(|f| f.initiator_name.as_deref() == Some("vm01"))
+        .expect("vm01")
+        .series
+        .rows;
+    let start = a.start.expect("a start");
+    let (first, last) = (
+        rows[0].start.secs_since(start),
+        rows[rows.len() - 1].end.secs_since(start),
+    );
+    assert_eq!(format!("{last:.1}"), "16.9");
     for (w, h) in SIZES {
         let mut app = App::new(Theme::plain());
         open_detail(&mut app, &live, 0);
@@ -564,17 +636,22 @@ fn detail_chart_has_its_legend_above_the_plot_never_on_a_line() {
         assert!(s[8].starts_with("138 NIOPS│"), "{}", s[8]);
         let axis = row_with(&s, "└──");
         assert_plot_has_no_text(&s, 8, axis);
-        // The MaximumIoRate line runs the whole width of the plot, uncovered.
+        // The MaximumIoRate line runs uncovered, in steps, from the first interval's start to
+        // the right edge of the plot.
         let top_line = s[9..axis]
             .iter()
             .find(|l| l.contains('▄') || l.contains('▀'))
             .expect("the MaximumIoRate line");
         let plot: String = top_line.chars().skip_while(|c| *c != '│').skip(1).collect();
         assert_eq!(plot.chars().count(), w as usize - 10, "{top_line}");
-        assert!(plot.chars().all(|c| c == '▄' || c == '▀'), "{top_line:?}");
-        // The x axis: first and last interval ends.
+        let line = plot.trim_start();
+        assert!(line.chars().all(|c| c == '▄' || c == '▀'), "{top_line:?}");
+        let lead = plot.chars().count() - line.chars().count();
+        let want = (first / last * plot.chars().count() as f64).round() as usize;
+        assert!(lead.abs_diff(want) <= 2, "{lead} vs {want}: {top_line:?}");
+        // The x axis: from the capture's start (as `sqos plot`) to the last interval's end.
         assert!(
-            s[axis + 1].trim_start().starts_with("5.0s"),
+            s[axis + 1].trim_start().starts_with("0.0s"),
             "{}",
             s[axis + 1]
         );
@@ -1064,8 +1141,13 @@ fn help_shows_every_key_whole_at_both_sizes() {
         let s = screen(&mut app, &live, w, h);
         let top = row_with(&s, "┌ sqos tui keys ");
         let left = s[top].chars().position(|c| c == '┌').expect("corner");
+        let right = s[top].chars().position(|c| c == '┐').expect("corner");
         for (i, (k, what)) in sqos::tui::view::KEYS.iter().enumerate() {
-            let l: String = s[top + 1 + i].chars().skip(left).collect();
+            let l: String = s[top + 1 + i]
+                .chars()
+                .skip(left)
+                .take(right + 1 - left)
+                .collect();
             assert!(
                 l.starts_with(&format!("│ {k:<18}{what}")) && l.trim_end().ends_with('│'),
                 "{w}x{h}: {l:?}"
@@ -1126,6 +1208,79 @@ fn readme_flows_screenshot_and_key_list_are_current() {
         .map(|(k, what)| format!("| `{k}` | {what} |"))
         .collect();
     assert_eq!(rows, want);
+}
+
+#[test]
+fn follow_on_a_finished_file_settles_on_its_last_interval() {
+    // policy-change, as issue 15 found it: under --follow each flow was one update interval
+    // behind `sqos tui FILE` (vm01 15.8 NIOPS / 242 ms instead of 14.6 / 875 ms), because the
+    // input never ends. Once it has been idle a moment the views show what the end would.
+    use sqos::tui::live::IdleWatch;
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let rel = "captures/policy-change.pcap.gz";
+    let file = loaded(rel);
+    let (want, frames) = {
+        let live = file.lock();
+        (live.flows.rows(), live.progress.frames)
+    };
+    // --follow reads a capture still being written (uncompressed); here one already complete.
+    let mut pcap = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path(rel)).expect("open"))
+        .read_to_end(&mut pcap)
+        .expect("gunzip");
+    let scratch = crate::support::scratch("sqos-follow-");
+    let dir = scratch.path().to_path_buf();
+    let copy = dir.join("policy-change.pcap");
+    std::fs::write(&copy, &pcap).expect("write the copy");
+    let mut started = sqos::tui::start(
+        &Input::Follow(copy.clone()),
+        PipelineConfig::default(),
+        DEFAULT_MAX_MESSAGES,
+    )
+    .expect("follow");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while started.shared.lock().progress.frames < frames {
+        assert!(
+            Instant::now() < deadline,
+            "the follower never read the whole file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    {
+        let mut live = started.shared.lock();
+        assert_eq!(
+            live.progress.state,
+            ReadState::Reading,
+            "following, not ended"
+        );
+        let vm01 = |rows: &[sqos::tui::model::FlowRow]| {
+            rows.iter()
+                .find(|r| r.initiator == "vm01")
+                .map(|r| (r.reported_iops, r.latency_ms))
+        };
+        let before = live.flows.rows();
+        assert_ne!(
+            vm01(&before),
+            vm01(&want),
+            "the last interval is still open"
+        );
+        let mut idle = IdleWatch::new(Duration::ZERO);
+        idle.tick(&mut live);
+        idle.tick(&mut live);
+        let after = live.flows.rows();
+        assert_eq!(after, want);
+        let (iops, lat) = vm01(&after).expect("vm01");
+        assert_eq!(
+            (
+                format!("{:.1}", iops.unwrap()),
+                format!("{:.0}", lat.unwrap())
+            ),
+            ("14.6".to_string(), "875".to_string())
+        );
+    }
+    started.stop();
+    let _ = started.reader.join();
 }
 
 /// Encrypted sessions left closed are said in the TUI as the other commands say them on

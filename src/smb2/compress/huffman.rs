@@ -7,6 +7,7 @@
 use std::collections::BinaryHeap;
 
 use super::layout::Algorithm;
+use super::matcher::{tokens, Limits, Token};
 use super::CompressError;
 
 /// Output bytes per block (each has its own code table).
@@ -54,65 +55,14 @@ fn crate_decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, CompressError
     })
 }
 
-#[derive(Clone, Copy)]
-enum Token {
-    Literal(u8),
-    Match { len: usize, dist: usize },
-}
-
-/// Greedy LZ77 over the whole input: distances below 64 KiB, lengths up to 65538 (the
-/// 16-bit extension), never across a block end (each block is decoded to its 64 KiB).
-fn tokens(input: &[u8]) -> Vec<Token> {
-    const HASH_BITS: u32 = 15;
-    const CHAIN: usize = 8;
-    let hash = |b: &[u8]| {
-        let v = u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16;
-        (v.wrapping_mul(0x9E37_79B1) >> (32 - HASH_BITS)) as usize
-    };
-    let mut head = vec![usize::MAX; 1 << HASH_BITS];
-    let mut prev = vec![usize::MAX; input.len()];
-    let mut out = Vec::new();
-    let mut i = 0usize;
-    while i < input.len() {
-        let block_end = (i / BLOCK + 1) * BLOCK;
-        let max = (input.len().min(block_end) - i).min(65_538);
-        let (mut best, mut dist) = (0usize, 0usize);
-        if i + 3 <= input.len() && max >= 3 {
-            let mut c = head[hash(&input[i..])];
-            for _ in 0..CHAIN {
-                if c == usize::MAX || i - c >= BLOCK {
-                    break;
-                }
-                let n = input[c..]
-                    .iter()
-                    .zip(&input[i..i + max])
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                if n > best {
-                    best = n;
-                    dist = i - c;
-                }
-                c = prev[c];
-            }
-        }
-        let step = if best >= 3 {
-            out.push(Token::Match { len: best, dist });
-            best
-        } else {
-            out.push(Token::Literal(input[i]));
-            1
-        };
-        for k in i..i + step {
-            if k + 3 <= input.len() {
-                let h = hash(&input[k..]);
-                prev[k] = head[h];
-                head[h] = k;
-            }
-        }
-        i += step;
-    }
-    out
-}
+/// What LZ77+Huffman can say: distances below 64 KiB, lengths up to 65538 (the 16-bit
+/// extension), never across a block end (each block is decoded to its 64 KiB).
+const LIMITS: Limits = Limits {
+    max_dist: BLOCK - 1,
+    max_len: 65_538,
+    block: Some(BLOCK),
+    hash_bits: 15,
+};
 
 fn bit_len(dist: usize) -> usize {
     (usize::BITS - 1 - dist.leading_zeros()) as usize
@@ -250,7 +200,7 @@ impl<'a> BitWriter<'a> {
 /// Compress `input` (not empty) as Windows' encoder lays it out: per 64 KiB block a 256-byte
 /// table of 4-bit code lengths, then the bit stream; an EOF symbol (256) ends the last block.
 pub fn compress(input: &[u8]) -> Vec<u8> {
-    let toks = tokens(input);
+    let toks = tokens(input, &LIMITS);
     let mut blocks: Vec<&[Token]> = Vec::new();
     let (mut start, mut produced) = (0usize, 0usize);
     for (k, t) in toks.iter().enumerate() {

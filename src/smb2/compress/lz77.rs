@@ -4,6 +4,7 @@
 //! or have no output bound (see `super` for the survey).
 
 use super::layout::Algorithm;
+use super::matcher::{tokens, Limits, Token};
 use super::CompressError;
 
 fn corrupt(why: &'static str) -> CompressError {
@@ -98,114 +99,45 @@ pub fn decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, CompressError> 
     Ok(out)
 }
 
-/// Longest match the format can say (32-bit extension), kept modest for the hash search.
-const MAX_MATCH: usize = 1 << 16;
-/// Offsets are 13 bits.
-const WINDOW: usize = 8192;
-const HASH_BITS: u32 = 14;
-/// Candidates looked at per position.
-const CHAIN: usize = 8;
+/// What plain LZ77 can say: 13-bit offsets (8 KiB back), lengths up to the 32-bit extension
+/// (kept at 64 KiB for the search).
+const LIMITS: Limits = Limits {
+    max_dist: 8192,
+    max_len: 1 << 16,
+    block: None,
+    hash_bits: 14,
+};
 
-fn hash3(b: &[u8]) -> usize {
-    let v = u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16;
-    (v.wrapping_mul(0x9E37_79B1) >> (32 - HASH_BITS)) as usize
-}
-
-/// Compress `input` (greedy, hash chains over the 8 KiB window). The MS-XCA 2.3 encoding:
-/// each flag word is written where it was reserved once its 32 items are known; unused
-/// flag bits at the end are ones, which the decoder reads as the end.
+/// Compress `input` (the shared greedy match search). The MS-XCA 2.3 encoding: each flag
+/// word is written where it was reserved once its 32 items are known; unused flag bits at
+/// the end are ones, which the decoder reads as the end.
 pub fn compress(input: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(input.len() / 2 + 8);
-    let mut head = vec![usize::MAX; 1 << HASH_BITS];
-    let mut prev = vec![usize::MAX; input.len()];
     let mut flags = 0u32;
     let mut flag_count = 0u32;
     let mut flag_at = 0usize;
     out.extend_from_slice(&[0; 4]);
     let mut nibble_at: Option<usize> = None;
-    let mut i = 0usize;
-    let insert = |head: &mut Vec<usize>, prev: &mut Vec<usize>, at: usize| {
-        if at + 3 <= input.len() {
-            let h = hash3(&input[at..]);
-            prev[at] = head[h];
-            head[h] = at;
-        }
-    };
-    let mut push_flag = |bit: u32, out: &mut Vec<u8>, flags: &mut u32, flag_count: &mut u32| {
-        *flags = (*flags << 1) | bit;
-        *flag_count += 1;
-        if *flag_count == 32 {
+    for token in tokens(input, &LIMITS) {
+        let bit = match token {
+            Token::Literal(b) => {
+                out.push(b);
+                0
+            }
+            Token::Match { len, dist } => {
+                put_match(&mut out, &mut nibble_at, len, dist);
+                1
+            }
+        };
+        flags = (flags << 1) | bit;
+        flag_count += 1;
+        if flag_count == 32 {
             out[flag_at..flag_at + 4].copy_from_slice(&flags.to_le_bytes());
-            *flag_count = 0;
-            *flags = 0;
+            flag_count = 0;
+            flags = 0;
             flag_at = out.len();
             out.extend_from_slice(&[0; 4]);
         }
-    };
-    while i < input.len() {
-        let (mut best_len, mut best_off) = (0usize, 0usize);
-        if i + 3 <= input.len() {
-            let mut cand = head[hash3(&input[i..])];
-            let max = (input.len() - i).min(MAX_MATCH);
-            for _ in 0..CHAIN {
-                if cand == usize::MAX || i - cand > WINDOW {
-                    break;
-                }
-                let len = input[cand..]
-                    .iter()
-                    .zip(&input[i..i + max])
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                if len > best_len {
-                    best_len = len;
-                    best_off = i - cand;
-                }
-                cand = prev[cand];
-            }
-        }
-        if best_len < 3 {
-            out.push(input[i]);
-            insert(&mut head, &mut prev, i);
-            i += 1;
-            push_flag(0, &mut out, &mut flags, &mut flag_count);
-            continue;
-        }
-        let len = best_len - 3;
-        let off = (best_off - 1) << 3;
-        if len < 7 {
-            out.extend_from_slice(&((off | len) as u16).to_le_bytes());
-        } else {
-            out.extend_from_slice(&((off | 7) as u16).to_le_bytes());
-            let rest = len - 7;
-            let nib = rest.min(15) as u8;
-            match nibble_at.take() {
-                None => {
-                    nibble_at = Some(out.len());
-                    out.push(nib);
-                }
-                Some(at) => out[at] |= nib << 4,
-            }
-            if rest >= 15 {
-                let rest = rest - 15;
-                if rest < 255 {
-                    out.push(rest as u8);
-                } else {
-                    out.push(255);
-                    let total = rest + 15 + 7;
-                    if total < 1 << 16 {
-                        out.extend_from_slice(&(total as u16).to_le_bytes());
-                    } else {
-                        out.extend_from_slice(&0u16.to_le_bytes());
-                        out.extend_from_slice(&(total as u32).to_le_bytes());
-                    }
-                }
-            }
-        }
-        for k in i..i + best_len {
-            insert(&mut head, &mut prev, k);
-        }
-        i += best_len;
-        push_flag(1, &mut out, &mut flags, &mut flag_count);
     }
     let unused = 32 - flag_count;
     let word = if unused == 32 {
@@ -215,6 +147,42 @@ pub fn compress(input: &[u8]) -> Vec<u8> {
     };
     out[flag_at..flag_at + 4].copy_from_slice(&word.to_le_bytes());
     out
+}
+
+/// One match (MS-XCA 2.3): offset and length in a 16-bit word, longer lengths in a shared
+/// nibble, a byte, then 16 or 32 bits.
+fn put_match(out: &mut Vec<u8>, nibble_at: &mut Option<usize>, len: usize, dist: usize) {
+    let len = len - 3;
+    let off = (dist - 1) << 3;
+    if len < 7 {
+        out.extend_from_slice(&((off | len) as u16).to_le_bytes());
+        return;
+    }
+    out.extend_from_slice(&((off | 7) as u16).to_le_bytes());
+    let rest = len - 7;
+    let nib = rest.min(15) as u8;
+    match nibble_at.take() {
+        None => {
+            *nibble_at = Some(out.len());
+            out.push(nib);
+        }
+        Some(at) => out[at] |= nib << 4,
+    }
+    if rest >= 15 {
+        let rest = rest - 15;
+        if rest < 255 {
+            out.push(rest as u8);
+        } else {
+            out.push(255);
+            let total = rest + 15 + 7;
+            if total < 1 << 16 {
+                out.extend_from_slice(&(total as u16).to_le_bytes());
+            } else {
+                out.extend_from_slice(&0u16.to_le_bytes());
+                out.extend_from_slice(&(total as u32).to_le_bytes());
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod huffman;
 pub mod layout;
 pub mod lz77;
 pub mod lznt1;
+mod matcher;
 
 use thiserror::Error;
 

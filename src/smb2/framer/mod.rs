@@ -197,6 +197,16 @@ impl Framer {
         state + self.replay.len()
     }
 
+    /// True while a message has begun and not yet been handed out.
+    pub fn in_message(&self) -> bool {
+        !self.replay.is_empty()
+            || match &self.state {
+                State::Message(_) => true,
+                State::NbHeader { buf } => !buf.is_empty(),
+                State::Scan { .. } | State::SkipNbss { .. } => false,
+            }
+    }
+
     /// Give back the bytes held for the message in progress (a memory bound over all framers was
     /// hit): its parts keep only header and fixed body and are marked cut. Returns bytes freed.
     pub fn shed(&mut self) -> usize {

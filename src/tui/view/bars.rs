@@ -47,6 +47,29 @@ pub fn progress_text(live: &Live) -> (String, bool) {
     (s, bad)
 }
 
+/// The progress without the frame count, for narrow screens.
+fn short_progress(live: &Live, full: &str) -> String {
+    let frames = format!(" · {} frames", live.progress.frames);
+    full.replacen(&frames, "", 1)
+}
+
+/// The source and the progress in `room` columns: all of it; else without the frame count;
+/// else the source name cut (at least 8 columns of it); else the progress alone.
+fn source_and_progress(src: &str, prog: &str, short: &str, room: usize) -> String {
+    let len = |s: &str| s.chars().count();
+    for p in [prog, short] {
+        if len(src) + len(p) + 3 <= room {
+            return format!("{src} · {p}");
+        }
+    }
+    let left = room.saturating_sub(len(short) + 3);
+    if left >= 8 {
+        format!("{} · {short}", super::fit(src, left))
+    } else {
+        prog.to_string()
+    }
+}
+
 /// What of the capture stayed closed, short enough for the title bar: encrypted messages not
 /// decrypted (the other commands say it on stderr), compressed ones not decompressed. The
 /// Findings view has the full sentence.
@@ -74,9 +97,11 @@ pub fn title_bar(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let t = app.theme;
     let mut spans = vec![span(" sqos ", t.title())];
     let mut x = area.x + 6;
+    // Below 100 columns the tabs are shorter, to leave the capture's name room.
+    let narrow = area.width < 100;
     for (v, label) in [
         (View::Flows, "1 Flows"),
-        (View::Messages, "2 Messages"),
+        (View::Messages, if narrow { "2 Msgs" } else { "2 Messages" }),
         (View::Findings, "3 Findings"),
     ] {
         let on = app.view == v || (v == View::Flows && app.view == View::Detail);
@@ -101,11 +126,10 @@ pub fn title_bar(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
     let room = (area.width as usize).saturating_sub(used + 1);
     let src = live.progress.source.clone();
-    // The source name goes first when there is room for it and the progress.
-    let text = if src.chars().count() + prog.chars().count() + 3 <= room {
-        format!("{src} · {prog}")
-    } else {
+    let text = if bad {
         prog
+    } else {
+        source_and_progress(&src, &prog, &short_progress(live, &prog), room)
     };
     spans.push(span(
         super::fit(&text, room),
@@ -179,4 +203,31 @@ pub fn key_bar(f: &mut Frame<'_>, area: Rect, app: &App) {
         Line::from(spans)
     };
     f.render_widget(Paragraph::new(line), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_and_progress;
+
+    #[test]
+    fn the_source_name_stays_as_long_as_it_can() {
+        let (src, full, short) = (
+            "noisy.pcapng.gz",
+            "done · 11029 frames · 58 SQOS",
+            "done · 58 SQOS",
+        );
+        assert_eq!(
+            source_and_progress(src, full, short, 60),
+            "noisy.pcapng.gz · done · 11029 frames · 58 SQOS"
+        );
+        assert_eq!(
+            source_and_progress(src, full, short, 35),
+            "noisy.pcapng.gz · done · 58 SQOS"
+        );
+        assert_eq!(
+            source_and_progress(src, full, short, 27),
+            "noisy.pca… · done · 58 SQOS"
+        );
+        assert_eq!(source_and_progress(src, full, short, 20), full);
+    }
 }

@@ -158,20 +158,20 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     }
 }
 
-/// Points of one series, skipping unknown values.
+/// One series as steps: each interval's value held from its start to its end, as `sqos plot`
+/// draws them (a rate is an interval's average, not a value at an instant); unknown values
+/// are skipped.
 fn points(series: &[SeriesPoint], pick: impl Fn(&SeriesPoint) -> Option<f64>) -> Vec<(f64, f64)> {
     series
         .iter()
-        .filter_map(|p| pick(p).filter(|v| v.is_finite()).map(|v| (p.t, v)))
+        .filter_map(|p| pick(p).filter(|v| v.is_finite()).map(|v| (p, v)))
+        .flat_map(|(p, v)| [(p.t0, v), (p.t, v)])
         .collect()
 }
 
-/// A server value in effect as a horizontal step line (0 = none set: not drawn).
+/// A server value in effect as a step line (0 = none set: not drawn).
 fn level(series: &[SeriesPoint], pick: impl Fn(&SeriesPoint) -> Option<u64>) -> Vec<(f64, f64)> {
-    series
-        .iter()
-        .filter_map(|p| pick(p).filter(|v| *v > 0).map(|v| (p.t, v as f64)))
-        .collect()
+    points(series, |p| pick(p).filter(|v| *v > 0).map(|v| v as f64))
 }
 
 /// A line of a chart: a measured series, or a server value in effect (a step line).
@@ -293,10 +293,10 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
     f.render_widget(block, area);
     let [key, plot] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
     f.render_widget(Paragraph::new(legend(&lines, app)), key);
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    // Time from the capture's start, as `sqos plot` draws it.
+    let (x0, mut x1, mut y1) = (0.0f64, 0.0f64, 0.0f64);
     for l in &lines {
         for &(x, y) in &l.points {
-            x0 = x0.min(x);
             x1 = x1.max(x);
             y1 = y1.max(y);
         }
@@ -317,12 +317,7 @@ fn draw_chart(f: &mut Frame<'_>, area: Rect, app: &App, d: &FlowDetail, tab: Det
             Dataset::default()
                 .name(l.name)
                 .marker(marker(l, i).0)
-                // A line needs two points; a lone one is drawn as a point.
-                .graph_type(if l.points.len() == 1 {
-                    GraphType::Scatter
-                } else {
-                    GraphType::Line
-                })
+                .graph_type(GraphType::Line)
                 .style(t.series(i))
                 .data(&l.points)
         })

@@ -120,11 +120,31 @@ fn cells(r: &FlowRow, app: &App, cols: &[(FlowCol, usize)]) -> Vec<Cell<'static>
                         None => cell,
                     }
                 }
+                FlowCol::Iops | FlowCol::Observed | FlowCol::AvgIops
+                    if breaches(cell_rate(c, r), r.max_rate) =>
+                {
+                    right(text).style(t.bad())
+                }
                 c if c.numeric() => right(text),
                 _ => Cell::from(text),
             }
         })
         .collect()
+}
+
+fn cell_rate(c: FlowCol, r: &FlowRow) -> Option<f64> {
+    match c {
+        FlowCol::Iops => r.reported_iops,
+        FlowCol::Observed => r.observed_iops,
+        FlowCol::AvgIops => r.avg_iops,
+        _ => None,
+    }
+}
+
+/// A rate above the server's MaximumIoRate (0: no maximum) is a breach, drawn in the "bad"
+/// colour (bold without colours), as `sqos flows` flags it.
+fn breaches(rate: Option<f64>, max: Option<u64>) -> bool {
+    matches!((rate, max), (Some(v), Some(m)) if m > 0 && v > m as f64)
 }
 
 pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
@@ -146,6 +166,19 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     if !app.flows_filter.is_empty() {
         title.push_str(&format!(" · filter \"{}\"", app.flows_filter));
     }
+    // Which figures are which: the rate columns are of the latest update interval, the avg
+    // ones (and `sqos flows`) of the whole capture.
+    let cols = layout(&rows, app, area.width as usize);
+    if !rows.is_empty() {
+        let avg = cols
+            .iter()
+            .any(|(c, _)| matches!(c, FlowCol::AvgIops | FlowCol::AvgLatency | FlowCol::AvgKbps));
+        title.push_str(if avg {
+            " · last interval; avg: whole capture"
+        } else {
+            " · figures of the last interval"
+        });
+    }
     title.push(' ');
     let block = Block::default()
         .borders(Borders::TOP)
@@ -161,7 +194,6 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
         f.render_widget(Paragraph::new(msg).style(t.dim()), inner);
         return;
     }
-    let cols = layout(&rows, app, inner.width as usize);
     app.flow_cols = cols.iter().map(|(c, _)| *c).collect();
     let widths: Vec<Constraint> = cols
         .iter()

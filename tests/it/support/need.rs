@@ -29,6 +29,19 @@ pub fn tshark() {
     }
 }
 
+/// tcpdump, and the right to capture on the loopback interface (root or CAP_NET_RAW).
+pub fn tcpdump() {
+    if !runs("tcpdump", &["--version"]) {
+        missing("tcpdump", "apt-get install tcpdump (.ci/run does)");
+    }
+    if !runs("tcpdump", &["-i", "lo", "-d"]) {
+        missing(
+            "the right to capture on lo",
+            "run the tests as root, or give tcpdump CAP_NET_RAW and CAP_NET_ADMIN",
+        );
+    }
+}
+
 pub fn tmux() {
     if !runs("tmux", &["-V"]) {
         missing("tmux", "apt-get install tmux (.ci/run does)");

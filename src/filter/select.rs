@@ -1,0 +1,260 @@
+//! Applying a filter while a capture is read.
+//!
+//! [`MessageSelect`] sits in front of a message sink and passes on only the SQOS messages the
+//! filter keeps, reading flow fields from a flow analysis that follows the capture beside it (as
+//! the flow stood when the message was seen: the stream is never read twice).
+//! [`FlowSelect`] is a flow analysis whose result keeps only the matching flows: on their final
+//! state, or — when the filter reads message fields or times — those with a matching message.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use uuid::Uuid;
+
+use super::{Filter, Subject};
+use crate::analysis::{Analysis, Analyzer, FlowState};
+use crate::capture::{CaptureFormat, Timestamp};
+use crate::pipeline::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+};
+use crate::run::CaptureSink;
+
+/// What receives the messages a [`MessageSelect`] keeps.
+pub trait MessageSink: CaptureSink {
+    /// Every message, kept or not, before the filter is applied.
+    fn on_seen(&mut self, _rec: &SqosRecord) {}
+    /// A kept message, with its flow as known then (when flows are followed).
+    fn on_message(&mut self, rec: SqosRecord, _flow: Option<&FlowState>) {
+        self.on_sqos(rec);
+    }
+}
+
+/// Passes the SQOS messages `filter` keeps to `inner`; opens, I/O and notes go through.
+pub struct MessageSelect<S> {
+    pub inner: S,
+    filter: Option<Filter>,
+    /// Followed only when the filter reads flow fields.
+    analyzer: Option<Analyzer>,
+    /// The flows as they ended, from a first pass over a file: read instead of the flows as
+    /// they stood (so a message before the flow's name was sent still matches `--vm`).
+    final_flows: HashMap<Uuid, FlowState>,
+    start: Option<Timestamp>,
+    /// SQOS messages seen, and passed on.
+    pub seen: u64,
+    pub kept: u64,
+}
+
+impl<S: MessageSink> MessageSelect<S> {
+    /// `follow_flows`: follow the flows even if the filter does not read them (the sink does).
+    pub fn new(inner: S, filter: Option<Filter>, follow_flows: bool) -> Self {
+        let analyzer = (follow_flows || filter.as_ref().is_some_and(Filter::needs_flow))
+            .then(Analyzer::default);
+        MessageSelect {
+            inner,
+            filter,
+            analyzer,
+            final_flows: HashMap::new(),
+            start: None,
+            seen: 0,
+            kept: 0,
+        }
+    }
+
+    /// True when flows are followed (a first pass can then supply their final state).
+    pub fn follows_flows(&self) -> bool {
+        self.analyzer.is_some()
+    }
+
+    /// Read these flows (a first pass's final analysis) instead of the flows as they stood.
+    pub fn with_final_flows(mut self, flows: Vec<FlowState>) -> Self {
+        self.final_flows = flows.into_iter().map(|f| (f.id, f)).collect();
+        self
+    }
+}
+
+impl<S: MessageSink> RecordSink for MessageSelect<S> {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.seen += 1;
+        self.inner.on_seen(&rec);
+        let start = *self.start.get_or_insert(rec.ts);
+        let flow = match &mut self.analyzer {
+            Some(a) => {
+                let id = a.flow_of(&rec);
+                a.on_sqos(rec.clone());
+                let id = id.or_else(|| a.flow_of(&rec));
+                match id.and_then(|id| self.final_flows.get(&id)) {
+                    Some(f) => Some(f),
+                    None => id.and_then(|id| a.flow(&id)),
+                }
+            }
+            None => None,
+        };
+        let keep = self
+            .filter
+            .as_ref()
+            .is_none_or(|f| f.matches(&Subject::message(&rec, flow, start)));
+        if keep {
+            self.kept += 1;
+            self.inner.on_message(rec, flow);
+        }
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_open(rec);
+        }
+        self.inner.on_open(rec);
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_close(rec);
+        }
+        self.inner.on_close(rec);
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_io(rec);
+        }
+        self.inner.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_channel(rec);
+        }
+        self.inner.on_channel(rec);
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_note(note);
+        }
+        self.inner.on_note(note);
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        if let Some(a) = &mut self.analyzer {
+            a.on_info(note);
+        }
+        self.inner.on_info(note);
+    }
+}
+
+impl<S: MessageSink> CaptureSink for MessageSelect<S> {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.start = Some(ts);
+        if let Some(a) = &mut self.analyzer {
+            a.on_first_frame(ts);
+        }
+        self.inner.on_first_frame(ts);
+    }
+    fn on_format(&mut self, format: CaptureFormat) {
+        self.inner.on_format(format);
+    }
+    fn done(&mut self) -> bool {
+        self.inner.done()
+    }
+}
+
+/// The flow analysis of a capture, keeping the flows `filter` selects.
+pub struct FlowSelect {
+    analyzer: Analyzer,
+    filter: Option<Filter>,
+    start: Option<Timestamp>,
+    /// Flows with a matching message (when the filter reads messages).
+    marked: HashSet<Uuid>,
+    /// Finding codes of each flow's messages (when the filter asks for findings).
+    codes: HashMap<Uuid, BTreeSet<&'static str>>,
+}
+
+impl FlowSelect {
+    pub fn new(analyzer: Analyzer, filter: Option<Filter>) -> Self {
+        FlowSelect {
+            analyzer,
+            filter,
+            start: None,
+            marked: HashSet::new(),
+            codes: HashMap::new(),
+        }
+    }
+
+    /// The analysis, with only the selected flows.
+    pub fn finish(self) -> Analysis {
+        let mut a = self.analyzer.finish();
+        if let Some(f) = &self.filter {
+            let start = self.start.or(a.start).unwrap_or_default();
+            if f.needs_messages() {
+                a.flows.retain(|fl| self.marked.contains(&fl.id));
+            } else {
+                a.flows
+                    .retain(|fl| f.matches(&Subject::flow(fl, self.codes.get(&fl.id), start)));
+            }
+        }
+        a
+    }
+}
+
+impl RecordSink for FlowSelect {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        let Some(f) = &self.filter else {
+            self.analyzer.on_sqos(rec);
+            return;
+        };
+        let (messages, findings) = (f.needs_messages(), f.needs_message_findings());
+        if !(messages || findings) {
+            self.analyzer.on_sqos(rec);
+            return;
+        }
+        // The catch-all flow (nil id) collects what belongs to no flow.
+        let id = self.analyzer.flow_of(&rec).unwrap_or(Uuid::nil());
+        let start = *self.start.get_or_insert(rec.ts);
+        if findings {
+            let list = match &rec.body {
+                SqosBody::Request(d) => &d.findings[..],
+                SqosBody::Response(d) => &d.findings[..],
+                SqosBody::NoBuffer => &[],
+            };
+            if !list.is_empty() {
+                let set = self.codes.entry(id).or_default();
+                set.extend(list.iter().map(|x| x.code.as_str()));
+            }
+        }
+        if messages {
+            let copy = rec.clone();
+            self.analyzer.on_sqos(rec);
+            if !self.marked.contains(&id)
+                && f.matches(&Subject::message(&copy, self.analyzer.flow(&id), start))
+            {
+                self.marked.insert(id);
+            }
+        } else {
+            self.analyzer.on_sqos(rec);
+        }
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.analyzer.on_open(rec);
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.analyzer.on_close(rec);
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.analyzer.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analyzer.on_channel(rec);
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.analyzer.on_note(note);
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.analyzer.on_info(note);
+    }
+}
+
+impl CaptureSink for FlowSelect {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.start = Some(ts);
+        self.analyzer.on_first_frame(ts);
+    }
+}
+
+impl crate::check::facts::FlowAnalysis for FlowSelect {
+    fn into_flows_json(self) -> Result<serde_json::Value, String> {
+        Ok(crate::output::flows::flows_json(&self.finish()))
+    }
+}

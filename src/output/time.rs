@@ -1,0 +1,144 @@
+//! Times as tshark's `-t` prints them, and the ISO-8601 form the JSON and CSV outputs carry
+//! beside their epoch seconds.
+
+use chrono::{DateTime, Local, SecondsFormat, Utc};
+
+use crate::capture::Timestamp;
+
+/// `-t`: how the time column of `sqos dissect` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimeFormat {
+    /// Seconds since the first frame (the default, as tshark).
+    #[value(name = "r")]
+    Relative,
+    /// Local time of day.
+    #[value(name = "a")]
+    Absolute,
+    /// Local date and time.
+    #[value(name = "ad")]
+    AbsoluteDate,
+    /// Seconds since the previous SQOS message.
+    #[value(name = "d")]
+    Delta,
+    /// Seconds since the previous message shown (after the filter).
+    #[value(name = "dd")]
+    DeltaDisplayed,
+    /// Seconds since 1970-01-01 UTC.
+    #[value(name = "e")]
+    Epoch,
+    /// UTC time of day.
+    #[value(name = "u")]
+    Utc,
+    /// UTC date and time.
+    #[value(name = "ud")]
+    UtcDate,
+}
+
+fn datetime(ts: Timestamp) -> DateTime<Utc> {
+    let secs = ts.0.div_euclid(1_000_000_000);
+    let nanos = ts.0.rem_euclid(1_000_000_000) as u32;
+    DateTime::from_timestamp(secs, nanos).unwrap_or_default()
+}
+
+/// ISO-8601 in UTC with microseconds, e.g. `2024-05-01T10:00:00.123456Z` (what the JSON and CSV
+/// outputs write beside the epoch seconds).
+pub fn iso_utc(ts: Timestamp) -> String {
+    datetime(ts).to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Formats the time column, remembering what the deltas need.
+#[derive(Clone, Debug)]
+pub struct TimeColumn {
+    format: TimeFormat,
+    first: Option<Timestamp>,
+    prev_seen: Option<Timestamp>,
+    prev_shown: Option<Timestamp>,
+}
+
+impl TimeColumn {
+    pub fn new(format: TimeFormat) -> Self {
+        TimeColumn {
+            format,
+            first: None,
+            prev_seen: None,
+            prev_shown: None,
+        }
+    }
+
+    /// The capture's first frame (relative times count from it).
+    pub fn set_first(&mut self, ts: Timestamp) {
+        self.first = Some(ts);
+    }
+
+    /// A message was seen (shown or not): the base of `-t d`.
+    pub fn seen(&mut self, ts: Timestamp) -> Option<Timestamp> {
+        self.prev_seen.replace(ts)
+    }
+
+    /// The column for a message being shown; `prev_seen` is what `seen` returned for it.
+    pub fn shown(&mut self, ts: Timestamp, prev_seen: Option<Timestamp>) -> String {
+        let prev_shown = self.prev_shown.replace(ts);
+        let since = |base: Option<Timestamp>| format!("{:.6}", ts.secs_since(base.unwrap_or(ts)));
+        match self.format {
+            TimeFormat::Relative => since(self.first.or(Some(ts))),
+            TimeFormat::Delta => since(prev_seen),
+            TimeFormat::DeltaDisplayed => since(prev_shown),
+            TimeFormat::Epoch => format!(
+                "{}.{:06}",
+                ts.0.div_euclid(1_000_000_000),
+                ts.0.rem_euclid(1_000_000_000) / 1000
+            ),
+            TimeFormat::Absolute => datetime(ts)
+                .with_timezone(&Local)
+                .format("%H:%M:%S%.6f")
+                .to_string(),
+            TimeFormat::AbsoluteDate => datetime(ts)
+                .with_timezone(&Local)
+                .format("%Y-%m-%d %H:%M:%S%.6f")
+                .to_string(),
+            TimeFormat::Utc => datetime(ts).format("%H:%M:%S%.6f").to_string(),
+            TimeFormat::UtcDate => datetime(ts).format("%Y-%m-%d %H:%M:%S%.6f").to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Timestamp = Timestamp(1_714_557_600_123_456_789);
+
+    #[test]
+    fn iso_is_utc_with_microseconds() {
+        assert_eq!(iso_utc(T), "2024-05-01T10:00:00.123456Z");
+        assert_eq!(iso_utc(Timestamp(0)), "1970-01-01T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn columns() {
+        let mut c = TimeColumn::new(TimeFormat::Relative);
+        c.set_first(Timestamp(T.0 - 1_500_000_000));
+        assert_eq!(c.shown(T, None), "1.500000");
+        let mut c = TimeColumn::new(TimeFormat::Epoch);
+        assert_eq!(c.shown(T, None), "1714557600.123456");
+        let mut c = TimeColumn::new(TimeFormat::UtcDate);
+        assert_eq!(c.shown(T, None), "2024-05-01 10:00:00.123456");
+        let mut c = TimeColumn::new(TimeFormat::Utc);
+        assert_eq!(c.shown(T, None), "10:00:00.123456");
+        // Deltas: d from the previous message seen, dd from the previous one shown.
+        let mut d = TimeColumn::new(TimeFormat::Delta);
+        let mut dd = TimeColumn::new(TimeFormat::DeltaDisplayed);
+        let t1 = T;
+        let t2 = Timestamp(T.0 + 250_000_000);
+        let t3 = Timestamp(T.0 + 1_000_000_000);
+        for c in [&mut d, &mut dd] {
+            let p = c.seen(t1);
+            assert_eq!(c.shown(t1, p), "0.000000");
+            c.seen(t2); // not shown
+        }
+        let p = d.seen(t3);
+        assert_eq!(d.shown(t3, p), "0.750000");
+        let p = dd.seen(t3);
+        assert_eq!(dd.shown(t3, p), "1.000000");
+    }
+}

@@ -1,0 +1,85 @@
+//! SMB2 service response time per command, as tshark's `-z smb2,srt` counts it: each final
+//! response matched with its request (interim STATUS_PENDING responses leave the request
+//! waiting), timed between the frames that completed the two messages. CANCEL has no response
+//! and OPLOCK_BREAK acknowledgments are left out, as tshark does.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::smb2::Command;
+
+/// Response times of one command, in seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Srt {
+    /// The command code (the table is keyed by its name).
+    pub code: u16,
+    pub calls: u64,
+    pub min: f64,
+    pub max: f64,
+    pub avg: f64,
+    pub sum: f64,
+}
+
+impl Srt {
+    fn add(&mut self, secs: f64) {
+        if self.calls == 0 {
+            self.min = secs;
+            self.max = secs;
+        } else {
+            self.min = self.min.min(secs);
+            self.max = self.max.max(secs);
+        }
+        self.calls += 1;
+        self.sum += secs;
+        self.avg = self.sum / self.calls as f64;
+    }
+}
+
+/// Commands whose answered requests are timed.
+pub fn is_timed(command: Command) -> bool {
+    command != Command::CANCEL && command != Command::OPLOCK_BREAK
+}
+
+/// Add one answered request to the table (keyed by the command's name).
+pub fn record(table: &mut BTreeMap<String, Srt>, command: Command, secs: f64) {
+    if !is_timed(command) {
+        return;
+    }
+    table
+        .entry(command.to_string())
+        .or_insert_with(|| Srt {
+            code: command.0,
+            ..Srt::default()
+        })
+        .add(secs);
+}
+
+/// The table's rows in command-code order (tshark's order).
+pub fn by_code(table: &BTreeMap<String, Srt>) -> Vec<(&str, &Srt)> {
+    let mut rows: Vec<(&str, &Srt)> = table.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    rows.sort_by_key(|(_, s)| s.code);
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_max_avg_sum_per_command_and_no_cancel_or_break() {
+        let mut t = BTreeMap::new();
+        record(&mut t, Command::CREATE, 0.004);
+        record(&mut t, Command::CREATE, 0.001);
+        record(&mut t, Command::CREATE, 0.007);
+        record(&mut t, Command::READ, 0.5);
+        record(&mut t, Command::CANCEL, 1.0);
+        record(&mut t, Command::OPLOCK_BREAK, 1.0);
+        let c = &t["CREATE"];
+        assert_eq!((c.code, c.calls), (5, 3));
+        assert_eq!((c.min, c.max), (0.001, 0.007));
+        assert!((c.sum - 0.012).abs() < 1e-12 && (c.avg - 0.004).abs() < 1e-12);
+        let rows: Vec<&str> = by_code(&t).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(rows, ["CREATE", "READ"]);
+    }
+}
