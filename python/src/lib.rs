@@ -33,7 +33,7 @@ type Problem = (String, Option<u64>, Option<u64>);
 
 fn problem(e: &CaptureError, name: &str) -> Problem {
     let (frame, offset) = match e {
-        CaptureError::Open { .. } => (None, None),
+        CaptureError::Open { .. } | CaptureError::Empty => (None, None),
         CaptureError::NotACapture { offset } | CaptureError::Io { offset, .. } => {
             (None, Some(*offset))
         }
