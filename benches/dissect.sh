@@ -7,6 +7,7 @@
 #   SQOS_BENCH_DIR=/path             where the capture is written and kept (default: a temp dir)
 #   SKIP_TSHARK=1                    do not time tshark (it takes about a minute per GiB)
 #   SKIP_ENCRYPTED=1                 do not time the encrypted capture (same traffic, AES-128-GCM)
+#   SKIP_COMPRESSED=1                do not time the compressed capture (same traffic, LZ77 chained)
 #   RUNS=N                           runs of each fast command, the quickest is kept (default 3)
 #
 # Rows:
@@ -17,7 +18,8 @@
 #   sqos flows       the whole analysis (flow table)
 #   tshark           `tshark -Y` on the SQOS IOCTLs, out-of-order reassembly on
 # A second table does the same for the same traffic in an encrypted SMB 3.1.1 session
-# (AES-128-GCM), decrypted with --keys (sqos and tshark alike).
+# (AES-128-GCM), decrypted with --keys (sqos and tshark alike); a third for the same traffic
+# compressed (chained LZ77, SMB 3.1.1 compression: every message that comes out smaller).
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -109,29 +111,51 @@ fi
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
 table "$bytes"
 
-# The same traffic in an encrypted SMB 3.1.1 session (AES-128-GCM), decrypted with --keys: SQOS and
-# every other small message authenticated whole, READ/WRITE read by header through the keystream.
-if [ -z "${SKIP_ENCRYPTED:-}" ]; then
-  ENC="$DIR/large-$SIZE-aes128gcm.pcap"
-  KEYS="$DIR/large-$SIZE-aes128gcm.keys"
-  if [ ! -s "$ENC" ] || [ ! -s "$KEYS" ]; then
-    "$BIN" synth --scenario large --size "$SIZE" --seed 1 --encrypt aes-128-gcm --keys-out "$KEYS" \
-      -o "$ENC" >/dev/null 2>&1
+# The same traffic in another form, as a table of its own: $1 what it is, $2 its file, $3 the
+# bytes its MB/s are of; the arrays SYNTH (how synth makes it), SQOS and TSHARK (the options
+# that read it) say the rest.
+variant() {
+  local what=$1 file=$2 of_bytes=$3
+  if [ ! -s "$file" ]; then
+    "$BIN" synth --scenario large --size "$SIZE" --seed 1 "${SYNTH[@]}" -o "$file" >/dev/null 2>&1
   fi
-  ebytes=$(stat -c %s "$ENC")
-  cat "$ENC" >/dev/null
+  cat "$file" >/dev/null
   echo
-  echo "encrypted capture: $ENC, $ebytes bytes ($("$BIN" dissect --quiet --keys "$KEYS" "$ENC" | wc -l) SQOS messages)"
-  row "cat" cat "$ENC"
-  row "sqos dissect --keys" "$BIN" dissect --quiet --keys "$KEYS" "$ENC"
-  row "sqos flows --keys" "$BIN" flows --quiet --keys "$KEYS" "$ENC"
+  echo "$what: $file, $(stat -c %s "$file") bytes ($("$BIN" dissect --quiet "${SQOS[@]}" "$file" | wc -l) SQOS messages)"
+  row "cat" cat "$file"
+  row "sqos dissect ${SQOS[*]:0:1}" "$BIN" dissect --quiet "${SQOS[@]}" "$file"
+  row "sqos flows ${SQOS[*]:0:1}" "$BIN" flows --quiet "${SQOS[@]}" "$file"
   if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
-    kopts=()
-    while read -r l; do [[ $l == \#* ]] || kopts+=(-o "uat:smb2_seskey_list:$l"); done <"$KEYS"
-    RUNS=1 row "tshark -Y sqos (keys)" tshark -n -r "$ENC" -o tcp.reassemble_out_of_order:TRUE \
-      "${kopts[@]}" -Y 'smb2.ioctl.function == 0x00090350'
+    RUNS=1 row "tshark -Y sqos" tshark -n -r "$file" -o tcp.reassemble_out_of_order:TRUE \
+      "${TSHARK[@]}" -Y 'smb2.ioctl.function == 0x00090350'
   fi
   echo "load after: $(uptime | sed 's/.*load average/load average/')"
-  table "$ebytes"
+  table "$of_bytes"
+}
+
+# Encrypted SMB 3.1.1 session (AES-128-GCM), decrypted with --keys: SQOS and every other small
+# message authenticated whole, READ/WRITE read by header through the keystream.
+if [ -z "${SKIP_ENCRYPTED:-}" ]; then
+  KEYS="$DIR/large-$SIZE-aes128gcm.keys"
+  ENC="$DIR/large-$SIZE-aes128gcm.pcap"
+  [ -s "$KEYS" ] || rm -f "$ENC"
+  SYNTH=(--encrypt aes-128-gcm --keys-out "$KEYS")
+  SQOS=(--keys "$KEYS")
+  TSHARK=()
+  if [ -s "$KEYS" ] || "$BIN" synth --scenario large --size "$SIZE" --seed 1 "${SYNTH[@]}" \
+    -o "$ENC" >/dev/null 2>&1; then
+    while read -r l; do [[ $l == \#* ]] || TSHARK+=(-o "uat:smb2_seskey_list:$l"); done <"$KEYS"
+  fi
+  variant "encrypted capture" "$ENC" "$(stat -c %s "$ENC")"
+fi
+
+# Compressed (chained LZ77): every message decompressed as far as its header and fixed body,
+# bulk READ/WRITE data skipped. Synthetic payloads compress to almost nothing, so MB/s are of
+# the same traffic uncompressed (the plain capture's size).
+if [ -z "${SKIP_COMPRESSED:-}" ]; then
+  SYNTH=(--compress lz77 --chained)
+  SQOS=()
+  TSHARK=()
+  variant "compressed capture (MB/s of the uncompressed traffic)" "$DIR/large-$SIZE-lz77.pcap" "$bytes"
 fi
 [ -n "${SQOS_BENCH_DIR:-}" ] || rm -rf "$DIR"

@@ -143,7 +143,9 @@ impl Kind {
             Kind::Queued => {
                 "SQOS requests shown before their response came (the response is still shown)"
             }
-            Kind::Sessions => "sessions or channels forgotten",
+            Kind::Sessions => {
+                "SMB3 sessions or session setups not followed (their encrypted messages need the key file's direction keys)"
+            }
             Kind::FlowRequests => {
                 "SQOS requests forgotten by the analysis before their response (their answers not applied)"
             }

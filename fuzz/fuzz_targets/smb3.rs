@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(keys) = parse_key_file(text) {
             for k in &keys {
                 let line = sqos::smb2::crypto::keys::key_line(k);
-                assert_eq!(parse_key_file(&line).ok().as_deref(), Some(&[k.clone()][..]));
+                assert_eq!(
+                    parse_key_file(&line).ok().as_deref(),
+                    Some(&[k.clone()][..])
+                );
             }
         }
     }
@@ -34,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
     let cfg = FramerConfig {
         max_keep: 4096,
         max_parts: 8,
+        keep_ioctls: &[sqos::sqos::FSCTL_STORAGE_QOS_CONTROL],
     };
     for to_server in [true, false] {
         let mut f = Framer::new(cfg);

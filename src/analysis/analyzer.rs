@@ -11,10 +11,6 @@ use super::config::AnalyzerConfig;
 use super::finding::{FlowFinding, FlowFindingCode};
 use super::flow::FlowState;
 use super::interval::{Counters, IntervalRow};
-use super::nt::{
-    status_name, STATUS_INVALID_DEVICE_REQUEST, STATUS_INVALID_PARAMETER, STATUS_NOT_FOUND,
-    STATUS_NOT_SUPPORTED, STATUS_REVISION_MISMATCH, STATUS_SUCCESS,
-};
 use super::open::{AssociatedBy, Association, OpenKey, OpenState};
 use super::rules::{evaluate, AssociationChange, Outcome, RequestFacts};
 use super::view::{FlowFrom, MessageView};
@@ -26,6 +22,7 @@ use crate::pipeline::{
     RecordSink, SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
+use crate::smb2::NtStatus;
 use crate::sqos::{Options, Request, Response, Severity};
 
 /// A request waiting for its final response.
@@ -647,7 +644,7 @@ impl Analyzer {
         if rec.interim {
             return;
         }
-        let Some(nt) = rec.nt_status else {
+        let Some(nt) = rec.nt_status.map(NtStatus) else {
             return;
         };
         let response = match &rec.body {
@@ -680,7 +677,7 @@ impl Analyzer {
     }
 
     /// The final response to a pending request.
-    fn answer(&mut self, rec: &SqosRecord, p: &Pending, nt: u32, response: Option<&Response>) {
+    fn answer(&mut self, rec: &SqosRecord, p: &Pending, nt: NtStatus, response: Option<&Response>) {
         let (Some(key), Some(req)) = (p.key, p.request.as_deref()) else {
             return;
         };
@@ -698,7 +695,7 @@ impl Analyzer {
         );
         let named = (!req.logical_flow_id.is_nil()).then_some(req.logical_flow_id);
         let home = p.flow.or(named).unwrap_or(Uuid::nil());
-        if nt == STATUS_SUCCESS {
+        if nt == NtStatus::SUCCESS {
             self.on_success(rec, p, key, req, &outcome, before, home, response);
         } else {
             self.on_failure(rec, p, key, req, &outcome, before, home, nt);
@@ -730,7 +727,7 @@ impl Analyzer {
                     "STATUS_SUCCESS to the request in frame {}: {}; it must fail with {}",
                     p.frame,
                     rule.describe(),
-                    status_name(rule.status())
+                    rule.status().label()
                 ),
                 frame,
                 ts,
@@ -874,13 +871,13 @@ impl Analyzer {
         outcome: &Outcome,
         before: Association,
         home: Uuid,
-        nt: u32,
+        nt: NtStatus,
     ) {
         let (frame, ts) = (rec.frame, rec.ts);
-        let got = status_name(nt);
+        let got = nt.label();
         // Section 3.2.5.1: a server without Storage QoS fails everything this way, before any
         // other rule.
-        if nt == STATUS_INVALID_DEVICE_REQUEST || nt == STATUS_NOT_SUPPORTED {
+        if nt == NtStatus::INVALID_DEVICE_REQUEST || nt == NtStatus::NOT_SUPPORTED {
             if let Some(f) = self.flow_mut(home, frame, ts) {
                 f.note_unsupported(&got, frame, ts);
             }
@@ -894,7 +891,7 @@ impl Analyzer {
                 format!(
                     "the request in frame {} failed with {got}; the spec prescribes {} because {}",
                     p.frame,
-                    status_name(rule.status()),
+                    rule.status().label(),
                     rule.describe()
                 ),
                 frame,
@@ -902,9 +899,9 @@ impl Analyzer {
             );
         } else if !outcome.uncertain {
             let unfounded = match nt {
-                STATUS_NOT_FOUND | STATUS_REVISION_MISMATCH => true,
+                NtStatus::NOT_FOUND | NtStatus::REVISION_MISMATCH => true,
                 // Implementation-defined field checks (<8>) only apply to SET_POLICY / PROBE.
-                STATUS_INVALID_PARAMETER => !outcome.applies_policy,
+                NtStatus::INVALID_PARAMETER => !outcome.applies_policy,
                 _ => false,
             };
             if unfounded {
@@ -923,7 +920,7 @@ impl Analyzer {
             }
         }
         // A NOT_FOUND tells us an open of unknown state is not associated.
-        if nt == STATUS_NOT_FOUND
+        if nt == NtStatus::NOT_FOUND
             && before == Association::Unknown
             && outcome.change == AssociationChange::Keep
         {
@@ -939,8 +936,13 @@ impl Analyzer {
     }
 
     /// The request was not seen (capture began after it): learn what the answer shows.
-    fn response_without_request(&mut self, rec: &SqosRecord, nt: u32, response: Option<&Response>) {
-        let (Some(r), true) = (response, nt == STATUS_SUCCESS) else {
+    fn response_without_request(
+        &mut self,
+        rec: &SqosRecord,
+        nt: NtStatus,
+        response: Option<&Response>,
+    ) {
+        let (Some(r), true) = (response, nt == NtStatus::SUCCESS) else {
             return;
         };
         if r.logical_flow_id.is_nil() {

@@ -13,7 +13,6 @@ pub mod config;
 pub mod finding;
 pub mod flow;
 pub mod interval;
-pub mod nt;
 pub mod open;
 pub mod rules;
 pub mod view;

@@ -4,16 +4,15 @@
 
 use uuid::Uuid;
 
-use super::nt::{STATUS_INVALID_PARAMETER, STATUS_NOT_FOUND, STATUS_REVISION_MISMATCH};
 use super::open::Association;
+use crate::smb2::NtStatus;
+// The server rules follow the spec's text: the minimum name offset (104) and the response
+// size (80) are its numbers, not the layout's (docs/sqos-codec.md, decisions 5 and 9).
+use crate::sqos::layout::{
+    MAX_POLICY_PARAMETER as PRODUCT_MAX_VALUE, SPEC_TEXT_MIN_NAME_OFFSET as MIN_NAME_OFFSET,
+    SPEC_TEXT_RESPONSE_SIZE as MIN_STATUS_OUTPUT,
+};
 use crate::sqos::{Options, Request, Severity, STORAGE_QOS_INITIATOR_NAME_SIZE};
-
-/// Minimum name offset of section 3.2.5.1.2 (the spec says 104; see spec/README.md).
-const MIN_NAME_OFFSET: u16 = 104;
-/// Minimum MaxOutputResponse for GET_STATUS (section 3.2.5.1.4 says 80).
-const MIN_STATUS_OUTPUT: u32 = 80;
-/// Product note <8>: largest Limit, Reservation and BandwidthLimit Windows accepts.
-const PRODUCT_MAX_VALUE: u64 = 1_000_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Name {
@@ -49,13 +48,13 @@ pub enum Rule {
 
 impl Rule {
     /// The NT status the spec prescribes.
-    pub fn status(self) -> u32 {
+    pub fn status(self) -> NtStatus {
         match self {
-            Rule::UnknownVersion(_) => STATUS_REVISION_MISMATCH,
+            Rule::UnknownVersion(_) => NtStatus::REVISION_MISMATCH,
             Rule::SetPolicyUnassociated | Rule::UpdateUnassociated | Rule::StatusUnassociated => {
-                STATUS_NOT_FOUND
+                NtStatus::NOT_FOUND
             }
-            _ => STATUS_INVALID_PARAMETER,
+            _ => NtStatus::INVALID_PARAMETER,
         }
     }
 
@@ -234,7 +233,10 @@ pub fn evaluate(facts: &RequestFacts<'_>, before: Association) -> Outcome {
 
     // 3.2.5.1.4
     if opts.contains(Options::GET_STATUS) {
-        if let Some(n) = facts.max_output_response.filter(|&n| n < MIN_STATUS_OUTPUT) {
+        if let Some(n) = facts
+            .max_output_response
+            .filter(|&n| usize::try_from(n).is_ok_and(|n| n < MIN_STATUS_OUTPUT))
+        {
             violations.push(Rule::StatusOutputTooSmall(n));
         }
         need_associated(
@@ -272,7 +274,7 @@ fn name_rules(facts: &RequestFacts<'_>) -> Vec<Rule> {
         if len > STORAGE_QOS_INITIATOR_NAME_SIZE {
             v.push(Rule::NameTooLong(name, len));
         }
-        if len > 0 && off < MIN_NAME_OFFSET {
+        if len > 0 && usize::from(off) < MIN_NAME_OFFSET {
             v.push(Rule::NameOffsetTooLow(name, off));
         }
         if let Some(size) = facts.request_size {
@@ -369,7 +371,7 @@ mod tests {
         ] {
             let o = eval(&request(opt, F), Association::NotAssociated);
             assert_eq!(o.violations.len(), 1, "{opt:?}");
-            assert_eq!(o.violations[0].status(), STATUS_NOT_FOUND);
+            assert_eq!(o.violations[0].status(), NtStatus::NOT_FOUND);
             let o = eval(&request(opt, F), Association::Flow(F));
             assert!(o.violations.is_empty(), "{opt:?}");
             let o = eval(&request(opt, F), Association::Unknown);
@@ -408,7 +410,7 @@ mod tests {
             Association::NotAssociated,
         );
         assert_eq!(o.violations, vec![Rule::ProbeNullFlowId]);
-        assert_eq!(o.violations[0].status(), STATUS_INVALID_PARAMETER);
+        assert_eq!(o.violations[0].status(), NtStatus::INVALID_PARAMETER);
         // Ignored on an associated open: a null id is then no error.
         let o = eval(
             &request(Options::PROBE_POLICY, Uuid::nil()),
@@ -428,7 +430,7 @@ mod tests {
         r.protocol_version = ProtocolVersion(0x0102);
         let o = eval(&r, Association::Flow(F));
         assert_eq!(o.violations, vec![Rule::UnknownVersion(0x0102)]);
-        assert_eq!(o.violations[0].status(), STATUS_REVISION_MISMATCH);
+        assert_eq!(o.violations[0].status(), NtStatus::REVISION_MISMATCH);
         let o = eval(&request(Options(0x40), F), Association::Flow(F));
         assert_eq!(o.violations, vec![Rule::NoKnownOption(0x40)]);
         let r = request(Options::GET_STATUS, F);

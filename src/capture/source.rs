@@ -33,6 +33,10 @@ use super::{Frame, Timestamp};
 pub const MAX_BLOCK_LEN: usize = 1 << 20;
 /// The read buffer: one maximal record plus slack, allocated once.
 const BUFFER_CAPACITY: usize = MAX_BLOCK_LEN + 64 * 1024;
+/// A streamed reader's buffer starts this small and grows (up to `BUFFER_CAPACITY`) when a
+/// record needs it: most records are far smaller, and a small capture (or a fuzz input) then
+/// costs no 1 MiB buffer.
+const INITIAL_CAPACITY: usize = 64 * 1024;
 /// Interfaces per pcapng section; a file declaring more is treated as damaged.
 const MAX_INTERFACES: usize = 1 << 16;
 
@@ -153,6 +157,8 @@ pub struct CaptureReader {
     gzip: bool,
     /// Length of the record last handed out, consumed at the next call.
     pending: usize,
+    /// Size of a streamed reader's buffer now.
+    capacity: usize,
     frames: u64,
     last_ts: Timestamp,
     done: bool,
@@ -228,11 +234,11 @@ impl CaptureReader {
         let (format, prefix) = probe(&mut stream)?;
         let rdr: Box<dyn PcapReaderIterator + Send> = match format {
             Format::PcapNg { .. } => Box::new(
-                PcapNGReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+                PcapNGReader::new(INITIAL_CAPACITY, rewind(prefix, stream))
                     .map_err(|e| corrupt_at(1, 0, &e))?,
             ),
             Format::Pcap { .. } => Box::new(
-                LegacyPcapReader::new(BUFFER_CAPACITY, rewind(prefix, stream))
+                LegacyPcapReader::new(INITIAL_CAPACITY, rewind(prefix, stream))
                     .map_err(|e| corrupt_at(1, 0, &e))?,
             ),
         };
@@ -251,6 +257,7 @@ impl CaptureReader {
             tap,
             gzip,
             pending: 0,
+            capacity: INITIAL_CAPACITY,
             frames: 0,
             last_ts: Timestamp::default(),
             done: false,
@@ -423,6 +430,15 @@ impl CaptureReader {
 
     /// Reads until `need` bytes are buffered. False when the input ended first.
     fn fill(&mut self, need: usize) -> Result<bool, CaptureError> {
+        // A memory map does not grow (it holds the whole file); a stream's buffer does.
+        if need > self.capacity {
+            let grown = need
+                .next_power_of_two()
+                .clamp(self.capacity, BUFFER_CAPACITY);
+            if self.rdr.grow(grown) {
+                self.capacity = grown;
+            }
+        }
         while self.rdr.data().len() < need {
             let offset = self.offset();
             if self.rdr.refill().is_err() {

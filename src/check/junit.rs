@@ -1,6 +1,7 @@
 //! JUnit XML for CI systems: one `<testsuite>` per capture, one `<testcase>` per rule, a
 //! `<failure>` for a failed rule and an `<error>` for a capture that could not be judged.
-//! quick-xml escapes markup; characters XML 1.0 cannot hold at all are replaced.
+//! Wire text is escaped as for a terminal (`output::escape`), then quick-xml escapes markup;
+//! characters XML 1.0 cannot hold at all are replaced.
 
 use std::io;
 
@@ -9,13 +10,13 @@ use quick_xml::Writer;
 
 use super::outcome::{CaptureVerdict, Outcome};
 
-/// Replace characters that XML 1.0 forbids even when escaped (most C0 controls, lone
-/// surrogates cannot occur in `str`, U+FFFE/U+FFFF).
+/// Control characters and bidi overrides escaped visibly (line breaks kept), and what XML 1.0
+/// forbids even when escaped replaced (lone surrogates cannot occur in `str`; U+FFFE/U+FFFF).
 fn xml_safe(s: &str) -> String {
-    s.chars()
+    crate::output::escape::lines(s)
+        .chars()
         .map(|c| match c {
-            '\t' | '\n' | '\r' => c,
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => '\u{FFFD}',
+            '\u{FFFE}' | '\u{FFFF}' => '\u{FFFD}',
             c => c,
         })
         .collect()
@@ -118,7 +119,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn control_characters_are_replaced() {
-        assert_eq!(xml_safe("a\u{1}b\tc<"), "a\u{FFFD}b\tc<");
+    fn control_characters_are_escaped_and_what_xml_forbids_replaced() {
+        assert_eq!(xml_safe("a\u{1}b\tc<\n"), "a\\x01b\\tc<\n");
+        assert_eq!(xml_safe("x\u{FFFE}"), "x\u{FFFD}");
     }
 }

@@ -41,7 +41,8 @@ pub fn capture_text(v: &CaptureVerdict) -> String {
     if v.error.is_none() {
         let _ = writeln!(s, "  {} passed, {} failed", v.passed(), v.failed());
     }
-    s
+    // Details quote names from the wire.
+    crate::output::escape::lines(&s).into_owned()
 }
 
 /// The total line of a run over several captures (`None` for one capture).

@@ -1,8 +1,11 @@
 //! `sqos check`: judge captures against a rules file and/or a baseline flow table, for CI.
 //! Exit codes: 0 every rule passed, 1 some rule failed, 2 cannot run.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 use clap::Args;
 
@@ -62,6 +65,35 @@ pub struct CheckArgs {
     keys: Vec<super::KeyFileArg>,
 }
 
+/// Judge one capture; with a progress bar when it is read alone (`bar`).
+fn judge_one(
+    a: &CheckArgs,
+    capture: &std::path::Path,
+    plan: &Plan,
+    filter: &Option<sqos::filter::Filter>,
+    bar: bool,
+) -> CaptureVerdict {
+    let input = InputArgs {
+        captures: vec![capture.to_path_buf()],
+        read_file: None,
+        ports: a.ports.clone(),
+        quiet: a.quiet,
+        memory: a.memory,
+        keys: a.keys.clone(),
+        separate: false,
+    };
+    let mut bar = super::progress::Bar::new(&input.captures, bar && !a.quiet);
+    let v = judge_capture(
+        capture,
+        input.pipeline_config(),
+        plan,
+        FlowSelect::new(flow_analysis(input.analyzer_config()), filter.clone()),
+        &mut |p| bar.update(p),
+    );
+    bar.finish();
+    v
+}
+
 fn cannot_run(msg: impl std::fmt::Display) -> i32 {
     eprintln!("sqos check: {msg}");
     2
@@ -109,35 +141,46 @@ pub fn run(a: &CheckArgs) -> i32 {
         Err(e) => return cannot_run(e),
     };
     plan.filter = filter.clone();
+    // Each capture is judged on its own: in parallel, up to one per core, and reported in the
+    // order given as soon as the captures before it are done.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(a.captures.len());
+    let next = AtomicUsize::new(0);
     let mut verdicts: Vec<CaptureVerdict> = Vec::new();
     let mut out = std::io::stdout().lock();
-    for capture in &a.captures {
-        let input = InputArgs {
-            captures: vec![capture.clone()],
-            read_file: None,
-            ports: a.ports.clone(),
-            quiet: a.quiet,
-            memory: a.memory,
-            keys: a.keys.clone(),
-        };
-        let mut bar = super::progress::Bar::new(std::slice::from_ref(capture), !a.quiet);
-        let v = judge_capture(
-            capture,
-            input.pipeline_config(),
-            &plan,
-            FlowSelect::new(flow_analysis(input.analyzer_config()), filter.clone()),
-            &mut |p| bar.update(p),
-        );
-        bar.finish();
-        if let Some(e) = &v.error {
-            eprintln!("sqos check: {}: {e}", v.capture);
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel::<(usize, CaptureVerdict)>();
+        for _ in 0..workers {
+            let (tx, next, plan, filter) = (tx.clone(), &next, &plan, &filter);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(capture) = a.captures.get(i) else {
+                    break;
+                };
+                let v = judge_one(a, capture, plan, filter, workers == 1);
+                if tx.send((i, v)).is_err() {
+                    break;
+                }
+            });
         }
-        if !verdicts.is_empty() {
-            let _ = writeln!(out);
+        drop(tx);
+        let mut pending = BTreeMap::new();
+        for (i, v) in rx {
+            pending.insert(i, v);
+            while let Some(v) = pending.remove(&verdicts.len()) {
+                if let Some(e) = &v.error {
+                    eprintln!("sqos check: {}: {e}", v.capture);
+                }
+                if !verdicts.is_empty() {
+                    let _ = writeln!(out);
+                }
+                let _ = out.write_all(capture_text(&v).as_bytes());
+                let _ = out.flush();
+                verdicts.push(v);
+            }
         }
-        let _ = out.write_all(capture_text(&v).as_bytes());
-        verdicts.push(v);
-    }
+    });
     if let Some(total) = total_line(&verdicts) {
         let _ = write!(out, "\n{total}");
     }

@@ -80,6 +80,28 @@ pub struct DissectArgs {
     pub interface: Option<String>,
 }
 
+impl DissectArgs {
+    /// How `--separate` labels this command's rows.
+    pub fn separate_rows(&self) -> Result<super::separate::Rows, String> {
+        use super::separate::Rows;
+        if self.write.is_some() {
+            return Err("--separate writes to standard output: leave out -w".into());
+        }
+        Ok(match self.format {
+            DissectFormat::Text => Rows::Text,
+            DissectFormat::Jsonl => Rows::JsonLines,
+            DissectFormat::Json => Rows::Json,
+            DissectFormat::Fields => {
+                let f = FieldsOut::parse(self)?;
+                Rows::Fields {
+                    separator: f.separator,
+                    header: f.header,
+                }
+            }
+        })
+    }
+}
+
 /// `-T fields` settings.
 struct FieldsOut {
     fields: Vec<FieldRef>,
@@ -245,7 +267,11 @@ impl RecordSink for Printer {
 
     fn on_note(&mut self, note: &CaptureNote) {
         // Notes about incomplete data go to stderr so that JSON on stdout stays clean.
-        eprintln!("note: frame {}: {}", note.frame, note.message);
+        eprintln!(
+            "note: frame {}: {}",
+            note.frame,
+            sqos::output::escape::text(&note.message)
+        );
     }
 }
 

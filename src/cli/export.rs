@@ -106,6 +106,24 @@ impl ExportArgs {
         };
         self.filter.build(ctx)
     }
+
+    /// How `--separate` labels this command's rows; its files go to standard output.
+    pub fn separate_rows(&self) -> Result<super::separate::Rows, String> {
+        if self.output.is_some() || self.dtypes.is_some() {
+            return Err("--separate writes to standard output: leave out -o and --dtypes".into());
+        }
+        Ok(match self.format {
+            ExportFormat::Jsonl => super::separate::Rows::JsonLines,
+            ExportFormat::Csv => super::separate::Rows::Csv,
+            ExportFormat::Parquet => {
+                return Err(
+                    "--separate prints text rows: for Parquet of each capture on its own, \
+                     give a directory of captures or --partition-by with -o DIR"
+                        .into(),
+                )
+            }
+        })
+    }
 }
 
 /// Where rows go; the first write error stops further output.

@@ -35,6 +35,17 @@ pub struct FlowsArgs {
     format: FlowsFormat,
 }
 
+impl FlowsArgs {
+    /// How `--separate` labels this command's rows.
+    pub fn separate_rows(&self) -> super::separate::Rows {
+        match self.format {
+            FlowsFormat::Text => super::separate::Rows::Text,
+            FlowsFormat::Json => super::separate::Rows::Json,
+            FlowsFormat::Csv => super::separate::Rows::Csv,
+        }
+    }
+}
+
 pub fn run(a: &FlowsArgs) -> i32 {
     let filter = match a.filter.build(Context::Flows) {
         Ok(f) => f,
@@ -70,7 +81,7 @@ pub fn run(a: &FlowsArgs) -> i32 {
     };
     if !matches!(a.format, FlowsFormat::Text) {
         for d in dropped.iter().chain(&analysis.notes) {
-            eprintln!("note: {d}");
+            eprintln!("note: {}", sqos::output::escape::text(d));
         }
     }
     super::finish(&a.input, &result)

@@ -12,6 +12,7 @@ mod out;
 mod partition;
 mod plot;
 mod progress;
+mod separate;
 mod stats;
 mod synth;
 mod tui;
@@ -91,6 +92,50 @@ impl Command {
     }
 }
 
+impl Command {
+    /// `--separate` with several files: each file run on its own ([`separate::run`]); `None`
+    /// when the command reads its captures itself.
+    fn separate(&mut self) -> Option<i32> {
+        let input = self.input_mut()?;
+        if !input.separate {
+            return None;
+        }
+        let paths = match input.capture_paths() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("sqos: {e}");
+                return Some(2);
+            }
+        };
+        if paths.len() < 2 {
+            return None;
+        }
+        if paths.iter().any(|p| p.as_os_str() == "-") {
+            eprintln!("sqos: --separate reads files, not standard input (`-`)");
+            return Some(2);
+        }
+        let rows = match self {
+            Command::Dissect(a) => a.separate_rows(),
+            Command::Stats(a) => Ok(a.separate_rows()),
+            Command::Flows(a) => Ok(a.separate_rows()),
+            Command::Export(a) => a.separate_rows(),
+            Command::Annotate(_) => Ok(separate::Rows::JsonLines),
+            _ => Err(
+                "--separate is for commands that print rows (dissect, stats, flows, \
+                      export, annotate)"
+                    .to_string(),
+            ),
+        };
+        Some(match rows {
+            Ok(rows) => separate::run(&paths, rows),
+            Err(e) => {
+                eprintln!("sqos: {e}");
+                2
+            }
+        })
+    }
+}
+
 /// Options every command that reads a capture shares.
 #[derive(Args, Clone)]
 pub struct InputArgs {
@@ -115,6 +160,11 @@ pub struct InputArgs {
     /// client-to-server key, in hex). Repeatable.
     #[arg(long = "keys", value_name = "FILE", value_parser = load_key_file_arg)]
     pub keys: Vec<KeyFileArg>,
+    /// With several captures: analyse each file on its own instead of as one timeline, in
+    /// parallel (up to one file per core); every row is labelled with its file, and the files
+    /// are written in the order given.
+    #[arg(long)]
+    pub separate: bool,
 }
 
 /// `--memory`: the run's memory budget (docs/robustness.md).
@@ -250,6 +300,15 @@ pub fn main() -> i32 {
             eprintln!("sqos: {e}");
             return 2;
         }
+        // A `--separate` child: its one file (see `separate`).
+        if let Some(part) = std::env::var_os(separate::PART_ENV) {
+            input.captures = vec![part.into()];
+            input.quiet = true;
+            input.separate = false;
+        }
+    }
+    if let Some(code) = cli.command.separate() {
+        return code;
     }
     match cli.command {
         Command::Dissect(a) => dissect::run(&a),

@@ -27,6 +27,16 @@ pub struct StatsArgs {
     format: StatsFormat,
 }
 
+impl StatsArgs {
+    /// How `--separate` labels this command's rows.
+    pub fn separate_rows(&self) -> super::separate::Rows {
+        match self.format {
+            StatsFormat::Text => super::separate::Rows::Text,
+            StatsFormat::Json => super::separate::Rows::Json,
+        }
+    }
+}
+
 struct Discard;
 impl RecordSink for Discard {
     fn on_sqos(&mut self, _rec: SqosRecord) {}

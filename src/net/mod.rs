@@ -7,10 +7,10 @@
 mod conn;
 pub mod reassembly;
 pub mod segment;
+mod stats;
 mod stream;
 
 pub use conn::{ConnId, ConnKey, Dir};
-pub use reassembly::{
-    CloseKind, NetNote, Reassembler, ReassemblyConfig, ReassemblyStats, StreamSink,
-};
+pub use reassembly::{CloseKind, NetNote, Reassembler, ReassemblyConfig, StreamSink};
 pub use segment::{decode_tcp, NetError, TcpFlags, TcpSegment};
+pub use stats::ReassemblyStats;

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use crate::budget::{Budget, Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 
+use super::stats::ReassemblyStats;
 use super::stream::{Emit, HalfStream};
 use super::{ConnId, ConnKey, Dir, TcpSegment};
 
@@ -77,24 +78,6 @@ pub enum CloseKind {
 pub enum NetNote {
     /// The connection's start (SYN) was not captured.
     MidStream,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReassemblyStats {
-    pub connections: u64,
-    /// Segments on a tracked port.
-    pub segments: u64,
-    /// Segments whose data had all been delivered already.
-    pub retransmissions: u64,
-    /// Segments buffered because bytes before them were missing.
-    pub out_of_order: u64,
-    /// Segments partly covering bytes delivered or buffered already (the first copy wins).
-    pub overlaps: u64,
-    pub gaps: u64,
-    pub gap_bytes: u64,
-    /// Bytes discarded: segments far outside the stream's window, data after a FIN or on a
-    /// closed connection.
-    pub dropped_bytes: u64,
 }
 
 /// Receives reassembled, in-order stream data.

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::reassembly::ReassemblyStats;
+use super::stats::ReassemblyStats;
 use crate::budget::Kind;
 
 /// What one held chunk costs besides its bytes (B-tree entry, allocation): a one-byte segment

@@ -13,7 +13,8 @@ use super::columns::{names, Column};
 pub fn cell(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
+        // Text from the wire may start like a spreadsheet formula (docs/robustness.md).
+        Some(Value::String(s)) => super::escape::csv_cell(s).into_owned(),
         Some(Value::Array(a)) => a
             .iter()
             .map(|x| cell(Some(x)))

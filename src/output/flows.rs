@@ -1,6 +1,7 @@
 //! `sqos flows`: the flow table (text, human first), the flows as JSON, the series rows.
 //! Keys are documented in docs/analysis.md; times are epoch seconds like `sqos dissect`.
 
+use super::escape;
 use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
@@ -330,12 +331,15 @@ fn table_row(f: &FlowState) -> Vec<String> {
     let o = f.observed_rates();
     let name = match (&f.initiator_name, f.id.is_nil()) {
         (_, true) => "(no flow)".to_string(),
-        (Some(n), _) => n.clone(),
+        (Some(n), _) => escape::text(n).into_owned(),
         (None, _) => "?".into(),
     };
     vec![
         cut(&name, 24),
-        cut(f.initiator_node_name.as_deref().unwrap_or("-"), 24),
+        cut(
+            &escape::text(f.initiator_node_name.as_deref().unwrap_or("-")),
+            24,
+        ),
         short(f.id),
         policy_label(f),
         format!(
@@ -425,7 +429,7 @@ pub fn flows_text(a: &Analysis) -> String {
     for (f, x) in findings {
         let who = match (&f.initiator_name, f.id.is_nil()) {
             (_, true) => "(no flow)".to_string(),
-            (Some(n), _) => format!("{n} {}", short(f.id)),
+            (Some(n), _) => format!("{} {}", escape::text(n), short(f.id)),
             (None, _) => short(f.id),
         };
         let mut s = format!(
@@ -467,7 +471,8 @@ pub fn flows_text(a: &Analysis) -> String {
     for n in &a.notes {
         let _ = writeln!(out, "note: {n}");
     }
-    out
+    // Whatever a finding or note quotes from the wire.
+    escape::lines(&out).into_owned()
 }
 
 /// One channel of a flow, for the text table: addresses, how it joined, what went over it,

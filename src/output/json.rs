@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use super::time::iso_utc;
 use crate::pipeline::{FileId, SqosBody, SqosRecord};
-use crate::sqos::{Finding, Request, Response};
+use crate::sqos::layout::{request, FieldDef};
+use crate::sqos::{FieldValue, Finding, Request, Response};
 
 /// FileId as tshark shows `smb2.fid`: its 16 bytes read as a little-endian GUID.
 pub fn file_id_guid(id: FileId) -> Uuid {
@@ -28,83 +29,50 @@ pub fn findings_json(findings: &[Finding]) -> Value {
     )
 }
 
-fn request_json(r: &Request) -> Map<String, Value> {
+/// The `sqos` object: each field of the layout table under its key (reserved fields left out),
+/// Options with its flag names and Status with its spec name beside them.
+fn fields_json(fields: Vec<(FieldDef, FieldValue)>) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("protocol_version".into(), json!(r.protocol_version.0));
-    m.insert("options".into(), json!(r.options.bits()));
-    m.insert("option_names".into(), json!(r.options.names()));
-    m.insert(
-        "logical_flow_id".into(),
-        json!(r.logical_flow_id.to_string()),
-    );
-    m.insert("policy_id".into(), json!(r.policy_id.to_string()));
-    m.insert("initiator_id".into(), json!(r.initiator_id.to_string()));
-    m.insert("limit".into(), json!(r.limit));
-    m.insert("reservation".into(), json!(r.reservation));
-    m.insert(
-        "initiator_name_offset".into(),
-        json!(r.initiator_name_offset),
-    );
-    m.insert(
-        "initiator_name_length".into(),
-        json!(r.initiator_name_length),
-    );
-    m.insert(
-        "initiator_node_name_offset".into(),
-        json!(r.initiator_node_name_offset),
-    );
-    m.insert(
-        "initiator_node_name_length".into(),
-        json!(r.initiator_node_name_length),
-    );
-    if let Some(n) = &r.initiator_name {
-        m.insert("initiator_name".into(), json!(n));
+    for (def, value) in fields.into_iter().filter(|(def, _)| !def.reserved) {
+        let v = match value {
+            FieldValue::U16(x) => json!(x),
+            FieldValue::U32(x) => json!(x),
+            FieldValue::U64(x) => json!(x),
+            FieldValue::Guid(g) => json!(g.to_string()),
+            FieldValue::Version(v) => json!(v.0),
+            FieldValue::Options(o) => {
+                m.insert("option_names".into(), json!(o.names()));
+                json!(o.bits())
+            }
+            FieldValue::Status(s) => {
+                if let Some(name) = s.name() {
+                    m.insert("status_name".into(), json!(name));
+                }
+                json!(s.0)
+            }
+            FieldValue::Text(t) => json!(t),
+            FieldValue::Bytes => continue,
+        };
+        m.insert(def.key.into(), v);
     }
-    if let Some(n) = &r.initiator_node_name {
-        m.insert("initiator_node_name".into(), json!(n));
-    }
-    m.insert("io_count_increment".into(), json!(r.io_count_increment));
-    m.insert(
-        "normalized_io_count_increment".into(),
-        json!(r.normalized_io_count_increment),
-    );
-    m.insert("latency_increment".into(), json!(r.latency_increment));
-    m.insert(
-        "lower_latency_increment".into(),
-        json!(r.lower_latency_increment),
-    );
-    if let Some(v) = r.v1_1 {
-        m.insert("bandwidth_limit".into(), json!(v.bandwidth_limit));
-        m.insert(
-            "kilobyte_count_increment".into(),
-            json!(v.kilobyte_count_increment),
-        );
+    m
+}
+
+fn request_json(r: &Request) -> Map<String, Value> {
+    let mut m = fields_json(r.wire_fields());
+    for (name, text) in [
+        (request::INITIATOR_NAME, &r.initiator_name),
+        (request::INITIATOR_NODE_NAME, &r.initiator_node_name),
+    ] {
+        if let Some(t) = text {
+            m.insert(name.key.into(), json!(t));
+        }
     }
     m
 }
 
 fn response_json(r: &Response) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("protocol_version".into(), json!(r.protocol_version.0));
-    m.insert("options".into(), json!(r.options));
-    m.insert(
-        "logical_flow_id".into(),
-        json!(r.logical_flow_id.to_string()),
-    );
-    m.insert("policy_id".into(), json!(r.policy_id.to_string()));
-    m.insert("initiator_id".into(), json!(r.initiator_id.to_string()));
-    m.insert("time_to_live".into(), json!(r.time_to_live));
-    m.insert("status".into(), json!(r.status.0));
-    if let Some(name) = r.status.name() {
-        m.insert("status_name".into(), json!(name));
-    }
-    m.insert("maximum_io_rate".into(), json!(r.maximum_io_rate));
-    m.insert("minimum_io_rate".into(), json!(r.minimum_io_rate));
-    m.insert("base_io_size".into(), json!(r.base_io_size));
-    if let Some(bw) = r.maximum_bandwidth {
-        m.insert("maximum_bandwidth".into(), json!(bw));
-    }
-    m
+    fields_json(r.wire_fields())
 }
 
 /// One SQOS message as a JSON object (one line of `--format jsonl`).

@@ -45,8 +45,11 @@ impl Default for PlotOptions {
     }
 }
 
+/// Wire text made safe for an SVG text node or attribute: escaped as for a terminal (no control
+/// character or bidi override reaches the XML), then markup escaped.
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    super::escape::text(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

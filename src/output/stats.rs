@@ -91,7 +91,7 @@ pub fn stats_text(s: &Stats) -> String {
         let _ = writeln!(out, "  {cmd:<16} {n}");
     }
     srt_text(s, &mut out);
-    out
+    super::escape::lines(&out).into_owned()
 }
 
 /// The service response time table, laid out like tshark's `-z smb2,srt`.

@@ -4,10 +4,13 @@ use std::fmt::Write as _;
 
 use crate::capture::{FrameCopy, Timestamp};
 use crate::pipeline::{Direction, SqosBody, SqosRecord};
-use crate::sqos::{Dialect, Field, FieldValue, Finding, ProtocolVersion, Request, Response};
+use crate::smb2::NtStatus;
+use crate::sqos::{
+    Dialect, Field, FieldValue, Finding, Options, ProtocolVersion, Request, Response,
+};
 
+use super::escape;
 use super::json::file_id_guid;
-use super::names::nt_status_label;
 
 /// Capture-relative time, as tshark's second column.
 pub fn rel_time(ts: Timestamp, first: Timestamp) -> f64 {
@@ -37,9 +40,7 @@ fn request_summary(r: &Request) -> String {
         }
     });
     let _ = write!(s, " flow={}", short_guid(&r.logical_flow_id));
-    if r.options.contains(crate::sqos::Options::SET_POLICY)
-        || r.options.contains(crate::sqos::Options::PROBE_POLICY)
-    {
+    if r.options.contains(Options::SET_POLICY) || r.options.contains(Options::PROBE_POLICY) {
         if !r.policy_id.is_nil() {
             let _ = write!(s, " policy={}", short_guid(&r.policy_id));
         }
@@ -48,13 +49,13 @@ fn request_summary(r: &Request) -> String {
             let _ = write!(s, " bwlimit={}KB/s", v.bandwidth_limit);
         }
         if let Some(n) = &r.initiator_name {
-            let _ = write!(s, " name=\"{n}\"");
+            let _ = write!(s, " name=\"{}\"", escape::text(n));
         }
         if let Some(n) = &r.initiator_node_name {
-            let _ = write!(s, " node=\"{n}\"");
+            let _ = write!(s, " node=\"{}\"", escape::text(n));
         }
     }
-    if r.options.contains(crate::sqos::Options::UPDATE_COUNTERS) {
+    if r.options.contains(Options::UPDATE_COUNTERS) {
         let _ = write!(
             s,
             " io+{} norm+{} latΣ+{:.1}ms",
@@ -137,7 +138,7 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
         }
         SqosBody::Response(d) => {
             if let Some(st) = rec.nt_status {
-                let _ = write!(s, " {}", nt_status_label(st));
+                let _ = write!(s, " {}", NtStatus(st).label());
             }
             match &d.message {
                 Some(r) => {
@@ -149,7 +150,7 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
         }
         SqosBody::NoBuffer => {
             if let Some(st) = rec.nt_status {
-                let _ = write!(s, " {}", nt_status_label(st));
+                let _ = write!(s, " {}", NtStatus(st).label());
             }
             if rec.interim {
                 s.push_str(" (interim)");
@@ -182,7 +183,8 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
             }
         }
     }
-    s
+    // One line, whatever a finding quotes.
+    escape::text(&s).into_owned()
 }
 
 fn field_value(v: &FieldValue) -> String {
@@ -207,7 +209,7 @@ fn field_value(v: &FieldValue) -> String {
             Some(n) => format!("0x{:08x} ({n})", st.0),
             None => format!("0x{:08x} (unknown)", st.0),
         },
-        FieldValue::Text(t) => format!("\"{t}\""),
+        FieldValue::Text(t) => format!("\"{}\"", escape::text(t)),
         FieldValue::Bytes => "…".into(),
     }
 }
@@ -224,14 +226,9 @@ fn tree_fields(out: &mut String, title: &str, fields: &[Field], findings: &[Find
             field_value(&f.value)
         );
         if let FieldValue::Options(o) = &f.value {
-            for (bit, name) in [
-                (0x01u32, "SET_LOGICAL_FLOW_ID"),
-                (0x02, "SET_POLICY"),
-                (0x04, "PROBE_POLICY"),
-                (0x08, "GET_STATUS"),
-                (0x10, "UPDATE_COUNTERS"),
-            ] {
-                let set = o.bits() & bit != 0;
+            for (flag, name) in Options::FLAGS {
+                let bit = flag.bits();
+                let set = o.contains(flag);
                 let _ = writeln!(
                     out,
                     "        {} = {}: {}",
@@ -308,7 +305,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
     if let Some(f) = rec.file_id {
         let _ = write!(out, "    FileId: {}", file_id_guid(f));
         if let Some(n) = &rec.file_name {
-            let _ = write!(out, " ({n})");
+            let _ = write!(out, " ({})", escape::text(n));
         }
         out.push('\n');
     }
@@ -316,7 +313,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
         let _ = writeln!(
             out,
             "    NT Status: {}{}",
-            nt_status_label(st),
+            NtStatus(st).label(),
             if rec.interim { " (interim)" } else { "" }
         );
     }
@@ -365,7 +362,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
         }
         _ => {}
     }
-    out
+    escape::lines(&out).into_owned()
 }
 
 /// `-x`: the heading and hex of the frame that completed a message.

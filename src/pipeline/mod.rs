@@ -32,7 +32,7 @@ use crate::capture::{decode_link, Frame, FrameCopy, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
-use crate::sqos::{Dissection, Request, Response};
+use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub use crate::smb2::FileId;
 
@@ -434,6 +434,8 @@ pub struct Limits {
     /// Most connections with SMB2 state (reassembly forgets connections first; this bound is
     /// for the SMB2 layer fed directly).
     pub max_connections: usize,
+    /// Bytes of SMB3 session state (sessions with keys, setups in progress, derived keys).
+    pub max_session_bytes: usize,
 }
 
 impl Limits {
@@ -444,6 +446,7 @@ impl Limits {
             // One message may keep at most a quarter of the framers' share.
             framer: FramerConfig {
                 max_keep: framer.max_keep.min(b.limit(Kind::Framers) / 4),
+                keep_ioctls: &[FSCTL_STORAGE_QOS_CONTROL],
                 ..framer
             },
             hold_window_secs: 60,
@@ -453,6 +456,7 @@ impl Limits {
             max_open_bytes: b.limit(Kind::Opens),
             max_queued_bytes: queued.limit(),
             max_connections: b.share(Kind::Connections).max_entries(),
+            max_session_bytes: b.limit(Kind::Sessions),
         }
     }
 }

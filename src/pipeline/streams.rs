@@ -67,7 +67,10 @@ impl Smb2Layer {
             // Counts only what this layer drops itself (its entries are reassembly's).
             conns_dropped: Share::new(Kind::Connections, 0),
             events: Vec::new(),
-            crypto: Decryptor::new(keys),
+            crypto: Decryptor::with_share(
+                keys,
+                Share::new(Kind::Sessions, limits.max_session_bytes),
+            ),
             sessions_noted: HashSet::new(),
             exchange: Exchange::new(&limits),
             outbox: Outbox::new(&limits),
@@ -109,7 +112,11 @@ impl Smb2Layer {
 
     /// This layer's memory shares: framers, opens, pending requests, queued records.
     pub fn memory(&self) -> Vec<MemoryUse> {
-        let mut m = vec![self.framer_bytes.usage(), self.outbox.memory()];
+        let mut m = vec![
+            self.framer_bytes.usage(),
+            self.outbox.memory(),
+            self.crypto.memory(),
+        ];
         m.extend(self.exchange.memory());
         if self.conns_dropped.dropped_count() > 0 {
             m.push(self.conns_dropped.usage());
@@ -132,6 +139,7 @@ impl Smb2Layer {
             .entry((conn, dir))
             .or_insert_with(|| Framer::new(cfg));
         let before = framer.buffered();
+        self.crypto.at_frame(frame);
         let mut ctx = SealCtx {
             crypto: Some(&mut self.crypto),
             conn: conn.0,

@@ -167,6 +167,15 @@ impl NtStatus {
             .map(|&(code, _)| NtStatus(code))
     }
 
+    /// The name, or the value in lowercase hex when the name is not known: how `dissect` and the
+    /// flow findings show a status.
+    pub fn label(self) -> String {
+        match self.name() {
+            Some(n) => n.to_string(),
+            None => format!("0x{:08x}", self.0),
+        }
+    }
+
     /// Severity bits 0b11: an error status.
     pub fn is_error(self) -> bool {
         self.0 >> 30 == 0b11

@@ -1,92 +1,94 @@
-//! Encoder: typed request / response → bytes, exactly as given (no field is fixed up), so tests
-//! and the capture generator can also build malformed buffers.
+//! Encoder: typed request / response → bytes, each fixed field at its offset in the layout table
+//! and exactly as given (no field is fixed up), so tests and the capture generator can also build
+//! malformed buffers.
 
-use uuid::Uuid;
-
+use super::field::FieldValue;
+use super::layout::FieldDef;
 use super::{Request, Response};
 
-/// Little-endian writer over a growing buffer.
-struct Writer(Vec<u8>);
+/// Where the encoder writes InitiatorName / InitiatorNodeName.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamePlacement {
+    /// Each name present with a non-zero length field at its offset field (its whole text,
+    /// whatever the length field says); gaps are zero and name bytes that would fall inside
+    /// the fixed part are dropped, so the fixed fields always read back as given.
+    AtOffsets,
+    /// Every name present, one after the other right after the fixed part, whatever the offset
+    /// and length fields say: how a client lays the names out, so a request whose offsets lie
+    /// (the spec's section 4.2 example, the generator's rule breakers) still carries them.
+    AfterFixedPart,
+}
 
-impl Writer {
-    fn u16(&mut self, v: u16) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn u32(&mut self, v: u32) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn u64(&mut self, v: u64) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    /// Microsoft's mixed-endian GUID order.
-    fn guid(&mut self, g: &Uuid) -> &mut Self {
-        self.0.extend_from_slice(&g.to_bytes_le());
-        self
+/// Writes each field's bytes at its offset, growing `buf` with zeros as needed.
+fn put_fields(buf: &mut Vec<u8>, fields: &[(FieldDef, FieldValue)]) {
+    let mut bytes = Vec::with_capacity(16);
+    for (def, value) in fields {
+        bytes.clear();
+        value.put_le(&mut bytes);
+        put_at(buf, def.offset, &bytes);
     }
 }
 
-/// Writes `text` as UTF-16LE at `offset`, growing `buf` with zeros as needed.
-fn put_utf16(buf: &mut Vec<u8>, offset: usize, text: &str) {
-    let bytes: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+/// Writes `bytes` at `offset`, growing `buf` with zeros as needed.
+fn put_at(buf: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
     let end = offset + bytes.len();
     if buf.len() < end {
         buf.resize(end, 0);
     }
     if let Some(dst) = buf.get_mut(offset..end) {
-        dst.copy_from_slice(&bytes);
+        dst.copy_from_slice(bytes);
     }
 }
 
-/// Encodes a request: the fixed part (128 bytes when `v1_1` is present, else 112) with every
-/// field as given, then each name present and with a non-zero length, as UTF-16LE at its
-/// offset (its whole text, whatever the length field says). Gaps are zero. Name bytes that would
-/// fall inside the fixed part are dropped: the fixed fields always read back as given.
+fn utf16le(text: &str) -> Vec<u8> {
+    text.encode_utf16().flat_map(u16::to_le_bytes).collect()
+}
+
+/// Encodes a request with the names at their offsets ([`NamePlacement::AtOffsets`]): the fixed
+/// part (128 bytes when `v1_1` is present, else 112) with every field as given, then the names.
 pub fn encode_request(req: &Request) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(req.encoded_fixed_len() + 128));
-    w.u16(req.protocol_version.0)
-        .u16(req.reserved)
-        .u32(req.options.bits())
-        .guid(&req.logical_flow_id)
-        .guid(&req.policy_id)
-        .guid(&req.initiator_id)
-        .u64(req.limit)
-        .u64(req.reservation)
-        .u16(req.initiator_name_offset)
-        .u16(req.initiator_name_length)
-        .u16(req.initiator_node_name_offset)
-        .u16(req.initiator_node_name_length)
-        .u64(req.io_count_increment)
-        .u64(req.normalized_io_count_increment)
-        .u64(req.latency_increment)
-        .u64(req.lower_latency_increment);
-    if let Some(v11) = req.v1_1 {
-        w.u64(v11.bandwidth_limit).u64(v11.kilobyte_count_increment);
-    }
-    let fixed = w.0;
-    let mut buf = fixed.clone();
-    let names = [
-        (
-            &req.initiator_name,
-            req.initiator_name_offset,
-            req.initiator_name_length,
-        ),
-        (
-            &req.initiator_node_name,
-            req.initiator_node_name_offset,
-            req.initiator_node_name_length,
-        ),
-    ];
-    for (text, offset, length) in names {
-        if let Some(text) = text.as_deref().filter(|_| length > 0) {
-            put_utf16(&mut buf, usize::from(offset), text);
+    encode_request_with(req, NamePlacement::AtOffsets)
+}
+
+/// Encodes a request, placing the names as `names` says.
+pub fn encode_request_with(req: &Request, names: NamePlacement) -> Vec<u8> {
+    let fixed_len = req.encoded_fixed_len();
+    let mut buf = Vec::with_capacity(fixed_len + 128);
+    put_fields(&mut buf, &req.wire_fields());
+    match names {
+        NamePlacement::AtOffsets => {
+            let declared = [
+                (
+                    req.initiator_name.as_deref(),
+                    req.initiator_name_offset,
+                    req.initiator_name_length,
+                ),
+                (
+                    req.initiator_node_name.as_deref(),
+                    req.initiator_node_name_offset,
+                    req.initiator_node_name_length,
+                ),
+            ];
+            for (text, offset, length) in declared {
+                if let Some(text) = text.filter(|_| length > 0) {
+                    let offset = usize::from(offset);
+                    let bytes = utf16le(text);
+                    // Name bytes inside the fixed part are dropped: the fixed fields win.
+                    let skip = fixed_len.saturating_sub(offset).min(bytes.len());
+                    if let Some(rest) = bytes.get(skip..).filter(|b| !b.is_empty()) {
+                        put_at(&mut buf, offset + skip, rest);
+                    }
+                }
+            }
         }
-    }
-    // Restore the fixed part over any name bytes written into it.
-    if let Some(dst) = buf.get_mut(..fixed.len()) {
-        dst.copy_from_slice(&fixed);
+        NamePlacement::AfterFixedPart => {
+            for text in [&req.initiator_name, &req.initiator_node_name]
+                .into_iter()
+                .flatten()
+            {
+                buf.extend(utf16le(text));
+            }
+        }
     }
     buf
 }
@@ -94,21 +96,58 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
 /// Encodes a response: 96 bytes when `maximum_bandwidth` is present (at offset 88, the
 /// structure layout), else 88.
 pub fn encode_response(resp: &Response) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(resp.encoded_len()));
-    w.u16(resp.protocol_version.0)
-        .u16(resp.reserved)
-        .u32(resp.options)
-        .guid(&resp.logical_flow_id)
-        .guid(&resp.policy_id)
-        .guid(&resp.initiator_id)
-        .u32(resp.time_to_live)
-        .u32(resp.status.0)
-        .u64(resp.maximum_io_rate)
-        .u64(resp.minimum_io_rate)
-        .u32(resp.base_io_size)
-        .u32(resp.reserved2);
-    if let Some(bw) = resp.maximum_bandwidth {
-        w.u64(bw);
+    let mut buf = Vec::with_capacity(resp.encoded_len());
+    put_fields(&mut buf, &resp.wire_fields());
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sqos::Dialect;
+
+    #[test]
+    fn lengths_and_name_offsets() {
+        let r = Request::new(Dialect::V1_1).with_names("TEST-VM", "HV");
+        let b = encode_request(&r);
+        assert_eq!(b.len(), 128 + 14 + 4);
+        assert_eq!(&b[128..130], &[b'T', 0]);
+        assert_eq!(b, encode_request_with(&r, NamePlacement::AfterFixedPart));
+        assert_eq!(encode_request(&Request::new(Dialect::V1_0)).len(), 112);
+        assert_eq!(encode_response(&Response::new(Dialect::V1_0)).len(), 88);
+        let mut resp = Response::new(Dialect::V1_1);
+        resp.maximum_bandwidth = Some(200);
+        let b = encode_response(&resp);
+        assert_eq!(b.len(), 96);
+        assert_eq!(&b[88..90], &[200, 0]);
+        assert_eq!(&b[80..84], &8192u32.to_le_bytes());
     }
-    w.0
+
+    /// Offsets that lie: at their offsets the name inside the fixed part is dropped; after the
+    /// fixed part both names are there, whatever the offset and length fields say.
+    #[test]
+    fn name_placements_differ_when_offsets_lie() {
+        let mut r = Request::new(Dialect::V1_0).with_names("vm", "node");
+        r.initiator_name_offset = 40;
+        r.initiator_node_name_length = 0;
+        let at = encode_request(&r);
+        assert_eq!(at.len(), 112);
+        assert_eq!(&at[40..48], &r.policy_id.to_bytes_le()[..8]);
+        let after = encode_request_with(&r, NamePlacement::AfterFixedPart);
+        assert_eq!(after.len(), 112 + 4 + 8);
+        assert_eq!(&after[..112], &at[..]);
+        assert_eq!(&after[112..116], &[b'v', 0, b'm', 0]);
+        assert_eq!(&after[116..118], &[b'n', 0]);
+    }
+
+    /// A name that starts inside the fixed part keeps only its bytes after it.
+    #[test]
+    fn name_straddling_the_fixed_part_keeps_its_tail() {
+        let mut r = Request::new(Dialect::V1_0).with_names("abcd", "");
+        r.initiator_name_offset = 108;
+        let b = encode_request(&r);
+        assert_eq!(b.len(), 116);
+        assert_eq!(&b[104..112], &0u64.to_le_bytes());
+        assert_eq!(&b[112..116], &[b'c', 0, b'd', 0]);
+    }
 }

@@ -23,20 +23,6 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// Size of the fixed part of STORAGE_QOS_CONTROL_REQUEST, summed from the field list.
-    pub const fn request_fixed_len(self) -> usize {
-        match self {
-            Dialect::V1_0 => 112,
-            Dialect::V1_1 => 128,
-        }
-    }
-    /// Size of STORAGE_QOS_CONTROL_RESPONSE, summed from the field list.
-    pub const fn response_len(self) -> usize {
-        match self {
-            Dialect::V1_0 => 88,
-            Dialect::V1_1 => 96,
-        }
-    }
     pub const fn version(self) -> ProtocolVersion {
         match self {
             Dialect::V1_0 => ProtocolVersion(0x0100),
@@ -83,12 +69,14 @@ impl Options {
     pub const UPDATE_COUNTERS: Options = Options(0x10);
     pub const KNOWN: Options = Options(0x1F);
 
-    const NAMES: [(u32, &'static str); 5] = [
-        (0x01, "SET_LOGICAL_FLOW_ID"),
-        (0x02, "SET_POLICY"),
-        (0x04, "PROBE_POLICY"),
-        (0x08, "GET_STATUS"),
-        (0x10, "UPDATE_COUNTERS"),
+    /// The defined flags in bit order, with their names (without the STORAGE_QOS_CONTROL_FLAG_
+    /// prefix).
+    pub const FLAGS: [(Options, &'static str); 5] = [
+        (Options::SET_LOGICAL_FLOW_ID, "SET_LOGICAL_FLOW_ID"),
+        (Options::SET_POLICY, "SET_POLICY"),
+        (Options::PROBE_POLICY, "PROBE_POLICY"),
+        (Options::GET_STATUS, "GET_STATUS"),
+        (Options::UPDATE_COUNTERS, "UPDATE_COUNTERS"),
     ];
 
     pub const fn bits(self) -> u32 {
@@ -106,9 +94,9 @@ impl Options {
     }
     /// Names of the known flags that are set, in bit order (without the STORAGE_QOS_CONTROL_FLAG_ prefix).
     pub fn names(self) -> Vec<&'static str> {
-        Self::NAMES
+        Self::FLAGS
             .iter()
-            .filter(|(bit, _)| self.0 & bit != 0)
+            .filter(|(flag, _)| self.contains(*flag))
             .map(|&(_, name)| name)
             .collect()
     }

@@ -5,9 +5,9 @@
 
 use std::ops::Range;
 
+use super::field::{Field, FieldValue};
 use super::findings::{Finding, FindingCode};
 use super::layout::SPEC_TEXT_MIN_NAME_OFFSET;
-use super::parse::{Field, FieldValue};
 use super::STORAGE_QOS_INITIATOR_NAME_SIZE;
 
 /// One name as the fixed part declares it.

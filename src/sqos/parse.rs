@@ -6,41 +6,19 @@
 
 use serde::Serialize;
 use thiserror::Error;
-use uuid::Uuid;
 
+use super::field::Field;
 use super::findings::{Finding, FindingCode};
+use super::layout::{request, response};
 use super::names::{self, NameRef};
 use super::reader::FieldReader;
 use super::rules;
-use super::{Dialect, Options, ProtocolVersion, Request, RequestV11, Response, Status};
+use super::{Dialect, ProtocolVersion, Request, RequestV11, Response};
 
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize)]
 pub enum DecodeError {
     #[error("buffer of {len} bytes is shorter than the {needed}-byte fixed part")]
     Short { len: usize, needed: usize },
-}
-
-/// A decoded wire field with its place in the buffer (for field trees and hex highlighting).
-/// `offset + len` never exceeds the buffer's length.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Field {
-    pub name: &'static str,
-    pub offset: usize,
-    pub len: usize,
-    pub value: FieldValue,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub enum FieldValue {
-    U16(u16),
-    U32(u32),
-    U64(u64),
-    Guid(Uuid),
-    Version(ProtocolVersion),
-    Options(Options),
-    Status(Status),
-    Text(String),
-    Bytes,
 }
 
 /// What the decoder made of one buffer: the message when the fixed part was complete, every
@@ -97,25 +75,25 @@ fn trailing(len: usize, end: usize, what: &str) -> Option<Finding> {
 
 /// The fixed part of a request, read field by field; `None` when the buffer ends first.
 fn request_fixed(r: &mut FieldReader<'_>, pv: ProtocolVersion) -> Option<Request> {
-    let reserved = r.u16("Reserved")?;
-    let options = r.options()?;
-    let logical_flow_id = r.guid("LogicalFlowID")?;
-    let policy_id = r.guid("PolicyID")?;
-    let initiator_id = r.guid("InitiatorID")?;
-    let limit = r.u64("Limit")?;
-    let reservation = r.u64("Reservation")?;
-    let initiator_name_offset = r.u16("InitiatorNameOffset")?;
-    let initiator_name_length = r.u16("InitiatorNameLength")?;
-    let initiator_node_name_offset = r.u16("InitiatorNodeNameOffset")?;
-    let initiator_node_name_length = r.u16("InitiatorNodeNameLength")?;
-    let io_count_increment = r.u64("IoCountIncrement")?;
-    let normalized_io_count_increment = r.u64("NormalizedIoCountIncrement")?;
-    let latency_increment = r.u64("LatencyIncrement")?;
-    let lower_latency_increment = r.u64("LowerLatencyIncrement")?;
+    let reserved = r.get(request::RESERVED)?;
+    let options = r.get(request::OPTIONS)?;
+    let logical_flow_id = r.get(request::LOGICAL_FLOW_ID)?;
+    let policy_id = r.get(request::POLICY_ID)?;
+    let initiator_id = r.get(request::INITIATOR_ID)?;
+    let limit = r.get(request::LIMIT)?;
+    let reservation = r.get(request::RESERVATION)?;
+    let initiator_name_offset = r.get(request::INITIATOR_NAME_OFFSET)?;
+    let initiator_name_length = r.get(request::INITIATOR_NAME_LENGTH)?;
+    let initiator_node_name_offset = r.get(request::INITIATOR_NODE_NAME_OFFSET)?;
+    let initiator_node_name_length = r.get(request::INITIATOR_NODE_NAME_LENGTH)?;
+    let io_count_increment = r.get(request::IO_COUNT_INCREMENT)?;
+    let normalized_io_count_increment = r.get(request::NORMALIZED_IO_COUNT_INCREMENT)?;
+    let latency_increment = r.get(request::LATENCY_INCREMENT)?;
+    let lower_latency_increment = r.get(request::LOWER_LATENCY_INCREMENT)?;
     let v1_1 = match pv.dialect() {
         Some(Dialect::V1_1) => Some(RequestV11 {
-            bandwidth_limit: r.u64("BandwidthLimit")?,
-            kilobyte_count_increment: r.u64("KilobyteCountIncrement")?,
+            bandwidth_limit: r.get(request::BANDWIDTH_LIMIT)?,
+            kilobyte_count_increment: r.get(request::KILOBYTE_COUNT_INCREMENT)?,
         }),
         _ => None,
     };
@@ -146,7 +124,7 @@ fn request_fixed(r: &mut FieldReader<'_>, pv: ProtocolVersion) -> Option<Request
 pub fn parse_request(buf: &[u8]) -> Dissection<Request> {
     let mut r = FieldReader::new(buf);
     let mut findings = Vec::new();
-    let pv = r.version();
+    let pv = r.get(request::PROTOCOL_VERSION);
     let dialect = pv.and_then(ProtocolVersion::dialect);
     let fixed_len = dialect.unwrap_or(Dialect::V1_0).request_fixed_len();
     if let Some(v) = pv.filter(|v| v.dialect().is_none()) {
@@ -166,12 +144,12 @@ pub fn parse_request(buf: &[u8]) -> Dissection<Request> {
 
     let declared = [
         NameRef {
-            label: "InitiatorName",
+            label: request::INITIATOR_NAME.name,
             offset: req.initiator_name_offset,
             length: req.initiator_name_length,
         },
         NameRef {
-            label: "InitiatorNodeName",
+            label: request::INITIATOR_NODE_NAME.name,
             offset: req.initiator_node_name_offset,
             length: req.initiator_node_name_length,
         },
@@ -228,19 +206,19 @@ pub fn parse_request(buf: &[u8]) -> Dissection<Request> {
 }
 
 fn response_fixed(r: &mut FieldReader<'_>, pv: ProtocolVersion) -> Option<Response> {
-    let reserved = r.u16("Reserved")?;
-    let options = r.u32("Options")?;
-    let logical_flow_id = r.guid("LogicalFlowID")?;
-    let policy_id = r.guid("PolicyID")?;
-    let initiator_id = r.guid("InitiatorID")?;
-    let time_to_live = r.u32("TimeToLive")?;
-    let status = r.status()?;
-    let maximum_io_rate = r.u64("MaximumIoRate")?;
-    let minimum_io_rate = r.u64("MinimumIoRate")?;
-    let base_io_size = r.u32("BaseIoSize")?;
-    let reserved2 = r.u32("Reserved2")?;
+    let reserved = r.get(response::RESERVED)?;
+    let options = r.get(response::OPTIONS)?;
+    let logical_flow_id = r.get(response::LOGICAL_FLOW_ID)?;
+    let policy_id = r.get(response::POLICY_ID)?;
+    let initiator_id = r.get(response::INITIATOR_ID)?;
+    let time_to_live = r.get(response::TIME_TO_LIVE)?;
+    let status = r.get(response::STATUS)?;
+    let maximum_io_rate = r.get(response::MAXIMUM_IO_RATE)?;
+    let minimum_io_rate = r.get(response::MINIMUM_IO_RATE)?;
+    let base_io_size = r.get(response::BASE_IO_SIZE)?;
+    let reserved2 = r.get(response::RESERVED2)?;
     let maximum_bandwidth = match pv.dialect() {
-        Some(Dialect::V1_1) => Some(r.u64("MaximumBandwidth")?),
+        Some(Dialect::V1_1) => Some(r.get(response::MAXIMUM_BANDWIDTH)?),
         _ => None,
     };
     Some(Response {
@@ -264,7 +242,7 @@ fn response_fixed(r: &mut FieldReader<'_>, pv: ProtocolVersion) -> Option<Respon
 pub fn parse_response(buf: &[u8]) -> Dissection<Response> {
     let mut r = FieldReader::new(buf);
     let mut findings = Vec::new();
-    let pv = r.version();
+    let pv = r.get(response::PROTOCOL_VERSION);
     let dialect = pv.and_then(ProtocolVersion::dialect);
     let len = dialect.unwrap_or(Dialect::V1_0).response_len();
     if let Some(v) = pv.filter(|v| v.dialect().is_none()) {

@@ -3,7 +3,7 @@
 //! and how a response relates to its request. Pure functions of typed values.
 
 use super::findings::{Finding, FindingCode};
-use super::layout::{MAX_POLICY_PARAMETER, SPEC_TEXT_RESPONSE_SIZE};
+use super::layout::{request, response, FieldDef, MAX_POLICY_PARAMETER, SPEC_TEXT_RESPONSE_SIZE};
 use super::{Dialect, Options, Request, Response};
 
 fn version_finding(kind: &str, version: u16) -> Finding {
@@ -25,10 +25,13 @@ pub(crate) fn unknown_response_version(version: u16) -> Finding {
     version_finding("response", version)
 }
 
-fn reserved_finding(field: &str, offset: usize, value: u64) -> Finding {
+fn reserved_finding(field: FieldDef, value: u64) -> Finding {
     Finding::new(
         FindingCode::ReservedNonZero,
-        format!("{field} (offset {offset}) is 0x{value:X}; it MUST be 0 when sent"),
+        format!(
+            "{} (offset {}) is 0x{value:X}; it MUST be 0 when sent",
+            field.name, field.offset
+        ),
     )
 }
 
@@ -36,7 +39,7 @@ fn reserved_finding(field: &str, offset: usize, value: u64) -> Finding {
 pub fn check_request(req: &Request) -> Vec<Finding> {
     let mut out = Vec::new();
     if req.reserved != 0 {
-        out.push(reserved_finding("Reserved", 2, req.reserved.into()));
+        out.push(reserved_finding(request::RESERVED.def, req.reserved.into()));
     }
     let opts = req.options;
     if opts.bits() & Options::KNOWN.bits() == 0 {
@@ -123,7 +126,10 @@ fn looks_like_base_io_size(v: u32) -> bool {
 pub fn check_response(resp: &Response) -> Vec<Finding> {
     let mut out = Vec::new();
     if resp.reserved != 0 {
-        out.push(reserved_finding("Reserved", 2, resp.reserved.into()));
+        out.push(reserved_finding(
+            response::RESERVED.def,
+            resp.reserved.into(),
+        ));
     }
     if resp.options != 0 {
         out.push(Finding::new(
@@ -156,7 +162,10 @@ pub fn check_response(resp: &Response) -> Vec<Finding> {
         ));
     }
     if resp.reserved2 != 0 {
-        out.push(reserved_finding("Reserved2", 84, resp.reserved2.into()));
+        out.push(reserved_finding(
+            response::RESERVED2.def,
+            resp.reserved2.into(),
+        ));
     }
     if let Some(f) = spec_example_layout(resp) {
         out.push(f);

@@ -14,12 +14,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::sqos::{Dialect, Options, Request, FSCTL_STORAGE_QOS_CONTROL};
 
 use super::packet::Endpoint;
-use super::qos::encode_request;
 use super::scenario::EPOCH_US;
 use super::smb2::{self, FileId, Header};
 use super::truth::{self, MessageTruth, ResponseTruth, Truth};
 use super::wire::{ConnSpec, Side, Time, Wire};
 use super::SynthSummary;
+use crate::sqos::{encode_request_with, NamePlacement};
 
 /// Section 4.2 step 5, dialect 1.0 (revision 1.0): SET_POLICY, fixed part as printed.
 const SET_POLICY_1_0: &str = "0001 0000 02000000
@@ -94,7 +94,7 @@ pub fn example_buffers(dialect: Dialect) -> Vec<Example> {
     };
     vec![
         (
-            encode_request(&assoc),
+            encode_request_with(&assoc, NamePlacement::AfterFixedPart),
             None,
             "section 4.2 step 3: SET_LOGICAL_FLOW_ID (completed: the printed hex lacks a line / is not in this revision)",
         ),

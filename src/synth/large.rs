@@ -13,7 +13,6 @@ use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL
 
 use super::capfile::CaptureWriter;
 use super::packet::Endpoint;
-use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
 use super::seal::Sealer;
@@ -23,6 +22,7 @@ use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Tru
 use super::wire::{ConnSpec, NetConfig, Part, Side, Time, Wire};
 use super::SynthSummary;
 use crate::smb2::crypto::Cipher;
+use crate::sqos::{encode_request_with, encode_response, NamePlacement};
 
 pub const IO_SIZE: u32 = 65_536;
 /// I/Os between two status requests: 1,000 SMB2 messages.
@@ -448,7 +448,12 @@ fn status_exchange<W: Write>(
         t,
         h,
         (
-            smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &encode_request(&r), 4096),
+            smb2::ioctl_request(
+                FSCTL_STORAGE_QOS_CONTROL,
+                &fid,
+                &encode_request_with(&r, NamePlacement::AfterFixedPart),
+                4096,
+            ),
             0,
         ),
         0,

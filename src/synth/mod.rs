@@ -3,15 +3,15 @@
 //! ground truth as JSON.
 //!
 //! Layers, each in its module: `rng` (seeded PRNG), `capfile` (file formats), `packet` (frame
-//! headers), `wire` (TCP and time-ordered writing), `smb2` and `qos` (message bytes), `server`
-//! (the MS-SQOS server rules), `scenario` (what is simulated), `sim` (the event loop),
-//! `examples` (the spec's example messages), `large` (the benchmark stream), `truth`.
+//! headers), `wire` (TCP and time-ordered writing), `smb2` (message bytes; the MS-SQOS buffers
+//! come from the codec's encoder), `server` (the MS-SQOS server rules), `scenario` (what is
+//! simulated), `sim` (the event loop), `examples` (the spec's example messages), `large` (the
+//! benchmark stream), `truth`.
 
 pub mod capfile;
 pub mod examples;
 pub mod large;
 pub mod packet;
-pub mod qos;
 pub mod rng;
 pub mod scenario;
 pub mod seal;

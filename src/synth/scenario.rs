@@ -27,6 +27,9 @@ pub enum Scenario {
     MisreportingClient,
     LiveMigration,
     Multichannel,
+    /// Initiator, node and file names made to fool a terminal, a spreadsheet and an XML reader
+    /// (docs/robustness.md): every face must show them escaped.
+    HostileNames,
 }
 
 /// What a flow asks the server for (SET_POLICY).
@@ -315,6 +318,7 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
         Scenario::BandwidthHog => (2, 2, 10.0),
         Scenario::MisreportingClient => (2, 2, 12.0),
         Scenario::LiveMigration => (2, 2, 16.0),
+        Scenario::HostileNames => (2, 2, 6.0),
         _ => (2, 2, 20.0),
     };
     let n_hosts = shape.hosts.unwrap_or(def_hosts).max(1);
@@ -469,6 +473,7 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
             }
         }
         Scenario::FaultyServer => faulty_server(&mut c),
+        Scenario::HostileNames => hostile_names(&mut c),
         Scenario::NoisyNeighbour => {
             // The first VM wants three times its limit and its host does not throttle it; the
             // shared storage is small, so everyone's latency grows.
@@ -677,6 +682,34 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
 
 /// `faulty-server`: a cluster whose file server has bugs in its Storage QoS implementation,
 /// one per flow (the last VM of each host stays clean), each striking one request.
+/// The names of `hostile-names`, one per flow in order (hosts first to last).
+pub const HOSTILE_NAMES: [&str; 4] = [
+    // Sets the terminal's title, then clears the screen.
+    "vm01\u{1b}]0;pwned\u{7}\u{1b}[2J",
+    // Forges an output line of `sqos dissect`.
+    "vm02\r\n     99   0.000000 10.6.6.6:445 → 10.0.0.1:1 SQOS Response FORGED",
+    // Shows as "vm03exe.vhdx" reversed: a right-to-left override.
+    "vm03\u{202e}xdhv.exe",
+    // A spreadsheet formula, and markup for XML faces.
+    "=HYPERLINK(\"http://evil.example/\",\"vm04\")<b>&amp;",
+];
+/// The second host's name: colours the terminal red.
+pub const HOSTILE_NODE: &str = "HV02\u{1b}[31m.contoso.local";
+
+fn hostile_names(c: &mut Cluster) {
+    let mut names = HOSTILE_NAMES.iter().cycle();
+    for (i, h) in c.hosts.iter_mut().enumerate() {
+        if i == 1 {
+            h.name = HOSTILE_NODE.into();
+        }
+        for f in &mut h.flows {
+            let name = names.next().copied().unwrap_or("vm");
+            f.vm = name.into();
+            f.path = format!("{name}\\disk0.vhdx");
+        }
+    }
+}
+
 fn faulty_server(c: &mut Cluster) {
     let at = |secs: f64| (secs * 1e6) as u64;
     // Half the usual demand keeps the capture small.

@@ -388,7 +388,7 @@ fn validate_product(req: &Request) -> Result<(), u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::qos::encode_request;
+    use crate::sqos::{encode_request_with, NamePlacement};
 
     fn server() -> SqosServer {
         SqosServer::new(1000, 4000, Rng::new(1))
@@ -423,7 +423,7 @@ mod tests {
         let mut r = req(Options::SET_POLICY | Options::GET_STATUS, id).with_names("vm01", "hv01");
         r.limit = 500;
         r.reservation = 100;
-        let size = encode_request(&r).len();
+        let size = encode_request_with(&r, NamePlacement::AfterFixedPart).len();
         let resp = s.handle((1, 1), &r, size, 4096).unwrap().unwrap();
         assert_eq!(resp.time_to_live, 1000);
         assert_eq!(resp.maximum_io_rate, 500);

@@ -10,7 +10,6 @@ use std::io::{self, Write};
 use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 use super::packet::Endpoint;
-use super::qos::{encode_request, encode_response};
 use super::rng::Rng;
 use super::scenario::{
     Action, Cluster, CounterReporting, DropKind, FaultOn, FlowSpec, PolicySpec, SetupStyle,
@@ -22,6 +21,7 @@ use super::squeeze::Squeezer;
 use super::truth::{self, secs};
 use super::wire::{ConnSpec, Part, Side, Time, Trace, Wire};
 use crate::smb2::crypto::{Cipher, SessionKeys};
+use crate::sqos::{encode_request_with, encode_response, NamePlacement};
 
 /// MaxOutputResponse of the client's IOCTLs (what Windows' test suite sends).
 const MAX_OUTPUT: u32 = 4096;
@@ -1157,7 +1157,7 @@ impl<'c, W: Write> Sim<'c, W> {
             return;
         };
         let (h, fid, max_out) = (rec.host, rec.fid, rec.max_out);
-        let input = encode_request(&rec.req);
+        let input = encode_request_with(&rec.req, NamePlacement::AfterFixedPart);
         // A reset armed on one of the host's channels strikes the next SQOS request: it goes
         // out there (scripted, so that a status request is lost with the channel).
         let armed = self.hosts.get(h).and_then(|x| {
@@ -1825,7 +1825,7 @@ impl<'c, W: Write> Sim<'c, W> {
             Target::Spare => self.hosts.get(h).and_then(|x| x.spare),
         }
         .unwrap_or_default();
-        let size = encode_request(&rec.req).len();
+        let size = encode_request_with(&rec.req, NamePlacement::AfterFixedPart).len();
         // The first armed bug this request matches strikes it.
         let on = match rec.target {
             Target::Flow(f) => FaultOn::Flow(f),

@@ -3,6 +3,7 @@
 //! deadlines, unfinished intervals) replaces it. Rates are normalized IOPS, the unit the
 //! server's MaximumIoRate / MinimumIoRate are in (section 4.1), as `sqos flows` shows them.
 
+use crate::output::escape::text as esc;
 use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
@@ -141,8 +142,15 @@ impl Analyzed {
         let obs = f.observed_rates();
         FlowRow {
             id: f.id,
-            initiator: f.initiator_name.clone().unwrap_or_else(|| short_id(&f.id)),
-            node: f.initiator_node_name.clone().unwrap_or_else(|| "-".into()),
+            // Names from the wire, escaped for the terminal (output::escape).
+            initiator: f
+                .initiator_name
+                .as_deref()
+                .map_or_else(|| short_id(&f.id), |n| esc(n).into_owned()),
+            node: f
+                .initiator_node_name
+                .as_deref()
+                .map_or_else(|| "-".into(), |n| esc(n).into_owned()),
             policy: match f.policy {
                 None => PolicyCell::None,
                 Some(p) if !p.policy_id.is_nil() => PolicyCell::Policy(p.policy_id),
@@ -219,7 +227,7 @@ impl Analyzed {
             .map(|x| FindingRow {
                 severity: x.severity,
                 code: x.code.as_str().to_string(),
-                message: x.message.clone(),
+                message: esc(&x.message).into_owned(),
                 frame: x.frame,
                 t: self.rel(x.time),
                 flow: (!f.id.is_nil()).then_some(f.id),
@@ -318,8 +326,11 @@ impl FlowSource for Analyzed {
         let obs = f.observed_rates();
         Some(FlowDetail {
             id,
-            initiator_name: f.initiator_name.clone(),
-            node_name: f.initiator_node_name.clone(),
+            initiator_name: f.initiator_name.as_deref().map(|n| esc(n).into_owned()),
+            node_name: f
+                .initiator_node_name
+                .as_deref()
+                .map(|n| esc(n).into_owned()),
             initiator_id: f.initiator_id,
             policy_id: f.policy.map(|p| p.policy_id),
             dialect: f.protocol_version.map(|v| match v.dialect() {
@@ -349,11 +360,8 @@ impl FlowSource for Analyzed {
                 .map(|o| OpenRow {
                     frame: o.frame,
                     t: self.rel(o.ts),
-                    file_name: o
-                        .file_name
-                        .as_deref()
-                        .unwrap_or("(name not seen)")
-                        .to_string(),
+                    file_name: esc(o.file_name.as_deref().unwrap_or("(name not seen)"))
+                        .into_owned(),
                     host: self
                         .hosts
                         .get(&o.conn)

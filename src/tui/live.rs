@@ -162,7 +162,8 @@ impl RecordSink for Live {
     fn on_note(&mut self, note: &CaptureNote) {
         self.notes_total += 1;
         if self.notes.len() < MAX_NOTES {
-            self.notes.push(note.message.clone());
+            self.notes
+                .push(crate::output::escape::text(&note.message).into_owned());
         }
         self.flows.on_note(note);
     }

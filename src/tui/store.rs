@@ -83,7 +83,7 @@ impl MessageStore {
             self.findings.push_back(FindingRow {
                 severity: f.severity,
                 code: f.code.as_str().to_string(),
-                message: f.message.clone(),
+                message: crate::output::escape::text(&f.message).into_owned(),
                 frame: rec.frame,
                 t,
                 flow,

@@ -127,7 +127,8 @@ fn the_default_shares_are_what_stats_report() {
             Kind::Framers,
             Kind::Pending,
             Kind::Opens,
-            Kind::Queued
+            Kind::Queued,
+            Kind::Sessions
         ]
     );
     let b = Budget::default();

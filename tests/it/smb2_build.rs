@@ -17,6 +17,14 @@ pub const STATUS_PENDING: u32 = 0x103;
 pub const STATUS_NOT_FOUND: u32 = 0xC000_0225;
 pub const FSCTL_SQOS: u32 = 0x0009_0350;
 
+/// The framer as the pipeline configures it: SQOS IOCTL buffers kept whole.
+pub fn framer_config() -> sqos::smb2::FramerConfig {
+    sqos::smb2::FramerConfig {
+        keep_ioctls: &[FSCTL_SQOS],
+        ..Default::default()
+    }
+}
+
 /// One SMB2 message (header fields + body bytes).
 #[derive(Clone, Debug)]
 pub struct Msg {

@@ -69,7 +69,7 @@ fn every_algorithm_both_forms_give_the_message_back() {
             };
             let mut stream = nbss(&packed);
             stream.extend(framed(&Msg::request(ECHO, 42, echo())));
-            let (ev, _) = run_with(FramerConfig::default(), &[&stream]);
+            let (ev, _) = run_with(framer_config(), &[&stream]);
             assert_eq!(
                 outcomes(&ev),
                 vec![&CompressOutcome::Decompressed {
@@ -103,7 +103,7 @@ fn a_bulk_read_larger_than_the_bound_is_decoded_from_its_first_bytes() {
     let plain = Msg::response(READ, 9, 0, body).bytes(0);
     let cfg = FramerConfig {
         max_keep: 64 * 1024,
-        ..FramerConfig::default()
+        ..framer_config()
     };
     for a in ALGORITHMS {
         for chained in [false, true] {
@@ -157,7 +157,7 @@ fn damage_lies_and_unknown_algorithms_are_reported_and_framing_goes_on() {
         stream.extend(nbss(m));
     }
     stream.extend(framed(&Msg::request(ECHO, 43, echo())));
-    let (ev, _) = run_with(FramerConfig::default(), &[&stream]);
+    let (ev, _) = run_with(framer_config(), &[&stream]);
     let o = outcomes(&ev);
     assert!(
         matches!(
@@ -184,7 +184,7 @@ fn lost_bytes_inside_a_compressed_message_are_reported() {
     let plain = big.bytes(0);
     let packed = nbss(&compress_unchained(&plain, Algorithm::Lznt1, 0).unwrap());
     let echo = framed(&Msg::request(ECHO, 44, echo()));
-    let mut f = Framer::new(FramerConfig::default());
+    let mut f = Framer::new(framer_config());
     let mut out = Vec::new();
     // The middle of the compressed message never arrives.
     let cut = packed.len() / 2;
@@ -220,7 +220,7 @@ fn a_compressed_write_is_decompressed_only_as_far_as_its_fixed_body() {
     let plain = Msg::request(WRITE, 12, write_request(fid(1, 2), 65536, 0x5A)).bytes(0);
     for a in ALGORITHMS {
         let packed = compress_unchained(&plain, a, 0).expect("smaller");
-        let (ev, _) = run_with(FramerConfig::default(), &[&nbss(&packed)]);
+        let (ev, _) = run_with(framer_config(), &[&nbss(&packed)]);
         assert_eq!(
             outcomes(&ev),
             vec![&CompressOutcome::Decompressed {

@@ -5,7 +5,7 @@ use crate::smb2_build::*;
 use sqos::smb2::{Command, Framer, FramerConfig, FramerEvent, NtStatus, Smb2Message};
 
 fn run(chunks: &[&[u8]]) -> Vec<FramerEvent> {
-    let mut f = Framer::new(FramerConfig::default());
+    let mut f = Framer::new(framer_config());
     let mut out = Vec::new();
     for c in chunks {
         f.push(c, &mut out);
@@ -179,7 +179,7 @@ fn read_response_payload_is_skipped_without_buffering() {
     let resp = framed(&Msg::response(READ, 5, 0, read_response(payload, 0xAB)));
     let mut stream = resp.clone();
     stream.extend(framed(&Msg::response(ECHO, 6, 0, echo())));
-    let mut f = Framer::new(FramerConfig::default());
+    let mut f = Framer::new(framer_config());
     let mut out = Vec::new();
     let mut max_held = 0;
     for seg in stream.chunks(1448) {
@@ -220,7 +220,7 @@ fn write_request_data_is_not_kept() {
 fn gap_inside_skipped_payload_keeps_framing() {
     let read = framed(&Msg::response(READ, 5, 0, read_response(10_000, 0)));
     let echo = framed(&Msg::response(ECHO, 6, 0, echo()));
-    let mut f = Framer::new(FramerConfig::default());
+    let mut f = Framer::new(framer_config());
     let mut out = Vec::new();
     f.push(&read[..2000], &mut out);
     f.gap(1448, &mut out);
@@ -245,7 +245,7 @@ fn gap_over_message_boundary_resynchronises() {
     let b = framed(&Msg::request(CREATE, 2, create_request("lost.txt")));
     let c = framed(&Msg::request(ECHO, 3, echo()));
     let d = framed(&Msg::request(ECHO, 4, echo()));
-    let mut f = Framer::new(FramerConfig::default());
+    let mut f = Framer::new(framer_config());
     let mut out = Vec::new();
     f.push(&a[..1000], &mut out);
     // Lose the rest of `a` and the first 20 bytes of `b`.
@@ -334,6 +334,7 @@ fn oversized_sqos_ioctl_is_cut_at_the_bound() {
     let cfg = FramerConfig {
         max_keep: 1024,
         max_parts: 64,
+        ..framer_config()
     };
     let mut f = Framer::new(cfg);
     let mut out = Vec::new();
@@ -360,4 +361,29 @@ fn read_data_inside_a_compound_is_skipped_and_the_next_part_found() {
     assert_eq!(m[0].parts[0].wire_len, 1080);
     assert_eq!(m[0].parts[1].header.command, Command::ECHO);
     assert_eq!(m[0].parts[1].header.message_id, 2);
+}
+
+#[test]
+fn ioctl_buffers_are_kept_only_for_the_configured_control_codes() {
+    let m = Msg::request(
+        IOCTL,
+        1,
+        ioctl_request(FSCTL_SQOS, fid(1, 1), &[7; 200], 0, 0),
+    );
+    let other = FramerConfig {
+        keep_ioctls: &[0x0014_0204],
+        ..FramerConfig::default()
+    };
+    for (cfg, kept) in [
+        (FramerConfig::default(), 64 + 56),
+        (other, 64 + 56),
+        (framer_config(), 64 + 56 + 200),
+    ] {
+        let mut f = Framer::new(cfg);
+        let mut out = Vec::new();
+        f.push(&framed(&m), &mut out);
+        let p = &messages(&out)[0].parts[0];
+        assert_eq!((p.bytes.len(), p.cut), (kept, false), "{cfg:?}");
+        assert_eq!(p.wire_len, 64 + 56 + 200);
+    }
 }

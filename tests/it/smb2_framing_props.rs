@@ -56,8 +56,8 @@ proptest! {
     ) {
         let stream: Vec<u8> = msgs.concat();
         let mut whole = Vec::new();
-        Framer::new(FramerConfig::default()).push(&stream, &mut whole);
-        let mut f = Framer::new(FramerConfig::default());
+        Framer::new(framer_config()).push(&stream, &mut whole);
+        let mut f = Framer::new(framer_config());
         let mut pieces = Vec::new();
         let mut rest = stream.as_slice();
         let mut i = 0;
@@ -86,7 +86,7 @@ proptest! {
         ),
         valid in proptest::collection::vec(msg_strategy(), 0..4),
     ) {
-        let cfg = FramerConfig { max_keep: 4096, max_parts: 8 };
+        let cfg = FramerConfig { max_keep: 4096, max_parts: 8, ..framer_config() };
         let mut f = Framer::new(cfg);
         let mut out = Vec::new();
         for (i, op) in ops.iter().enumerate() {
@@ -115,9 +115,9 @@ proptest! {
         let rest: Vec<u8> = msgs[1..].concat();
         stream.extend_from_slice(&rest);
         let mut expect = Vec::new();
-        Framer::new(FramerConfig::default()).push(&rest, &mut expect);
+        Framer::new(framer_config()).push(&rest, &mut expect);
         let mut out = Vec::new();
-        Framer::new(FramerConfig::default()).push(&stream, &mut out);
+        Framer::new(framer_config()).push(&stream, &mut out);
         let got = summary(&out);
         let want = summary(&expect);
         prop_assert!(got.len() >= want.len());

@@ -89,7 +89,9 @@ pub fn parse_create_response(part: &[u8]) -> Result<CreateResponse, Smb2Error> {
     )
 }
 
-/// UTF-16LE to a String, replacing invalid units; an odd trailing byte is ignored.
+/// UTF-16LE to a String; an unpaired surrogate is written as its escape (`\ud800`, as
+/// `output::escape` writes what it escapes), so it stays visible and distinct; an odd trailing
+/// byte is ignored.
 pub(crate) fn utf16le(bytes: &[u8]) -> String {
     let units = bytes.chunks_exact(2).map(|c| {
         u16::from_le_bytes([
@@ -97,7 +99,12 @@ pub(crate) fn utf16le(bytes: &[u8]) -> String {
             c.get(1).copied().unwrap_or(0),
         ])
     });
-    char::decode_utf16(units)
-        .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
-        .collect()
+    let mut out = String::with_capacity(bytes.len() / 2);
+    for r in char::decode_utf16(units) {
+        match r {
+            Ok(c) => out.push(c),
+            Err(e) => out.push_str(&format!("\\u{:04x}", e.unpaired_surrogate())),
+        }
+    }
+    out
 }

@@ -33,6 +33,13 @@ pub struct DirectionKeys {
     pub client_to_server: Vec<u8>,
 }
 
+impl DirectionKeys {
+    /// Bytes of key held (what a table of them is charged).
+    pub fn key_bytes(&self) -> usize {
+        self.server_to_client.len() + self.client_to_server.len()
+    }
+}
+
 /// SMB 3.0 and 3.0.2: AES-128-CCM keys from the session key alone.
 pub fn smb30_keys(session_key: &[u8]) -> DirectionKeys {
     let ki = session_key.get(..16).unwrap_or(session_key);

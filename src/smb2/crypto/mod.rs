@@ -16,6 +16,8 @@ pub mod preauth;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::budget::{Budget, Kind, MemoryUse, Share};
+
 pub use cipher::{AuthFailed, Cipher, Keystream};
 pub use keys::{KeyFileError, KeyRing, SessionKeys};
 
@@ -25,11 +27,11 @@ use super::names::{Command, NtStatus};
 use kdf::{smb30_keys, smb311_keys, DirectionKeys};
 use preauth::{preauth_next, PreauthHash, PREAUTH_ZERO};
 
-/// Most sessions and connections whose crypto state is kept (each a few hundred bytes).
-const MAX_SESSIONS: usize = 65_536;
+/// Most connections whose crypto state is kept (under 200 bytes each). The SMB2 layer forgets
+/// a connection's state with the connection (`forget_conn`), so the memory budget's connections
+/// share bounds them first; this is the backstop. Sessions (only those with keys in the key
+/// files) and SESSION_SETUP exchanges in progress are charged to the budget's sessions share.
 const MAX_CONNS: usize = 200_000;
-/// Most SESSION_SETUP exchanges in progress at once.
-const MAX_SETUPS: usize = 4096;
 
 const DIALECT_311: u16 = 0x0311;
 /// SMB2_SESSION_FLAG_BINDING in a SESSION_SETUP request's Flags (MS-SMB2 2.2.5).
@@ -141,23 +143,78 @@ struct SessionCrypto {
     derived: Vec<(Cipher, DirectionKeys)>,
 }
 
-/// Per-capture decryption state. Bounded: sessions, connections and setups in progress each
-/// have a cap; past it new ones are not tracked (their messages then need direction keys).
-#[derive(Debug, Default)]
+/// Per-capture decryption state. Bounded: sessions and setups in progress are charged to the
+/// memory budget's sessions share (entries plus derived key bytes); past it new ones are not
+/// tracked (their messages then need direction keys), and that is counted and reported once.
+#[derive(Debug)]
 pub struct Decryptor {
     keys: Arc<KeyRing>,
     conns: HashMap<u32, ConnCrypto>,
     sessions: HashMap<u64, SessionCrypto>,
     /// SESSION_SETUP exchanges in progress: (connection, session id) → preauth hash so far.
     setups: HashMap<(u32, u64), PreauthHash>,
+    share: Share,
+    /// The frame being read (for the share's first drop).
+    frame: u64,
+}
+
+impl Default for Decryptor {
+    fn default() -> Self {
+        Decryptor::new(Arc::default())
+    }
 }
 
 impl Decryptor {
+    /// Within the default budget's sessions share.
     pub fn new(keys: Arc<KeyRing>) -> Decryptor {
+        Decryptor::with_share(keys, Budget::default().share(Kind::Sessions))
+    }
+
+    pub fn with_share(keys: Arc<KeyRing>, share: Share) -> Decryptor {
         Decryptor {
             keys,
-            ..Decryptor::default()
+            conns: HashMap::new(),
+            sessions: HashMap::new(),
+            setups: HashMap::new(),
+            share,
+            frame: 0,
         }
+    }
+
+    /// The frame now being read (what a drop is reported at).
+    pub fn at_frame(&mut self, frame: u64) {
+        self.frame = frame;
+    }
+
+    /// The sessions share: limit, peak, drops.
+    pub fn memory(&self) -> MemoryUse {
+        self.share.usage()
+    }
+
+    /// Room for one more session or setup entry (`bytes` beyond its cost); counted if not.
+    fn make_room(&mut self, bytes: usize) -> bool {
+        if self.share.fits(1, bytes) {
+            self.share.charge(1, bytes);
+            true
+        } else {
+            self.share.dropped(1, bytes as u64, self.frame);
+            false
+        }
+    }
+
+    /// Setups of (conn, sid) insert or replace; a new entry is charged first.
+    fn set_setup(&mut self, key: (u32, u64), hash: PreauthHash) {
+        if self.setups.contains_key(&key) || self.make_room(0) {
+            self.setups.insert(key, hash);
+        }
+    }
+
+    fn take_setup(&mut self, key: &(u32, u64)) -> Option<PreauthHash> {
+        let h = self.setups.remove(key);
+        if h.is_some() {
+            self.share.release(1, 0);
+        }
+        h
     }
 
     /// Sessions in the key file(s).
@@ -202,32 +259,27 @@ impl Decryptor {
                 let key = (conn, sid);
                 if let Some(prev) = self.setups.get(&key).copied() {
                     match msg {
-                        Some(m) => {
-                            self.setups.insert(key, preauth_next(&prev, m));
-                        }
+                        Some(m) => self.set_setup(key, preauth_next(&prev, m)),
                         None => {
-                            self.setups.remove(&key);
+                            self.take_setup(&key);
                         }
                     }
                 } else if sid == 0 && !binding {
                     // A new session: its hash starts from the connection's.
                     let start = self.conns.get(&conn).and_then(|c| c.hash);
                     if let (Some(prev), Some(m)) = (start, msg) {
-                        if self.setups.len() < MAX_SETUPS {
-                            self.setups.insert(key, preauth_next(&prev, m));
-                        }
+                        self.set_setup(key, preauth_next(&prev, m));
                     }
                 }
             }
             (Command::SESSION_SETUP, true) => {
                 let sid = h.session_id;
                 let chain = self
-                    .setups
-                    .remove(&(conn, sid))
-                    .or_else(|| self.setups.remove(&(conn, 0)));
+                    .take_setup(&(conn, sid))
+                    .or_else(|| self.take_setup(&(conn, 0)));
                 if h.status == NtStatus::MORE_PROCESSING_REQUIRED {
                     if let (Some(prev), Some(m)) = (chain, msg) {
-                        self.setups.insert((conn, sid), preauth_next(&prev, m));
+                        self.set_setup((conn, sid), preauth_next(&prev, m));
                     }
                 } else if !h.status.is_error() {
                     let (dialect, cipher) = self
@@ -236,6 +288,7 @@ impl Decryptor {
                         .map(|c| (c.dialect, c.cipher))
                         .unwrap_or_default();
                     let fresh = chain.is_some();
+                    let mut freed = 0;
                     if let Some(s) = self.session(sid) {
                         // A binding (second channel) or re-authentication leaves the keys as
                         // they were; only the session's own setup sets the preauth hash.
@@ -245,9 +298,11 @@ impl Decryptor {
                         }
                         if fresh {
                             s.preauth = chain;
+                            freed = s.derived.iter().map(|(_, d)| d.key_bytes()).sum();
                             s.derived.clear();
                         }
                     }
+                    self.share.release(0, freed);
                 }
             }
             _ => {}
@@ -261,8 +316,11 @@ impl Decryptor {
         Some(self.conns.entry(conn).or_default())
     }
 
+    /// A session's state: only for sessions the key files have keys for (no other can be
+    /// opened), within the sessions share.
     fn session(&mut self, sid: u64) -> Option<&mut SessionCrypto> {
-        if !self.sessions.contains_key(&sid) && self.sessions.len() >= MAX_SESSIONS {
+        if !self.sessions.contains_key(&sid) && (self.keys.get(sid).is_none() || !self.make_room(0))
+        {
             return None;
         }
         Some(self.sessions.entry(sid).or_default())
@@ -272,7 +330,9 @@ impl Decryptor {
     pub fn forget_conn(&mut self, conn: u32) {
         self.conns.remove(&conn);
         if !self.setups.is_empty() {
+            let before = self.setups.len();
             self.setups.retain(|(c, _), _| *c != conn);
+            self.share.release(before - self.setups.len(), 0);
         }
     }
 
@@ -381,7 +441,65 @@ impl Decryptor {
             return Some(d.clone());
         }
         let d = smb311_keys(session_key, &s.preauth?, c);
-        s.derived.push((c, d.clone()));
+        // Derived keys are kept (charged to the share) unless it is full: then derived anew.
+        let bytes = d.key_bytes();
+        if self.share.fits(0, bytes) {
+            self.share.charge(0, bytes);
+            s.derived.push((c, d.clone()));
+        }
         Some(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::smb2::header::parse_header;
+    use crate::synth::smb2::{message, session_setup_response, Header as Synth, SESSION_SETUP};
+    use crate::synth::wire::Part;
+
+    /// A successful SESSION_SETUP response of session `sid`, without its NetBIOS header.
+    fn setup_response(sid: u64) -> Vec<u8> {
+        let h = Synth {
+            command: SESSION_SETUP,
+            response: true,
+            session_id: sid,
+            ..Synth::default()
+        };
+        let mut out = Vec::new();
+        for p in message(&h, &session_setup_response(), 0) {
+            if let Part::Bytes(b) = p {
+                out.extend_from_slice(&b);
+            }
+        }
+        out.split_off(4)
+    }
+
+    #[test]
+    fn sessions_stay_within_their_share_and_drops_are_counted() {
+        let mut ring = KeyRing::default();
+        for sid in 1..=100u64 {
+            ring.insert(SessionKeys {
+                session_id: sid,
+                session_key: vec![7; 16],
+                server_to_client: Vec::new(),
+                client_to_server: Vec::new(),
+            });
+        }
+        // Room for ten entries.
+        let share = Share::new(Kind::Sessions, 10 * Kind::Sessions.entry_cost());
+        let mut d = Decryptor::with_share(Arc::new(ring), share);
+        d.at_frame(42);
+        // Sessions 1..=100 have keys; 1000.. have none and are not kept at all.
+        for sid in (1..=100u64).chain(1000..1100) {
+            let bytes = setup_response(sid);
+            let h = parse_header(&bytes).expect("header");
+            d.observe(1, &h, &bytes, true);
+        }
+        assert_eq!(d.sessions.len(), 10);
+        let m = d.memory();
+        assert_eq!(m.dropped, 90, "{m:?}");
+        assert_eq!(m.first_drop_frame, Some(42));
+        assert!(m.peak_bytes <= m.limit_bytes, "{m:?}");
     }
 }

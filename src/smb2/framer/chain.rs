@@ -8,7 +8,6 @@ use crate::smb2::body::{fixed_body_len, peek_ctl_code};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
 use crate::smb2::names::Command;
-use crate::sqos::FSCTL_STORAGE_QOS_CONTROL;
 
 /// How much of a part to keep, decided in two steps: first the header and fixed body; once the
 /// fixed body is there, maybe the whole part.
@@ -361,7 +360,7 @@ impl InMessage {
                 let whole = if headers_only {
                     buf.len()
                 } else {
-                    keep_plan(h, buf, *wire_len)
+                    keep_plan(h, buf, *wire_len, cfg.keep_ioctls)
                 };
                 let budget = cfg.max_keep.saturating_sub(self.kept);
                 let allowed = whole.min(budget).max(buf.len());
@@ -376,7 +375,7 @@ impl InMessage {
             Phase::Whole => {
                 let cut = match header {
                     Some(_) if headers_only => true,
-                    Some(h) => keep_plan(h, buf, *wire_len) > buf.len(),
+                    Some(h) => keep_plan(h, buf, *wire_len, cfg.keep_ioctls) > buf.len(),
                     None => false,
                 };
                 self.finish_part(cfg, cut);
@@ -572,10 +571,10 @@ impl InMessage {
     }
 }
 
-/// How many bytes of a part to keep, given its header and fixed body: the whole part for SQOS
-/// IOCTLs (the SQOS buffer), up to the end of the name for CREATE requests and of the share
-/// path for TREE_CONNECT requests, else the fixed part.
-fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
+/// How many bytes of a part to keep, given its header and fixed body: the whole part for IOCTLs
+/// with one of the `keep_ioctls` control codes (their buffers), up to the end of the name for
+/// CREATE requests and of the share path for TREE_CONNECT requests, else the fixed part.
+fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64, keep_ioctls: &[u32]) -> usize {
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
     let u16_at = |at: usize| {
         let b: [u8; 2] = fixed.get(at..at + 2)?.try_into().ok()?;
@@ -589,7 +588,7 @@ fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64) -> usize {
     let whole = match h.command {
         // Whole for SMB 3.1.1's preauth integrity hash (the decryption keys derive from it).
         Command::NEGOTIATE | Command::SESSION_SETUP => wire,
-        Command::IOCTL if peek_ctl_code(fixed) == Some(FSCTL_STORAGE_QOS_CONTROL) => wire,
+        Command::IOCTL if peek_ctl_code(fixed).is_some_and(|c| keep_ioctls.contains(&c)) => wire,
         Command::CREATE if !h.is_response() => through(HEADER_LEN + 44, HEADER_LEN + 46),
         Command::TREE_CONNECT if !h.is_response() => through(HEADER_LEN + 4, HEADER_LEN + 6),
         _ => fixed.len(),

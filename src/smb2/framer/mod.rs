@@ -2,7 +2,9 @@
 //!
 //! It walks NBSS messages and, inside them, the parts of compound chains, deciding for each part
 //! from its header how much to keep (see `chain::keep_plan`): header and fixed body for everything,
-//! whole buffers only for SQOS IOCTLs and CREATE requests (the file name). Everything else,
+//! whole buffers only for the IOCTLs whose control codes the configuration names (the pipeline
+//! names FSCTL_STORAGE_QOS_CONTROL; SMB2 itself knows nothing of SQOS) and CREATE requests (the
+//! file name). Everything else,
 //! READ/WRITE data above all, is skipped by counting, so memory per direction is bounded by
 //! `max_keep` whatever the traffic.
 //!
@@ -35,13 +37,18 @@ pub struct FramerConfig {
     pub max_keep: usize,
     /// Most compound parts kept per message; further parts are counted, not kept.
     pub max_parts: usize,
+    /// IOCTL control codes whose input and output buffers are kept whole (up to `max_keep`);
+    /// other IOCTLs keep their fixed part.
+    pub keep_ioctls: &'static [u32],
 }
 
 impl Default for FramerConfig {
+    /// Keeps no IOCTL buffers: the user of the framer says which it wants.
     fn default() -> Self {
         FramerConfig {
             max_keep: 1 << 20,
             max_parts: 64,
+            keep_ioctls: &[],
         }
     }
 }

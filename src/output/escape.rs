@@ -1,0 +1,122 @@
+//! Strings from the wire (InitiatorName, InitiatorNodeName, file names, anything a finding or
+//! note quotes) made safe for each face. One function per kind of output, used by every face:
+//!
+//! - [`text`]: terminals and text files (dissect, `-V`, notes, flows, stats, check reports,
+//!   the TUI, plot labels): control characters (C0, DEL, C1), bidi overrides and isolates, and
+//!   line / paragraph separators become visible escapes — `\r`, `\n`, `\t`, `\x1b`, `\u202e` —
+//!   so a name cannot set the terminal's title, clear the screen, forge an output line or
+//!   reorder what is shown. Everything else, backslashes included (Windows paths), is kept, so
+//!   escaping twice changes nothing.
+//! - [`lines`]: the same for a text of several lines, keeping its line breaks.
+//! - [`csv_cell`]: a text cell that starts with `=`, `+`, `-`, `@` gets a leading `'`, so a
+//!   spreadsheet shows it instead of running it as a formula (numbers are not text cells).
+//! - JSON output is exact: serde_json escapes what JSON must, and nothing else is changed.
+//! - XML (SVG plots, JUnit reports) takes [`text`] first; the XML writer then escapes markup.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// Whether `c` must not reach a terminal as it is.
+fn is_hostile(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            // Bidi embeddings, overrides, isolates and marks; line and paragraph separators.
+            '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// `s` with every hostile character escaped (borrowed when there is none).
+pub fn text(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_hostile) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !is_hostile(c) {
+            out.push(c);
+            continue;
+        }
+        let _ = match c {
+            '\n' => write!(out, "\\n"),
+            '\r' => write!(out, "\\r"),
+            '\t' => write!(out, "\\t"),
+            c if (c as u32) < 0x80 => write!(out, "\\x{:02x}", c as u32),
+            c => write!(out, "\\u{:04x}", c as u32),
+        };
+    }
+    Cow::Owned(out)
+}
+
+/// A text of several lines, each escaped, its line breaks kept.
+pub fn lines(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c != '\n' && is_hostile(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for (i, line) in s.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&text(line));
+    }
+    Cow::Owned(out)
+}
+
+/// A CSV text cell: escaped as [`text`] (so tabs and carriage returns are already `\t`, `\r`),
+/// and neutralised for spreadsheets when it starts like a formula (`=`, `+`, `-`, `@`): a leading
+/// `'` makes it text.
+pub fn csv_cell(s: &str) -> Cow<'_, str> {
+    let t = text(s);
+    match t.chars().next() {
+        Some('=' | '+' | '-' | '@') => Cow::Owned(format!("'{t}")),
+        _ => t,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_controls_become_visible() {
+        assert_eq!(text("vm01"), "vm01");
+        assert!(matches!(text("\\\\sofs\\vms\\a.vhdx"), Cow::Borrowed(_)));
+        assert_eq!(
+            text("a\u{1b}]0;pwned\u{7}b\u{1b}[2J"),
+            "a\\x1b]0;pwned\\x07b\\x1b[2J"
+        );
+        assert_eq!(text("x\r\nFAKE line"), "x\\r\\nFAKE line");
+        assert_eq!(text("evil\u{202e}txt.exe"), "evil\\u202etxt.exe");
+        assert_eq!(text("\u{85}\u{2028}\u{7f}\t"), "\\u0085\\u2028\\x7f\\t");
+        // Escaping is idempotent: an escaped text has nothing left to escape.
+        let once = text("\u{1b}[31mred\u{202e}").into_owned();
+        assert_eq!(text(&once), once);
+    }
+
+    #[test]
+    fn lines_keep_their_breaks() {
+        assert_eq!(lines("a\u{1b}\nb\r\n"), "a\\x1b\nb\\r\n");
+        assert!(matches!(lines("a\nb\n"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn csv_formulas_are_neutralised() {
+        assert_eq!(
+            csv_cell("=HYPERLINK(\"http://x\")"),
+            "'=HYPERLINK(\"http://x\")"
+        );
+        assert_eq!(csv_cell("+1"), "'+1");
+        assert_eq!(csv_cell("-2+3"), "'-2+3");
+        assert_eq!(csv_cell("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_cell("\tx"), "\\tx");
+        assert_eq!(csv_cell("vm01"), "vm01");
+        assert_eq!(csv_cell(""), "");
+    }
+}
