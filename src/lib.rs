@@ -11,6 +11,7 @@ pub mod budget;
 pub mod capture;
 pub mod check;
 pub mod export;
+pub mod feed;
 pub mod filter;
 pub mod net;
 pub mod output;

@@ -5,12 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::capture::Timestamp;
+use crate::feed::{Feed, Tap};
 use crate::net::ConnId;
-use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink, SqosBody,
-    SqosRecord,
-};
+use crate::pipeline::{CaptureNote, Direction, SqosBody, SqosRecord};
 use crate::run::CaptureSink;
 use crate::sqos::{Finding, Options, Severity};
 
@@ -181,52 +178,21 @@ pub trait FlowAnalysis: CaptureSink {
     fn into_flows_json(self) -> Result<serde_json::Value, String>;
 }
 
-/// Collects [`MessageFacts`] and forwards every record to the analysis.
-pub struct FactsSink<A> {
+/// Collects [`MessageFacts`] while [`Feed`] hands every record to the analysis.
+#[derive(Debug, Default)]
+pub struct FactsTap {
     pub facts: MessageFacts,
-    pub analysis: A,
     pub notes: u64,
 }
 
-impl<A: CaptureSink> FactsSink<A> {
-    pub fn new(analysis: A) -> Self {
-        FactsSink {
-            facts: MessageFacts::default(),
-            analysis,
-            notes: 0,
-        }
+impl<A> Tap<A> for FactsTap {
+    fn before(&mut self, _analysis: &mut A, rec: &SqosRecord) {
+        self.facts.record(rec);
+    }
+    fn on_note(&mut self, _note: &CaptureNote) {
+        self.notes += 1;
     }
 }
 
-impl<A: CaptureSink> RecordSink for FactsSink<A> {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.facts.record(&rec);
-        self.analysis.on_sqos(rec);
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.analysis.on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.analysis.on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.analysis.on_io(rec);
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.analysis.on_channel(rec);
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.notes += 1;
-        self.analysis.on_note(note);
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        self.notes += 1;
-        self.analysis.on_info(note);
-    }
-}
-
-impl<A: CaptureSink> CaptureSink for FactsSink<A> {
-    fn on_first_frame(&mut self, ts: Timestamp) {
-        self.analysis.on_first_frame(ts);
-    }
-}
+/// The message facts and the flow analysis, fed in one pass.
+pub type FactsSink<A> = Feed<A, FactsTap>;

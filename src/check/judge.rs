@@ -8,11 +8,12 @@ use serde_json::Value;
 
 use super::baseline::compare;
 use super::eval::{evaluate, Evidence};
-use super::facts::{FactsSink, FlowAnalysis, MessageFacts};
+use super::facts::{FactsSink, FactsTap, FlowAnalysis, MessageFacts};
 use super::flows::{FlowTable, FlowTableError};
 use super::outcome::{CaptureVerdict, Outcome};
 use super::rules::{BaselineTolerances, Rule};
 use crate::capture::Timestamp;
+use crate::feed::Feed;
 use crate::filter::{Filter, Subject};
 use crate::output::columns::flow_flat;
 use crate::pipeline::PipelineConfig;
@@ -110,7 +111,10 @@ pub fn judge_capture<A: FlowAnalysis>(
         outcomes: Vec::new(),
         error: Some(error),
     };
-    let mut sink = FactsSink::new(analysis);
+    let mut sink = FactsSink {
+        analysis,
+        tap: FactsTap::default(),
+    };
     let mut reader = match open(path) {
         Ok(r) => r,
         Err(e) => return failed(format!("unusable capture: {}", e.source)),
@@ -120,10 +124,9 @@ pub fn judge_capture<A: FlowAnalysis>(
     if let Some(s) = result.stats.undecrypted_summary() {
         eprintln!("sqos check: {capture}: {s}");
     }
-    let FactsSink {
-        mut facts,
+    let Feed {
         analysis,
-        ..
+        tap: FactsTap { mut facts, .. },
     } = sink;
     facts.finish();
     let flows = match analysis.into_flows_json() {

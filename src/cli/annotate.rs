@@ -6,14 +6,12 @@ use std::io::{BufWriter, Write};
 use clap::Args;
 
 use sqos::analysis::Analyzer;
-use sqos::capture::Timestamp;
+use sqos::feed::{Feed, Tap};
 use sqos::output::annotate::{closing_json, header_json, message_json};
 use sqos::output::flows::dialect;
 use sqos::output::json::record_json;
-use sqos::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
-};
-use sqos::run::{CaptureSink, Ending};
+use sqos::pipeline::{SqosBody, SqosRecord};
+use sqos::run::Ending;
 
 use super::InputArgs;
 
@@ -27,14 +25,15 @@ pub struct AnnotateArgs {
     pub input: InputArgs,
 }
 
-/// Feeds the analyzer and writes each message with what the analyzer made of it.
-struct Annotate<W: Write> {
-    analyzer: Analyzer,
+/// Writes each message with what the analyzer made of it (the analyzer is fed by [`Feed`]).
+struct Lines<W: Write> {
     out: W,
     error: Option<std::io::Error>,
+    /// The message being fed: its JSON and dialect, taken before the analyzer takes it.
+    pending: Option<(serde_json::Value, Option<&'static str>)>,
 }
 
-impl<W: Write> Annotate<W> {
+impl<W: Write> Lines<W> {
     fn line(&mut self, v: &serde_json::Value) {
         if self.error.is_none() {
             if let Err(e) = writeln!(self.out, "{v}") {
@@ -44,50 +43,36 @@ impl<W: Write> Annotate<W> {
     }
 }
 
-impl<W: Write> RecordSink for Annotate<W> {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        let record = record_json(&rec);
+impl<W: Write> Tap<Analyzer> for Lines<W> {
+    fn before(&mut self, _analyzer: &mut Analyzer, rec: &SqosRecord) {
         let version = match &rec.body {
             SqosBody::Request(d) => d.message.as_ref().map(|m| m.protocol_version),
             SqosBody::Response(d) => d.message.as_ref().map(|m| m.protocol_version),
             SqosBody::NoBuffer => None,
         };
-        self.analyzer.on_sqos(rec);
-        let view = self.analyzer.last_message();
-        let flow = view.flow.and_then(|(id, _)| self.analyzer.flow(&id));
-        let v = message_json(record, version.and_then(dialect), &view, flow);
+        self.pending = Some((record_json(rec), version.and_then(dialect)));
+    }
+    fn after(&mut self, analyzer: &mut Analyzer) {
+        let Some((record, dialect)) = self.pending.take() else {
+            return;
+        };
+        let view = analyzer.last_message();
+        let flow = view.flow.and_then(|(id, _)| analyzer.flow(&id));
+        let v = message_json(record, dialect, &view, flow);
         self.line(&v);
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.analyzer.on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.analyzer.on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.analyzer.on_io(rec);
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.analyzer.on_channel(rec);
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.analyzer.on_note(note);
-    }
-}
-
-impl<W: Write> CaptureSink for Annotate<W> {
-    fn on_first_frame(&mut self, ts: Timestamp) {
-        self.analyzer.on_first_frame(ts);
     }
 }
 
 pub fn run(a: &AnnotateArgs) -> i32 {
-    let mut sink = Annotate {
-        analyzer: Analyzer::default(),
-        out: BufWriter::new(std::io::stdout().lock()),
-        error: None,
+    let mut sink = Feed {
+        analysis: Analyzer::default(),
+        tap: Lines {
+            out: BufWriter::new(std::io::stdout().lock()),
+            error: None,
+            pending: None,
+        },
     };
-    sink.line(&header_json());
+    sink.tap.line(&header_json());
     let result = match super::read_capture(&a.input, &mut sink) {
         Ok(r) => r,
         Err(code) => return code,
@@ -96,9 +81,9 @@ pub fn run(a: &AnnotateArgs) -> i32 {
         Ending::Clean | Ending::Stopped => None,
         Ending::Damaged(e) => Some(e.to_string()),
     };
-    let analysis = sink.analyzer.finish();
-    let mut out = sink.out;
-    let mut failed = sink.error;
+    let analysis = sink.analysis.finish();
+    let mut out = sink.tap.out;
+    let mut failed = sink.tap.error;
     for v in closing_json(&analysis, result.stats.frames, error) {
         if failed.is_none() {
             if let Err(e) = writeln!(out, "{v}") {

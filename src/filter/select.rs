@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::{Filter, Subject};
 use crate::analysis::{Analysis, Analyzer, FlowState};
 use crate::capture::{CaptureFormat, Timestamp};
+use crate::feed::{Feed, Tap};
 use crate::pipeline::{
     CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
@@ -151,57 +152,64 @@ impl<S: MessageSink> CaptureSink for MessageSelect<S> {
     }
 }
 
-/// The flow analysis of a capture, keeping the flows `filter` selects.
-pub struct FlowSelect {
-    analyzer: Analyzer,
+/// What [`FlowSelect`] notes beside the analysis: the filter and the flows it matched.
+pub struct FlowMarks {
     filter: Option<Filter>,
     start: Option<Timestamp>,
     /// Flows with a matching message (when the filter reads messages).
     marked: HashSet<Uuid>,
     /// Finding codes of each flow's messages (when the filter asks for findings).
     codes: HashMap<Uuid, BTreeSet<&'static str>>,
+    /// The message being fed and its flow, when the filter reads messages: matched once the
+    /// analyzer has taken it.
+    pending: Option<(SqosRecord, Uuid, Timestamp)>,
 }
+
+/// The flow analysis of a capture, keeping the flows `filter` selects.
+pub type FlowSelect = Feed<Analyzer, FlowMarks>;
 
 impl FlowSelect {
     pub fn new(analyzer: Analyzer, filter: Option<Filter>) -> Self {
-        FlowSelect {
-            analyzer,
-            filter,
-            start: None,
-            marked: HashSet::new(),
-            codes: HashMap::new(),
+        Feed {
+            analysis: analyzer,
+            tap: FlowMarks {
+                filter,
+                start: None,
+                marked: HashSet::new(),
+                codes: HashMap::new(),
+                pending: None,
+            },
         }
     }
 
     /// The analysis, with only the selected flows.
     pub fn finish(self) -> Analysis {
-        let mut a = self.analyzer.finish();
-        if let Some(f) = &self.filter {
-            let start = self.start.or(a.start).unwrap_or_default();
+        let mut a = self.analysis.finish();
+        let m = self.tap;
+        if let Some(f) = &m.filter {
+            let start = m.start.or(a.start).unwrap_or_default();
             if f.needs_messages() {
-                a.flows.retain(|fl| self.marked.contains(&fl.id));
+                a.flows.retain(|fl| m.marked.contains(&fl.id));
             } else {
                 a.flows
-                    .retain(|fl| f.matches(&Subject::flow(fl, self.codes.get(&fl.id), start)));
+                    .retain(|fl| f.matches(&Subject::flow(fl, m.codes.get(&fl.id), start)));
             }
         }
         a
     }
 }
 
-impl RecordSink for FlowSelect {
-    fn on_sqos(&mut self, rec: SqosRecord) {
+impl Tap<Analyzer> for FlowMarks {
+    fn before(&mut self, analyzer: &mut Analyzer, rec: &SqosRecord) {
         let Some(f) = &self.filter else {
-            self.analyzer.on_sqos(rec);
             return;
         };
         let (messages, findings) = (f.needs_messages(), f.needs_message_findings());
         if !(messages || findings) {
-            self.analyzer.on_sqos(rec);
             return;
         }
         // The catch-all flow (nil id) collects what belongs to no flow.
-        let id = self.analyzer.flow_of(&rec).unwrap_or(Uuid::nil());
+        let id = analyzer.flow_of(rec).unwrap_or(Uuid::nil());
         let start = *self.start.get_or_insert(rec.ts);
         if findings {
             let list = match &rec.body {
@@ -214,42 +222,20 @@ impl RecordSink for FlowSelect {
                 set.extend(list.iter().map(|x| x.code.as_str()));
             }
         }
-        if messages {
-            let copy = rec.clone();
-            self.analyzer.on_sqos(rec);
-            if !self.marked.contains(&id)
-                && f.matches(&Subject::message(&copy, self.analyzer.flow(&id), start))
-            {
-                self.marked.insert(id);
-            }
-        } else {
-            self.analyzer.on_sqos(rec);
+        if messages && !self.marked.contains(&id) {
+            self.pending = Some((rec.clone(), id, start));
         }
     }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.analyzer.on_open(rec);
+    fn after(&mut self, analyzer: &mut Analyzer) {
+        let (Some((rec, id, start)), Some(f)) = (self.pending.take(), &self.filter) else {
+            return;
+        };
+        if f.matches(&Subject::message(&rec, analyzer.flow(&id), start)) {
+            self.marked.insert(id);
+        }
     }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.analyzer.on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.analyzer.on_io(rec);
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.analyzer.on_channel(rec);
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.analyzer.on_note(note);
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        self.analyzer.on_info(note);
-    }
-}
-
-impl CaptureSink for FlowSelect {
     fn on_first_frame(&mut self, ts: Timestamp) {
         self.start = Some(ts);
-        self.analyzer.on_first_frame(ts);
     }
 }
 

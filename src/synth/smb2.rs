@@ -3,6 +3,7 @@
 //! Windows fills; security blobs are empty (no SPNEGO/NTLM is simulated).
 
 use super::wire::Part;
+use crate::smb2::NtStatus;
 
 pub const NEGOTIATE: u16 = 0x00;
 pub const SESSION_SETUP: u16 = 0x01;
@@ -13,11 +14,12 @@ pub const READ: u16 = 0x08;
 pub const WRITE: u16 = 0x09;
 pub const IOCTL: u16 = 0x0B;
 
-pub const STATUS_SUCCESS: u32 = 0;
-pub const STATUS_MORE_PROCESSING_REQUIRED: u32 = 0xC000_0016;
-pub const STATUS_INVALID_PARAMETER: u32 = 0xC000_000D;
-pub const STATUS_NOT_FOUND: u32 = 0xC000_0225;
-pub const STATUS_REVISION_MISMATCH: u32 = 0xC000_0059;
+// The statuses the generator sends, from the crate's one NT status table.
+pub const STATUS_SUCCESS: u32 = NtStatus::SUCCESS.0;
+pub const STATUS_MORE_PROCESSING_REQUIRED: u32 = NtStatus::MORE_PROCESSING_REQUIRED.0;
+pub const STATUS_INVALID_PARAMETER: u32 = NtStatus::INVALID_PARAMETER.0;
+pub const STATUS_NOT_FOUND: u32 = NtStatus::NOT_FOUND.0;
+pub const STATUS_REVISION_MISMATCH: u32 = NtStatus::REVISION_MISMATCH.0;
 
 pub const FLAGS_SERVER_TO_REDIR: u32 = 0x0000_0001;
 pub const FLAGS_REPLAY_OPERATION: u32 = 0x2000_0000;

@@ -238,15 +238,9 @@ pub struct Totals {
     pub updates: u64,
 }
 
+/// The status's name in the crate's one NT status table, "(other)" when it has none.
 pub fn nt_status_name(s: u32) -> &'static str {
-    match s {
-        0 => "STATUS_SUCCESS",
-        0xC000_000D => "STATUS_INVALID_PARAMETER",
-        0xC000_0225 => "STATUS_NOT_FOUND",
-        0xC000_0059 => "STATUS_REVISION_MISMATCH",
-        0xC000_0010 => "STATUS_INVALID_DEVICE_REQUEST",
-        _ => "(other)",
-    }
+    crate::smb2::NtStatus(s).name().unwrap_or("(other)")
 }
 
 /// Seconds (with µs) of a capture time in µs.

@@ -8,7 +8,6 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::flows::FlowSource;
 use super::model::{
     short_id, ChannelRow, FindingRow, FlowDetail, FlowRow, OpenRow, PolicyCell, SeriesPoint,
     TimelineRow,
@@ -45,7 +44,7 @@ pub struct Analyzed {
     hosts: HashMap<ConnId, String>,
     start: Option<Timestamp>,
     /// While the input is idle: the analysis a copy of the running analyzer gives at its end
-    /// (see [`FlowSource::settle`]); dropped by the next record.
+    /// (see [`Analyzed::settle`]); dropped by the next record.
     settled: Option<Analysis>,
 }
 
@@ -291,28 +290,34 @@ impl RecordSink for Analyzed {
     }
 }
 
-impl FlowSource for Analyzed {
-    fn on_first_frame(&mut self, ts: Timestamp) {
+/// What the flow views ask, at any moment (also while the capture is still being read).
+impl Analyzed {
+    /// The first frame's time: series and findings are timed relative to it.
+    pub fn on_first_frame(&mut self, ts: Timestamp) {
         self.start = Some(ts);
         if let Some(a) = self.analyzer() {
             CaptureSink::on_first_frame(a, ts);
         }
     }
 
-    fn finish(&mut self) {
+    /// End of input: close what was left open (e.g. unanswered requests).
+    pub fn finish(&mut self) {
         self.settled = None;
         if let Stage::Running(a) = std::mem::replace(&mut self.stage, Stage::Finishing) {
             self.stage = Stage::Done(a.finish());
         }
     }
 
-    fn settle(&mut self) {
+    /// The input is idle but not ended (a followed file, a quiet interface): show what the end
+    /// of input would (the last, still open interval), until the next record.
+    pub fn settle(&mut self) {
         if let (Stage::Running(a), None) = (&self.stage, &self.settled) {
             self.settled = Some(a.as_ref().clone().finish());
         }
     }
 
-    fn rows(&self) -> Vec<FlowRow> {
+    /// One row per flow, in order of first appearance.
+    pub fn rows(&self) -> Vec<FlowRow> {
         self.flows()
             .into_iter()
             .filter(|f| !f.id.is_nil())
@@ -320,7 +325,7 @@ impl FlowSource for Analyzed {
             .collect()
     }
 
-    fn detail(&self, id: Uuid) -> Option<FlowDetail> {
+    pub fn detail(&self, id: Uuid) -> Option<FlowDetail> {
         let f = self.flow(&id)?;
         let rep = f.reported_rates();
         let obs = f.observed_rates();
@@ -390,25 +395,29 @@ impl FlowSource for Analyzed {
         })
     }
 
-    fn findings(&self) -> Vec<FindingRow> {
+    /// Flow-level findings (message-level ones come from the message store).
+    pub fn findings(&self) -> Vec<FindingRow> {
         self.flows()
             .into_iter()
             .flat_map(|f| self.finding_rows(f))
             .collect()
     }
 
-    fn notes(&self) -> Vec<String> {
+    /// Notes about what the analysis had to leave out (its bounds).
+    pub fn notes(&self) -> Vec<String> {
         self.analysis().map(|a| a.notes.clone()).unwrap_or_default()
     }
 
-    fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
+    /// The flow a message belongs to, judged before it is fed (filters read its fields).
+    pub fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
         match &self.stage {
             Stage::Running(a) => a.flow_of(rec).or_else(|| message_flow(rec)),
             _ => message_flow(rec),
         }
     }
 
-    fn flow_state(&self, id: &Uuid) -> Option<&FlowState> {
+    /// A flow's state, for filters on flow fields.
+    pub fn flow_state(&self, id: &Uuid) -> Option<&FlowState> {
         self.flow(id)
     }
 }

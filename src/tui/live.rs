@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::flows::FlowSource;
+use super::analyzed::Analyzed;
 use super::store::MessageStore;
 use crate::capture::{CaptureReader, Timestamp};
 use crate::filter::{Filter, Subject};
@@ -69,7 +69,7 @@ impl Selection {
 /// Everything the views show.
 pub struct Live {
     pub store: MessageStore,
-    pub flows: Box<dyn FlowSource>,
+    pub flows: Analyzed,
     pub progress: Progress,
     pub stats: Stats,
     pub notes: Vec<String>,
@@ -78,7 +78,7 @@ pub struct Live {
 }
 
 impl Live {
-    pub fn new(source: String, store: MessageStore, flows: Box<dyn FlowSource>) -> Self {
+    pub fn new(source: String, store: MessageStore, flows: Analyzed) -> Self {
         Live {
             store,
             flows,
@@ -217,7 +217,7 @@ impl RecordSink for Shared {
 
 /// Settles the flow views once the input has brought nothing new for a while but has not ended
 /// (a followed file that is complete, a quiet interface): the last interval is then shown as
-/// the end of input would show it (see [`FlowSource::settle`]), not one interval behind.
+/// the end of input would show it (see [`Analyzed::settle`]), not one interval behind.
 pub struct IdleWatch {
     after: Duration,
     frames: u64,

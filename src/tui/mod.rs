@@ -8,7 +8,6 @@
 
 pub mod analyzed;
 pub mod app;
-pub mod flows;
 pub mod lists;
 pub mod live;
 pub mod model;
@@ -32,7 +31,6 @@ use crate::capture::CaptureReader;
 use crate::pipeline::PipelineConfig;
 use analyzed::Analyzed;
 use app::App;
-use flows::FlowSource;
 use live::{Live, Opener, ReadState, Shared};
 use source::Input;
 use store::MessageStore;
@@ -54,13 +52,13 @@ pub const NO_TTY: &str = "sqos tui: standard output is not a terminal; \
 use `sqos dissect FILE` for the messages or `sqos flows FILE` for the flow table";
 
 /// The flow analysis the views show.
-pub fn flow_source() -> Box<dyn FlowSource> {
+pub fn flow_source() -> Analyzed {
     flow_source_within(&crate::budget::Budget::default())
 }
 
 /// The flow analysis, bounded by the run's memory budget.
-pub fn flow_source_within(budget: &crate::budget::Budget) -> Box<dyn FlowSource> {
-    Box::new(Analyzed::new(AnalyzerConfig::default().with_memory(budget)))
+pub fn flow_source_within(budget: &crate::budget::Budget) -> Analyzed {
+    Analyzed::new(AnalyzerConfig::default().with_memory(budget))
 }
 
 /// A prepared input: the reader (or how to open it), its size, and the tcpdump process behind a

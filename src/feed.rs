@@ -1,0 +1,79 @@
+//! One adapter for the faces that feed the flow analysis while doing their own job (`annotate`,
+//! `export --what series`, `check`, the filters' flow selection, the TUI): [`Feed`] hands every
+//! record to the analysis, and the face's [`Tap`] sees each SQOS message just before and just
+//! after the analysis takes it, plus the notes, the first frame and whether to stop. A record
+//! kind added to [`RecordSink`] is then forwarded in one place, not dropped by one face of many.
+
+use crate::capture::{CaptureFormat, Timestamp};
+use crate::pipeline::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
+};
+use crate::run::CaptureSink;
+
+/// What a face does beside feeding the analysis `A`. Every method has a default that does
+/// nothing, so a tap says only what it adds.
+pub trait Tap<A> {
+    /// A SQOS message, before the analysis takes it.
+    fn before(&mut self, _analysis: &mut A, _rec: &SqosRecord) {}
+    /// The same message, after the analysis took it (its view of it is current).
+    fn after(&mut self, _analysis: &mut A) {}
+    /// A note (data lost or left out); also each info note unless [`Tap::on_info`] says else.
+    fn on_note(&mut self, _note: &CaptureNote) {}
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.on_note(note);
+    }
+    fn on_first_frame(&mut self, _ts: Timestamp) {}
+    fn on_format(&mut self, _format: CaptureFormat) {}
+    /// True to stop reading (the face's output was closed).
+    fn done(&mut self) -> bool {
+        false
+    }
+}
+
+/// The analysis and the face's tap, as one pipeline sink.
+pub struct Feed<A, T> {
+    pub analysis: A,
+    pub tap: T,
+}
+
+impl<A: CaptureSink, T: Tap<A>> RecordSink for Feed<A, T> {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.tap.before(&mut self.analysis, &rec);
+        self.analysis.on_sqos(rec);
+        self.tap.after(&mut self.analysis);
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.analysis.on_open(rec);
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.analysis.on_close(rec);
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.analysis.on_io(rec);
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.analysis.on_channel(rec);
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.tap.on_note(note);
+        self.analysis.on_note(note);
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.tap.on_info(note);
+        self.analysis.on_info(note);
+    }
+}
+
+impl<A: CaptureSink, T: Tap<A>> CaptureSink for Feed<A, T> {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.tap.on_first_frame(ts);
+        self.analysis.on_first_frame(ts);
+    }
+    fn on_format(&mut self, format: CaptureFormat) {
+        self.tap.on_format(format);
+        self.analysis.on_format(format);
+    }
+    fn done(&mut self) -> bool {
+        self.tap.done() || self.analysis.done()
+    }
+}
