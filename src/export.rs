@@ -133,7 +133,7 @@ enum Inner<'w, W: RowSink> {
     },
     /// The flows the filter keeps, at the end.
     Flows {
-        select: FlowSelect,
+        select: Box<FlowSelect>,
         out: &'w mut W,
     },
     Findings {
@@ -180,7 +180,7 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
                 start: Timestamp::default(),
             },
             Table::Flows => Inner::Flows {
-                select: FlowSelect::new(Analyzer::new(cfg), None),
+                select: Box::new(FlowSelect::new(Analyzer::new(cfg), None)),
                 out,
             },
             Table::Findings => Inner::Findings {
@@ -211,7 +211,10 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
                 start,
             },
             Inner::Flows { out, .. } => Inner::Flows {
-                select: FlowSelect::new(Analyzer::new(self.cfg.clone()), Some(filter)),
+                select: Box::new(FlowSelect::new(
+                    Analyzer::new(self.cfg.clone()),
+                    Some(filter),
+                )),
                 out,
             },
             Inner::Findings { .. } => return Err("the findings table takes no filter"),
@@ -281,7 +284,7 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
         match &mut self.inner {
             Inner::Messages(m) => m,
             Inner::Series { analyzer, .. } | Inner::Findings { analyzer, .. } => analyzer,
-            Inner::Flows { select, .. } => select,
+            Inner::Flows { select, .. } => select.as_mut(),
         }
     }
 }
