@@ -5,7 +5,8 @@
 //! - `smb2_stream`: the first connection's reassembled streams in the target's chunk format
 //!   (direction and length in a 2-byte header, gaps as gap chunks);
 //! - `parse`: every distinct SQOS buffer (requests and responses);
-//! - `rules`: the rules files.
+//! - `rules`: the rules files;
+//! - `filter`: every display filter the docs show (`-Y '…'` in docs/filter.md and README.md).
 //!
 //! Run: `cargo run --release --example fuzz_seeds` (from the repository root). `cargo fuzz cmin`
 //! then minimises a grown corpus (docs/robustness.md).
@@ -34,7 +35,7 @@ const STREAM_BYTES: usize = 8 << 10;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = Path::new("fuzz/seeds");
-    for t in ["pipeline", "smb2_stream", "parse", "rules"] {
+    for t in ["pipeline", "smb2_stream", "parse", "rules", "filter"] {
         fs::create_dir_all(out.join(t))?;
     }
     let mut buffers = BTreeSet::new();
@@ -75,6 +76,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Path::new("captures").join(rules),
             out.join("rules").join(rules),
         )?;
+    }
+    let mut filters = BTreeSet::new();
+    for doc in ["docs/filter.md", "README.md"] {
+        let text = fs::read_to_string(doc)?;
+        for (i, _) in text.match_indices("-Y '") {
+            let rest = &text[i + 4..];
+            if let Some(end) = rest.find('\'') {
+                filters.insert(rest[..end].to_string());
+            }
+        }
+    }
+    for (i, f) in filters.iter().enumerate() {
+        fs::write(out.join("filter").join(format!("filter-{i:02}.txt")), f)?;
     }
     println!("seeds written to {}", out.display());
     Ok(())

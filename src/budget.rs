@@ -50,12 +50,14 @@ pub enum Kind {
     FlowRequests,
     /// Opens followed by the analyzer (association with a logical flow).
     FlowOpens,
+    /// Channels (session × connection) followed by the analyzer, with the flows that used them.
+    FlowChannels,
     /// Logical flows with their timelines, findings and time series.
     Flows,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Connections,
         Kind::Reassembly,
         Kind::Framers,
@@ -65,6 +67,7 @@ impl Kind {
         Kind::Sessions,
         Kind::FlowRequests,
         Kind::FlowOpens,
+        Kind::FlowChannels,
         Kind::Flows,
     ];
 
@@ -81,7 +84,8 @@ impl Kind {
             Kind::Sessions => 30,
             Kind::FlowRequests => 30,
             Kind::FlowOpens => 30,
-            Kind::Flows => 170,
+            Kind::FlowChannels => 10,
+            Kind::Flows => 160,
         }
     }
 
@@ -101,6 +105,8 @@ impl Kind {
             Kind::Sessions => 256,
             Kind::FlowRequests => 512,
             Kind::FlowOpens => 160,
+            // Addresses, how it joined, when; its flows (16 bytes each) are charged on top.
+            Kind::FlowChannels => 256,
             // The flow's state with its capped lists (timeline, opens, findings) partly filled
             // (docs/analysis.md measures ≈ 1.1 KB of fixed state); series rows are bounded
             // on top, from the other half of the share.
@@ -120,6 +126,7 @@ impl Kind {
             Kind::Sessions => "sessions",
             Kind::FlowRequests => "flow_requests",
             Kind::FlowOpens => "flow_opens",
+            Kind::FlowChannels => "flow_channels",
             Kind::Flows => "flows",
         }
     }
@@ -144,13 +151,16 @@ impl Kind {
                 "SQOS requests shown before their response came (the response is still shown)"
             }
             Kind::Sessions => {
-                "SMB3 sessions or session setups not followed (their encrypted messages need the key file's direction keys)"
+                "SMB3 sessions, session setups, channels or tree connects not followed (encrypted messages of a session not followed need the key file's direction keys; a channel forgotten is seen again when used; files on a tree forgotten show no share)"
             }
             Kind::FlowRequests => {
                 "SQOS requests forgotten by the analysis before their response (their answers not applied)"
             }
             Kind::FlowOpens => {
                 "opens not followed by the analysis (their I/O is not counted in any flow)"
+            }
+            Kind::FlowChannels => {
+                "channels not followed by the analysis (the flows using them show no addresses for them, nor when they ended)"
             }
             Kind::Flows => "logical flows not followed (no row, no findings for them)",
         }
@@ -477,7 +487,8 @@ mod tests {
             (Kind::Sessions, 2_013_240, 7_864),
             (Kind::FlowRequests, 2_013_240, 3_932),
             (Kind::FlowOpens, 2_013_240, 12_582),
-            (Kind::Flows, 11_408_360, 5_570),
+            (Kind::FlowChannels, 671_080, 2_621),
+            (Kind::Flows, 10_737_280, 5_242),
         ];
         assert_eq!(entries, expect);
     }

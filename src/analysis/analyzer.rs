@@ -7,6 +7,9 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use uuid::Uuid;
 
 use super::channel::{ChannelEnding, ChannelInfo, ChannelUse, MAX_FLOWS_PER_CHANNEL};
+
+/// What a channel's reference to one of its flows costs (its id).
+const FLOW_REF_BYTES: usize = std::mem::size_of::<Uuid>();
 use super::config::AnalyzerConfig;
 use super::finding::{FlowFinding, FlowFindingCode};
 use super::flow::FlowState;
@@ -84,7 +87,6 @@ pub struct Analyzer {
     pending: BTreeMap<(ConnId, u64), Pending>,
     /// Channels (session × connection) open now.
     channels: HashMap<(u64, ConnId), ChannelInfo>,
-    dropped_channels: u64,
     /// Insertion order of `pending` (with stale keys, compacted when it grows), for eviction.
     pending_order: VecDeque<((ConnId, u64), u64)>,
     /// SET_POLICY → GET_STATUS deadlines (section 3.1.6).
@@ -96,6 +98,8 @@ pub struct Analyzer {
     flows_mem: Share,
     opens_mem: Share,
     pending_mem: Share,
+    /// The channel table: an entry per channel, 16 bytes per flow it lists.
+    channels_mem: Share,
     /// Requests of each flow forgotten before their answer (for the flow's finding).
     forgotten_by_flow: HashMap<Uuid, u64>,
     rows_out: Vec<(Uuid, IntervalRow)>,
@@ -137,7 +141,6 @@ impl Analyzer {
             flows: HashMap::new(),
             pending: BTreeMap::new(),
             channels: HashMap::new(),
-            dropped_channels: 0,
             pending_order: VecDeque::new(),
             timers: BinaryHeap::new(),
             start: None,
@@ -155,6 +158,11 @@ impl Analyzer {
                 Kind::FlowRequests,
                 cfg.max_pending
                     .saturating_mul(Kind::FlowRequests.entry_cost()),
+            ),
+            channels_mem: Share::new(
+                Kind::FlowChannels,
+                cfg.max_channels
+                    .saturating_mul(Kind::FlowChannels.entry_cost()),
             ),
             forgotten_by_flow: HashMap::new(),
             cfg,
@@ -340,17 +348,26 @@ impl Analyzer {
         f.saw_channel(conn, session, info.as_deref(), frame, used);
         if let Some(i) = info {
             if i.flows.len() < MAX_FLOWS_PER_CHANNEL && !i.flows.contains(&flow) {
-                i.flows.push(flow);
+                if self.channels_mem.fits(0, FLOW_REF_BYTES) {
+                    self.channels_mem.charge(0, FLOW_REF_BYTES);
+                    i.flows.push(flow);
+                } else {
+                    // The flow still lists the channel; it is not told when the channel ends.
+                    self.channels_mem.dropped(0, FLOW_REF_BYTES as u64, frame);
+                }
             }
         }
     }
 
     fn on_channel_joined(&mut self, rec: &ChannelRecord, joined: crate::pipeline::ChannelJoin) {
         let key = (rec.session_id, rec.conn);
-        if !self.channels.contains_key(&key) && self.channels.len() >= self.cfg.max_channels {
-            // Said once, at the end (`Analysis::notes`).
-            self.dropped_channels += 1;
-            return;
+        if !self.channels.contains_key(&key) {
+            if !self.channels_mem.fits(1, 0) {
+                // Said once, at the end (`Analysis::notes`).
+                self.channels_mem.dropped(1, 0, rec.frame);
+                return;
+            }
+            self.channels_mem.charge(1, 0);
         }
         self.channels.insert(
             key,
@@ -377,6 +394,9 @@ impl Analyzer {
         unanswered: u64,
     ) {
         let info = self.channels.remove(&(rec.session_id, rec.conn));
+        if let Some(i) = &info {
+            self.channels_mem.release(1, i.flows.len() * FLOW_REF_BYTES);
+        }
         let grace = self.cfg.tolerances.unanswered_grace_secs;
         let (last_frame, last_ts) = last_server;
         let ending = ChannelEnding::from_pipeline(by).or_else(|| {
@@ -1046,15 +1066,10 @@ impl Analyzer {
         let memory = vec![
             self.pending_mem.usage(),
             self.opens_mem.usage(),
+            self.channels_mem.usage(),
             self.flows_mem.usage(),
         ];
-        let mut notes: Vec<String> = memory.iter().filter_map(MemoryUse::summary).collect();
-        if self.dropped_channels > 0 {
-            notes.push(format!(
-                "{} channels were not followed (more than {} at once): the flows using them show no addresses for them",
-                self.dropped_channels, self.cfg.max_channels
-            ));
-        }
+        let notes: Vec<String> = memory.iter().filter_map(MemoryUse::summary).collect();
         Analysis {
             flows,
             start: self.start,

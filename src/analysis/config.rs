@@ -62,8 +62,9 @@ pub struct AnalyzerConfig {
     pub max_opens: usize,
     /// Requests waiting for their response; the oldest is dropped beyond this.
     pub max_pending: usize,
-    /// Channels (session × connection) followed at once; beyond, a channel's addresses and
-    /// how it joined are not known to the flows that use it.
+    /// Channels (session × connection) followed at once (the flow-channels share in entries;
+    /// the flows each lists are charged on top); beyond, a channel's addresses and how it
+    /// joined are not known to the flows that use it.
     pub max_channels: usize,
     /// Series rows kept over all flows; each flow keeps between `series_min_rows` and
     /// `series_max_rows`, halving its resolution (merging neighbours) when over its share.
@@ -111,6 +112,7 @@ impl AnalyzerConfig {
         self.series_budget_rows = (flows / SERIES_ROW_COST).max(1);
         self.max_opens = budget.share(Kind::FlowOpens).max_entries();
         self.max_pending = budget.share(Kind::FlowRequests).max_entries();
+        self.max_channels = budget.share(Kind::FlowChannels).max_entries();
         self
     }
 }

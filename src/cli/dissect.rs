@@ -192,9 +192,11 @@ impl FieldsOut {
             }
             Some(v) => text(v),
         };
+        // Names from the wire cannot act on the terminal or forge a line (`output::escape`).
+        let s = sqos::output::escape::text(&s);
         match self.quote {
             Some(q) => format!("{q}{s}{q}"),
-            None => s,
+            None => s.into_owned(),
         }
     }
 

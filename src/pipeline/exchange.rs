@@ -65,6 +65,7 @@ impl PendingReq {
         let name = |n: &Option<String>| n.as_ref().map_or(0, String::len);
         let awaiting = match &self.awaiting {
             Awaiting::Create { name: n } => name(n),
+            Awaiting::TreeConnect { path: Some(p) } => p.len(),
             Awaiting::Sqos {
                 request: Some(r), ..
             } => {
@@ -103,14 +104,18 @@ impl Exchange {
         Exchange {
             pending: PendingTable::new(limits.max_pending_bytes),
             opens: OpenTable::new(limits.max_open_bytes),
-            sessions: Sessions::new(),
+            sessions: Sessions::new(limits.max_channel_bytes),
             last_channel: None,
         }
     }
 
-    /// The pending and open tables' memory shares.
-    pub fn memory(&self) -> [MemoryUse; 2] {
-        [self.pending.share().usage(), self.opens.share().usage()]
+    /// The pending, open and session tables' memory shares.
+    pub fn memory(&self) -> [MemoryUse; 3] {
+        [
+            self.pending.share().usage(),
+            self.opens.share().usage(),
+            self.sessions.memory().usage(),
+        ]
     }
 
     /// The session of `h` is used on this connection: a channel, the first time (its setup
@@ -447,7 +452,8 @@ impl Exchange {
                 if let (Some(Awaiting::TreeConnect { path: Some(p) }), Some(t)) =
                     (req_ref.map(|r| &r.awaiting), h.tree_id())
                 {
-                    self.sessions.tree_connected(session, t, p.clone());
+                    self.sessions
+                        .tree_connected(session, t, p.clone(), ctx.frame);
                 }
             }
             _ if h.command == Command::TREE_DISCONNECT && status_ok => {

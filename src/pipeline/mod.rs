@@ -436,6 +436,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Bytes of SMB3 session state (sessions with keys, setups in progress, derived keys).
     pub max_session_bytes: usize,
+    /// Bytes of the sessions' channels and tree connects (and the session list of `stats`).
+    pub max_channel_bytes: usize,
 }
 
 impl Limits {
@@ -456,7 +458,9 @@ impl Limits {
             max_open_bytes: b.limit(Kind::Opens),
             max_queued_bytes: queued.limit(),
             max_connections: b.share(Kind::Connections).max_entries(),
-            max_session_bytes: b.limit(Kind::Sessions),
+            // The sessions share: half for decryption's state, half for channels and trees.
+            max_session_bytes: b.limit(Kind::Sessions) / 2,
+            max_channel_bytes: b.limit(Kind::Sessions) - b.limit(Kind::Sessions) / 2,
         }
     }
 }

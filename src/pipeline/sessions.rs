@@ -6,8 +6,11 @@
 //! after the setup — by the first message of the session seen on a connection. TreeIds belong to
 //! the session, so a TREE_CONNECT on one channel names the share for every channel.
 //!
-//! Bounded: sessions, channels and trees each have a bound; past it the oldest entry is
-//! forgotten (a channel forgotten is seen again, as `ChannelJoin::Seen`, if it is used later).
+//! Bounded by the memory budget (`Kind::Sessions`, this table's part of it): channels and trees
+//! are charged an entry each (a tree its path's bytes too); past the bound the oldest is
+//! forgotten and counted (a channel forgotten is seen again, as `ChannelJoin::Seen`, if it is
+//! used later; a file on a forgotten tree shows no share). The session list `sqos stats`
+//! prints takes at most a quarter of it; sessions and channels past that are counted, not listed.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -16,13 +19,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{ChannelEnd, ChannelEvent, ChannelJoin, ChannelRecord, SessionSummary};
+use crate::budget::{Kind, Share};
 use crate::capture::Timestamp;
 use crate::net::ConnId;
 
-/// Most channels (session × connection) followed at once.
-pub const MAX_CHANNELS: usize = 200_000;
-/// Most trees (session × TreeId) remembered.
-pub const MAX_TREES: usize = 65_536;
 /// Sessions listed one by one in the statistics; channels listed per session.
 pub const MAX_LISTED_SESSIONS: usize = 1000;
 pub const MAX_LISTED_CHANNELS: usize = 64;
@@ -54,7 +54,12 @@ struct LastServer {
     ts: Timestamp,
 }
 
-#[derive(Debug, Default)]
+/// What a listed session and a listed channel cost besides their strings (structs, the map's
+/// slot, the allocator), charged to the share's bytes.
+const LISTED_SESSION_COST: usize = std::mem::size_of::<SessionSummary>() + 64;
+const LISTED_CHANNEL_COST: usize = std::mem::size_of::<ChannelStats>() + 64;
+
+#[derive(Debug)]
 pub struct Sessions {
     channels: HashMap<(u64, ConnId), Channel>,
     /// Sessions on each connection (for the end of a connection).
@@ -69,15 +74,35 @@ pub struct Sessions {
     tree_order: VecDeque<(u64, u32)>,
     /// Listed sessions, by SessionId (`sqos stats`).
     pub listed: BTreeMap<u64, SessionSummary>,
-    /// Sessions seen but not listed (past [`MAX_LISTED_SESSIONS`]).
+    /// Sessions seen but not listed (past [`MAX_LISTED_SESSIONS`] or the list's memory).
     pub unlisted_sessions: u64,
-    /// Channels forgotten because the table was full.
-    pub evicted: u64,
+    /// Channels and trees (entries), their paths and the list (bytes).
+    share: Share,
+    /// Bytes of the list, at most a quarter of the share.
+    listed_bytes: usize,
 }
 
 impl Sessions {
-    pub fn new() -> Self {
-        Self::default()
+    /// A table of at most `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Sessions {
+            channels: HashMap::new(),
+            by_conn: HashMap::new(),
+            order: VecDeque::new(),
+            last_server: HashMap::new(),
+            hot: None,
+            trees: HashMap::new(),
+            tree_order: VecDeque::new(),
+            listed: BTreeMap::new(),
+            unlisted_sessions: 0,
+            share: Share::new(Kind::Sessions, limit),
+            listed_bytes: 0,
+        }
+    }
+
+    /// The table's memory account (channels and trees dropped are counted there).
+    pub fn memory(&self) -> &Share {
+        &self.share
     }
 
     /// Is `session` known on `conn`?
@@ -120,15 +145,17 @@ impl Sessions {
         if session == 0 || self.channels.contains_key(&(session, conn)) {
             return None;
         }
-        while self.channels.len() >= MAX_CHANNELS {
+        while !self.share.fits(1, 0) {
             let Some((s, c)) = self.order.pop_front() else {
                 break;
             };
             if self.channels.remove(&(s, c)).is_some() {
-                self.evicted += 1;
+                self.share.release(1, 0);
+                self.share.dropped(1, 0, frame);
                 self.unlink(s, c);
             }
         }
+        self.share.charge(1, 0);
         let listed = self.list(session, conn, client, server, joined, frame);
         self.channels.insert(
             (session, conn),
@@ -164,10 +191,19 @@ impl Sessions {
         joined: ChannelJoin,
         frame: u64,
     ) -> Option<usize> {
-        if !self.listed.contains_key(&session) && self.listed.len() >= MAX_LISTED_SESSIONS {
-            self.unlisted_sessions += 1;
-            return None;
+        let client = client.to_string();
+        let server = server.to_string();
+        let channel_cost = LISTED_CHANNEL_COST + client.len() + server.len();
+        let room = (self.share.limit() / 4).saturating_sub(self.listed_bytes);
+        if !self.listed.contains_key(&session) {
+            if self.listed.len() >= MAX_LISTED_SESSIONS || room < LISTED_SESSION_COST {
+                self.unlisted_sessions += 1;
+                return None;
+            }
+            self.listed_bytes += LISTED_SESSION_COST;
+            self.share.charge(0, LISTED_SESSION_COST);
         }
+        let room = (self.share.limit() / 4).saturating_sub(self.listed_bytes);
         let s = self
             .listed
             .entry(session)
@@ -176,13 +212,15 @@ impl Sessions {
                 ..SessionSummary::default()
             });
         s.channels_total += 1;
-        if s.channels.len() >= MAX_LISTED_CHANNELS {
+        if s.channels.len() >= MAX_LISTED_CHANNELS || room < channel_cost {
             return None;
         }
+        self.listed_bytes += channel_cost;
+        self.share.charge(0, channel_cost);
         s.channels.push(ChannelStats {
             connection: conn.0,
-            client: client.to_string(),
-            server: server.to_string(),
+            client,
+            server,
             joined,
             frame,
             ended_frame: None,
@@ -211,6 +249,7 @@ impl Sessions {
         pending: &[(u64, u64)],
     ) -> Option<ChannelRecord> {
         let ch = self.channels.remove(&(session, conn))?;
+        self.share.release(1, 0);
         if let Some(i) = ch.listed {
             if let Some(c) = self
                 .listed
@@ -282,7 +321,14 @@ impl Sessions {
             self.unlink(session, c);
             out.extend(self.end(session, c, ChannelEnd::Logoff, (frame, ts), &[]));
         }
-        self.trees.retain(|(s, _), _| *s != session);
+        let share = &mut self.share;
+        self.trees.retain(|(s, _), path| {
+            let keep = *s != session;
+            if !keep {
+                share.release(1, path.len());
+            }
+            keep
+        });
         out
     }
 
@@ -307,19 +353,21 @@ impl Sessions {
         out
     }
 
-    /// A TREE_CONNECT succeeded: `tree` of `session` is `path` (`\\server\share`).
-    pub fn tree_connected(&mut self, session: u64, tree: u32, path: Arc<str>) {
-        if self.trees.insert((session, tree), path).is_none() {
-            self.tree_order.push_back((session, tree));
-        }
-        while self.trees.len() > MAX_TREES {
-            match self.tree_order.pop_front() {
-                Some(k) => {
-                    self.trees.remove(&k);
-                }
-                None => break,
+    /// A TREE_CONNECT succeeded (in `frame`): `tree` of `session` is `path` (`\\server\share`).
+    pub fn tree_connected(&mut self, session: u64, tree: u32, path: Arc<str>, frame: u64) {
+        self.tree_disconnected(session, tree);
+        while !self.share.fits(1, path.len()) {
+            let Some(k) = self.tree_order.pop_front() else {
+                break;
+            };
+            if let Some(old) = self.trees.remove(&k) {
+                self.share.release(1, old.len());
+                self.share.dropped(1, old.len() as u64, frame);
             }
         }
+        self.share.charge(1, path.len());
+        self.trees.insert((session, tree), path);
+        self.tree_order.push_back((session, tree));
         if self.tree_order.len() > 2 * self.trees.len() + 64 {
             let t = &self.trees;
             self.tree_order.retain(|k| t.contains_key(k));
@@ -327,7 +375,9 @@ impl Sessions {
     }
 
     pub fn tree_disconnected(&mut self, session: u64, tree: u32) {
-        self.trees.remove(&(session, tree));
+        if let Some(old) = self.trees.remove(&(session, tree)) {
+            self.share.release(1, old.len());
+        }
     }
 
     /// The share path of a tree, if its TREE_CONNECT was seen.
@@ -382,7 +432,7 @@ mod tests {
 
     #[test]
     fn channels_join_once_and_end_with_their_connection() {
-        let mut s = Sessions::new();
+        let mut s = Sessions::new(crate::budget::Budget::default().limit(Kind::Sessions));
         let (c, v) = (addr("10.0.0.1:50000"), addr("10.0.0.100:445"));
         let t = Timestamp(0);
         assert!(s

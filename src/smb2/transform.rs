@@ -29,6 +29,8 @@ pub struct TransformHeader {
     pub signature: [u8; 16],
     pub nonce: [u8; 16],
     pub original_size: u32,
+    /// Zero when sent by Windows or Samba, but kept as read: the AEAD authenticates it.
+    pub reserved: u16,
     pub flags: u16,
     pub session_id: u64,
 }
@@ -54,6 +56,7 @@ pub fn parse_transform_header(buf: &[u8]) -> Result<TransformHeader, Smb2Error> 
         signature: array(b, 4),
         nonce: array(b, 20),
         original_size: u32::from_le_bytes(array(b, 36)),
+        reserved: u16::from_le_bytes(array(b, 40)),
         flags: u16::from_le_bytes(array(b, 42)),
         session_id: u64::from_le_bytes(array(b, 44)),
     })
@@ -67,6 +70,7 @@ impl TransformHeader {
         b[4..20].copy_from_slice(&self.signature);
         b[20..36].copy_from_slice(&self.nonce);
         b[36..40].copy_from_slice(&self.original_size.to_le_bytes());
+        b[40..42].copy_from_slice(&self.reserved.to_le_bytes());
         b[42..44].copy_from_slice(&self.flags.to_le_bytes());
         b[44..52].copy_from_slice(&self.session_id.to_le_bytes());
         b
@@ -91,6 +95,7 @@ mod tests {
             signature: [7; 16],
             nonce: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0, 0, 0, 0],
             original_size: 0x1234,
+            reserved: 0,
             flags: TRANSFORM_FLAG_ENCRYPTED,
             session_id: 0x0000_00e0_8f43_9100,
         };
@@ -100,6 +105,18 @@ mod tests {
         assert_eq!(&b[44..52], &[0x00, 0x91, 0x43, 0x8f, 0xe0, 0, 0, 0]);
         assert_eq!(parse_transform_header(&b), Ok(h));
         assert_eq!(&h.aad()[..], &b[20..]);
+    }
+
+    /// Found by the `smb3` fuzz target: Reserved was read as zero, so a header with other bytes
+    /// there wrote back differently, and its AAD was not the one the sender authenticated.
+    #[test]
+    fn reserved_bytes_are_kept_for_the_aad() {
+        let mut b = [9u8; TRANSFORM_HEADER_LEN];
+        b[..4].copy_from_slice(&PROTOCOL_ID);
+        let h = parse_transform_header(&b).unwrap();
+        assert_eq!(h.reserved, 0x0909);
+        assert_eq!(h.to_bytes(), b);
+        assert_eq!(&h.aad()[..], &b[AAD_START..]);
     }
 
     #[test]

@@ -28,7 +28,7 @@ fn hundred_thousand_flows_and_a_million_opens_stay_bounded() {
     const OPENS_PER_FLOW: u64 = 10;
     const UPDATES: u64 = 40;
     let base = rss_kib("VmRSS:");
-    // A budget that follows them all (the default 64 MiB follows 2,785 flows).
+    // A budget that follows them all (the default 64 MiB follows 2,621 flows).
     let cfg = AnalyzerConfig::default().with_memory(&sqos::budget::Budget::new(8 << 30));
     let budget_rows = cfg.series_budget_rows as u64;
     let mut k = Kit::new(cfg);

@@ -13,6 +13,7 @@ mod analysis_output;
 mod analysis_spec_examples;
 mod analysis_state;
 mod analysis_synth;
+mod budget_late_tables;
 mod capture_encapsulations;
 mod capture_formats;
 mod capture_many;

@@ -35,6 +35,11 @@ fn has(text: &str, parts: &[&str]) {
     }
 }
 
+/// `sqos dissect captures/steady.pcap.gz ARGS`.
+fn dissect_steady(args: &[&str]) -> Output {
+    sqos(&[&["dissect", "captures/steady.pcap.gz"][..], args].concat())
+}
+
 fn capture(name: &str) -> PathBuf {
     support::repo().join("captures").join(name)
 }
@@ -96,21 +101,9 @@ fn vm_shortcut_and_filter_keep_exactly_the_vms_messages() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(frames_of(&stdout(&o)), want);
     // The same through -Y on the flow's field; and from stdin (one pass: the flow as it stood).
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
-        "-Y",
-        "flow.initiator_name == vm03",
-    ]);
+    let o = dissect_steady(&["-Y", "flow.initiator_name == vm03"]);
     assert_eq!(frames_of(&stdout(&o)), want);
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
-        "--vm",
-        "vm03",
-        "-c",
-        "3",
-    ]);
+    let o = dissect_steady(&["--vm", "vm03", "-c", "3"]);
     assert_eq!(frames_of(&stdout(&o)), want[..3].to_vec());
 }
 
@@ -128,12 +121,7 @@ fn message_fields_compare_as_numbers_strings_and_lists() {
         .map(|r| r.frame)
         .collect();
     assert!(!want.is_empty());
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
-        "-Y",
-        "sqos.limit >= 100",
-    ]);
+    let o = dissect_steady(&["-Y", "sqos.limit >= 100"]);
     assert_eq!(frames_of(&stdout(&o)), want);
     let want: Vec<u64> = c
         .sqos
@@ -147,12 +135,7 @@ fn message_fields_compare_as_numbers_strings_and_lists() {
         })
         .map(|r| r.frame)
         .collect();
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
-        "-Y",
-        "option_names == SET_POLICY and direction == request",
-    ]);
+    let o = dissect_steady(&["-Y", "option_names == SET_POLICY and direction == request"]);
     assert_eq!(frames_of(&stdout(&o)), want);
 }
 
@@ -178,9 +161,7 @@ fn a_bad_filter_shows_a_caret_and_exits_2() {
 
 #[test]
 fn fields_output_with_header_separator_and_flow_fields() {
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
+    let o = dissect_steady(&[
         "--vm",
         "vm01",
         "-Y",
@@ -217,14 +198,7 @@ fn fields_output_with_header_separator_and_flow_fields() {
     }
     let o = sqos(&["dissect", "captures/steady.pcap.gz", "-T", "fields"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
-        "-T",
-        "fields",
-        "-e",
-        "vm",
-    ]);
+    let o = dissect_steady(&["-T", "fields", "-e", "vm"]);
     assert_eq!(o.status.code(), Some(2));
     has(&stderr(&o), &["-e vm: unknown field"]);
 }
@@ -257,14 +231,7 @@ fn time_formats() {
     assert_eq!(col("a"), ud[11..]);
     assert_eq!(col("d"), "0.000000");
     // JSON carries an ISO-8601 UTC datetime beside the epoch seconds.
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
-        "-c",
-        "1",
-        "--format",
-        "jsonl",
-    ]);
+    let o = dissect_steady(&["-c", "1", "--format", "jsonl"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json");
     assert_eq!(v["datetime"], format!("{}Z", ud.replace(' ', "T")));
 }
@@ -274,14 +241,7 @@ fn write_keeps_the_matching_frames_whole_with_their_timestamps() {
     let scratch = crate::support::scratch("sqos-w-");
     let dir = scratch.path().to_path_buf();
     let out = dir.join("vm03.pcap");
-    let o = sqos(&[
-        "dissect",
-        "captures/steady.pcap.gz",
-        "--vm",
-        "vm03",
-        "-w",
-        out.to_str().expect("utf-8 path"),
-    ]);
+    let o = dissect_steady(&["--vm", "vm03", "-w", out.to_str().expect("utf-8 path")]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut want: Vec<u64> = frames_of_vm(&capture("steady.pcap.gz"), "vm03");
     want.dedup();
@@ -726,4 +686,74 @@ fn csv_export_gives_pandas_dtypes_for_the_columns_left_empty() {
         dtypes.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn fields_output_escapes_hostile_names_and_filters_match_them_as_sent() {
+    use sqos::synth::scenario::{HOSTILE_NAMES, HOSTILE_NODE};
+    let hostile = "captures/hostile/hostile-names.pcap.gz";
+    // The filter sees the names as sent: the title-setting one is found by its payload.
+    let fields = [
+        "dissect",
+        hostile,
+        "-T",
+        "fields",
+        "-e",
+        "frame",
+        "-e",
+        "flow.initiator_name",
+        "-e",
+        "flow.initiator_node_name",
+    ];
+    let o = sqos(
+        &[
+            &fields[..],
+            &["-Y", r#"flow.initiator_name ~ "pwned""#, "-E", "header=y"],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let escaped = |s: &str| sqos::output::escape::text(s).into_owned();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("frame\tflow.initiator_name\tflow.initiator_node_name")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split('\t').collect()).collect();
+    assert!(rows.len() >= 2, "{text}");
+    for r in &rows {
+        assert!(r[0].parse::<u64>().is_ok(), "{r:?}");
+        assert_eq!(r[1], escaped(HOSTILE_NAMES[0]), "{r:?}");
+        assert_eq!(r[1], r"vm01\x1b]0;pwned\x07\x1b[2J");
+        assert_eq!(r[2], "HV01.contoso.local");
+    }
+    // Every name in cells: no raw control character or bidi override, and the forged line
+    // stays inside its cell (one line per message, three cells each).
+    let o = sqos(&fields);
+    let text = stdout(&o);
+    assert!(
+        !text
+            .chars()
+            .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{202e}'),
+        "{text:?}"
+    );
+    let shown: HashSet<&str> = text
+        .lines()
+        .map(|l| {
+            let cells: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cells.len(), 3, "{l:?}");
+            cells[1]
+        })
+        .collect();
+    for name in HOSTILE_NAMES {
+        assert!(
+            shown.contains(escaped(name).as_str()),
+            "{name:?} in {shown:?}"
+        );
+    }
+    has(&text, &[&escaped(HOSTILE_NODE)]);
+    // --vm matches the name as sent, with wildcards.
+    let o = sqos(&["flows", hostile, "--vm", "vm03*"]);
+    has(&stdout(&o), &[r"vm03\u202exdhv.exe"]);
 }

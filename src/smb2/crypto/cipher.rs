@@ -145,6 +145,7 @@ pub fn seal(
         signature: [0; 16],
         nonce,
         original_size: u32::try_from(buf.len()).map_err(|_| AuthFailed)?,
+        reserved: 0,
         flags: TRANSFORM_FLAG_ENCRYPTED,
         session_id,
     };
