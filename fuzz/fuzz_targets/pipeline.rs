@@ -6,56 +6,38 @@
 use libfuzzer_sys::fuzz_target;
 use sqos::analysis::Analyzer;
 use sqos::capture::CaptureReader;
+use sqos::feed::{Feed, Tap};
 use sqos::output::{csv, flows, json, stats, text};
-use sqos::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosRecord,
-};
-use sqos::run::{no_progress, run_capture, CaptureSink, Ending};
+use sqos::pipeline::{CaptureNote, SqosRecord};
+use sqos::run::{no_progress, run_capture, Ending};
 
-/// Renders every record as `dissect` does, then hands it to the analysis.
-struct Faces {
-    analyzer: Analyzer,
+/// Renders every record as `dissect` does, before the analysis takes it (the analysis gets
+/// every record through the faces' one adapter, `sqos::feed`).
+struct Render {
     rendered: usize,
 }
 
-impl RecordSink for Faces {
-    fn on_sqos(&mut self, rec: SqosRecord) {
+impl Tap<Analyzer> for Render {
+    fn before(&mut self, _analysis: &mut Analyzer, rec: &SqosRecord) {
         let first = rec.ts;
-        self.rendered += text::summary_line(&rec, first).len();
-        self.rendered += text::detail_tree(&rec, first).len();
-        self.rendered += json::record_json(&rec).to_string().len();
-        self.rendered += csv::message_flat(&rec).len();
-        self.analyzer.on_sqos(rec);
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.analyzer.on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.analyzer.on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.analyzer.on_io(rec);
-    }
-    /// Channels feed the analysis, as in `flows`: its channel table is fuzzed too.
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.analyzer.on_channel(rec);
+        self.rendered += text::summary_line(rec, first).len();
+        self.rendered += text::detail_tree(rec, first).len();
+        self.rendered += json::record_json(rec).to_string().len();
+        self.rendered += csv::message_flat(rec).len();
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.rendered += note.message.len();
-        self.analyzer.on_note(note);
     }
 }
-
-impl CaptureSink for Faces {}
 
 fuzz_target!(|data: &[u8]| {
     let Ok(mut reader) = CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())))
     else {
         return;
     };
-    let mut faces = Faces {
-        analyzer: Analyzer::default(),
-        rendered: 0,
+    let mut faces = Feed {
+        analysis: Analyzer::default(),
+        tap: Render { rendered: 0 },
     };
     let result = run_capture(
         &mut reader,
@@ -74,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = stats::stats_text(&result.stats);
     let _ = stats::stats_json(&result.stats);
-    let analysis = faces.analyzer.finish();
+    let analysis = faces.analysis.finish();
     let _ = flows::flows_text(&analysis);
     let all = flows::flows_json(&analysis);
     if let Some(list) = all.as_array() {

@@ -75,13 +75,14 @@ fn sessions_row(stats: &Stats) -> MemoryUse {
         .expect("sessions row")
 }
 
-fn said_once(notes: &[String], share: &str) -> String {
+/// The one note of `share`, which must say `what`.
+fn said_once(notes: &[String], share: &str, what: &str) {
     let said: Vec<&String> = notes
         .iter()
         .filter(|n| n.contains(&format!("the {share} share")))
         .collect();
     assert_eq!(said.len(), 1, "{notes:?}");
-    said[0].clone()
+    assert!(said[0].contains(what), "{}", said[0]);
 }
 
 #[test]
@@ -103,13 +104,10 @@ fn a_new_session_in_every_message_keeps_the_channel_table_within_its_share() {
     // session list of `stats` took).
     assert!(row.peak_bytes <= limit / 2, "{row:?}");
     assert!(row.dropped > n - 300 && row.dropped < n, "{row:?}");
-    let note = said_once(&out.notes, "sessions");
-    assert!(
-        note.contains(&format!(
-            "{} SMB3 sessions, session setups, channels",
-            row.dropped
-        )),
-        "{note}"
+    said_once(
+        &out.notes,
+        "sessions",
+        &format!("{} SMB3 sessions, session setups, channels", row.dropped),
     );
     // The session list stops at a quarter of the table's part; the rest is counted.
     assert!(stats.sessions.len() < 300, "{}", stats.sessions.len());
@@ -137,7 +135,7 @@ fn tree_connects_with_long_paths_are_charged_their_bytes_and_the_oldest_forgotte
     // 62,910 bytes hold 27 trees of 2,256 bytes (less the listed session): the rest went.
     assert!(row.dropped >= u64::from(n) - 28, "{row:?}");
     assert!(row.dropped_bytes >= 2000 * (u64::from(n) - 28), "{row:?}");
-    said_once(&out.notes, "sessions");
+    said_once(&out.notes, "sessions", "tree connects not followed");
 }
 
 #[test]
@@ -168,13 +166,10 @@ fn the_analysis_follows_channels_within_its_share_and_says_how_many_it_did_not()
     assert_eq!(row.dropped, u64::from(n) - followed);
     assert_eq!(row.first_drop_frame, Some(followed + 1));
     assert!(row.peak_bytes <= row.limit_bytes, "{row:?}");
-    let note = said_once(&analysis.notes, "flow_channels");
-    assert!(
-        note.contains(&format!(
-            "{} channels not followed by the analysis",
-            row.dropped
-        )),
-        "{note}"
+    said_once(
+        &analysis.notes,
+        "flow_channels",
+        &format!("{} channels not followed by the analysis", row.dropped),
     );
 }
 
@@ -242,10 +237,10 @@ fn compressed_messages_in_progress_are_held_in_the_framers_share_and_shed_when_o
     assert_eq!(stats.decompressed_messages, 1);
     assert_eq!(stats.undecompressed_messages, 1);
     assert_eq!(stats.framer_bytes_shed, cut as u64 - 4);
-    let note = said_once(&out.notes, "framers");
-    assert!(
-        note.contains("was full from frame 3: 1 messages in progress cut"),
-        "{note}"
+    said_once(
+        &out.notes,
+        "framers",
+        "was full from frame 3: 1 messages in progress cut",
     );
     assert_eq!(p.framer_bytes(), 0);
 }

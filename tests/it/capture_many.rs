@@ -4,7 +4,7 @@
 //! and the frames of the other files are still read.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use sqos::capture::{CaptureReader, PcapWriter};
 
@@ -39,18 +39,7 @@ fn rotate(capture: &Path, parts: u64, dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-fn sqos(args: &[&str], captures: &[PathBuf]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sqos"))
-        .args(args)
-        .arg("--quiet")
-        .args(captures)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use crate::support::{sqos_on as sqos, stdout_text as text};
 
 /// The output to compare. `export --what series` writes the rows still open at the end in an
 /// order that varies from run to run even on one file (a hash map's), so its lines are sorted.

@@ -3,22 +3,10 @@
 //! bad file is named and does not stop the others.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn sqos(args: &[&str], captures: &[PathBuf]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sqos"))
-        .args(args)
-        .arg("--quiet")
-        .args(captures)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use crate::support::{sqos_on as sqos, stdout_text as text};
 
 fn capture(name: &str) -> PathBuf {
     crate::support::repo().join("captures").join(name)

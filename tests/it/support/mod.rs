@@ -24,6 +24,21 @@ pub fn scratch(prefix: &str) -> tempfile::TempDir {
         .expect("temp dir")
 }
 
+/// `sqos ARGS --quiet CAPTURES…` (the binary under test), run to its end.
+pub fn sqos_on(args: &[&str], captures: &[PathBuf]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sqos"))
+        .args(args)
+        .arg("--quiet")
+        .args(captures)
+        .output()
+        .expect("sqos runs")
+}
+
+/// What a command printed on stdout, as text.
+pub fn stdout_text(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 #[derive(Default)]
 pub struct Collected {
     pub sqos: Vec<SqosRecord>,
