@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod budget;
 pub mod capture;
 pub mod check;
+pub mod export;
 pub mod feed;
 pub mod filter;
 pub mod net;

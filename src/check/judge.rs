@@ -15,7 +15,7 @@ use super::rules::{BaselineTolerances, Rule};
 use crate::capture::Timestamp;
 use crate::feed::Feed;
 use crate::filter::{Filter, Subject};
-use crate::output::csv::flow_flat;
+use crate::output::columns::flow_flat;
 use crate::pipeline::PipelineConfig;
 use crate::run::{open, run_capture, Ending, Progress};
 

@@ -1,26 +1,24 @@
-//! `sqos export CAPTURE --what messages|flows|series --format jsonl|csv [-o FILE]`: tables for
-//! spreadsheets, pandas and DuckDB. Messages and series rows are written as they are decoded.
+//! `sqos export CAPTURE --what messages|flows|series|findings --format jsonl|csv|parquet
+//! [-o FILE]`: tables for spreadsheets, pandas, DuckDB and Spark. Which rows each table has is
+//! `sqos::export`; this file picks the writer. Messages and series rows are written as they are
+//! decoded. A directory of captures (or `--partition-by`) writes Hive-style partitioned Parquet:
+//! see `partition.rs`.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
-use sqos::analysis::{Analyzer, AnalyzerConfig, FlowState};
 use sqos::capture::Timestamp;
-use sqos::feed::{Feed, Tap};
-use sqos::filter::select::MessageSink;
-use sqos::filter::{Context, Filter, FlowSelect, MessageSelect, Subject};
-use sqos::output::csv::{
-    flow_flat, message_flat, CsvTable, FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
-};
-use sqos::output::flows::{flow_json, series_row_json};
-use sqos::output::json::record_json;
-use sqos::pipeline::{ChannelRecord, RecordSink, SqosRecord};
-use sqos::run::CaptureSink;
+use sqos::export::{ExportSink, Row, RowSink, Table};
+use sqos::filter::{Context, Filter};
+use sqos::output::arrow::{CaptureLabel, TableError};
+use sqos::output::csv::CsvTable;
+use sqos::output::parquet::ParquetTable;
 
 use super::filter::FilterArgs;
 use super::out::RecordOut;
+use super::partition::{self, PartitionKey};
 use super::InputArgs;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -31,40 +29,84 @@ pub enum What {
     Flows,
     /// One row per flow per update interval.
     Series,
+    /// One row per finding: the messages' (sqos.*), then the flows' (flow.*).
+    Findings,
+}
+
+impl What {
+    pub fn table(self) -> Table {
+        match self {
+            What::Messages => Table::Messages,
+            What::Flows => Table::Flows,
+            What::Series => Table::Series,
+            What::Findings => Table::Findings,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExportFormat {
     Jsonl,
     Csv,
+    /// Typed columns plus capture_file, capture_host, capture_start.
+    Parquet,
 }
 
 #[derive(Args)]
 #[command(after_help = "\
 Examples:
   sqos export captures/steady.pcap.gz --what messages --format csv -o messages.csv --dtypes messages.dtypes.json
-  sqos export capture.pcap --what series --vm vm01 --format csv -o vm01.csv
-  sqos export capture.pcap --what flows -Y 'finding_codes' --format jsonl")]
+  sqos export capture.pcap --what series --vm vm01 --format parquet -o vm01.parquet
+  sqos export archive/ --what flows --format parquet --partition-by date,node -o flows/")]
 pub struct ExportArgs {
     #[command(flatten)]
     pub input: InputArgs,
     #[command(flatten)]
-    filter: FilterArgs,
+    pub filter: FilterArgs,
     #[arg(long, value_enum)]
-    what: What,
+    pub what: What,
     #[arg(long, value_enum, default_value = "jsonl")]
-    format: ExportFormat,
-    /// Output file (default: standard output).
+    pub format: ExportFormat,
+    /// Output file (default: standard output); with a directory of captures or --partition-by,
+    /// the output directory.
     #[arg(short = 'o', long = "output")]
-    output: Option<PathBuf>,
-    /// CSV only: also write the columns' pandas dtypes to this JSON file (nullable `Int64` for
-    /// the integer columns that request or response rows leave empty), for
+    pub output: Option<PathBuf>,
+    /// Parquet into `KEY=VALUE/` folders, one file per capture (`date` of the capture's first
+    /// frame in UTC, `node` = capture_host), e.g. `--partition-by date,node`.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "KEYS")]
+    pub partition_by: Vec<PartitionKey>,
+    /// The host the capture was taken on (the capture_host column). Default: for a directory of
+    /// captures, the folder below it that holds the file (DIR/HOST/…); otherwise none.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// CSV only: also write the columns' pandas dtypes to this JSON file (nullable `Int64` /
+    /// `UInt64` for the integer columns that request or response rows leave empty), for
     /// `pd.read_csv(csv, dtype=json.load(open(FILE)))`.
     #[arg(long, value_name = "FILE")]
-    dtypes: Option<PathBuf>,
+    pub dtypes: Option<PathBuf>,
 }
 
 impl ExportArgs {
+    /// The filter of `-Y` and its shortcuts for this table, or exit code 2 after saying why.
+    pub fn filter(&self) -> Result<Option<Filter>, i32> {
+        let ctx = match self.what {
+            What::Messages => Context::Messages,
+            What::Flows => Context::Flows,
+            What::Series => Context::Series,
+            What::Findings => {
+                // Every finding is exported; `flows --finding CODE` selects by them.
+                return match self.filter.build(Context::Flows)? {
+                    None => Ok(None),
+                    Some(_) => {
+                        eprintln!("sqos: --what findings takes no filter (-Y, --flow, --vm, --finding, --time)");
+                        Err(2)
+                    }
+                };
+            }
+        };
+        self.filter.build(ctx)
+    }
+
     /// How `--separate` labels this command's rows; its files go to standard output.
     pub fn separate_rows(&self) -> Result<super::separate::Rows, String> {
         if self.output.is_some() || self.dtypes.is_some() {
@@ -73,33 +115,47 @@ impl ExportArgs {
         Ok(match self.format {
             ExportFormat::Jsonl => super::separate::Rows::JsonLines,
             ExportFormat::Csv => super::separate::Rows::Csv,
+            ExportFormat::Parquet => {
+                return Err(
+                    "--separate prints text rows: for Parquet of each capture on its own, \
+                     give a directory of captures or --partition-by with -o DIR"
+                        .into(),
+                )
+            }
         })
     }
 }
 
-/// Where rows go: JSON lines or a CSV table; the first write error stops further output.
+/// Where rows go; the first write error stops further output.
 enum Rows {
     Jsonl(RecordOut),
     Csv(Box<CsvTable<RecordOut>>),
+    Parquet(Box<ParquetTable<RecordOut>>),
 }
 
-struct Sink {
+pub struct Sink {
     rows: Rows,
-    /// Each row flushed as it is written (see [`RecordOut`]).
+    /// Each JSONL / CSV row flushed as it is written (see [`RecordOut`]); Parquet is written
+    /// by row groups whatever the output.
     live: bool,
-    error: Option<std::io::Error>,
+    error: Option<TableError>,
 }
 
 impl Sink {
-    fn new(
+    pub fn new(
         out: RecordOut,
         format: ExportFormat,
-        columns: &'static [&'static str],
-    ) -> std::io::Result<Self> {
+        table: Table,
+        label: CaptureLabel,
+    ) -> Result<Self, TableError> {
         let live = out.is_live();
+        let columns = table.columns();
         let rows = match format {
             ExportFormat::Jsonl => Rows::Jsonl(out),
             ExportFormat::Csv => Rows::Csv(Box::new(CsvTable::new(out, columns)?)),
+            ExportFormat::Parquet => {
+                Rows::Parquet(Box::new(ParquetTable::new(out, columns, label)?))
+            }
         };
         Ok(Sink {
             rows,
@@ -108,41 +164,13 @@ impl Sink {
         })
     }
 
-    /// Nobody can read the rows any more (`| head`): the run can stop.
-    fn closed(&self) -> bool {
-        self.error.is_some()
-            || match &self.rows {
-                Rows::Jsonl(w) => w.closed(),
-                Rows::Csv(t) => t.writer().closed(),
-            }
-    }
-
-    fn write(
-        &mut self,
-        json: impl FnOnce() -> serde_json::Value,
-        flat: impl FnOnce() -> serde_json::Map<String, serde_json::Value>,
-    ) {
-        if self.error.is_some() {
-            return;
-        }
-        let live = self.live;
-        let r = match &mut self.rows {
-            Rows::Jsonl(w) => writeln!(w, "{}", json()).map(|()| w.end_record()),
-            Rows::Csv(t) => t
-                .row(&flat())
-                .and_then(|()| if live { t.flush() } else { Ok(()) }),
-        };
-        if let Err(e) = r {
-            self.error = Some(e);
-        }
-    }
-
-    fn finish(self, dtypes: Option<&PathBuf>) -> std::io::Result<()> {
+    /// Ends the table; for CSV, writes the columns' pandas dtypes to `dtypes` if given.
+    pub fn finish(self, dtypes: Option<&Path>) -> Result<(), TableError> {
         if let Some(e) = self.error {
             return Err(e);
         }
         match self.rows {
-            Rows::Jsonl(mut w) => w.flush(),
+            Rows::Jsonl(mut w) => w.flush()?,
             Rows::Csv(t) => {
                 if let Some(path) = dtypes {
                     let json = serde_json::Value::Object(t.dtypes());
@@ -150,90 +178,85 @@ impl Sink {
                         std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
                     })?;
                 }
-                t.finish()
+                t.finish()?
             }
+            Rows::Parquet(t) => t.finish()?.flush()?,
+        }
+        Ok(())
+    }
+}
+
+impl RowSink for Sink {
+    fn first_frame(&mut self, ts: Timestamp) {
+        if let Rows::Parquet(t) = &mut self.rows {
+            t.set_start(ts);
         }
     }
-}
 
-fn flat_of(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    match v {
-        serde_json::Value::Object(m) => m,
-        _ => serde_json::Map::new(),
-    }
-}
-
-/// Messages: written as they arrive.
-struct Messages(Sink);
-
-impl RecordSink for Messages {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.0.write(|| record_json(&rec), || message_flat(&rec));
-    }
-    // Message rows carry their connection; the channels are the flows' business.
-    fn on_channel(&mut self, _rec: &ChannelRecord) {}
-}
-impl CaptureSink for Messages {
-    fn done(&mut self) -> bool {
-        self.0.closed()
-    }
-}
-impl MessageSink for Messages {}
-
-/// Series: the analyzer (fed by [`Feed`]) streams each finished interval row.
-struct Series {
-    sink: Sink,
-    filter: Option<Filter>,
-    start: Timestamp,
-}
-
-impl Tap<Analyzer> for Series {
-    fn after(&mut self, analyzer: &mut Analyzer) {
-        for (id, row) in analyzer.drain_rows() {
-            let flow = analyzer.flow(&id);
-            let name = flow.and_then(|f| f.initiator_name.clone());
-            let v = series_row_json(id, name.as_deref(), &row);
-            if row_kept(self.filter.as_ref(), &v, flow, self.start) {
-                let v2 = v.clone();
-                self.sink.write(|| v, || flat_of(v2));
-            }
+    fn row(&mut self, row: Row<'_>) {
+        if self.error.is_some() {
+            return;
+        }
+        let live = self.live;
+        let r = match &mut self.rows {
+            Rows::Jsonl(w) => writeln!(w, "{}", row.json())
+                .map(|()| w.end_record())
+                .map_err(TableError::from),
+            Rows::Csv(t) => t
+                .row(&row.flat())
+                .and_then(|()| if live { t.flush() } else { Ok(()) })
+                .map_err(TableError::from),
+            Rows::Parquet(t) => t.row(&row.flat()),
+        };
+        if let Err(e) = r {
+            self.error = Some(e);
         }
     }
-    fn on_first_frame(&mut self, ts: Timestamp) {
-        self.start = ts;
-    }
-    fn done(&mut self) -> bool {
-        self.sink.closed()
+
+    fn closed(&self) -> bool {
+        self.error.is_some()
+            || match &self.rows {
+                Rows::Jsonl(w) => w.closed(),
+                Rows::Csv(t) => t.writer().closed(),
+                Rows::Parquet(_) => false,
+            }
     }
 }
 
-fn row_kept(
-    filter: Option<&Filter>,
-    row: &serde_json::Value,
-    flow: Option<&FlowState>,
-    start: Timestamp,
-) -> bool {
-    match (filter, row) {
-        (None, _) => true,
-        (Some(f), serde_json::Value::Object(m)) => f.matches(&Subject::row(m, flow, start)),
-        (Some(_), _) => false,
-    }
-}
-
-fn open_output(path: &Option<PathBuf>, live_input: bool) -> std::io::Result<RecordOut> {
+fn open_output(path: Option<&Path>, live_input: bool) -> std::io::Result<RecordOut> {
     match path {
         Some(p) => RecordOut::file(p, live_input),
         None => Ok(RecordOut::stdout(live_input)),
     }
 }
 
+/// Reads the input through `sink` into one table, the rows `filter` keeps; the table's last
+/// rows are written at the end.
+pub fn read_into<W: RowSink>(
+    input: &InputArgs,
+    table: Table,
+    filter: Option<Filter>,
+    sink: &mut W,
+) -> Result<sqos::run::RunResult, i32> {
+    let mut rows = ExportSink::new(table, input.analyzer_config(), sink);
+    if let Some(f) = filter {
+        rows = rows.with_filter(f).map_err(|e| {
+            eprintln!("sqos: {e}");
+            2
+        })?;
+    }
+    if rows.follows_flows() {
+        if let Some(flows) = super::final_flows(input) {
+            rows = rows.with_final_flows(flows);
+        }
+    }
+    let result = super::read_capture(input, &mut rows);
+    rows.finish();
+    result
+}
+
 pub fn run(a: &ExportArgs) -> i32 {
-    let ctx = match a.what {
-        What::Messages => Context::Messages,
-        What::Flows => Context::Flows,
-        What::Series => Context::Series,
-    };
-    let filter = match a.filter.build(ctx) {
+    let filter = match a.filter() {
         Ok(f) => f,
         Err(code) => return code,
     };
@@ -241,13 +264,27 @@ pub fn run(a: &ExportArgs) -> i32 {
         eprintln!("sqos: --dtypes goes with --format csv");
         return 2;
     }
-    let columns = match a.what {
-        What::Messages => MESSAGE_COLUMNS,
-        What::Flows => FLOW_COLUMNS,
-        What::Series => SERIES_COLUMNS,
+    if !a.partition_by.is_empty() || a.input.captures.iter().any(|c| c.is_dir()) {
+        return partition::run(a);
+    }
+    if a.format == ExportFormat::Parquet && a.output.is_none() && std::io::stdout().is_terminal() {
+        eprintln!("sqos: Parquet is binary: give -o FILE (or redirect standard output)");
+        return 2;
+    }
+    let label = CaptureLabel {
+        file: a
+            .input
+            .captures
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        host: a.host.clone(),
+        start: None,
     };
-    let sink = match open_output(&a.output, a.input.is_live())
-        .and_then(|out| Sink::new(out, a.format, columns))
+    let mut sink = match open_output(a.output.as_deref(), a.input.is_live())
+        .map_err(TableError::from)
+        .and_then(|out| Sink::new(out, a.format, a.what.table(), label))
     {
         Ok(s) => s,
         Err(e) => {
@@ -259,62 +296,12 @@ pub fn run(a: &ExportArgs) -> i32 {
             return 2;
         }
     };
-    let (result, sink) = match a.what {
-        What::Messages => {
-            let mut m = MessageSelect::new(Messages(sink), filter, false);
-            if m.follows_flows() {
-                if let Some(flows) = super::final_flows(&a.input) {
-                    m = m.with_final_flows(flows);
-                }
-            }
-            (super::read_capture(&a.input, &mut m), m.inner.0)
-        }
-        What::Series => {
-            let mut feed = Feed {
-                analysis: Analyzer::new(AnalyzerConfig {
-                    stream_rows: true,
-                    ..a.input.analyzer_config()
-                }),
-                tap: Series {
-                    sink,
-                    filter,
-                    start: Timestamp::default(),
-                },
-            };
-            let r = super::read_capture(&a.input, &mut feed);
-            let analysis = feed.analysis.finish();
-            let s = feed.tap;
-            let mut sink = s.sink;
-            for (id, row) in &analysis.rows {
-                let flow = analysis.flows.iter().find(|f| f.id == *id);
-                let name = flow.and_then(|f| f.initiator_name.clone());
-                let v = series_row_json(*id, name.as_deref(), row);
-                if row_kept(s.filter.as_ref(), &v, flow, s.start) {
-                    let v2 = v.clone();
-                    sink.write(|| v, || flat_of(v2));
-                }
-            }
-            (r, sink)
-        }
-        What::Flows => {
-            let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
-            let r = super::read_capture(&a.input, &mut analyzer);
-            let analysis = analyzer.finish();
-            let mut sink = sink;
-            for f in &analysis.flows {
-                let v = flow_json(f);
-                let flat = flow_flat(&v);
-                sink.write(|| v, || flat);
-            }
-            (r, sink)
-        }
-    };
-    let result = match result {
+    let result = match read_into(&a.input, a.what.table(), filter, &mut sink) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    if let Err(e) = sink.finish(a.dtypes.as_ref()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
+    if let Err(e) = sink.finish(a.dtypes.as_deref()) {
+        if !matches!(&e, TableError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe) {
             eprintln!("sqos: writing the export: {e}");
             return 2;
         }

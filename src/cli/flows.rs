@@ -6,7 +6,8 @@ use clap::{Args, ValueEnum};
 
 use sqos::analysis::Analyzer;
 use sqos::filter::{Context, FlowSelect};
-use sqos::output::csv::{flow_flat, CsvTable, FLOW_COLUMNS};
+use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
+use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};
 
 use super::filter::FilterArgs;

@@ -9,6 +9,7 @@ mod export;
 mod filter;
 mod flows;
 mod out;
+mod partition;
 mod plot;
 mod progress;
 mod separate;
@@ -23,7 +24,6 @@ use clap::{Args, Parser, Subcommand};
 
 use sqos::analysis::AnalyzerConfig;
 use sqos::budget::Budget;
-use sqos::net::ReassemblyConfig;
 use sqos::pipeline::PipelineConfig;
 use sqos::smb2::crypto::KeyRing;
 
@@ -52,7 +52,7 @@ enum Command {
     Stats(stats::StatsArgs),
     /// One row per logical flow (VM disk): policy, IOPS reported and observed, findings.
     Flows(flows::FlowsArgs),
-    /// Messages, flows or per-interval series as JSON lines or CSV.
+    /// Messages, flows, per-interval series or findings as JSON lines, CSV or Parquet.
     Export(export::ExportArgs),
     /// Per-flow IOPS over time with MaximumIoRate / MinimumIoRate, as SVG or PNG.
     Plot(plot::PlotArgs),
@@ -241,17 +241,11 @@ impl InputArgs {
     }
 
     pub fn pipeline_config(&self) -> PipelineConfig {
-        let mut reassembly = ReassemblyConfig::default();
-        for p in &self.ports {
-            if !reassembly.ports.contains(p) {
-                reassembly.ports.push(*p);
-            }
-        }
         PipelineConfig {
-            reassembly,
             keys: key_ring(&self.keys),
             ..PipelineConfig::default()
         }
+        .with_ports(&self.ports)
         .with_memory(self.memory.budget())
     }
 

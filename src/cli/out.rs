@@ -21,7 +21,7 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 const CHECK_EVERY: u32 = 4096;
 
 pub struct RecordOut {
-    inner: BufWriter<Box<dyn Write>>,
+    inner: BufWriter<Box<dyn Write + Send>>,
     live: bool,
     /// Standard output when it is a pipe: watched for its reader going away.
     pipe: bool,

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use sqos::filter::Context;
-use sqos::net::ReassemblyConfig;
 use sqos::pipeline::PipelineConfig;
 use sqos::tui::live::Selection;
 use sqos::tui::source::Input;
@@ -66,12 +65,6 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
         Ok(f) => f,
         Err(code) => return code,
     };
-    let mut reassembly = ReassemblyConfig::default();
-    for p in &a.ports {
-        if !reassembly.ports.contains(p) {
-            reassembly.ports.push(*p);
-        }
-    }
     let input = match (&a.interface, a.capture.as_ref().or(a.read_file.as_ref())) {
         (Some(name), _) => Input::Interface {
             name: name.clone(),
@@ -94,10 +87,10 @@ pub fn run_tui(a: &TuiArgs) -> i32 {
     run(TuiOptions {
         input,
         pipeline: PipelineConfig {
-            reassembly,
             keys: super::key_ring(&a.keys),
             ..PipelineConfig::default()
         }
+        .with_ports(&a.ports)
         .with_memory(a.memory.budget()),
         max_messages: a.max_messages,
         selection: Selection {

@@ -16,7 +16,7 @@ use super::parse::{CmpOp, Expr, Literal};
 use super::shortcut::Shortcut;
 use crate::analysis::{FlowFindingCode, FlowState};
 use crate::capture::Timestamp;
-use crate::output::csv::{flow_flat, message_flat};
+use crate::output::columns::{flow_flat, message_flat};
 use crate::output::flows::flow_json;
 use crate::pipeline::{SqosBody, SqosRecord};
 

@@ -6,7 +6,7 @@
 //! --what series`. The lists live with the CSV writer ([`crate::output::csv`]); this module only
 //! says which list a name belongs to, so a key added to the output is a filter field at once.
 
-use crate::output::csv::{FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS};
+use crate::output::columns::{Column, FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS};
 
 /// What a command lists, and so what a plain field name refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,8 +37,8 @@ pub struct FieldRef {
     pub name: &'static str,
 }
 
-/// The flat names of each scope.
-pub fn names(scope: Scope) -> &'static [&'static str] {
+/// The flat columns of each scope.
+pub fn names(scope: Scope) -> &'static [Column] {
     match scope {
         Scope::Message => MESSAGE_COLUMNS,
         Scope::Flow => FLOW_COLUMNS,
@@ -52,8 +52,11 @@ fn find(scope: Scope, name: &str) -> Option<FieldRef> {
     let flat = name.replace('.', "_");
     names(scope)
         .iter()
-        .find(|n| **n == name || **n == flat)
-        .map(|n| FieldRef { scope, name: n })
+        .find(|c| c.name == name || c.name == flat)
+        .map(|c| FieldRef {
+            scope,
+            name: c.name,
+        })
 }
 
 /// Why a name cannot be resolved.
@@ -99,7 +102,7 @@ pub fn resolve(ctx: Context, written: &str) -> Result<FieldRef, Unresolved> {
 fn suggestion(scopes: &[Scope], name: &str) -> Option<String> {
     let mut best: Option<(usize, &str)> = None;
     for s in scopes {
-        for n in names(*s) {
+        for n in names(*s).iter().map(|c| c.name) {
             let d = distance(name, n);
             if best.is_none_or(|(b, _)| d < b) {
                 best = Some((d, n));

@@ -1,11 +1,14 @@
-//! The faces that print: tshark-like text, JSON / JSONL, statistics.
+//! The faces that print: tshark-like text, JSON / JSONL, CSV, Arrow / Parquet, statistics, plots.
 
 pub mod annotate;
+pub mod arrow;
+pub mod columns;
 pub mod csv;
 pub mod escape;
 pub mod flows;
 pub mod frames;
 pub mod json;
+pub mod parquet;
 pub mod plot;
 pub mod png;
 pub mod stats;

@@ -277,6 +277,16 @@ impl PipelineConfig {
         self.memory = budget;
         self
     }
+
+    /// This configuration with `ports` also taken as SMB (`--port`; 445 and 139 always are).
+    pub fn with_ports(mut self, ports: &[u16]) -> Self {
+        for p in ports {
+            if !self.reassembly.ports.contains(p) {
+                self.reassembly.ports.push(*p);
+            }
+        }
+        self
+    }
 }
 
 /// Capture statistics (`sqos stats`).

@@ -12,7 +12,7 @@ use crate::analysis::FlowState;
 use crate::capture::Timestamp;
 use crate::filter::{Context, Filter, Subject};
 use crate::net::ConnId;
-use crate::output::csv::message_flat;
+use crate::output::columns::message_flat;
 use crate::output::text::summary_line;
 use crate::pipeline::{Direction, SqosRecord};
 

@@ -1,7 +1,8 @@
 //! The faces of the analysis: flow JSON keys, the text table, CSV, the SVG plot.
 
 use crate::analysis_kit::*;
-use sqos::output::csv::{flow_flat, CsvTable, FLOW_COLUMNS};
+use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
+use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::sqos::Status;

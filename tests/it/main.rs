@@ -29,6 +29,7 @@ mod check_rules;
 mod compress_synth;
 mod crypto_real_captures;
 mod crypto_synth;
+mod export_parquet;
 mod feed;
 mod interop_tshark;
 mod live_output;

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Rows per second of the export paths on one generated capture with many flows, measured in one
+# run so machine load affects them alike: `sqos export` as JSONL, CSV and Parquet (the CLI)
+# against the Python package's `read_messages` / `read_series` (pyarrow Tables) and the same
+# plus `.to_pandas()`. `sqos stats` on the same file is the ceiling: reading and decoding alone.
+#
+#   benches/export.sh [DURATION]   capture length in seconds (default 3600)
+#   SQOS_PYTHON=/path/python       a Python with the sqos wheel installed (default python3)
+#   SQOS_BENCH_DIR=/path           where the capture is written (default: a temp dir)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-3600}
+DIR=${SQOS_BENCH_DIR:-$(mktemp -d)}
+CAP="$DIR/many-flows.pcap"
+PY=${SQOS_PYTHON:-python3}
+
+cargo build --release --quiet
+BIN=./target/release/sqos
+"$BIN" synth --scenario steady --hosts 8 --vms 16 --disks 2 --duration "$DURATION" --seed 1 -o "$CAP"
+bytes=$(stat -c %s "$CAP")
+echo "capture: $CAP, $bytes bytes, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Best of three wall-clock seconds of a command.
+best() {
+  local b=999999 t
+  for _ in 1 2 3; do
+    t=$( { /usr/bin/time -f '%e' "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1)
+    b=$(awk -v a="$b" -v c="$t" 'BEGIN { print (c < a) ? c : a }')
+  done
+  echo "$b"
+}
+rate() { awk -v r="$1" -v s="$2" 'BEGIN { if (s <= 0) s = 0.01; printf "%.0f", r / s }'; }
+
+printf '%-40s %8s %10s %12s\n' "path" "rows" "seconds" "rows/s"
+s=$(best "$BIN" stats --quiet "$CAP")
+printf '%-40s %8s %10s %12s\n' "sqos stats (decode only)" "-" "$s" "-"
+for what in messages series; do
+  rows=$("$BIN" export "$CAP" --what "$what" --format csv --quiet | tail -n +2 | wc -l)
+  for fmt in jsonl csv parquet; do
+    s=$(best "$BIN" export "$CAP" --what "$what" --format "$fmt" --quiet -o "$DIR/out.$fmt")
+    printf '%-40s %8s %10s %12s\n' "sqos export --what $what --format $fmt" "$rows" "$s" "$(rate "$rows" "$s")"
+  done
+  for step in table pandas; do
+    s=$("$PY" - "$CAP" "$what" "$step" <<'EOF'
+import sys, time
+import sqos
+cap, what, step = sys.argv[1:]
+read = getattr(sqos, "read_" + what)
+best = None
+for _ in range(3):
+    t = time.perf_counter()
+    table = read(cap)
+    if step == "pandas":
+        table.to_pandas()
+    t = time.perf_counter() - t
+    best = t if best is None else min(best, t)
+print(f"{best:.2f}")
+EOF
+)
+    label="python sqos.read_$what(path)"
+    [ "$step" = pandas ] && label="$label.to_pandas()"
+    printf '%-40s %8s %10s %12s\n' "$label" "$rows" "$s" "$(rate "$rows" "$s")"
+  done
+done

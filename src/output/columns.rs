@@ -1,0 +1,339 @@
+//! The export tables' columns, stated once with their types: CSV writes their names, Arrow and
+//! Parquet their types, and every writer takes the values from the same flat rows (the JSON
+//! objects the JSONL exports write, flattened), so all formats carry the same data.
+
+use serde_json::{json, Map, Value};
+
+use crate::analysis::{FlowFinding, FlowState};
+use crate::pipeline::{SqosBody, SqosRecord};
+use crate::sqos::Finding;
+
+use super::flows::finding_json;
+use super::json::record_json;
+use super::time::iso_utc;
+use Kind::*;
+
+/// What a column holds. Integers keep their width and sign so u64 values stay exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A count or frame number (never near 2^63): Arrow Int64.
+    Int,
+    /// A 64-bit unsigned protocol field or counter: Arrow UInt64 (exact to 2^64 - 1).
+    UInt,
+    /// A 32- or 16-bit unsigned protocol field: Arrow UInt32.
+    U32,
+    Float,
+    Bool,
+    Text,
+    /// A GUID in its 36-character text form (as the JSON and CSV exports write it).
+    Guid,
+    /// Epoch seconds in the JSON row; a UTC timestamp in microseconds in Arrow and Parquet.
+    Time,
+    /// A list of strings (CSV joins them with `|`).
+    TextList,
+}
+
+impl Kind {
+    /// The pandas dtype of a CSV column of this kind (nullable integer and boolean types, so
+    /// empty cells are `<NA>`; times are the CSV's epoch seconds).
+    pub fn pandas_dtype(self) -> &'static str {
+        match self {
+            Int => "Int64",
+            UInt => "UInt64",
+            U32 => "UInt32",
+            Float | Time => "float64",
+            Bool => "boolean",
+            Text | Guid | TextList => "string",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    pub kind: Kind,
+}
+
+const fn col(name: &'static str, kind: Kind) -> Column {
+    Column { name, kind }
+}
+
+/// Column names, in order.
+pub fn names(columns: &[Column]) -> impl Iterator<Item = &'static str> + '_ {
+    columns.iter().map(|c| c.name)
+}
+
+/// Columns of `sqos export --what messages --format csv` (the keys of `sqos dissect --format
+/// jsonl`, with the `sqos` object flattened and the findings as their codes).
+pub const MESSAGE_COLUMNS: &[Column] = &[
+    col("frame", Int),
+    col("time", Time),
+    col("datetime", Text),
+    col("src", Text),
+    col("dst", Text),
+    col("direction", Text),
+    col("msg_id", UInt),
+    col("session_id", UInt),
+    col("tree_id", U32),
+    col("async_id", UInt),
+    col("file_id", Guid),
+    col("file_name", Text),
+    col("nt_status", U32),
+    col("interim", Bool),
+    col("request_frame", Int),
+    col("response_frame", Int),
+    col("response_time", Float),
+    col("max_output_response", U32),
+    col("buffer_length", Int),
+    col("buffer_truncated", Bool),
+    col("protocol_version", U32),
+    col("options", U32),
+    col("option_names", TextList),
+    col("logical_flow_id", Guid),
+    col("policy_id", Guid),
+    col("initiator_id", Guid),
+    col("limit", UInt),
+    col("reservation", UInt),
+    col("initiator_name", Text),
+    col("initiator_node_name", Text),
+    col("io_count_increment", UInt),
+    col("normalized_io_count_increment", UInt),
+    col("latency_increment", UInt),
+    col("lower_latency_increment", UInt),
+    col("bandwidth_limit", UInt),
+    col("kilobyte_count_increment", UInt),
+    col("time_to_live", U32),
+    col("status", U32),
+    col("status_name", Text),
+    col("maximum_io_rate", UInt),
+    col("minimum_io_rate", UInt),
+    col("base_io_size", U32),
+    col("maximum_bandwidth", UInt),
+    col("findings", TextList),
+];
+
+/// Columns of `sqos flows --format csv` and `sqos export --what flows --format csv`.
+pub const FLOW_COLUMNS: &[Column] = &[
+    col("logical_flow_id", Guid),
+    col("initiator_id", Guid),
+    col("initiator_name", Text),
+    col("initiator_node_name", Text),
+    col("policy_id", Guid),
+    col("protocol_version", U32),
+    col("opens_total", Int),
+    col("file_names", TextList),
+    col("channels_total", Int),
+    col("channels", TextList),
+    col("limit", UInt),
+    col("reservation", UInt),
+    col("bandwidth_limit", UInt),
+    col("maximum_io_rate", UInt),
+    col("minimum_io_rate", UInt),
+    col("maximum_bandwidth", UInt),
+    col("base_io_size", U32),
+    col("time_to_live", U32),
+    col("last_status", U32),
+    col("last_status_name", Text),
+    col("updates_sent", Int),
+    col("updates_applied", Int),
+    col("intervals", Int),
+    col("iops", Float),
+    col("normalized_iops", Float),
+    col("avg_latency_ms", Float),
+    col("avg_lower_latency_ms", Float),
+    col("kilobytes_per_second", Float),
+    col("observed_io_count", UInt),
+    col("observed_bytes", UInt),
+    col("observed_iops", Float),
+    col("observed_normalized_iops", Float),
+    col("observed_kilobytes_per_second", Float),
+    col("observed_avg_response_ms", Float),
+    col("findings_total", Int),
+    col("finding_codes", TextList),
+];
+
+/// Columns of `sqos export --what series --format csv` (keys of `series_row_json`).
+pub const SERIES_COLUMNS: &[Column] = &[
+    col("logical_flow_id", Guid),
+    col("initiator_name", Text),
+    col("index", Int),
+    col("intervals", Int),
+    col("start", Time),
+    col("end", Time),
+    col("start_datetime", Text),
+    col("end_datetime", Text),
+    col("seconds", Float),
+    col("start_frame", Int),
+    col("end_frame", Int),
+    col("updates_applied", Int),
+    col("io_count_increment", UInt),
+    col("normalized_io_count_increment", UInt),
+    col("latency_increment", UInt),
+    col("lower_latency_increment", UInt),
+    col("kilobyte_count_increment", UInt),
+    col("iops", Float),
+    col("normalized_iops", Float),
+    col("avg_latency_ms", Float),
+    col("avg_lower_latency_ms", Float),
+    col("kilobytes_per_second", Float),
+    col("observed_io_count", UInt),
+    col("observed_normalized_io_count", UInt),
+    col("observed_bytes", UInt),
+    col("observed_iops", Float),
+    col("observed_normalized_iops", Float),
+    col("observed_kilobytes_per_second", Float),
+    col("observed_avg_response_ms", Float),
+    col("observed_complete", Bool),
+    col("maximum_io_rate", UInt),
+    col("minimum_io_rate", UInt),
+    col("maximum_bandwidth", UInt),
+    col("status_ok", Bool),
+];
+
+/// Columns of `sqos export --what findings`: the message findings (`sqos.*`, one per finding
+/// of a decoded message) in frame order, then the flow findings (`flow.*`) in frame order.
+pub const FINDING_COLUMNS: &[Column] = &[
+    col("scope", Text),
+    col("code", Text),
+    col("severity", Text),
+    col("message", Text),
+    col("frame", Int),
+    col("time", Time),
+    col("datetime", Text),
+    col("logical_flow_id", Guid),
+    col("initiator_name", Text),
+    col("occurrences", Int),
+    col("last_frame", Int),
+];
+
+/// Columns Arrow and Parquet tables add to every table, so tables of many captures can be
+/// unioned: the file, the host it was captured on (if known) and the time of its first frame.
+pub const CAPTURE_COLUMNS: &[Column] = &[
+    col("capture_file", Text),
+    col("capture_host", Text),
+    col("capture_start", Time),
+];
+
+/// One SQOS message as a flat object: `record_json` with its `sqos` object merged in and the
+/// findings reduced to their codes.
+pub fn message_flat(rec: &SqosRecord) -> Map<String, Value> {
+    let mut m = match record_json(rec) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    if let Some(Value::Object(sqos)) = m.remove("sqos") {
+        for (k, v) in sqos {
+            m.entry(k).or_insert(v);
+        }
+    }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        m.insert("channels".into(), channel_ends(&chans));
+    }
+    if let Some(Value::Array(f)) = m.remove("findings") {
+        let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
+        m.insert("findings".into(), Value::Array(codes));
+    }
+    m
+}
+
+/// client>server of each channel of a `channels` list (the connection number when the
+/// addresses are unknown).
+fn channel_ends(chans: &[Value]) -> Value {
+    chans
+        .iter()
+        .map(|c| match (c.get("client"), c.get("server")) {
+            (Some(Value::String(a)), Some(Value::String(b))) => json!(format!("{a}>{b}")),
+            _ => json!(format!(
+                "connection {}",
+                c.get("connection").and_then(Value::as_u64).unwrap_or(0)
+            )),
+        })
+        .collect()
+}
+
+/// A flow object of `flow_json` as a flat object for `FLOW_COLUMNS`.
+pub fn flow_flat(flow: &Value) -> Map<String, Value> {
+    let mut m = match flow {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    if let Some(Value::Object(obs)) = m.remove("observed") {
+        for (k, v) in obs {
+            m.insert(format!("observed_{k}"), v);
+        }
+    }
+    if let Some(Value::Array(opens)) = m.remove("opens") {
+        let names: Vec<Value> = opens
+            .iter()
+            .filter_map(|o| o.get("file_name").cloned())
+            .filter(|v| !v.is_null())
+            .collect();
+        m.insert("file_names".into(), Value::Array(names));
+    }
+    if let Some(Value::Array(chans)) = m.remove("channels") {
+        m.insert("channels".into(), channel_ends(&chans));
+    }
+    if let Some(Value::Array(f)) = m.remove("findings") {
+        let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
+        m.insert("finding_codes".into(), Value::Array(codes));
+    }
+    m
+}
+
+/// A message's finding as a `FINDING_COLUMNS` row.
+pub fn message_finding_flat(rec: &SqosRecord, f: &Finding) -> Map<String, Value> {
+    let (flow, name) = match &rec.body {
+        SqosBody::Request(d) => match &d.message {
+            Some(r) => (Some(r.logical_flow_id), r.initiator_name.clone()),
+            None => (None, None),
+        },
+        SqosBody::Response(d) => (d.message.as_ref().map(|r| r.logical_flow_id), None),
+        SqosBody::NoBuffer => (None, None),
+    };
+    let mut m = Map::new();
+    m.insert("scope".into(), "message".into());
+    m.insert("code".into(), f.code.as_str().into());
+    m.insert("severity".into(), f.severity.as_str().into());
+    m.insert("message".into(), f.message.clone().into());
+    m.insert("frame".into(), rec.frame.into());
+    m.insert("time".into(), rec.ts.as_secs_f64().into());
+    m.insert("datetime".into(), iso_utc(rec.ts).into());
+    m.insert("logical_flow_id".into(), flow.map(|u| u.to_string()).into());
+    m.insert("initiator_name".into(), name.into());
+    m.insert("occurrences".into(), 1.into());
+    m.insert("last_frame".into(), rec.frame.into());
+    m
+}
+
+/// A flow's finding as a `FINDING_COLUMNS` row.
+pub fn flow_finding_flat(flow: &FlowState, f: &FlowFinding) -> Map<String, Value> {
+    let mut m = match finding_json(f) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    m.insert("scope".into(), "flow".into());
+    m.insert("logical_flow_id".into(), flow.id.to_string().into());
+    m.insert("initiator_name".into(), flow.initiator_name.clone().into());
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::csv::cell;
+    use serde_json::json;
+
+    #[test]
+    fn flow_flattening() {
+        let v = json!({
+            "logical_flow_id": "f",
+            "observed": {"iops": 1.5},
+            "opens": [{"file_name": "a.vhdx"}, {"file_name": null}],
+            "findings": [{"code": "flow.x"}],
+        });
+        let m = flow_flat(&v);
+        assert_eq!(m.get("observed_iops"), Some(&json!(1.5)));
+        assert_eq!(cell(m.get("file_names")), "a.vhdx");
+        assert_eq!(cell(m.get("finding_codes")), "flow.x");
+    }
+}
