@@ -122,14 +122,7 @@ impl<'a> Subject<'a> {
             (None, None) => (None, None),
         };
         if let Some(rec) = self.message {
-            let (mid, mname) = match &rec.body {
-                SqosBody::Request(d) => match &d.message {
-                    Some(m) => (Some(m.logical_flow_id), m.initiator_name.as_deref()),
-                    None => (None, None),
-                },
-                SqosBody::Response(d) => (d.message.as_ref().map(|m| m.logical_flow_id), None),
-                SqosBody::NoBuffer => (None, None),
-            };
+            let (mid, mname) = rec.named_flow();
             id = id.filter(|u| !u.is_nil()).or(mid);
             name = name.or(mname);
         }

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::analysis::{FlowFinding, FlowState};
-use crate::pipeline::{SqosBody, SqosRecord};
+use crate::pipeline::SqosRecord;
 use crate::sqos::Finding;
 
 use super::flows::finding_json;
@@ -282,14 +282,7 @@ pub fn flow_flat(flow: &Value) -> Map<String, Value> {
 
 /// A message's finding as a `FINDING_COLUMNS` row.
 pub fn message_finding_flat(rec: &SqosRecord, f: &Finding) -> Map<String, Value> {
-    let (flow, name) = match &rec.body {
-        SqosBody::Request(d) => match &d.message {
-            Some(r) => (Some(r.logical_flow_id), r.initiator_name.clone()),
-            None => (None, None),
-        },
-        SqosBody::Response(d) => (d.message.as_ref().map(|r| r.logical_flow_id), None),
-        SqosBody::NoBuffer => (None, None),
-    };
+    let (flow, name) = rec.named_flow();
     let mut m = Map::new();
     m.insert("scope".into(), "message".into());
     m.insert("code".into(), f.code.as_str().into());

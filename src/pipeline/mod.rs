@@ -102,6 +102,21 @@ pub struct SqosRecord {
     pub frame_copy: Option<Arc<FrameCopy>>,
 }
 
+impl SqosRecord {
+    /// The LogicalFlowID the message itself names (a decoded request's or response's), and the
+    /// initiator name (requests that carry one).
+    pub fn named_flow(&self) -> (Option<uuid::Uuid>, Option<&str>) {
+        match &self.body {
+            SqosBody::Request(d) => match &d.message {
+                Some(m) => (Some(m.logical_flow_id), m.initiator_name.as_deref()),
+                None => (None, None),
+            },
+            SqosBody::Response(d) => (d.message.as_ref().map(|m| m.logical_flow_id), None),
+            SqosBody::NoBuffer => (None, None),
+        }
+    }
+}
+
 /// An open seen in a CREATE response.
 #[derive(Clone, Debug)]
 pub struct OpenRecord {
