@@ -32,9 +32,29 @@ fn is_hostile(c: char) -> bool {
         )
 }
 
+/// Whether `s` is printable ASCII only (0x20..=0x7e), so nothing in it needs escaping: eight
+/// bytes at a time, because every line of `-V` and every note is checked (and a character-wise
+/// check costs the fuzz targets more than everything they test).
+fn printable_ascii(s: &str) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut words = s.as_bytes().chunks_exact(8);
+    for w in &mut words {
+        let x = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        // A byte below 0x20 (its high bit is set by the borrow), or above 0x7e (0x7f plus one
+        // carries into the high bit, and a byte of 0x80 or more has it already).
+        let below = x.wrapping_sub(ONES * 0x20) & !x;
+        let above = x.wrapping_add(ONES) | x;
+        if (below | above) & HIGHS != 0 {
+            return false;
+        }
+    }
+    words.remainder().iter().all(|b| (0x20..0x7f).contains(b))
+}
+
 /// `s` with every hostile character escaped (borrowed when there is none).
 pub fn text(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_hostile) {
+    if printable_ascii(s) || !s.chars().any(is_hostile) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -56,7 +76,7 @@ pub fn text(s: &str) -> Cow<'_, str> {
 
 /// A text of several lines, each escaped, its line breaks kept.
 pub fn lines(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c != '\n' && is_hostile(c)) {
+    if s.split('\n').all(printable_ascii) || !s.chars().any(|c| c != '\n' && is_hostile(c)) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -98,6 +118,26 @@ mod tests {
         // Escaping is idempotent: an escaped text has nothing left to escape.
         let once = text("\u{1b}[31mred\u{202e}").into_owned();
         assert_eq!(text(&once), once);
+    }
+
+    proptest::proptest! {
+        /// The eight-bytes-at-a-time check says "printable ASCII" exactly when every byte is,
+        /// at every alignment and length (bytes around the bounds 0x1f/0x20 and 0x7e/0x7f most).
+        #[test]
+        fn printable_ascii_is_exact(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![0x1eu8..0x22, 0x7cu8..0x82, proptest::num::u8::ANY],
+                0..40,
+            ),
+            skip in 0usize..8,
+        ) {
+            let s = String::from_utf8_lossy(&bytes);
+            let s = s.get(skip.min(s.len())..).unwrap_or("");
+            let expected = s.bytes().all(|b| (0x20..0x7f).contains(&b));
+            proptest::prop_assert_eq!(printable_ascii(s), expected);
+            let hostile = s.chars().any(is_hostile);
+            proptest::prop_assert_eq!(matches!(text(s), Cow::Owned(_)), hostile);
+        }
     }
 
     #[test]
