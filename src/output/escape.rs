@@ -52,9 +52,14 @@ fn printable_ascii(s: &str) -> bool {
     words.remainder().iter().all(|b| (0x20..0x7f).contains(b))
 }
 
+/// Whether `s` holds a character [`text`] escapes.
+fn needs_escape(s: &str) -> bool {
+    !printable_ascii(s) && s.chars().any(is_hostile)
+}
+
 /// `s` with every hostile character escaped (borrowed when there is none).
 pub fn text(s: &str) -> Cow<'_, str> {
-    if printable_ascii(s) || !s.chars().any(is_hostile) {
+    if !needs_escape(s) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -76,7 +81,9 @@ pub fn text(s: &str) -> Cow<'_, str> {
 
 /// A text of several lines, each escaped, its line breaks kept.
 pub fn lines(s: &str) -> Cow<'_, str> {
-    if s.split('\n').all(printable_ascii) || !s.chars().any(|c| c != '\n' && is_hostile(c)) {
+    // Line by line, so a line with a non-ASCII character (the `→` of a dissect line) leaves the
+    // fast check for itself only.
+    if !s.split('\n').any(needs_escape) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -144,6 +151,8 @@ mod tests {
     fn lines_keep_their_breaks() {
         assert_eq!(lines("a\u{1b}\nb\r\n"), "a\\x1b\nb\\r\n");
         assert!(matches!(lines("a\nb\n"), Cow::Borrowed(_)));
+        assert!(matches!(lines("a → b\nc\n"), Cow::Borrowed(_)));
+        assert_eq!(lines("a → b\nc\u{202e}\n"), "a → b\nc\\u202e\n");
     }
 
     #[test]
