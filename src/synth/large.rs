@@ -11,7 +11,6 @@ use uuid::Uuid;
 
 use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
-use super::capfile::CaptureWriter;
 use super::packet::Endpoint;
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
@@ -21,6 +20,7 @@ use super::squeeze::Squeezer;
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
 use super::wire::{ConnSpec, NetConfig, Part, Side, Time, Wire};
 use super::SynthSummary;
+use crate::capture::writer::FileWriter;
 use crate::smb2::crypto::Cipher;
 use crate::sqos::{encode_request_with, encode_response, NamePlacement};
 
@@ -41,7 +41,7 @@ struct Pending {
 }
 
 pub fn generate<W: Write>(
-    writer: CaptureWriter<W>,
+    writer: FileWriter<W>,
     net: &NetConfig,
     size: u64,
     ipv6: bool,
