@@ -15,6 +15,7 @@ pub mod rng;
 pub mod scenario;
 pub mod seal;
 pub mod server;
+pub mod session;
 pub mod sim;
 pub mod smb2;
 pub mod squeeze;
