@@ -2,11 +2,13 @@
 //! MS-SQOS, written as pcap or pcapng (optionally gzip-compressed), plus the generator's own
 //! ground truth as JSON.
 //!
-//! Layers, each in its module: `rng` (seeded PRNG), `packet` (frame
-//! headers), `wire` (TCP and time-ordered writing), `smb2` (message bytes; the MS-SQOS buffers
-//! come from the codec's encoder), `server` (the MS-SQOS server rules), `scenario` (what is
-//! simulated), `sim` (the event loop), `examples` (the spec's example messages), `large` (the
-//! benchmark stream), `truth`.
+//! Layers, each in its module: `rng` (seeded PRNG), `packet` (frame headers), `wire` (TCP and
+//! time-ordered writing through the crate's one capture writer), `smb2` (message bytes; the
+//! MS-SQOS buffers come from the codec's encoder), `server` (the MS-SQOS server rules),
+//! `scenario` (what is simulated), `sim` (the cluster: hosts, VM I/O and the file server as
+//! actors over one event loop), `session` (one client on one connection, set up once),
+//! `examples` (the spec's example messages) and `large` (the benchmark stream) on it, `truth`.
+//! [`SynthConfig`] is what to generate; the command line (src/cli/synth.rs) fills it.
 
 pub mod examples;
 pub mod large;
