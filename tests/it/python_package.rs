@@ -49,7 +49,10 @@ fn run(cmd: &mut Command, what: &str) {
     );
 }
 
-/// The wheel, built once per test run by maturin (release profile, the workspace's target/).
+/// The wheel, built once per test run by maturin in the workspace's target/. In the test profile
+/// (opt-level 1, as `cargo test` builds the crate): it checks the package, and a release build
+/// of the crate and its dependencies would add most of an hour to CI on 2 cores. Users build
+/// the release wheel (README).
 fn wheel() -> &'static Path {
     static WHEEL: OnceLock<PathBuf> = OnceLock::new();
     WHEEL.get_or_init(|| {
@@ -58,7 +61,15 @@ fn wheel() -> &'static Path {
         let _ = std::fs::remove_dir_all(&out);
         run(
             Command::new(tools_python())
-                .args(["-m", "maturin", "build", "--release", "--quiet", "-m"])
+                .args([
+                    "-m",
+                    "maturin",
+                    "build",
+                    "--profile",
+                    "test",
+                    "--quiet",
+                    "-m",
+                ])
                 .arg(repo.join("python/Cargo.toml"))
                 .arg("-o")
                 .arg(&out),
@@ -80,12 +91,36 @@ fn wheel() -> &'static Path {
     })
 }
 
+fn pip_install(python: &Path, options: &[&str], what: &str) {
+    run(
+        Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(options)
+            .arg(what),
+        &format!("{} -m pip install {what}", python.display()),
+    );
+}
+
+/// Runs a pytest suite; its temporary files (and anything Spark leaves in the working directory)
+/// go to a scratch directory removed afterwards.
 fn pytest(python: &Path, tests: &Path) {
     let repo = support::repo();
+    let scratch = support::scratch("sqos-pytest-");
     run(
         Command::new(python)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(format!(
+                "--basetemp={}",
+                scratch.path().join("tmp").display()
+            ))
             .arg(tests)
+            .current_dir(scratch.path())
             .env("SQOS_REPO", &repo)
             .env("SQOS_BIN", env!("CARGO_BIN_EXE_sqos")),
         &format!("pytest {}", tests.display()),
@@ -100,8 +135,8 @@ fn pytest(python: &Path, tests: &Path) {
 fn the_wheel_installs_in_a_fresh_venv_and_its_tests_pass() {
     need("maturin, pytest", false);
     let wheel = wheel();
-    let venv = std::env::temp_dir().join(format!("sqos-venv-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&venv);
+    let scratch = support::scratch("sqos-venv-");
+    let venv = scratch.path().join("venv");
     run(
         Command::new(tools_python()).args(["-m", "venv"]).arg(&venv),
         "python -m venv",
@@ -109,20 +144,8 @@ fn the_wheel_installs_in_a_fresh_venv_and_its_tests_pass() {
     let py = venv.join("bin/python");
     // The wheel with its test extras (pytest, pandas, duckdb) from the package index, as a
     // user installs it.
-    run(
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .arg(format!("{}[test]", wheel.display())),
-        "pip install the wheel",
-    );
+    pip_install(&py, &[], &format!("{}[test]", wheel.display()));
     pytest(&py, &support::repo().join("python/tests"));
-    let _ = std::fs::remove_dir_all(&venv);
 }
 
 #[test]
@@ -134,19 +157,10 @@ fn the_spark_job_writes_what_sqos_export_writes() {
     need("maturin, pytest, pyspark, pyarrow", true);
     let wheel = wheel();
     let py = tools_python();
-    run(
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--force-reinstall",
-                "--no-deps",
-            ])
-            .arg(wheel),
-        "pip install the wheel into the tools venv",
+    pip_install(
+        &py,
+        &["--force-reinstall", "--no-deps"],
+        &wheel.display().to_string(),
     );
     pytest(&py, &support::repo().join("examples/spark/test_job.py"));
 }
