@@ -49,10 +49,10 @@ fn run(cmd: &mut Command, what: &str) {
     );
 }
 
-/// The wheel, built once per test run by maturin in the workspace's target/. In the test profile
-/// (opt-level 1, as `cargo test` builds the crate): it checks the package, and a release build
-/// of the crate and its dependencies would add most of an hour to CI on 2 cores. Users build
-/// the release wheel (README).
+/// The wheel, built once per test run by maturin in the workspace's target/, in the dev profile:
+/// it checks the package, and a release build of the crate and its dependencies would add most
+/// of an hour to CI on 2 cores. Not `--profile test`: cargo builds a cdylib in its test profile
+/// as a test executable, which Python cannot load. Users build the release wheel (README).
 fn wheel() -> &'static Path {
     static WHEEL: OnceLock<PathBuf> = OnceLock::new();
     WHEEL.get_or_init(|| {
@@ -61,15 +61,7 @@ fn wheel() -> &'static Path {
         let _ = std::fs::remove_dir_all(&out);
         run(
             Command::new(tools_python())
-                .args([
-                    "-m",
-                    "maturin",
-                    "build",
-                    "--profile",
-                    "test",
-                    "--quiet",
-                    "-m",
-                ])
+                .args(["-m", "maturin", "build", "--quiet", "-m"])
                 .arg(repo.join("python/Cargo.toml"))
                 .arg("-o")
                 .arg(&out),
