@@ -34,7 +34,7 @@ measure() {
   local case=$1
   shift
   "$GEN" "$case" "$SCALE" 2>"$TMP/frames" | /usr/bin/time -f '%e %M' -o "$TMP/time" "$@" >"$TMP/out" 2>"$TMP/err" || true
-  awk '{ printf "%s %.0f", $1, $2 / 1024 }' "$TMP/time"
+  awk '{ printf "%s %.0f\n", $1, $2 / 1024 }' "$TMP/time"
 }
 
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg), budget --memory $MEMORY, scale $SCALE"

@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 use sqos::analysis::Analyzer;
 use sqos::capture::CaptureReader;
 use sqos::feed::{Feed, Tap};
-use sqos::output::{csv, flows, json, stats, text};
+use sqos::output::{columns, csv, flows, json, stats, text};
 use sqos::pipeline::{CaptureNote, SqosRecord};
 use sqos::run::{no_progress, run_capture, Ending};
 
@@ -23,7 +23,8 @@ impl Tap<Analyzer> for Render {
         self.rendered += text::summary_line(rec, first).len();
         self.rendered += text::detail_tree(rec, first).len();
         self.rendered += json::record_json(rec).to_string().len();
-        self.rendered += csv::message_flat(rec).len();
+        let flat = columns::message_flat(rec);
+        self.rendered += flat.values().map(|v| csv::cell(Some(v)).len()).sum::<usize>();
     }
     fn on_note(&mut self, note: &CaptureNote) {
         self.rendered += note.message.len();
@@ -61,7 +62,8 @@ fuzz_target!(|data: &[u8]| {
     let all = flows::flows_json(&analysis);
     if let Some(list) = all.as_array() {
         for f in list {
-            let _ = csv::flow_flat(f);
+            let flat = columns::flow_flat(f);
+            let _ = flat.values().map(|v| csv::cell(Some(v))).count();
         }
     }
 });

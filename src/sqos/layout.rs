@@ -95,78 +95,34 @@ pub trait WireValue: Copy {
     fn value(self) -> FieldValue;
 }
 
-impl WireValue for u16 {
-    const KIND: Kind = Kind::U16;
-    fn read(input: &[u8]) -> IResult<&[u8], Self> {
-        le_u16(input)
-    }
-    fn value(self) -> FieldValue {
-        FieldValue::U16(self)
-    }
+/// A [`WireValue`] read by a nom parser and shown as one [`FieldValue`] variant.
+macro_rules! wire_value {
+    ($t:ty, $kind:ident, $read:expr) => {
+        impl WireValue for $t {
+            const KIND: Kind = Kind::$kind;
+            fn read(input: &[u8]) -> IResult<&[u8], Self> {
+                $read.parse(input)
+            }
+            fn value(self) -> FieldValue {
+                FieldValue::$kind(self)
+            }
+        }
+    };
 }
 
-impl WireValue for u32 {
-    const KIND: Kind = Kind::U32;
-    fn read(input: &[u8]) -> IResult<&[u8], Self> {
-        le_u32(input)
-    }
-    fn value(self) -> FieldValue {
-        FieldValue::U32(self)
-    }
-}
-
-impl WireValue for u64 {
-    const KIND: Kind = Kind::U64;
-    fn read(input: &[u8]) -> IResult<&[u8], Self> {
-        le_u64(input)
-    }
-    fn value(self) -> FieldValue {
-        FieldValue::U64(self)
-    }
-}
-
-impl WireValue for Uuid {
-    const KIND: Kind = Kind::Guid;
-    fn read(input: &[u8]) -> IResult<&[u8], Self> {
-        map_opt(take(16usize), |b: &[u8]| {
-            <[u8; 16]>::try_from(b).ok().map(Uuid::from_bytes_le)
-        })
-        .parse(input)
-    }
-    fn value(self) -> FieldValue {
-        FieldValue::Guid(self)
-    }
-}
-
-impl WireValue for ProtocolVersion {
-    const KIND: Kind = Kind::Version;
-    fn read(input: &[u8]) -> IResult<&[u8], Self> {
-        le_u16.map(ProtocolVersion).parse(input)
-    }
-    fn value(self) -> FieldValue {
-        FieldValue::Version(self)
-    }
-}
-
-impl WireValue for Options {
-    const KIND: Kind = Kind::Options;
-    fn read(input: &[u8]) -> IResult<&[u8], Self> {
-        le_u32.map(Options).parse(input)
-    }
-    fn value(self) -> FieldValue {
-        FieldValue::Options(self)
-    }
-}
-
-impl WireValue for Status {
-    const KIND: Kind = Kind::Status;
-    fn read(input: &[u8]) -> IResult<&[u8], Self> {
-        le_u32.map(Status).parse(input)
-    }
-    fn value(self) -> FieldValue {
-        FieldValue::Status(self)
-    }
-}
+wire_value!(u16, U16, le_u16);
+wire_value!(u32, U32, le_u32);
+wire_value!(u64, U64, le_u64);
+wire_value!(
+    Uuid,
+    Guid,
+    map_opt(take(16usize), |b: &[u8]| {
+        <[u8; 16]>::try_from(b).ok().map(Uuid::from_bytes_le)
+    })
+);
+wire_value!(ProtocolVersion, Version, le_u16.map(ProtocolVersion));
+wire_value!(Options, Options, le_u32.map(Options));
+wire_value!(Status, Status, le_u32.map(Status));
 
 /// A row of the table typed by the value it holds, so the parser and the encoder cannot read a
 /// field as something else.

@@ -266,16 +266,7 @@ impl Kit {
 
     /// The kit's session joins connection `conn` (client 10.0.<conn>.2, server 10.0.<conn>.1).
     pub fn join(&mut self, at: f64, conn: u32, joined: ChannelJoin) {
-        let frame = self.next_frame();
-        self.an.on_channel(&ChannelRecord {
-            frame,
-            ts: ts(at),
-            conn: ConnId(conn),
-            client: addr(&format!("10.0.{conn}.2:5000{conn}")),
-            server: addr(&format!("10.0.{conn}.1:445")),
-            session_id: self.session,
-            event: ChannelEvent::Joined(joined),
-        });
+        self.channel(at, conn, ChannelEvent::Joined(joined));
     }
 
     /// The kit's session leaves connection `conn`: the server last spoke at `last_server`,
@@ -288,6 +279,20 @@ impl Kit {
         last_server: Option<(u64, f64)>,
         unanswered: u64,
     ) -> u64 {
+        self.channel(
+            at,
+            conn,
+            ChannelEvent::Ended {
+                by,
+                last_server_frame: last_server.map(|l| l.0),
+                last_server_ts: last_server.map(|l| ts(l.1)),
+                unanswered,
+            },
+        )
+    }
+
+    /// One channel record of the kit's session on connection `conn`; returns its frame.
+    fn channel(&mut self, at: f64, conn: u32, event: ChannelEvent) -> u64 {
         let frame = self.next_frame();
         self.an.on_channel(&ChannelRecord {
             frame,
@@ -296,12 +301,7 @@ impl Kit {
             client: addr(&format!("10.0.{conn}.2:5000{conn}")),
             server: addr(&format!("10.0.{conn}.1:445")),
             session_id: self.session,
-            event: ChannelEvent::Ended {
-                by,
-                last_server_frame: last_server.map(|l| l.0),
-                last_server_ts: last_server.map(|l| ts(l.1)),
-                unanswered,
-            },
+            event,
         });
         frame
     }

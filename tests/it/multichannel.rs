@@ -98,6 +98,23 @@ impl Wire {
         self.send(conn, Dir::ToServer, secs, &q);
         self.send(conn, Dir::ToClient, secs + 0.0005, &r);
     }
+    /// A 4 KiB READ of `F` in `SESSION` (tree 5) on connection `conn`, and its answer.
+    fn read_4k(&mut self, conn: u32, secs: f64, mid: u64) {
+        self.exchange(
+            conn,
+            secs,
+            with_session(
+                Msg::request(READ, mid, crate::smb2_build::read_request(F, 4096, 0)),
+                SESSION,
+                5,
+            ),
+            with_session(
+                response(READ, mid, 0, crate::smb2_build::read_response(4096, 7)),
+                SESSION,
+                5,
+            ),
+        );
+    }
     fn finish(mut self) -> (Collect, Stats) {
         self.p.finish(&mut self.out);
         let stats = self.p.stats().clone();
@@ -218,20 +235,7 @@ fn session_over_two_connections() -> Wire {
 fn binding_makes_a_channel_and_io_on_it_reaches_the_open() {
     let mut w = session_over_two_connections();
     // A READ on the second channel of the FileId opened on the first.
-    w.exchange(
-        1,
-        0.1,
-        with_session(
-            Msg::request(READ, 3, crate::smb2_build::read_request(F, 4096, 0)),
-            SESSION,
-            5,
-        ),
-        with_session(
-            response(READ, 3, 0, crate::smb2_build::read_response(4096, 7)),
-            SESSION,
-            5,
-        ),
-    );
+    w.read_4k(1, 0.1, 3);
     w.p.stream_sink()
         .on_close(ConnId(1), CloseKind::Rst, 99, Timestamp((0.2 * SEC) as i64));
     let (out, stats) = w.finish();
@@ -287,20 +291,7 @@ fn binding_makes_a_channel_and_io_on_it_reaches_the_open() {
 fn a_session_first_met_on_a_connection_is_a_channel_seen() {
     let mut w = Wire::new(3);
     // The capture began after the setup: a READ of the session on connection 2.
-    w.exchange(
-        2,
-        0.0,
-        with_session(
-            Msg::request(READ, 40, crate::smb2_build::read_request(F, 4096, 0)),
-            SESSION,
-            5,
-        ),
-        with_session(
-            response(READ, 40, 0, crate::smb2_build::read_response(4096, 7)),
-            SESSION,
-            5,
-        ),
-    );
+    w.read_4k(2, 0.0, 40);
     let (out, stats) = w.finish();
     assert_eq!(
         out.channels[0].event,
