@@ -226,15 +226,17 @@ def plot(
     ports: Sequence[int] = (),
     flows: Sequence[str] = (),
     max_flows: int = 12,
+    same_scale: bool = False,
     file: Optional[str] = None,
     errors: str = "raise",
 ) -> Plot:
-    """The ``sqos plot`` chart of a capture.
+    """The ``sqos plot`` chart of a capture, titled with the capture's file name (or ``file``).
 
     Args:
         source, keys, ports, file, errors: as for :func:`read_messages`.
-        flows: only these flows (GUID prefix or initiator name), like ``--flow``.
+        flows: only these flows: LogicalFlowID prefixes or initiator names.
         max_flows: at most this many panels (flows with findings first, then the busiest).
+        same_scale: one IOPS scale for every panel, like ``--same-scale``.
     """
     return Plot(
         _call(
@@ -244,6 +246,7 @@ def plot(
             errors,
             flows=list(flows),
             max_flows=max_flows,
+            same_scale=bool(same_scale),
             **_options(keys, ports),
         )
     )

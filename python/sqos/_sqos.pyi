@@ -24,6 +24,7 @@ def plot_svg(
     file: Optional[str] = None,
     flows: List[str] = ...,
     max_flows: int = 12,
+    same_scale: bool = False,
     keys: List[str] = ...,
     ports: List[int] = ...,
 ) -> Tuple[str, Optional[Problem]]: ...

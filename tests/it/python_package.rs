@@ -1,9 +1,10 @@
 //! The Python package and the Spark job, as a user gets them: the wheel built by maturin,
 //! `pip install`ed into a fresh venv, its pytest suite (python/tests: every table equals
 //! `sqos export --format parquet`, pandas, DuckDB, errors, plot); then the Spark job in local mode
-//! (examples/spark/test_job.py). Needs Python with maturin, pytest and pyspark, and a JRE:
-//! switched on by SQOS_EXTERNAL_TESTS=1 (or CI=true), when a missing piece is a failure;
-//! `.ci/run` makes the venv and points SQOS_PYTHON at it.
+//! (examples/spark/test_job.py). Needs Python 3.9+ with venv, PyPI and a JRE: switched on by
+//! SQOS_EXTERNAL_TESTS=1 (or CI=true), when a missing piece is a failure. The build and test
+//! tools (maturin, pytest, pyspark: python/requirements-tools.txt, pinned) are those of the
+//! Python `SQOS_PYTHON` names, or else of a venv this test makes once in target/py-tools.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,23 +12,53 @@ use std::sync::OnceLock;
 
 use crate::support;
 
-/// The Python that has the build and test tools (`SQOS_PYTHON`, else `python3`).
-fn tools_python() -> PathBuf {
-    std::env::var_os("SQOS_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "python3".into())
+/// The pinned tools, also the constraints of the fresh venv.
+fn requirements() -> PathBuf {
+    support::repo().join("python/requirements-tools.txt")
+}
+
+/// pip's options: binary wheels only, but pyspark, which PyPI has only as a source archive
+/// (pip packs it into a wheel without compiling anything).
+const BINARY_ONLY: [&str; 4] = ["--only-binary", ":all:", "--no-binary", "pyspark"];
+
+/// The Python that has the build and test tools: `SQOS_PYTHON`, else target/py-tools (made and
+/// filled from python/requirements-tools.txt the first time).
+fn tools_python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        if let Some(py) = std::env::var_os("SQOS_PYTHON") {
+            return PathBuf::from(py);
+        }
+        let venv = support::repo().join("target/py-tools");
+        let py = venv.join("bin/python");
+        if !imports(&py, "maturin, pytest, pyspark, pyarrow") {
+            run(
+                Command::new("python3").args(["-m", "venv"]).arg(&venv),
+                "python3 -m venv target/py-tools",
+            );
+            pip_install(
+                &py,
+                &BINARY_ONLY,
+                &["-r", &requirements().display().to_string()],
+            );
+        }
+        py
+    })
+}
+
+fn imports(py: &Path, modules: &str) -> bool {
+    Command::new(py)
+        .args(["-c", &format!("import {modules}")])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Fails the (switched-on) test when a tool is missing.
 fn need(modules: &str, java: bool) {
     let py = tools_python();
-    let ok = Command::new(&py)
-        .args(["-c", &format!("import {modules}")])
-        .status()
-        .is_ok_and(|s| s.success());
     assert!(
-        ok,
-        "{} cannot import {modules}: .ci/run makes a venv with them and sets SQOS_PYTHON",
+        imports(py, modules),
+        "{} cannot import {modules}: unset SQOS_PYTHON to have target/py-tools made",
         py.display()
     );
     if java {
@@ -83,7 +114,7 @@ fn wheel() -> &'static Path {
     })
 }
 
-fn pip_install(python: &Path, options: &[&str], what: &str) {
+fn pip_install(python: &Path, options: &[&str], what: &[&str]) {
     run(
         Command::new(python)
             .args([
@@ -94,8 +125,8 @@ fn pip_install(python: &Path, options: &[&str], what: &str) {
                 "--disable-pip-version-check",
             ])
             .args(options)
-            .arg(what),
-        &format!("{} -m pip install {what}", python.display()),
+            .args(what),
+        &format!("{} -m pip install {}", python.display(), what.join(" ")),
     );
 }
 
@@ -122,7 +153,7 @@ fn pytest(python: &Path, tests: &Path) {
 #[test]
 #[cfg_attr(
     not(sqos_external_tests),
-    ignore = "needs Python with maturin and pytest, and PyPI (SQOS_EXTERNAL_TESTS=1 runs it)"
+    ignore = "needs Python 3.9+ with venv and PyPI (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
 fn the_wheel_installs_in_a_fresh_venv_and_its_tests_pass() {
     need("maturin, pytest", false);
@@ -135,24 +166,29 @@ fn the_wheel_installs_in_a_fresh_venv_and_its_tests_pass() {
     );
     let py = venv.join("bin/python");
     // The wheel with its test extras (pytest, pandas, duckdb) from the package index, as a
-    // user installs it.
-    pip_install(&py, &[], &format!("{}[test]", wheel.display()));
+    // user installs it (at the pinned versions).
+    let constraints = requirements().display().to_string();
+    pip_install(
+        &py,
+        &BINARY_ONLY,
+        &["-c", &constraints, &format!("{}[test]", wheel.display())],
+    );
     pytest(&py, &support::repo().join("python/tests"));
 }
 
 #[test]
 #[cfg_attr(
     not(sqos_external_tests),
-    ignore = "needs Python with maturin, pytest, pyspark, pyarrow and a JRE (SQOS_EXTERNAL_TESTS=1 runs it)"
+    ignore = "needs Python 3.9+ with venv, PyPI and a JRE (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
 fn the_spark_job_writes_what_sqos_export_writes() {
     need("maturin, pytest, pyspark, pyarrow", true);
     let wheel = wheel();
     let py = tools_python();
     pip_install(
-        &py,
+        py,
         &["--force-reinstall", "--no-deps"],
-        &wheel.display().to_string(),
+        &[&wheel.display().to_string()],
     );
     pytest(&py, &support::repo().join("examples/spark/test_job.py"));
 }
