@@ -99,37 +99,32 @@ impl Flow {
     }
 }
 
-/// The spec's status names, with short snake-case aliases for rules files.
-const STATUS_NAMES: [(u32, &str, &str); 5] = [
-    (0, "StorageQoSStatusOk", "ok"),
-    (
-        1,
-        "StorageQoSStatusInsufficientThroughput",
-        "insufficient_throughput",
-    ),
-    (2, "StorageQoSUnknownPolicyId", "unknown_policy_id"),
-    (
-        4,
-        "StorageQoSStatusConfigurationMismatch",
-        "configuration_mismatch",
-    ),
-    (5, "StorageQoSStatusNotAvailable", "not_available"),
-];
+/// The short snake_case alias of a status rules files may use ("insufficient_throughput"):
+/// its spec name without the prefix, in snake case.
+fn alias(s: Status) -> Option<String> {
+    s.short_name().map(|n| {
+        let mut out = String::with_capacity(n.len() + 4);
+        for (i, c) in n.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
+    })
+}
 
 /// A Status from its spec name or short alias (case-insensitive).
 pub fn status_from_name(s: &str) -> Option<Status> {
-    STATUS_NAMES
-        .iter()
-        .find(|(_, long, short)| long.eq_ignore_ascii_case(s) || short.eq_ignore_ascii_case(s))
-        .map(|&(v, _, _)| Status(v))
+    Status::known().find(|k| {
+        k.name().is_some_and(|n| n.eq_ignore_ascii_case(s))
+            || alias(*k).is_some_and(|a| a.eq_ignore_ascii_case(s))
+    })
 }
 
 /// The short name of a status, or its number.
 pub fn status_label(s: Status) -> String {
-    STATUS_NAMES
-        .iter()
-        .find(|(v, _, _)| *v == s.0)
-        .map_or_else(|| s.0.to_string(), |&(_, _, short)| short.to_string())
+    alias(s).unwrap_or_else(|| s.0.to_string())
 }
 
 fn status_of(v: &Value) -> Option<Status> {
@@ -223,6 +218,28 @@ mod tests {
         assert_eq!(f.last_status(), Some(Status(1)));
         assert_eq!(f.label(), "vm01 [aaaaaaaa]");
         assert_eq!(f.findings()[0].frame, Some(7));
+    }
+
+    #[test]
+    fn status_aliases() {
+        let aliases: Vec<String> = Status::known().map(status_label).collect();
+        assert_eq!(
+            aliases,
+            [
+                "ok",
+                "insufficient_throughput",
+                "unknown_policy_id",
+                "configuration_mismatch",
+                "not_available"
+            ]
+        );
+        assert_eq!(status_label(Status(3)), "3");
+        assert_eq!(
+            status_from_name("StorageQoSUnknownPolicyId"),
+            Some(Status(2))
+        );
+        assert_eq!(status_from_name("NOT_AVAILABLE"), Some(Status(5)));
+        assert_eq!(status_from_name("bogus"), None);
     }
 
     #[test]

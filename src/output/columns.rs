@@ -6,10 +6,11 @@ use serde_json::{json, Map, Value};
 
 use crate::analysis::{FlowFinding, FlowState};
 use crate::pipeline::SqosRecord;
+use crate::sqos::layout::{self, request, response, FieldDef};
 use crate::sqos::Finding;
 
 use super::flows::finding_json;
-use super::json::record_json;
+use super::json::{record_json, OPTION_NAMES, STATUS_NAME};
 use super::time::iso_utc;
 use Kind::*;
 
@@ -63,9 +64,8 @@ pub fn names(columns: &[Column]) -> impl Iterator<Item = &'static str> + '_ {
     columns.iter().map(|c| c.name)
 }
 
-/// Columns of `sqos export --what messages --format csv` (the keys of `sqos dissect --format
-/// jsonl`, with the `sqos` object flattened and the findings as their codes).
-pub const MESSAGE_COLUMNS: &[Column] = &[
+/// The columns of a message before its SQOS fields: the frame, the SMB2 exchange, the buffer.
+const MESSAGE_HEAD: [Column; 20] = [
     col("frame", Int),
     col("time", Time),
     col("datetime", Text),
@@ -86,31 +86,121 @@ pub const MESSAGE_COLUMNS: &[Column] = &[
     col("max_output_response", U32),
     col("buffer_length", Int),
     col("buffer_truncated", Bool),
-    col("protocol_version", U32),
-    col("options", U32),
-    col("option_names", TextList),
-    col("logical_flow_id", Guid),
-    col("policy_id", Guid),
-    col("initiator_id", Guid),
-    col("limit", UInt),
-    col("reservation", UInt),
-    col("initiator_name", Text),
-    col("initiator_node_name", Text),
-    col("io_count_increment", UInt),
-    col("normalized_io_count_increment", UInt),
-    col("latency_increment", UInt),
-    col("lower_latency_increment", UInt),
-    col("bandwidth_limit", UInt),
-    col("kilobyte_count_increment", UInt),
-    col("time_to_live", U32),
-    col("status", U32),
-    col("status_name", Text),
-    col("maximum_io_rate", UInt),
-    col("minimum_io_rate", UInt),
-    col("base_io_size", U32),
-    col("maximum_bandwidth", UInt),
-    col("findings", TextList),
 ];
+
+/// The column after the SQOS fields: the message's finding codes.
+const MESSAGE_TAIL: Column = col("findings", TextList);
+
+/// The column kind of a layout field.
+const fn sqos_kind(k: layout::Kind) -> Kind {
+    match k {
+        layout::Kind::U64 => UInt,
+        layout::Kind::U16
+        | layout::Kind::U32
+        | layout::Kind::Version
+        | layout::Kind::Options
+        | layout::Kind::Status => U32,
+        layout::Kind::Guid => Guid,
+        layout::Kind::Utf16 => Text,
+    }
+}
+
+const fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Writes `c` at `at` when `out` has room; the next position either way (so one walk both
+/// counts and fills).
+const fn put(out: &mut [Column], at: usize, c: Column) -> usize {
+    if at < out.len() {
+        out[at] = c;
+    }
+    at + 1
+}
+
+/// A layout field's column at `at`, then the name column of its value (the keys
+/// `fields_json` writes beside Options and Status).
+const fn put_field(out: &mut [Column], at: usize, f: &FieldDef) -> usize {
+    let at = put(out, at, col(f.key, sqos_kind(f.kind)));
+    match f.kind {
+        layout::Kind::Options => put(out, at, col(OPTION_NAMES, TextList)),
+        layout::Kind::Status => put(out, at, col(STATUS_NAME, Text)),
+        _ => at,
+    }
+}
+
+/// The SQOS fields of a message as columns, from the layout table: the request's fields (each
+/// name where its offset field sits; its offset and length are no columns), then the response's
+/// fields the request does not have; reserved fields left out. Returns the end position.
+const fn put_sqos(out: &mut [Column], mut at: usize) -> usize {
+    let mut i = 0;
+    'request: while i < request::FIELDS.len() {
+        let f = &request::FIELDS[i];
+        i += 1;
+        if f.reserved {
+            continue;
+        }
+        let mut j = 0;
+        while j < request::NAMES.len() {
+            let n = &request::NAMES[j];
+            j += 1;
+            if n.offset.def.offset == f.offset {
+                at = put(out, at, col(n.key, Text));
+                continue 'request;
+            }
+            if n.length.def.offset == f.offset {
+                continue 'request;
+            }
+        }
+        at = put_field(out, at, f);
+    }
+    let mut i = 0;
+    'response: while i < response::FIELDS.len() {
+        let f = &response::FIELDS[i];
+        i += 1;
+        if f.reserved {
+            continue;
+        }
+        let mut j = 0;
+        while j < request::FIELDS.len() {
+            if same_key(request::FIELDS[j].key, f.key) {
+                continue 'response;
+            }
+            j += 1;
+        }
+        at = put_field(out, at, f);
+    }
+    at
+}
+
+const MESSAGE_LEN: usize = MESSAGE_HEAD.len() + put_sqos(&mut [], 0) + 1;
+
+const fn message_columns() -> [Column; MESSAGE_LEN] {
+    let mut out = [MESSAGE_TAIL; MESSAGE_LEN];
+    let mut i = 0;
+    while i < MESSAGE_HEAD.len() {
+        out[i] = MESSAGE_HEAD[i];
+        i += 1;
+    }
+    put_sqos(&mut out, MESSAGE_HEAD.len());
+    out
+}
+
+/// Columns of `sqos export --what messages --format csv` (the keys of `sqos dissect --format
+/// jsonl`, with the `sqos` object flattened and the findings as their codes). The SQOS fields
+/// come from the layout table ([`crate::sqos::layout`]).
+pub const MESSAGE_COLUMNS: &[Column] = &message_columns();
 
 /// Columns of `sqos flows --format csv` and `sqos export --what flows --format csv`.
 pub const FLOW_COLUMNS: &[Column] = &[
@@ -315,6 +405,47 @@ mod tests {
     use super::*;
     use crate::output::csv::cell;
     use serde_json::json;
+
+    /// The message columns derived from the layout table are the list the CSV export had when
+    /// it was written out by hand.
+    #[test]
+    fn message_columns_from_the_layout() {
+        let sqos: Vec<(&str, Kind)> = MESSAGE_COLUMNS[MESSAGE_HEAD.len()..]
+            .iter()
+            .map(|c| (c.name, c.kind))
+            .collect();
+        assert_eq!(
+            sqos,
+            [
+                ("protocol_version", U32),
+                ("options", U32),
+                ("option_names", TextList),
+                ("logical_flow_id", Guid),
+                ("policy_id", Guid),
+                ("initiator_id", Guid),
+                ("limit", UInt),
+                ("reservation", UInt),
+                ("initiator_name", Text),
+                ("initiator_node_name", Text),
+                ("io_count_increment", UInt),
+                ("normalized_io_count_increment", UInt),
+                ("latency_increment", UInt),
+                ("lower_latency_increment", UInt),
+                ("bandwidth_limit", UInt),
+                ("kilobyte_count_increment", UInt),
+                ("time_to_live", U32),
+                ("status", U32),
+                ("status_name", Text),
+                ("maximum_io_rate", UInt),
+                ("minimum_io_rate", UInt),
+                ("base_io_size", U32),
+                ("maximum_bandwidth", UInt),
+                ("findings", TextList),
+            ]
+        );
+        assert_eq!(MESSAGE_COLUMNS.len(), 44);
+        assert_eq!(MESSAGE_COLUMNS[19].name, "buffer_truncated");
+    }
 
     #[test]
     fn flow_flattening() {

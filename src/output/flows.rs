@@ -36,11 +36,8 @@ pub fn dialect(v: ProtocolVersion) -> Option<&'static str> {
 
 /// Status without the StorageQoS prefix, for the table.
 pub fn status_label(s: Status) -> String {
-    match s.name() {
-        Some(n) => n
-            .trim_start_matches("StorageQoSStatus")
-            .trim_start_matches("StorageQoS")
-            .to_string(),
+    match s.short_name() {
+        Some(n) => n.to_string(),
         None => format!("0x{:08x}", s.0),
     }
 }

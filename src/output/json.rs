@@ -29,6 +29,11 @@ pub fn findings_json(findings: &[Finding]) -> Value {
     )
 }
 
+/// The key of the Options flag names beside `options`.
+pub const OPTION_NAMES: &str = "option_names";
+/// The key of the Status's spec name beside `status`.
+pub const STATUS_NAME: &str = "status_name";
+
 /// The `sqos` object: each field of the layout table under its key (reserved fields left out),
 /// Options with its flag names and Status with its spec name beside them.
 fn fields_json(fields: Vec<(FieldDef, FieldValue)>) -> Map<String, Value> {
@@ -41,12 +46,12 @@ fn fields_json(fields: Vec<(FieldDef, FieldValue)>) -> Map<String, Value> {
             FieldValue::Guid(g) => json!(g.to_string()),
             FieldValue::Version(v) => json!(v.0),
             FieldValue::Options(o) => {
-                m.insert("option_names".into(), json!(o.names()));
+                m.insert(OPTION_NAMES.into(), json!(o.names()));
                 json!(o.bits())
             }
             FieldValue::Status(s) => {
                 if let Some(name) = s.name() {
-                    m.insert("status_name".into(), json!(name));
+                    m.insert(STATUS_NAME.into(), json!(name));
                 }
                 json!(s.0)
             }

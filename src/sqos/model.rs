@@ -121,15 +121,39 @@ impl Status {
     pub const CONFIGURATION_MISMATCH: Status = Status(4);
     pub const NOT_AVAILABLE: Status = Status(5);
 
+    /// The statuses the spec defines, with their names.
+    const NAMED: [(Status, &'static str); 5] = [
+        (Status::OK, "StorageQoSStatusOk"),
+        (
+            Status::INSUFFICIENT_THROUGHPUT,
+            "StorageQoSStatusInsufficientThroughput",
+        ),
+        (Status::UNKNOWN_POLICY_ID, "StorageQoSUnknownPolicyId"),
+        (
+            Status::CONFIGURATION_MISMATCH,
+            "StorageQoSStatusConfigurationMismatch",
+        ),
+        (Status::NOT_AVAILABLE, "StorageQoSStatusNotAvailable"),
+    ];
+
+    /// Every status the spec defines, in value order.
+    pub fn known() -> impl Iterator<Item = Status> {
+        Status::NAMED.into_iter().map(|(s, _)| s)
+    }
+
     /// The spec's name of a known status, `None` for values the spec does not define.
     pub fn name(self) -> Option<&'static str> {
-        Some(match self.0 {
-            0 => "StorageQoSStatusOk",
-            1 => "StorageQoSStatusInsufficientThroughput",
-            2 => "StorageQoSUnknownPolicyId",
-            4 => "StorageQoSStatusConfigurationMismatch",
-            5 => "StorageQoSStatusNotAvailable",
-            _ => return None,
+        Status::NAMED
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map(|&(_, n)| n)
+    }
+
+    /// The name without its `StorageQoSStatus` / `StorageQoS` prefix ("InsufficientThroughput").
+    pub fn short_name(self) -> Option<&'static str> {
+        self.name().map(|n| {
+            n.trim_start_matches("StorageQoSStatus")
+                .trim_start_matches("StorageQoS")
         })
     }
 }
