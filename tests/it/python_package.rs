@@ -190,5 +190,5 @@ fn the_spark_job_writes_what_sqos_export_writes() {
         &["--force-reinstall", "--no-deps"],
         &[&wheel.display().to_string()],
     );
-    pytest(&py, &support::repo().join("examples/spark/test_job.py"));
+    pytest(py, &support::repo().join("examples/spark/test_job.py"));
 }
