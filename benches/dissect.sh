@@ -8,6 +8,7 @@
 #   SKIP_TSHARK=1                    do not time tshark (it takes about a minute per GiB)
 #   SKIP_ENCRYPTED=1                 do not time the encrypted capture (same traffic, AES-128-GCM)
 #   SKIP_COMPRESSED=1                do not time the compressed capture (same traffic, LZ77 chained)
+#   SKIP_MANY=1                      do not time the many-connection capture (see below)
 #   RUNS=N                           runs of each fast command, the quickest is kept (default 3)
 #
 # Rows:
@@ -19,7 +20,9 @@
 #   tshark           `tshark -Y` on the SQOS IOCTLs, out-of-order reassembly on
 # A second table does the same for the same traffic in an encrypted SMB 3.1.1 session
 # (AES-128-GCM), decrypted with --keys (sqos and tshark alike); a third for the same traffic
-# compressed (chained LZ77, SMB 3.1.1 compression: every message that comes out smaller).
+# compressed (chained LZ77, SMB 3.1.1 compression: every message that comes out smaller); a
+# fourth for traffic of many connections at once (`synth --scenario steady`, 8 hosts of 4 VMs,
+# each host's session on 2 channels: 16 connections, I/Os up to 1 MiB), about SIZE bytes.
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -111,14 +114,16 @@ fi
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
 table "$bytes"
 
-# The same traffic in another form, as a table of its own: $1 what it is, $2 its file, $3 the
-# bytes its MB/s are of; the arrays SYNTH (how synth makes it), SQOS and TSHARK (the options
-# that read it) say the rest.
+# Other traffic, as a table of its own: $1 what it is, $2 its file, $3 the bytes its MB/s are
+# of (empty: the file's size); the arrays SYNTH (synth's options that make it), SQOS and TSHARK
+# (the options that read it) say the rest.
+LARGE=(--scenario large --size "$SIZE" --seed 1)
 variant() {
   local what=$1 file=$2 of_bytes=$3
   if [ ! -s "$file" ]; then
-    "$BIN" synth --scenario large --size "$SIZE" --seed 1 "${SYNTH[@]}" -o "$file" >/dev/null 2>&1
+    "$BIN" synth "${SYNTH[@]}" -o "$file" >/dev/null 2>&1
   fi
+  [ -n "$of_bytes" ] || of_bytes=$(stat -c %s "$file")
   cat "$file" >/dev/null
   echo
   echo "$what: $file, $(stat -c %s "$file") bytes ($("$BIN" dissect --quiet "${SQOS[@]}" "$file" | wc -l) SQOS messages)"
@@ -139,11 +144,10 @@ if [ -z "${SKIP_ENCRYPTED:-}" ]; then
   KEYS="$DIR/large-$SIZE-aes128gcm.keys"
   ENC="$DIR/large-$SIZE-aes128gcm.pcap"
   [ -s "$KEYS" ] || rm -f "$ENC"
-  SYNTH=(--encrypt aes-128-gcm --keys-out "$KEYS")
+  SYNTH=("${LARGE[@]}" --encrypt aes-128-gcm --keys-out "$KEYS")
   SQOS=(--keys "$KEYS")
   TSHARK=()
-  if [ -s "$KEYS" ] || "$BIN" synth --scenario large --size "$SIZE" --seed 1 "${SYNTH[@]}" \
-    -o "$ENC" >/dev/null 2>&1; then
+  if [ -s "$KEYS" ] || "$BIN" synth "${SYNTH[@]}" -o "$ENC" >/dev/null 2>&1; then
     while read -r l; do [[ $l == \#* ]] || TSHARK+=(-o "uat:smb2_seskey_list:$l"); done <"$KEYS"
   fi
   variant "encrypted capture" "$ENC" "$(stat -c %s "$ENC")"
@@ -153,9 +157,19 @@ fi
 # bulk READ/WRITE data skipped. Synthetic payloads compress to almost nothing, so MB/s are of
 # the same traffic uncompressed (the plain capture's size).
 if [ -z "${SKIP_COMPRESSED:-}" ]; then
-  SYNTH=(--compress lz77 --chained)
+  SYNTH=("${LARGE[@]}" --compress lz77 --chained)
   SQOS=()
   TSHARK=()
   variant "compressed capture (MB/s of the uncompressed traffic)" "$DIR/large-$SIZE-lz77.pcap" "$bytes"
+fi
+
+# Many connections: `steady` writes about 24 MB of capture per simulated second with these
+# options, so SIZE sets the duration.
+if [ -z "${SKIP_MANY:-}" ]; then
+  seconds=$(( $(numfmt --from=auto "${SIZE%B}") / 24000000 + 1 ))
+  SYNTH=(--scenario steady --hosts 8 --vms 4 --channels 2 --big-io --duration "$seconds" --seed 1)
+  SQOS=()
+  TSHARK=()
+  variant "many connections (16, 8 sessions on 2 channels each)" "$DIR/many-$SIZE.pcap" ""
 fi
 [ -n "${SQOS_BENCH_DIR:-}" ] || rm -rf "$DIR"

@@ -1,27 +1,51 @@
 //! Comparing a capture's flow table with a saved one (`sqos flows --format json`): every figure
 //! within its tolerance, the identifying fields equal, and no flow appearing or vanishing.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::figure::Figure;
-use super::flows::{Flow, FlowTable};
+use super::flows::{Flow, FlowTable, FlowTableError};
 use super::outcome::{summarize, Outcome};
 use super::rules::values::fmt_num;
 use super::rules::BaselineTolerances;
+use crate::capture::Timestamp;
+use crate::filter::{Filter, Subject};
+use crate::output::columns::flow_flat;
 
-/// Fields compared as text: they name the flow's owner, policy and state.
-const TEXT_FIELDS: [&str; 4] = [
-    "initiator_name",
-    "initiator_node_name",
-    "policy_id",
-    "protocol_version",
-];
+/// A flow table saved with `sqos flows --format json`, read into typed flows. Each flow's saved
+/// fields are kept flat beside it for `-Y`, which reads a saved flow by its column names.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Baseline {
+    pub flows: FlowTable,
+    /// `flow_flat` of each saved flow, in the table's order.
+    rows: Vec<Map<String, Value>>,
+}
 
-fn text_of(f: &Flow, key: &str) -> String {
-    match f.json().get(key) {
-        None | Some(Value::Null) => "none".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
+impl Baseline {
+    pub fn from_json(v: Value) -> Result<Self, FlowTableError> {
+        let rows = match &v {
+            Value::Array(items) => items.iter().map(flow_flat).collect(),
+            _ => Vec::new(),
+        };
+        Ok(Baseline {
+            flows: FlowTable::from_json(v)?,
+            rows,
+        })
+    }
+
+    /// The saved flows a filter keeps: judged on their saved fields, or — for a filter that
+    /// reads messages, which a saved table has not — those the capture's selection kept.
+    pub fn select(&self, now: &FlowTable, f: &Filter) -> FlowTable {
+        let mut kept = self.flows.clone();
+        kept.retain(|i, fl| {
+            if f.needs_messages() {
+                now.get(fl.id()).is_some()
+            } else {
+                let row = self.rows.get(i).cloned().unwrap_or_default();
+                f.matches(&Subject::flow_map(row, Timestamp::default()))
+            }
+        });
+        kept
     }
 }
 
@@ -32,8 +56,7 @@ fn value_text(v: Option<f64>) -> String {
 /// The differences between one flow now and in the baseline.
 fn differences(now: &Flow, then: &Flow, tol: &BaselineTolerances) -> Vec<String> {
     let mut out = Vec::new();
-    for key in TEXT_FIELDS {
-        let (a, b) = (text_of(now, key), text_of(then, key));
+    for ((key, a), (_, b)) in now.texts().zip(then.texts()) {
         if a != b {
             out.push(format!("{key} {b} → {a}"));
         }

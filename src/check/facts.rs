@@ -172,10 +172,10 @@ impl MessageFacts {
     }
 }
 
-/// A flow analysis fed in the same pass: any capture sink that can hand over its flow table as
-/// `sqos flows --format json` would write it (or say why it cannot).
+/// A flow analysis fed in the same pass: any capture sink that hands over its analysis at the
+/// end (the analyzer, or the filters' selection of its flows).
 pub trait FlowAnalysis: CaptureSink {
-    fn into_flows_json(self) -> Result<serde_json::Value, String>;
+    fn into_analysis(self) -> crate::analysis::Analysis;
 }
 
 /// Collects [`MessageFacts`] while [`Feed`] hands every record to the analysis.

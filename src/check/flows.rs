@@ -1,17 +1,47 @@
-//! The flow table as `sqos flows --format json` writes it (issue 5), read as JSON so `check`
-//! depends only on that schema: from the analysis of a capture or from a saved baseline file.
+//! The flows `check` judges, typed: taken from a capture's analysis, or read from a flow table
+//! saved with `sqos flows --format json` (issue 5's schema, a baseline). Both sides are the same
+//! view, so a baseline compares like with like.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::figure::Figure;
+use crate::analysis::{Analysis, FlowState};
+use crate::output::flows::sorted_findings;
 use crate::sqos::Status;
 
-/// One flow object of the table. Built only through [`FlowTable::from_json`], so it always has
-/// a string `logical_flow_id`.
+/// The server's last Status as a flow holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LastStatus {
+    /// No answer seen (null or absent in a saved table).
+    None,
+    Known(Status),
+    /// A saved table's value that names no status, as it was written.
+    Unreadable(String),
+}
+
+/// The fields `check` compares as text (they name the flow's owner, policy and state), by the
+/// key the JSON table gives them.
+pub const TEXT_FIELDS: [&str; 4] = [
+    "initiator_name",
+    "initiator_node_name",
+    "policy_id",
+    "protocol_version",
+];
+
+/// One flow as `check` sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Flow {
+    /// The LogicalFlowID in lower case.
     id: String,
-    json: Value,
+    /// [`TEXT_FIELDS`], in that order (`None`: null or absent).
+    texts: [Option<String>; 4],
+    last_status: LastStatus,
+    /// The figures the flow has (a table saved before a figure existed lacks it); `None` is a
+    /// figure without a value (no counters reported, no limit set).
+    figures: BTreeMap<Figure, Option<f64>>,
+    findings: Vec<FlowFindingView>,
 }
 
 /// A finding of a flow as far as `check` needs it.
@@ -24,21 +54,133 @@ pub struct FlowFindingView {
     pub occurrences: u64,
 }
 
+/// A figure's value in a flow of the analysis, as the flow table gives it (`sqos flows`); a
+/// rate that is not finite is written as null there, so it is none here too.
+fn figure_of(
+    fig: Figure,
+    f: &FlowState,
+    r: Option<crate::analysis::Rates>,
+    o: Option<crate::analysis::ObservedRates>,
+) -> Option<f64> {
+    let (p, s) = (f.policy, f.server);
+    let int = |v: Option<u64>| v.map(|v| v as f64);
+    let v = match fig {
+        Figure::Limit => int(p.map(|p| p.limit)),
+        Figure::Reservation => int(p.map(|p| p.reservation)),
+        Figure::BandwidthLimit => int(p.and_then(|p| p.bandwidth_limit)),
+        Figure::MaximumIoRate => int(s.map(|s| s.maximum_io_rate)),
+        Figure::MinimumIoRate => int(s.map(|s| s.minimum_io_rate)),
+        Figure::MaximumBandwidth => int(s.and_then(|s| s.maximum_bandwidth)),
+        Figure::BaseIoSize => s.map(|s| f64::from(s.base_io_size)),
+        Figure::Iops => r.map(|r| r.iops),
+        Figure::NormalizedIops => r.map(|r| r.normalized_iops),
+        Figure::AvgLatencyMs => r.and_then(|r| r.avg_latency_ms),
+        Figure::AvgLowerLatencyMs => r.and_then(|r| r.avg_lower_latency_ms),
+        Figure::KilobytesPerSecond => r.and_then(|r| r.kilobytes_per_second),
+        Figure::ObservedIops => o.map(|o| o.iops),
+        Figure::ObservedNormalizedIops => o.map(|o| o.normalized_iops),
+        Figure::ObservedKilobytesPerSecond => o.map(|o| o.kilobytes_per_second),
+        Figure::ObservedAvgResponseMs => o.and_then(|o| o.avg_response_ms),
+        Figure::Channels => Some(f.channels_total as f64),
+    };
+    v.filter(|x| x.is_finite())
+}
+
+/// A saved value as text: a string as it is, anything else as JSON (`None`: null or absent).
+fn text_of(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        v => Some(v.to_string()),
+    }
+}
+
 impl Flow {
+    /// A flow of the analysis.
+    pub fn from_state(f: &FlowState) -> Self {
+        let (r, o) = (f.reported_rates(), f.observed_rates());
+        Flow {
+            id: f.id.to_string(),
+            texts: [
+                f.initiator_name.clone(),
+                f.initiator_node_name.clone(),
+                f.policy.map(|p| p.policy_id.to_string()),
+                f.protocol_version.map(|v| v.0.to_string()),
+            ],
+            last_status: f
+                .server
+                .map_or(LastStatus::None, |s| LastStatus::Known(s.status)),
+            figures: Figure::ALL
+                .into_iter()
+                .map(|fig| (fig, figure_of(fig, f, r, o)))
+                .collect(),
+            findings: sorted_findings(f)
+                .into_iter()
+                .map(|x| FlowFindingView {
+                    code: x.code.as_str().to_string(),
+                    severity: x.severity.as_str().to_string(),
+                    frame: Some(x.frame),
+                    occurrences: u64::from(x.occurrences).max(1),
+                })
+                .collect(),
+        }
+    }
+
+    /// A flow object of a saved table whose id is `id` (lower case).
+    fn from_json(id: String, json: &Value) -> Self {
+        let last_status = match json.get("last_status") {
+            None | Some(Value::Null) => LastStatus::None,
+            Some(v) => status_of(v)
+                .map_or_else(|| LastStatus::Unreadable(v.to_string()), LastStatus::Known),
+        };
+        let findings = json
+            .get("findings")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|f| {
+                        Some(FlowFindingView {
+                            code: f.get("code")?.as_str()?.to_string(),
+                            severity: f.get("severity")?.as_str()?.to_string(),
+                            frame: f.get("frame").and_then(Value::as_u64),
+                            occurrences: f
+                                .get("occurrences")
+                                .and_then(Value::as_u64)
+                                .unwrap_or(1)
+                                .max(1),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Flow {
+            id,
+            texts: TEXT_FIELDS.map(|k| text_of(json.get(k))),
+            last_status,
+            figures: Figure::ALL
+                .into_iter()
+                .filter_map(|fig| {
+                    let v = json.pointer(fig.pointer())?;
+                    Some((fig, v.as_f64()))
+                })
+                .collect(),
+            findings,
+        }
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
 
-    pub fn json(&self) -> &Value {
-        &self.json
-    }
-
-    fn str_at(&self, key: &str) -> Option<&str> {
-        self.json.get(key).and_then(Value::as_str)
-    }
-
     pub fn initiator_name(&self) -> Option<&str> {
-        self.str_at("initiator_name").filter(|s| !s.is_empty())
+        self.texts[0].as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// [`TEXT_FIELDS`] with their values, as text ("none" when null or absent).
+    pub fn texts(&self) -> impl Iterator<Item = (&'static str, &str)> + '_ {
+        TEXT_FIELDS
+            .into_iter()
+            .zip(self.texts.iter().map(|t| t.as_deref().unwrap_or("none")))
     }
 
     /// A short label for messages: the initiator name and the first group of the flow id.
@@ -50,52 +192,38 @@ impl Flow {
         }
     }
 
-    /// The figure's value; `None` when the key is absent or null (e.g. no counters reported).
+    /// The figure's value; `None` when the flow lacks it or has no value (e.g. no counters
+    /// reported).
     pub fn figure(&self, f: Figure) -> Option<f64> {
-        self.json.pointer(f.pointer()).and_then(Value::as_f64)
+        self.figures.get(&f).copied().flatten()
     }
 
-    /// Whether the table has the figure's key at all (null counts): a baseline saved before a
-    /// figure existed has none, and is not compared on it.
+    /// Whether the flow has the figure at all (without a value counts): a baseline saved before
+    /// a figure existed has none, and is not compared on it.
     pub fn has_figure(&self, f: Figure) -> bool {
-        self.json.pointer(f.pointer()).is_some()
+        self.figures.contains_key(&f)
     }
 
-    /// The server's last Status, read from a number, a status name, or an object with `code` /
-    /// `value` (whichever way the table writes it).
+    /// The server's last Status (read, in a saved table, from a number, a status name, or an
+    /// object with `code` / `value`).
     pub fn last_status(&self) -> Option<Status> {
-        status_of(self.json.get("last_status")?)
-    }
-
-    /// The raw `last_status` for messages.
-    pub fn last_status_text(&self) -> String {
-        match self.json.get("last_status") {
-            None | Some(Value::Null) => "none".into(),
-            Some(v) => match self.last_status() {
-                Some(s) => status_label(s),
-                None => v.to_string(),
-            },
+        match self.last_status {
+            LastStatus::Known(s) => Some(s),
+            _ => None,
         }
     }
 
-    pub fn findings(&self) -> Vec<FlowFindingView> {
-        let Some(list) = self.json.get("findings").and_then(Value::as_array) else {
-            return Vec::new();
-        };
-        list.iter()
-            .filter_map(|f| {
-                Some(FlowFindingView {
-                    code: f.get("code")?.as_str()?.to_string(),
-                    severity: f.get("severity")?.as_str()?.to_string(),
-                    frame: f.get("frame").and_then(Value::as_u64),
-                    occurrences: f
-                        .get("occurrences")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(1)
-                        .max(1),
-                })
-            })
-            .collect()
+    /// The last Status for messages.
+    pub fn last_status_text(&self) -> String {
+        match &self.last_status {
+            LastStatus::None => "none".into(),
+            LastStatus::Known(s) => status_label(*s),
+            LastStatus::Unreadable(v) => v.clone(),
+        }
+    }
+
+    pub fn findings(&self) -> &[FlowFindingView] {
+        &self.findings
     }
 }
 
@@ -157,12 +285,20 @@ pub struct FlowTable {
 }
 
 impl FlowTable {
+    /// The flows of an analysis, in its order.
+    pub fn from_analysis(a: &Analysis) -> Self {
+        FlowTable {
+            flows: a.flows.iter().map(Flow::from_state).collect(),
+        }
+    }
+
+    /// A table saved with `sqos flows --format json`.
     pub fn from_json(v: Value) -> Result<Self, FlowTableError> {
         let Value::Array(items) = v else {
             return Err(FlowTableError::NotAnArray);
         };
         let mut flows: Vec<Flow> = Vec::with_capacity(items.len());
-        for (index, json) in items.into_iter().enumerate() {
+        for (index, json) in items.iter().enumerate() {
             let id = json
                 .get("logical_flow_id")
                 .and_then(Value::as_str)
@@ -171,9 +307,19 @@ impl FlowTable {
             if flows.iter().any(|f| f.id == id) {
                 return Err(FlowTableError::Duplicate { id });
             }
-            flows.push(Flow { id, json });
+            flows.push(Flow::from_json(id, json));
         }
         Ok(FlowTable { flows })
+    }
+
+    /// The flows `keep` says yes to, in order.
+    pub fn retain(&mut self, mut keep: impl FnMut(usize, &Flow) -> bool) {
+        let mut i = 0;
+        self.flows.retain(|f| {
+            let k = keep(i, f);
+            i += 1;
+            k
+        });
     }
 
     pub fn flows(&self) -> &[Flow] {

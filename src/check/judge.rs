@@ -1,21 +1,19 @@
 //! Judging one capture: one pass through the pipeline feeding both the message facts and the
-//! flow analysis, then the rules and the baseline comparison.
+//! flow analysis, then the rules and the baseline comparison, on the typed flows.
 
 use std::ops::ControlFlow;
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::baseline::compare;
+use super::baseline::{compare, Baseline};
 use super::eval::{evaluate, Evidence};
 use super::facts::{FactsSink, FactsTap, FlowAnalysis, MessageFacts};
 use super::flows::{FlowTable, FlowTableError};
 use super::outcome::{CaptureVerdict, Outcome};
 use super::rules::{BaselineTolerances, Rule};
-use crate::capture::Timestamp;
 use crate::feed::Feed;
-use crate::filter::{Filter, Subject};
-use crate::output::columns::flow_flat;
+use crate::filter::Filter;
 use crate::pipeline::PipelineConfig;
 use crate::run::{open, run_capture, Ending, Progress};
 
@@ -23,32 +21,11 @@ use crate::run::{open, run_capture, Ending, Progress};
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     pub rules: Vec<Rule>,
-    pub baseline: Option<FlowTable>,
+    pub baseline: Option<Baseline>,
     pub tolerances: BaselineTolerances,
     /// `-Y` and its shortcuts: the baseline flows judged (the capture's are selected by the
     /// analysis, see [`crate::filter::FlowSelect`]).
     pub filter: Option<Filter>,
-}
-
-/// The baseline flows a filter keeps: judged on their saved fields, or — for a filter that
-/// reads messages, which a saved table has not — those the capture's selection kept.
-fn select_baseline(base: &FlowTable, now: &FlowTable, f: &Filter) -> FlowTable {
-    let keep: Vec<Value> = base
-        .flows()
-        .iter()
-        .filter(|fl| {
-            if f.needs_messages() {
-                now.get(fl.id()).is_some()
-            } else {
-                f.matches(&Subject::flow_map(
-                    flow_flat(fl.json()),
-                    Timestamp::default(),
-                ))
-            }
-        })
-        .map(|fl| fl.json().clone())
-        .collect();
-    FlowTable::from_json(Value::Array(keep)).unwrap_or_default()
 }
 
 /// A baseline file that cannot be used.
@@ -72,12 +49,12 @@ pub enum BaselineError {
 }
 
 /// Read a flow table saved with `sqos flows --format json`.
-pub fn load_baseline(path: &Path) -> Result<FlowTable, BaselineError> {
+pub fn load_baseline(path: &Path) -> Result<Baseline, BaselineError> {
     let p = || path.display().to_string();
     let text = std::fs::read(path).map_err(|source| BaselineError::Read { path: p(), source })?;
     let v: Value = serde_json::from_slice(&text)
         .map_err(|source| BaselineError::Json { path: p(), source })?;
-    FlowTable::from_json(v).map_err(|source| BaselineError::Table { path: p(), source })
+    Baseline::from_json(v).map_err(|source| BaselineError::Table { path: p(), source })
 }
 
 /// Judge already collected evidence (no capture needed): the rules, then the baseline.
@@ -85,12 +62,8 @@ pub fn judge_evidence(plan: &Plan, facts: &MessageFacts, flows: &FlowTable) -> V
     let mut out = evaluate(plan.rules.as_slice(), &Evidence { facts, flows });
     if let Some(b) = &plan.baseline {
         match &plan.filter {
-            Some(f) => out.extend(compare(
-                flows,
-                &select_baseline(b, flows, f),
-                &plan.tolerances,
-            )),
-            None => out.extend(compare(flows, b, &plan.tolerances)),
+            Some(f) => out.extend(compare(flows, &b.select(flows, f), &plan.tolerances)),
+            None => out.extend(compare(flows, &b.flows, &plan.tolerances)),
         }
     }
     out
@@ -129,13 +102,7 @@ pub fn judge_capture<A: FlowAnalysis>(
         tap: FactsTap { mut facts, .. },
     } = sink;
     facts.finish();
-    let flows = match analysis.into_flows_json() {
-        Ok(v) => match FlowTable::from_json(v) {
-            Ok(t) => t,
-            Err(e) => return failed(format!("flow analysis gave an unusable table: {e}")),
-        },
-        Err(e) => return failed(e),
-    };
+    let flows = FlowTable::from_analysis(&analysis.into_analysis());
     let mut outcomes = Vec::new();
     // A capture cut short could hide what the rules look for: say so as a failed check.
     if let Ending::Damaged(e) = &result.ending {

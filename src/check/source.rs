@@ -1,15 +1,12 @@
-//! The flow analysis `sqos check` runs alongside its own message facts: the same analyzer and
-//! JSON as `sqos flows --format json`, so a saved baseline compares like with like.
-
-use serde_json::Value;
+//! The flow analysis `sqos check` runs alongside its own message facts: the same analyzer as
+//! `sqos flows`, so a saved baseline compares like with like.
 
 use super::facts::FlowAnalysis;
-use crate::analysis::{Analyzer, AnalyzerConfig};
-use crate::output::flows::flows_json;
+use crate::analysis::{Analysis, Analyzer, AnalyzerConfig};
 
 impl FlowAnalysis for Analyzer {
-    fn into_flows_json(self) -> Result<Value, String> {
-        Ok(flows_json(&self.finish()))
+    fn into_analysis(self) -> Analysis {
+        self.finish()
     }
 }
 

@@ -240,7 +240,7 @@ impl Tap<Analyzer> for FlowMarks {
 }
 
 impl crate::check::facts::FlowAnalysis for FlowSelect {
-    fn into_flows_json(self) -> Result<serde_json::Value, String> {
-        Ok(crate::output::flows::flows_json(&self.finish()))
+    fn into_analysis(self) -> Analysis {
+        self.finish()
     }
 }

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use sqos::check::baseline::Baseline;
 use sqos::check::facts::MessageFacts;
 use sqos::check::flows::FlowTable;
 use sqos::check::judge::{judge_evidence, load_baseline, Plan};
@@ -33,7 +34,7 @@ fn table(v: Value) -> FlowTable {
 fn plan(baseline: Value, tolerances: BaselineTolerances) -> Plan {
     Plan {
         rules: Vec::new(),
-        baseline: Some(table(baseline)),
+        baseline: Some(Baseline::from_json(baseline).unwrap()),
         tolerances,
         filter: None,
     }
@@ -186,7 +187,7 @@ fn baseline_files_are_read_and_checked() {
     let dir = tmp.path();
     let good = dir.join("good.json");
     std::fs::write(&good, json!([flow(A, "vm01", 120, 50.0)]).to_string()).unwrap();
-    let t = load_baseline(&good).unwrap();
+    let t = load_baseline(&good).unwrap().flows;
     assert_eq!(t.len(), 1);
     assert_eq!(t.flows()[0].id(), A);
 

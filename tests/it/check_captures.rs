@@ -138,6 +138,38 @@ fn flow_table_json(stem: &str) -> serde_json::Value {
     sqos::output::flows::flows_json(&analyzer.finish())
 }
 
+/// The typed flows `check` judges are, on every sample capture, flow for flow the flows of the
+/// table `sqos flows --format json` saves: a baseline compares like with like.
+#[test]
+fn typed_flows_are_the_saved_table() {
+    use sqos::check::figure::Figure;
+    use sqos::check::flows::FlowTable;
+    let (mut flows, mut with_iops, mut findings) = (0, 0, 0);
+    for entry in std::fs::read_dir(captures()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !path.is_file() || !(name.contains(".pcap")) {
+            continue;
+        }
+        let mut analyzer = sqos::analysis::Analyzer::default();
+        sqos::run::run_path(&path, PipelineConfig::default(), &mut analyzer)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let a = analyzer.finish();
+        let typed = FlowTable::from_analysis(&a);
+        let saved = FlowTable::from_json(sqos::output::flows::flows_json(&a)).unwrap();
+        assert_eq!(typed, saved, "{name}");
+        flows += typed.len();
+        for f in typed.flows() {
+            with_iops += usize::from(f.figure(Figure::Iops).is_some());
+            findings += f.findings().len();
+        }
+    }
+    // The comparison covered flows with figures and with findings.
+    assert!(flows >= 20, "{flows} flows");
+    assert!(with_iops >= 10, "{with_iops} flows with IOPS");
+    assert!(findings >= 10, "{findings} findings");
+}
+
 fn judge_baseline(stem: &str, baseline: serde_json::Value, tol: &[&str]) -> CaptureVerdict {
     let mut tolerances = sqos::check::rules::BaselineTolerances::default();
     for t in tol {
@@ -145,7 +177,7 @@ fn judge_baseline(stem: &str, baseline: serde_json::Value, tol: &[&str]) -> Capt
     }
     let plan = Plan {
         rules: Vec::new(),
-        baseline: Some(sqos::check::flows::FlowTable::from_json(baseline).unwrap()),
+        baseline: Some(sqos::check::baseline::Baseline::from_json(baseline).unwrap()),
         tolerances,
         filter: None,
     };

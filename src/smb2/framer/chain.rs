@@ -47,7 +47,8 @@ pub(super) struct InMessage {
     pub(super) msg: Smb2Message,
     /// Bytes of the message not yet consumed.
     pub(super) remaining: u64,
-    /// Kept bytes over all parts.
+    /// Kept bytes over all parts (a running count: `buffered` is asked twice per chunk of
+    /// stream data, so it must not sum the parts).
     pub(super) kept: usize,
     /// The message is not SMB2 (encrypted, compressed, SMB1): no event at its end.
     pub(super) opaque: bool,
@@ -147,14 +148,17 @@ impl InMessage {
 
     /// Bytes held for this message.
     pub(super) fn buffered(&self) -> usize {
-        let parts: usize = self.msg.parts.iter().map(|p| p.bytes.len()).sum();
+        debug_assert_eq!(
+            self.kept,
+            self.msg.parts.iter().map(|p| p.bytes.len()).sum::<usize>()
+        );
         let cur = match &self.part {
             PartState::Gather { buf, .. } => buf.len(),
             PartState::Sealed(s) => s.buffered(),
             PartState::Compressed(s) => s.buffered(),
             _ => 0,
         };
-        parts + cur
+        self.kept + cur
     }
 
     /// How many bytes the walker wants to look at next (None: it is skipping, by count).
