@@ -156,6 +156,7 @@ fn pytest(python: &Path, tests: &Path) {
     ignore = "needs Python 3.9+ with venv and PyPI (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
 fn the_wheel_installs_in_a_fresh_venv_and_its_tests_pass() {
+    let _heavy = support::exclusive();
     need("maturin, pytest", false);
     let wheel = wheel();
     let scratch = support::scratch("sqos-venv-");
@@ -182,6 +183,7 @@ fn the_wheel_installs_in_a_fresh_venv_and_its_tests_pass() {
     ignore = "needs Python 3.9+ with venv, PyPI and a JRE (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
 fn the_spark_job_writes_what_sqos_export_writes() {
+    let _heavy = support::exclusive();
     need("maturin, pytest, pyspark, pyarrow", true);
     let wheel = wheel();
     let py = tools_python();
