@@ -12,9 +12,10 @@
 use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr};
 
+use sqos::capture::writer::{FileFormat, FileOptions, FileWriter};
+use sqos::capture::Timestamp;
 use sqos::sqos::{encode_request, encode_response, Dialect, Options, Request, Response};
 use sqos::sqos::{Status, FSCTL_STORAGE_QOS_CONTROL};
-use sqos::synth::capfile::{CaptureWriter, FileConfig, Format};
 use sqos::synth::packet::{build_headers, Endpoint, TcpFields, TCP_ACK, TCP_PSH, TCP_SYN};
 use sqos::synth::smb2::{self, FileId, Header};
 use sqos::synth::wire::Part;
@@ -68,7 +69,7 @@ fn client(i: u64) -> Endpoint {
 }
 
 struct Out<W: Write> {
-    w: CaptureWriter<W>,
+    w: FileWriter<W>,
     hdr: Vec<u8>,
     ts_us: u64,
     ip_id: u16,
@@ -76,14 +77,15 @@ struct Out<W: Write> {
 
 impl<W: Write> Out<W> {
     fn new(w: W, snaplen: u32) -> io::Result<Self> {
-        let cfg = FileConfig {
-            format: Format::Pcap,
+        let opts = FileOptions {
+            format: FileFormat::Pcap,
+            link_type: 1,
             nanos: false,
             interfaces: 1,
             snaplen,
         };
         Ok(Out {
-            w: CaptureWriter::new(w, cfg)?,
+            w: FileWriter::new(w, opts)?,
             hdr: Vec::with_capacity(128),
             // 2026-01-01, 10 µs a frame.
             ts_us: 1_767_225_600_000_000,
@@ -114,7 +116,8 @@ impl<W: Write> Out<W> {
         self.ip_id = self.ip_id.wrapping_add(1);
         build_headers(&mut self.hdr, None, &src, &dst, self.ip_id, &tcp, payload);
         self.ts_us += 10;
-        self.w.write_frame(self.ts_us, 0, &[&self.hdr, payload])?;
+        let ts = Timestamp(self.ts_us as i64 * 1000);
+        self.w.write_frame(0, ts, &[&self.hdr, payload])?;
         Ok(())
     }
 
@@ -131,7 +134,7 @@ impl<W: Write> Out<W> {
     /// Ends the capture; its frame count goes to stderr (for the table).
     fn finish(self) -> io::Result<()> {
         eprintln!("{}", self.w.frames());
-        self.w.finish()?.flush()
+        self.w.into_inner().flush()
     }
 }
 

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use crate::analysis::{Analyzer, AnalyzerConfig, FlowFinding, FlowState, IntervalRow};
 use crate::capture::Timestamp;
+use crate::feed::{Feed, Tap};
 use crate::filter::select::MessageSink;
 use crate::filter::{Filter, FlowSelect, MessageSelect, Subject};
 use crate::output::columns::{
@@ -123,23 +124,61 @@ pub struct ExportSink<'w, W: RowSink> {
 
 enum Inner<'w, W: RowSink> {
     /// The messages the filter keeps (it follows the flows when the filter reads them).
-    Messages(MessageSelect<MessageRows<'w, W>>),
+    Messages(Box<MessageSelect<MessageRows<'w, W>>>),
     /// Interval rows as the analysis finishes them, those the filter keeps.
-    Series {
-        analyzer: Analyzer,
-        out: &'w mut W,
-        filter: Option<Filter>,
-        start: Timestamp,
-    },
+    Series(Feed<Analyzer, SeriesRows<'w, W>>),
     /// The flows the filter keeps, at the end.
     Flows {
         select: Box<FlowSelect>,
         out: &'w mut W,
     },
-    Findings {
-        analyzer: Analyzer,
-        out: &'w mut W,
-    },
+    /// The messages' findings as they are decoded; the flows' findings at the end.
+    Findings(Feed<Analyzer, FindingRows<'w, W>>),
+}
+
+/// Writes the interval rows the analysis has finished after each message.
+struct SeriesRows<'w, W: RowSink> {
+    out: &'w mut W,
+    filter: Option<Filter>,
+    start: Timestamp,
+}
+
+impl<W: RowSink> Tap<Analyzer> for SeriesRows<'_, W> {
+    fn after(&mut self, analyzer: &mut Analyzer) {
+        for (id, row) in analyzer.drain_rows() {
+            let flow = analyzer.flow(&id);
+            series_row(self.out, self.filter.as_ref(), id, flow, &row, self.start);
+        }
+    }
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.start = ts;
+        self.out.first_frame(ts);
+    }
+    fn done(&mut self) -> bool {
+        self.out.closed()
+    }
+}
+
+/// Writes each message's findings before the analysis takes the message.
+struct FindingRows<'w, W: RowSink>(&'w mut W);
+
+impl<W: RowSink> Tap<Analyzer> for FindingRows<'_, W> {
+    fn before(&mut self, _analyzer: &mut Analyzer, rec: &SqosRecord) {
+        let findings: &[Finding] = match &rec.body {
+            SqosBody::Request(d) => &d.findings,
+            SqosBody::Response(d) => &d.findings,
+            SqosBody::NoBuffer => &[],
+        };
+        for f in findings {
+            self.0.row(Row::MessageFinding(rec, f));
+        }
+    }
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.0.first_frame(ts);
+    }
+    fn done(&mut self) -> bool {
+        self.0.closed()
+    }
 }
 
 /// The message rows, behind the filter.
@@ -169,24 +208,28 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
     pub fn new(table: Table, cfg: AnalyzerConfig, out: &'w mut W) -> Self {
         let analysis = cfg.clone();
         let inner = match table {
-            Table::Messages => Inner::Messages(MessageSelect::new(MessageRows(out), None, false)),
-            Table::Series => Inner::Series {
-                analyzer: Analyzer::new(AnalyzerConfig {
+            Table::Messages => {
+                Inner::Messages(Box::new(MessageSelect::new(MessageRows(out), None, false)))
+            }
+            Table::Series => Inner::Series(Feed {
+                analysis: Analyzer::new(AnalyzerConfig {
                     stream_rows: true,
                     ..cfg
                 }),
-                out,
-                filter: None,
-                start: Timestamp::default(),
-            },
+                tap: SeriesRows {
+                    out,
+                    filter: None,
+                    start: Timestamp::default(),
+                },
+            }),
             Table::Flows => Inner::Flows {
                 select: Box::new(FlowSelect::new(Analyzer::new(cfg), None)),
                 out,
             },
-            Table::Findings => Inner::Findings {
-                analyzer: Analyzer::new(cfg),
-                out,
-            },
+            Table::Findings => Inner::Findings(Feed {
+                analysis: Analyzer::new(cfg),
+                tap: FindingRows(out),
+            }),
         };
         ExportSink {
             inner,
@@ -198,18 +241,15 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
     /// findings table takes no filter (an error).
     pub fn with_filter(self, filter: Filter) -> Result<Self, &'static str> {
         let inner = match self.inner {
-            Inner::Messages(m) => Inner::Messages(MessageSelect::new(m.inner, Some(filter), false)),
-            Inner::Series {
-                analyzer,
-                out,
-                start,
-                ..
-            } => Inner::Series {
-                analyzer,
-                out,
-                filter: Some(filter),
-                start,
-            },
+            Inner::Messages(m) => Inner::Messages(Box::new(MessageSelect::new(
+                m.tap.inner,
+                Some(filter),
+                false,
+            ))),
+            Inner::Series(mut feed) => {
+                feed.tap.filter = Some(filter);
+                Inner::Series(feed)
+            }
             Inner::Flows { out, .. } => Inner::Flows {
                 select: Box::new(FlowSelect::new(
                     Analyzer::new(self.cfg.clone()),
@@ -217,7 +257,7 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
                 )),
                 out,
             },
-            Inner::Findings { .. } => return Err("the findings table takes no filter"),
+            Inner::Findings(_) => return Err("the findings table takes no filter"),
         };
         Ok(ExportSink {
             inner,
@@ -234,7 +274,7 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
     /// The message filter reads these flows (a first pass's) instead of the flows as they stood.
     pub fn with_final_flows(self, flows: Vec<FlowState>) -> Self {
         let inner = match self.inner {
-            Inner::Messages(m) => Inner::Messages(m.with_final_flows(flows)),
+            Inner::Messages(m) => Inner::Messages(Box::new(m.with_final_flows(flows))),
             inner => inner,
         };
         ExportSink {
@@ -247,16 +287,11 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
     pub fn finish(self) {
         match self.inner {
             Inner::Messages(_) => {}
-            Inner::Series {
-                analyzer,
-                out,
-                filter,
-                start,
-            } => {
-                let analysis = analyzer.finish();
+            Inner::Series(Feed { analysis, tap }) => {
+                let analysis = analysis.finish();
                 for (id, row) in &analysis.rows {
                     let flow = analysis.flows.iter().find(|f| f.id == *id);
-                    series_row(out, filter.as_ref(), *id, flow, row, start);
+                    series_row(tap.out, tap.filter.as_ref(), *id, flow, row, tap.start);
                 }
             }
             Inner::Flows { select, out } => {
@@ -264,8 +299,11 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
                     out.row(Row::Flow(f));
                 }
             }
-            Inner::Findings { analyzer, out } => {
-                let analysis = analyzer.finish();
+            Inner::Findings(Feed {
+                analysis,
+                tap: FindingRows(out),
+            }) => {
+                let analysis = analysis.finish();
                 let mut all: Vec<(&FlowState, &FlowFinding)> = analysis
                     .flows
                     .iter()
@@ -279,11 +317,12 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
         }
     }
 
-    /// Where the records other than the SQOS messages go.
+    /// Where the records go.
     fn records(&mut self) -> &mut dyn CaptureSink {
         match &mut self.inner {
-            Inner::Messages(m) => m,
-            Inner::Series { analyzer, .. } | Inner::Findings { analyzer, .. } => analyzer,
+            Inner::Messages(m) => m.as_mut(),
+            Inner::Series(feed) => feed,
+            Inner::Findings(feed) => feed,
             Inner::Flows { select, .. } => select.as_mut(),
         }
     }
@@ -317,33 +356,7 @@ fn series_row<W: RowSink>(
 
 impl<W: RowSink> RecordSink for ExportSink<'_, W> {
     fn on_sqos(&mut self, rec: SqosRecord) {
-        match &mut self.inner {
-            Inner::Messages(m) => m.on_sqos(rec),
-            Inner::Flows { select, .. } => select.on_sqos(rec),
-            Inner::Series {
-                analyzer,
-                out,
-                filter,
-                start,
-            } => {
-                analyzer.on_sqos(rec);
-                for (id, row) in analyzer.drain_rows() {
-                    let flow = analyzer.flow(&id);
-                    series_row(*out, filter.as_ref(), id, flow, &row, *start);
-                }
-            }
-            Inner::Findings { analyzer, out } => {
-                let findings = match &rec.body {
-                    SqosBody::Request(d) => &d.findings[..],
-                    SqosBody::Response(d) => &d.findings[..],
-                    SqosBody::NoBuffer => &[],
-                };
-                for f in findings {
-                    out.row(Row::MessageFinding(&rec, f));
-                }
-                analyzer.on_sqos(rec);
-            }
-        }
+        self.records().on_sqos(rec);
     }
     fn on_open(&mut self, rec: &OpenRecord) {
         self.records().on_open(rec);
@@ -368,22 +381,15 @@ impl<W: RowSink> RecordSink for ExportSink<'_, W> {
 impl<W: RowSink> CaptureSink for ExportSink<'_, W> {
     fn on_first_frame(&mut self, ts: Timestamp) {
         self.records().on_first_frame(ts);
-        match &mut self.inner {
-            // The message rows hear it through the filter.
-            Inner::Messages(_) => {}
-            Inner::Series { out, start, .. } => {
-                *start = ts;
-                out.first_frame(ts);
-            }
-            Inner::Flows { out, .. } | Inner::Findings { out, .. } => out.first_frame(ts),
+        // The message, series and finding rows hear it through their filter or tap.
+        if let Inner::Flows { out, .. } = &mut self.inner {
+            out.first_frame(ts);
         }
     }
     fn done(&mut self) -> bool {
         match &mut self.inner {
-            Inner::Messages(m) => m.done(),
-            Inner::Series { out, .. } | Inner::Flows { out, .. } | Inner::Findings { out, .. } => {
-                out.closed()
-            }
+            Inner::Flows { out, .. } => out.closed(),
+            _ => self.records().done(),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! One adapter for the faces that feed the flow analysis while doing their own job (`annotate`,
-//! `export --what series`, `check`, the filters' flow selection, the TUI): [`Feed`] hands every
+//! `export`, `check`, the filters' message and flow selection, the TUI): [`Feed`] hands every
 //! record to the analysis, and the face's [`Tap`] sees each SQOS message just before and just
-//! after the analysis takes it, plus the notes, the first frame and whether to stop. A record
-//! kind added to [`RecordSink`] is then forwarded in one place, not dropped by one face of many.
+//! after the analysis takes it, plus the other records, the notes, the first frame and whether
+//! to stop. A record kind added to [`RecordSink`] is then forwarded in one place, not dropped by
+//! one face of many. An analysis that is followed only sometimes is an `Option` (fed when `Some`).
 
 use crate::capture::{CaptureFormat, Timestamp};
 use crate::pipeline::{
@@ -17,6 +18,11 @@ pub trait Tap<A> {
     fn before(&mut self, _analysis: &mut A, _rec: &SqosRecord) {}
     /// The same message, after the analysis took it (its view of it is current).
     fn after(&mut self, _analysis: &mut A) {}
+    /// The records other than SQOS messages, before the analysis takes them.
+    fn on_open(&mut self, _rec: &OpenRecord) {}
+    fn on_close(&mut self, _rec: &CloseRecord) {}
+    fn on_io(&mut self, _rec: &IoRecord) {}
+    fn on_channel(&mut self, _rec: &ChannelRecord) {}
     /// A note (data lost or left out); also each info note unless [`Tap::on_info`] says else.
     fn on_note(&mut self, _note: &CaptureNote) {}
     fn on_info(&mut self, note: &CaptureNote) {
@@ -43,15 +49,19 @@ impl<A: CaptureSink, T: Tap<A>> RecordSink for Feed<A, T> {
         self.tap.after(&mut self.analysis);
     }
     fn on_open(&mut self, rec: &OpenRecord) {
+        self.tap.on_open(rec);
         self.analysis.on_open(rec);
     }
     fn on_close(&mut self, rec: &CloseRecord) {
+        self.tap.on_close(rec);
         self.analysis.on_close(rec);
     }
     fn on_io(&mut self, rec: &IoRecord) {
+        self.tap.on_io(rec);
         self.analysis.on_io(rec);
     }
     fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.tap.on_channel(rec);
         self.analysis.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
@@ -75,5 +85,60 @@ impl<A: CaptureSink, T: Tap<A>> CaptureSink for Feed<A, T> {
     }
     fn done(&mut self) -> bool {
         self.tap.done() || self.analysis.done()
+    }
+}
+
+/// An analysis followed only when it is there.
+impl<A: RecordSink> RecordSink for Option<A> {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        if let Some(a) = self {
+            a.on_sqos(rec);
+        }
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        if let Some(a) = self {
+            a.on_open(rec);
+        }
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        if let Some(a) = self {
+            a.on_close(rec);
+        }
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        if let Some(a) = self {
+            a.on_io(rec);
+        }
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        if let Some(a) = self {
+            a.on_channel(rec);
+        }
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        if let Some(a) = self {
+            a.on_note(note);
+        }
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        if let Some(a) = self {
+            a.on_info(note);
+        }
+    }
+}
+
+impl<A: CaptureSink> CaptureSink for Option<A> {
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        if let Some(a) = self {
+            a.on_first_frame(ts);
+        }
+    }
+    fn on_format(&mut self, format: CaptureFormat) {
+        if let Some(a) = self {
+            a.on_format(format);
+        }
+    }
+    fn done(&mut self) -> bool {
+        self.as_mut().is_some_and(CaptureSink::done)
     }
 }

@@ -448,8 +448,8 @@ pub fn run(a: &DissectArgs) -> i32 {
         Some(iface) => iface.clone(),
         None => a.input.label(),
     };
-    let seen = sink.seen;
-    let mut p = sink.inner;
+    let seen = sink.tap.seen;
+    let mut p = sink.tap.inner;
     if p.format == DissectFormat::Json {
         let tail = if p.count == 0 { "[]\n" } else { "\n]\n" };
         p.write(tail);

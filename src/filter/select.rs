@@ -15,7 +15,7 @@ use crate::analysis::{Analysis, Analyzer, FlowState};
 use crate::capture::{CaptureFormat, Timestamp};
 use crate::feed::{Feed, Tap};
 use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
 
@@ -29,58 +29,72 @@ pub trait MessageSink: CaptureSink {
     }
 }
 
-/// Passes the SQOS messages `filter` keeps to `inner`; opens, I/O and notes go through.
-pub struct MessageSelect<S> {
+/// What a [`MessageSelect`] does beside the flow analysis it follows: passes the SQOS messages
+/// `filter` keeps to `inner`; opens, I/O and notes go through.
+pub struct Selecting<S> {
     pub inner: S,
     filter: Option<Filter>,
-    /// Followed only when the filter reads flow fields.
-    analyzer: Option<Analyzer>,
     /// The flows as they ended, from a first pass over a file: read instead of the flows as
     /// they stood (so a message before the flow's name was sent still matches `--vm`).
     final_flows: HashMap<Uuid, FlowState>,
     start: Option<Timestamp>,
+    /// The message being fed and its flow as known before the analysis took it.
+    pending: Option<(SqosRecord, Option<Uuid>)>,
     /// SQOS messages seen, and passed on.
     pub seen: u64,
     pub kept: u64,
 }
+
+/// Passes the SQOS messages a filter keeps to a message sink, reading flow fields from a flow
+/// analysis (followed only when the filter or the sink reads flows).
+pub type MessageSelect<S> = Feed<Option<Analyzer>, Selecting<S>>;
 
 impl<S: MessageSink> MessageSelect<S> {
     /// `follow_flows`: follow the flows even if the filter does not read them (the sink does).
     pub fn new(inner: S, filter: Option<Filter>, follow_flows: bool) -> Self {
         let analyzer = (follow_flows || filter.as_ref().is_some_and(Filter::needs_flow))
             .then(Analyzer::default);
-        MessageSelect {
-            inner,
-            filter,
-            analyzer,
-            final_flows: HashMap::new(),
-            start: None,
-            seen: 0,
-            kept: 0,
+        Feed {
+            analysis: analyzer,
+            tap: Selecting {
+                inner,
+                filter,
+                final_flows: HashMap::new(),
+                start: None,
+                pending: None,
+                seen: 0,
+                kept: 0,
+            },
         }
     }
 
     /// True when flows are followed (a first pass can then supply their final state).
     pub fn follows_flows(&self) -> bool {
-        self.analyzer.is_some()
+        self.analysis.is_some()
     }
 
     /// Read these flows (a first pass's final analysis) instead of the flows as they stood.
     pub fn with_final_flows(mut self, flows: Vec<FlowState>) -> Self {
-        self.final_flows = flows.into_iter().map(|f| (f.id, f)).collect();
+        self.tap.final_flows = flows.into_iter().map(|f| (f.id, f)).collect();
         self
     }
 }
 
-impl<S: MessageSink> RecordSink for MessageSelect<S> {
-    fn on_sqos(&mut self, rec: SqosRecord) {
+impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
+    fn before(&mut self, analyzer: &mut Option<Analyzer>, rec: &SqosRecord) {
         self.seen += 1;
-        self.inner.on_seen(&rec);
-        let start = *self.start.get_or_insert(rec.ts);
-        let flow = match &mut self.analyzer {
+        self.inner.on_seen(rec);
+        self.start.get_or_insert(rec.ts);
+        let id = analyzer.as_ref().and_then(|a| a.flow_of(rec));
+        self.pending = Some((rec.clone(), id));
+    }
+    fn after(&mut self, analyzer: &mut Option<Analyzer>) {
+        let Some((rec, id)) = self.pending.take() else {
+            return;
+        };
+        let start = self.start.unwrap_or(rec.ts);
+        let flow = match analyzer {
             Some(a) => {
-                let id = a.flow_of(&rec);
-                a.on_sqos(rec.clone());
                 let id = id.or_else(|| a.flow_of(&rec));
                 match id.and_then(|id| self.final_flows.get(&id)) {
                     Some(f) => Some(f),
@@ -99,49 +113,25 @@ impl<S: MessageSink> RecordSink for MessageSelect<S> {
         }
     }
     fn on_open(&mut self, rec: &OpenRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_open(rec);
-        }
         self.inner.on_open(rec);
     }
     fn on_close(&mut self, rec: &CloseRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_close(rec);
-        }
         self.inner.on_close(rec);
     }
     fn on_io(&mut self, rec: &IoRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_io(rec);
-        }
         self.inner.on_io(rec);
     }
     fn on_channel(&mut self, rec: &ChannelRecord) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_channel(rec);
-        }
         self.inner.on_channel(rec);
     }
     fn on_note(&mut self, note: &CaptureNote) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_note(note);
-        }
         self.inner.on_note(note);
     }
     fn on_info(&mut self, note: &CaptureNote) {
-        if let Some(a) = &mut self.analyzer {
-            a.on_info(note);
-        }
         self.inner.on_info(note);
     }
-}
-
-impl<S: MessageSink> CaptureSink for MessageSelect<S> {
     fn on_first_frame(&mut self, ts: Timestamp) {
         self.start = Some(ts);
-        if let Some(a) = &mut self.analyzer {
-            a.on_first_frame(ts);
-        }
         self.inner.on_first_frame(ts);
     }
     fn on_format(&mut self, format: CaptureFormat) {

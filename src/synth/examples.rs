@@ -9,15 +9,14 @@
 //! the full fixed part, zero except ProtocolVersion, Options and LogicalFlowID.
 
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::sqos::{Dialect, Options, Request, FSCTL_STORAGE_QOS_CONTROL};
 
-use super::packet::Endpoint;
 use super::scenario::EPOCH_US;
-use super::smb2::{self, FileId, Header};
+use super::session::{Pace, Session, Setup, FILE_ID};
+use super::smb2;
 use super::truth::{self, MessageTruth, ResponseTruth, Truth};
-use super::wire::{ConnSpec, Side, Time, Wire};
+use super::wire::Wire;
 use super::SynthSummary;
 use crate::sqos::{encode_request_with, NamePlacement};
 
@@ -109,148 +108,52 @@ pub fn example_buffers(dialect: Dialect) -> Vec<Example> {
 
 /// Writes the example exchange of one dialect.
 pub fn generate<W: Write>(
-    mut wire: Wire<W>,
+    wire: Wire<W>,
     ipv6: bool,
     dialect: Dialect,
 ) -> io::Result<(W, SynthSummary, Truth)> {
-    let (client_ip, server_ip) = if ipv6 {
-        (
-            IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x11)),
-            IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x100)),
-        )
-    } else {
-        (
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11)),
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)),
-        )
-    };
-    let spec = ConnSpec {
-        client: Endpoint {
-            mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x11],
-            ip: client_ip,
-            port: 49_712,
-        },
-        server: Endpoint {
-            mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x64],
-            ip: server_ip,
-            port: 445,
-        },
-        vlan: None,
-        interface: 0,
-    };
-    let (conn, mut t) = wire.connect(spec, EPOCH_US);
-    let session = 0x0000_4400_0000_0011u64;
-    let fid = FileId {
-        persistent: 0x0000_0800_0000_0001,
-        volatile: 0x0000_0c00_0000_0041,
-    };
-    let smb_dialect = match dialect {
-        Dialect::V1_0 => smb2::DIALECT_302,
-        Dialect::V1_1 => smb2::DIALECT_311,
-    };
-    let mut mid = 0u64;
-    let mut exchange =
-        |wire: &mut Wire<W>, t: Time, cmd: u16, req: Vec<u8>, status: u32, resp: Vec<u8>| {
-            let h = Header {
-                command: cmd,
-                message_id: mid,
-                credit_charge: u16::from(cmd != smb2::NEGOTIATE),
-                credits: 1,
-                tree_id: if matches!(
-                    cmd,
-                    smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT
-                ) {
-                    0
-                } else {
-                    1
-                },
-                session_id: if cmd == smb2::NEGOTIATE { 0 } else { session },
-                ..Header::default()
-            };
-            mid += 1;
-            let d = wire.send(conn, Side::Client, t, vec![smb2::message(&h, &req, 0)]);
-            let at = d.first().map_or(t, |d| d.at) + 25;
-            // The server names the new tree in the TREE_CONNECT response's header.
-            let rh = Header {
-                status,
-                response: true,
-                tree_id: if cmd == smb2::TREE_CONNECT {
-                    1
-                } else {
-                    h.tree_id
-                },
-                ..h
-            };
-            let r = wire.send(conn, Side::Server, at, vec![smb2::message(&rh, &resp, 0)]);
-            let tags = (d.first().map(|d| d.tag), r.first().map(|d| d.tag));
-            (r.first().map_or(at, |d| d.at) + 300, tags)
-        };
-    let guid = *uuid::Uuid::from_u128(0x3d6a_2b11_7c44_4a0e_9e2f_0c1d_2e3f_4a5b).as_bytes();
-    let salt = [0x5a; 32];
-    (t, _) = exchange(
-        &mut wire,
-        t,
-        smb2::NEGOTIATE,
-        smb2::negotiate_request(smb_dialect, &guid, &salt, smb2::CIPHERS_128),
-        0,
-        smb2::negotiate_response(
-            smb_dialect,
-            &guid,
-            t,
-            EPOCH_US - 86_400_000_000,
-            &salt,
-            smb2::CIPHER_DEFAULT,
-        ),
-    );
-    (t, _) = exchange(
-        &mut wire,
-        t,
-        smb2::SESSION_SETUP,
-        smb2::session_setup_request(0),
-        smb2::STATUS_MORE_PROCESSING_REQUIRED,
-        smb2::session_setup_response(),
-    );
-    (t, _) = exchange(
-        &mut wire,
-        t,
-        smb2::SESSION_SETUP,
-        smb2::session_setup_request(0),
-        0,
-        smb2::session_setup_response(),
-    );
-    (t, _) = exchange(
-        &mut wire,
-        t,
-        smb2::TREE_CONNECT,
-        smb2::tree_connect_request("\\\\sofs\\vms"),
-        0,
-        smb2::tree_connect_response(),
-    );
     let file = "TEST-VM\\disk0.vhdx";
-    (t, _) = exchange(
-        &mut wire,
-        t,
-        smb2::CREATE,
-        smb2::create_request(file),
-        0,
-        smb2::create_response(&fid, t, 40 << 30),
-    );
+    let setup = Setup {
+        ipv6,
+        client_port: 49_712,
+        smb_dialect: match dialect {
+            Dialect::V1_0 => smb2::DIALECT_302,
+            Dialect::V1_1 => smb2::DIALECT_311,
+        },
+        salt: [0x5a; 32],
+        encrypt: None,
+        squeeze: None,
+        file,
+        file_size: 40 << 30,
+        pace: Pace {
+            server_us: 25,
+            next_us: 300,
+        },
+    };
+    let (mut s, mut t) = Session::open(wire, &setup)?;
     let mut pending = Vec::new();
     for (req, resp, purpose) in example_buffers(dialect) {
         let out = resp.clone().unwrap_or_default();
         let start = t;
-        let (next, tags) = exchange(
-            &mut wire,
+        let h = s.header(smb2::IOCTL, 1);
+        let x = s.exchange(
             t,
-            smb2::IOCTL,
-            smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &fid, &req, 4096),
-            0,
-            smb2::ioctl_response(FSCTL_STORAGE_QOS_CONTROL, &fid, &out),
-        );
+            h,
+            (
+                smb2::ioctl_request(FSCTL_STORAGE_QOS_CONTROL, &FILE_ID, &req, 4096),
+                0,
+            ),
+            smb2::STATUS_SUCCESS,
+            (
+                smb2::ioctl_response(FSCTL_STORAGE_QOS_CONTROL, &FILE_ID, &out),
+                0,
+            ),
+        )?;
+        let tags = (Some(x.request), Some(x.response));
         pending.push((req, resp, purpose, tags, start));
-        t = next + 200_000;
+        t = x.done + setup.pace.next_us + 200_000;
     }
-    let (w, traces, frames, bytes) = wire.finish()?;
+    let (w, traces, frames, bytes) = s.wire.finish()?;
     let mut truth = Truth {
         interval_rule: truth::INTERVAL_RULE,
         latency_rule: truth::LATENCY_RULE,

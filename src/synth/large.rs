@@ -5,22 +5,20 @@
 //! speed: data comes from the wire's shared filler, frames are built in reused buffers.
 
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use uuid::Uuid;
 
 use crate::sqos::{Dialect, Options, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
-use super::capfile::CaptureWriter;
-use super::packet::Endpoint;
 use super::rng::Rng;
 use super::scenario::EPOCH_US;
-use super::seal::Sealer;
-use super::smb2::{self, FileId, Header};
+use super::session::{Pace, Session, Setup, FILE_ID};
+use super::smb2::{self, FileId};
 use super::squeeze::Squeezer;
 use super::truth::{self, FlowTotals, FlowTruth, MessageTruth, ResponseTruth, Truth, UpdateTruth};
-use super::wire::{ConnSpec, NetConfig, Part, Side, Time, Wire};
+use super::wire::{NetConfig, Time, Wire};
 use super::SynthSummary;
+use crate::capture::writer::FileWriter;
 use crate::smb2::crypto::Cipher;
 use crate::sqos::{encode_request_with, encode_response, NamePlacement};
 
@@ -41,122 +39,32 @@ struct Pending {
 }
 
 pub fn generate<W: Write>(
-    writer: CaptureWriter<W>,
+    writer: FileWriter<W>,
     net: &NetConfig,
     size: u64,
     ipv6: bool,
     encrypt: Option<Cipher>,
     squeeze: Option<Squeezer>,
 ) -> io::Result<(W, SynthSummary, Truth)> {
-    let mut wire = Wire::new(writer, net.clone(), Rng::new(0x1a76e));
-    let (cip, sip) = if ipv6 {
-        (
-            IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x11)),
-            IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x100)),
-        )
-    } else {
-        (
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11)),
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100)),
-        )
-    };
-    let spec = ConnSpec {
-        client: Endpoint {
-            mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x11],
-            ip: cip,
-            port: 50_112,
+    let wire = Wire::new(writer, net.clone(), Rng::new(0x1a76e));
+    let setup = Setup {
+        ipv6,
+        client_port: 50_112,
+        smb_dialect: smb2::DIALECT_311,
+        salt: [0x42; 32],
+        encrypt: encrypt.map(|c| (c, *b"sqos-large-bench")),
+        squeeze,
+        file: "vm01\\disk0.vhdx",
+        file_size: 127 << 30,
+        pace: Pace {
+            server_us: 90,
+            next_us: 40,
         },
-        server: Endpoint {
-            mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x64],
-            ip: sip,
-            port: 445,
-        },
-        vlan: None,
-        interface: 0,
     };
-    let owd = net.one_way_us;
-    let (conn, mut t) = wire.connect(spec, EPOCH_US);
-    let session = 0x0000_4400_0000_0011u64;
-    let fid = FileId {
-        persistent: 0x0000_0800_0000_0001,
-        volatile: 0x0000_0c00_0000_0041,
-    };
+    let (mut st, mut t) = Session::open(wire, &setup)?;
+    let fid = FILE_ID;
     let flow_id = Uuid::from_u128(0x1a76_e000_0000_4000_8000_0000_0000_0001);
     let initiator = Uuid::from_u128(0x1a76_e000_0000_4000_8000_0000_0000_0002);
-    let mut st = Stream {
-        wire,
-        conn,
-        owd,
-        mid: 0,
-        session,
-        sealer: encrypt.map(|c| Sealer::new(c, smb2::DIALECT_311, *b"sqos-large-bench")),
-        squeeze,
-    };
-    let guid = *Uuid::from_u128(0x3d6a_2b11_7c44_4a0e_9e2f_0c1d_2e3f_4a5b).as_bytes();
-    let salt = [0x42; 32];
-    let d311 = smb2::DIALECT_311;
-    let steps: Vec<(u16, Vec<u8>, u32, Vec<u8>)> = vec![
-        (
-            smb2::NEGOTIATE,
-            smb2::negotiate_request(
-                d311,
-                &guid,
-                &salt,
-                if encrypt.is_some() {
-                    smb2::CIPHERS_ALL
-                } else {
-                    smb2::CIPHERS_128
-                },
-            ),
-            0,
-            smb2::negotiate_response(
-                d311,
-                &guid,
-                t,
-                EPOCH_US - 86_400_000_000,
-                &salt,
-                encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
-            ),
-        ),
-        (
-            smb2::SESSION_SETUP,
-            smb2::session_setup_request(0),
-            smb2::STATUS_MORE_PROCESSING_REQUIRED,
-            smb2::session_setup_response(),
-        ),
-        (
-            smb2::SESSION_SETUP,
-            smb2::session_setup_request(0),
-            0,
-            smb2::session_setup_response(),
-        ),
-        (
-            smb2::TREE_CONNECT,
-            smb2::tree_connect_request("\\\\sofs\\vms"),
-            0,
-            smb2::tree_connect_response(),
-        ),
-        (
-            smb2::CREATE,
-            smb2::create_request("vm01\\disk0.vhdx"),
-            0,
-            smb2::create_response(&fid, t, 127 << 30),
-        ),
-    ];
-    let mut steps = steps;
-    if let (Some(z), Some(first)) = (squeeze, steps.first_mut()) {
-        for (body, at) in [
-            (&mut first.1, smb2::NEGOTIATE_REQUEST_CONTEXT_COUNT_AT),
-            (&mut first.3, smb2::NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT),
-        ] {
-            smb2::add_compression_context(body, at, &z.algorithm_ids(), z.chained);
-        }
-    }
-    for (cmd, req, status, resp) in steps {
-        let h = st.header(cmd, u16::from(cmd != smb2::NEGOTIATE));
-        let (_, _, _, done) = st.exchange(t, h, (req, 0), status, (resp, 0))?;
-        t = done + 40;
-    }
     let mut updates: Vec<Pending> = Vec::new();
     let ids = (flow_id, initiator, fid);
     let (next, p) = status_exchange(
@@ -193,7 +101,8 @@ pub fn generate<W: Write>(
             )
         };
         let h = st.header(cmd, 1);
-        let (_, req_done, _, done) = st.exchange(issue, h, req, 0, resp)?;
+        let x = st.exchange(issue, h, req, 0, resp)?;
+        let (req_done, done) = (x.request_done, x.done);
         let lower = (done - req_done) * 10;
         let latency = (done - issue) * 10;
         inc[0] += 1;
@@ -228,7 +137,8 @@ pub fn generate<W: Write>(
             t = next;
         }
     }
-    let keys = st.sealer.as_ref().and_then(Sealer::session_keys);
+    let keys = st.keys();
+    let channel = st.channel_label();
     let (w, traces, frames, bytes) = st.wire.finish()?;
     let tr = |tag: Option<u32>| tag.and_then(|t| traces.get(t as usize)).copied();
     let mut truth = Truth {
@@ -248,11 +158,7 @@ pub fn generate<W: Write>(
         host: "HV01.contoso.local".into(),
         dialect: Dialect::V1_1,
         file_names: vec!["\\\\sofs\\vms\\vm01\\disk0.vhdx".into()],
-        channels: vec![format!(
-            "{} → {}",
-            std::net::SocketAddr::new(spec.client.ip, spec.client.port),
-            std::net::SocketAddr::new(spec.server.ip, spec.server.port)
-        )],
+        channels: vec![channel],
         obeys_limits: true,
         policies: Vec::new(),
         updates: Vec::new(),
@@ -326,95 +232,10 @@ pub fn generate<W: Write>(
     Ok((w, summary, truth))
 }
 
-/// The one connection of the benchmark and its SMB2 state.
-struct Stream<W: Write> {
-    wire: Wire<W>,
-    conn: u32,
-    owd: u64,
-    mid: u64,
-    session: u64,
-    sealer: Option<Sealer>,
-    /// `--compress`: messages after SESSION_SETUP compressed (before sealing).
-    squeeze: Option<Squeezer>,
-}
-
-impl<W: Write> Stream<W> {
-    fn header(&mut self, cmd: u16, charge: u16) -> Header {
-        let h = Header {
-            command: cmd,
-            message_id: self.mid,
-            credit_charge: charge,
-            credits: charge.max(1),
-            tree_id: if matches!(
-                cmd,
-                smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT
-            ) {
-                0
-            } else {
-                1
-            },
-            session_id: if cmd == smb2::NEGOTIATE {
-                0
-            } else {
-                self.session
-            },
-            ..Header::default()
-        };
-        self.mid += u64::from(charge.max(1));
-        h
-    }
-
-    /// A message as it goes on the wire: compressed when compression is on, then sealed once
-    /// the session is encrypted.
-    fn sealed(&mut self, from_client: bool, parts: Vec<Part>) -> Vec<Part> {
-        let parts = match &self.squeeze {
-            Some(z) => z.outgoing(parts, self.wire.filler()),
-            None => parts,
-        };
-        match self.sealer.as_mut() {
-            Some(s) => s.outgoing(from_client, parts, self.wire.filler()),
-            None => parts,
-        }
-    }
-
-    /// Request → response with one outstanding: (request tag, request's last frame time,
-    /// response tag, time the client has the response). Bodies come with their filler length.
-    fn exchange(
-        &mut self,
-        t: Time,
-        h: Header,
-        req: (Vec<u8>, usize),
-        status: u32,
-        resp: (Vec<u8>, usize),
-    ) -> io::Result<(u32, Time, u32, Time)> {
-        self.wire.flush_before(t)?;
-        let msg = self.sealed(true, smb2::message(&h, &req.0, req.1));
-        let d = self.wire.send(self.conn, Side::Client, t, vec![msg]);
-        let (qtag, qat) = d.first().map_or((0, t), |d| (d.tag, d.at));
-        // The server names the new tree in the TREE_CONNECT response's header.
-        let rh = Header {
-            status,
-            response: true,
-            tree_id: if h.command == smb2::TREE_CONNECT {
-                1
-            } else {
-                h.tree_id
-            },
-            ..h
-        };
-        let server_t = qat + 90 + (resp.1 + req.1) as u64 / 2500;
-        self.wire.flush_before(qat)?;
-        let msg = self.sealed(false, smb2::message(&rh, &resp.0, resp.1));
-        let r = self.wire.send(self.conn, Side::Server, server_t, vec![msg]);
-        let (rtag, rat) = r.first().map_or((0, server_t), |d| (d.tag, d.at));
-        Ok((qtag, qat.saturating_sub(self.owd), rtag, rat))
-    }
-}
-
 /// One status request (with the counters `inc`: count, normalized, latency, lower latency,
 /// bytes) and the server's answer.
 fn status_exchange<W: Write>(
-    st: &mut Stream<W>,
+    st: &mut Session<W>,
     ids: (Uuid, Uuid, FileId),
     t: Time,
     opts: Options,
@@ -444,7 +265,7 @@ fn status_exchange<W: Write>(
     resp.maximum_io_rate = LIMIT;
     let out = encode_response(&resp);
     let h = st.header(smb2::IOCTL, 1);
-    let (qtag, _, rtag, done) = st.exchange(
+    let x = st.exchange(
         t,
         h,
         (
@@ -463,8 +284,8 @@ fn status_exchange<W: Write>(
         ),
     )?;
     let p = Pending {
-        tag: Some(qtag),
-        resp_tag: Some(rtag),
+        tag: Some(x.request),
+        resp_tag: Some(x.response),
         req: r,
         sent: t,
         resp: ResponseTruth {
@@ -478,5 +299,5 @@ fn status_exchange<W: Write>(
         prev,
         inc,
     };
-    Ok((done + 30, p))
+    Ok((x.done + 30, p))
 }

@@ -2,13 +2,12 @@
 //! MS-SQOS, written as pcap or pcapng (optionally gzip-compressed), plus the generator's own
 //! ground truth as JSON.
 //!
-//! Layers, each in its module: `rng` (seeded PRNG), `capfile` (file formats), `packet` (frame
+//! Layers, each in its module: `rng` (seeded PRNG), `packet` (frame
 //! headers), `wire` (TCP and time-ordered writing), `smb2` (message bytes; the MS-SQOS buffers
 //! come from the codec's encoder), `server` (the MS-SQOS server rules), `scenario` (what is
 //! simulated), `sim` (the event loop), `examples` (the spec's example messages), `large` (the
 //! benchmark stream), `truth`.
 
-pub mod capfile;
 pub mod examples;
 pub mod large;
 pub mod packet;
@@ -16,6 +15,7 @@ pub mod rng;
 pub mod scenario;
 pub mod seal;
 pub mod server;
+pub mod session;
 pub mod sim;
 pub mod smb2;
 pub mod squeeze;
@@ -26,14 +26,11 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use flate2::write::GzEncoder;
-use flate2::Compression;
+use crate::capture::writer::{FileFormat, FileOptions, FileWriter, Gzip};
 
-pub use capfile::Format;
 pub use scenario::{DropKind, Scenario};
 pub use truth::Truth;
 
-use capfile::{CaptureWriter, FileConfig};
 use rng::Rng;
 use wire::{NetConfig, Wire};
 
@@ -137,6 +134,13 @@ pub struct SynthArgs {
     /// messages.
     #[arg(long, requires = "compress")]
     pub chained: bool,
+}
+
+/// `--format` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Pcap,
+    Pcapng,
 }
 
 /// `--sqos-dialect` values.
@@ -256,42 +260,6 @@ fn is_gzip(path: &Path) -> bool {
     path.to_string_lossy().to_ascii_lowercase().ends_with(".gz")
 }
 
-/// The capture sink: plain or gzip.
-enum Sink<W: Write> {
-    Plain(W),
-    Gz(GzEncoder<W>),
-}
-
-impl<W: Write> Write for Sink<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Sink::Plain(w) => w.write(buf),
-            Sink::Gz(w) => w.write(buf),
-        }
-    }
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            Sink::Plain(w) => w.write_all(buf),
-            Sink::Gz(w) => w.write_all(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sink::Plain(w) => w.flush(),
-            Sink::Gz(w) => w.flush(),
-        }
-    }
-}
-
-impl<W: Write> Sink<W> {
-    fn finish(self) -> io::Result<W> {
-        match self {
-            Sink::Plain(w) => Ok(w),
-            Sink::Gz(w) => w.finish(),
-        }
-    }
-}
-
 /// The command line that reproduces `args` (written into the truth and the README table).
 pub fn command_line(args: &SynthArgs) -> String {
     let mut s = format!(
@@ -389,18 +357,18 @@ pub fn generate<W: Write>(
             "several --interfaces need pcapng".into(),
         ));
     }
-    let file_cfg = FileConfig {
-        format,
+    let file = FileOptions {
+        format: match format {
+            Format::Pcap => FileFormat::Pcap,
+            Format::Pcapng => FileFormat::Pcapng,
+        },
+        link_type: crate::capture::link::linktype::ETHERNET as u16,
         nanos: args.nanos,
         interfaces,
         snaplen: args.snaplen.unwrap_or(0),
     };
-    let sink = if is_gzip(&args.output) {
-        Sink::Gz(GzEncoder::new(out, Compression::default()))
-    } else {
-        Sink::Plain(out)
-    };
-    let writer = CaptureWriter::new(sink, file_cfg).map_err(io_err)?;
+    let sink = Gzip::new(out, is_gzip(&args.output));
+    let writer = FileWriter::new(sink, file).map_err(io_err)?;
     let rng = Rng::new(args.seed);
     let loss = args.loss.unwrap_or(if lossy { 0.004 } else { 0.0 });
     let net = NetConfig {

@@ -265,8 +265,9 @@ const ALL_SIZES: &[(u32, u32)] = &[
     (1_048_576, 3),
 ];
 
-/// The address of a host's NIC `nic` (0: the one its first channel uses), on network `nic`.
-fn nic_ip(host: u32, nic: u32, v6: bool) -> IpAddr {
+/// The address of host `host`'s NIC `nic` (0: the one its first channel uses), on network
+/// `nic`.
+pub fn nic_ip(host: u32, nic: u32, v6: bool) -> IpAddr {
     if v6 {
         IpAddr::V6(Ipv6Addr::new(
             0xfd00,
@@ -283,29 +284,22 @@ fn nic_ip(host: u32, nic: u32, v6: bool) -> IpAddr {
     }
 }
 
+/// The MAC address of host `host`'s NIC `nic`.
+pub fn nic_mac(host: u32, nic: u32) -> [u8; 6] {
+    [0x00, 0x15, 0x5d, 0x0a, nic as u8, 0x11 + host as u8]
+}
+
+/// The server's MAC address on network `nic`.
+pub fn server_nic_mac(nic: u32) -> [u8; 6] {
+    [0x00, 0x15, 0x5d, 0x0a, nic as u8, 0x64]
+}
+
 /// The server's address on network `nic`.
-fn server_nic_ip(nic: u32, v6: bool) -> IpAddr {
+pub fn server_nic_ip(nic: u32, v6: bool) -> IpAddr {
     if v6 {
         IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, nic as u16, 0, 0, 0, 0, 0x100))
     } else {
         IpAddr::V4(Ipv4Addr::new(10, 0, nic as u8, 100))
-    }
-}
-
-fn host_ip(i: u32, v6: bool) -> IpAddr {
-    if v6 {
-        IpAddr::V6(Ipv6Addr::new(
-            0xfd00,
-            0x5105,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0x11 + i as u16,
-        ))
-    } else {
-        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 11 + i as u8))
     }
 }
 
@@ -411,15 +405,15 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
         let extra_channels = (1..channels.clamp(1, 4))
             .map(|n| NicPair {
                 client_ip: nic_ip(h, n, shape.ipv6),
-                client_mac: [0x00, 0x15, 0x5d, 0x0a, n as u8, 0x11 + h as u8],
+                client_mac: nic_mac(h, n),
                 server_ip: server_nic_ip(n, shape.ipv6),
-                server_mac: [0x00, 0x15, 0x5d, 0x0a, n as u8, 0x64],
+                server_mac: server_nic_mac(n),
             })
             .collect();
         hosts.push(HostSpec {
             name: format!("HV{:02}.contoso.local", h + 1),
-            ip: host_ip(h, shape.ipv6),
-            mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x11 + h as u8],
+            ip: nic_ip(h, 0, shape.ipv6),
+            mac: nic_mac(h, 0),
             extra_channels,
             smb_dialect: if v11 { 0x0311 } else { 0x0302 },
             sqos: if v11 { Dialect::V1_1 } else { Dialect::V1_0 },
@@ -434,12 +428,8 @@ pub fn build(scenario: Scenario, shape: &Shape, rng: &mut Rng) -> Cluster {
     let mut c = Cluster {
         start: EPOCH_US,
         duration_us,
-        server_ip: if shape.ipv6 {
-            IpAddr::V6(Ipv6Addr::new(0xfd00, 0x5105, 0, 0, 0, 0, 0, 0x100))
-        } else {
-            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 100))
-        },
-        server_mac: [0x00, 0x15, 0x5d, 0x0a, 0x00, 0x64],
+        server_ip: server_nic_ip(0, shape.ipv6),
+        server_mac: server_nic_mac(0),
         server_name: "sofs".into(),
         share: "vms".into(),
         storage_iops: 20_000,

@@ -721,28 +721,11 @@ impl<'c, W: Write> Sim<'c, W> {
         let mid = chan.next_mid;
         chan.next_mid += u64::from(charge.max(1));
         let host = &self.hosts[chan.host];
+        let credits = charge.max(1) + u16::from(command == smb2::NEGOTIATE) * 30;
         Header {
-            command,
             // ChannelSequence (SMB 3.x requests): raised after a channel failed.
             status: u32::from(host.channel_sequence),
-            response: false,
-            message_id: mid,
-            credit_charge: charge,
-            credits: charge.max(1) + u16::from(command == smb2::NEGOTIATE) * 30,
-            tree_id: if matches!(
-                command,
-                smb2::NEGOTIATE | smb2::SESSION_SETUP | smb2::TREE_CONNECT
-            ) {
-                0
-            } else {
-                host.tree
-            },
-            session_id: if command == smb2::NEGOTIATE {
-                0
-            } else {
-                host.session
-            },
-            replay: false,
+            ..Header::request(command, mid, charge, credits, host.tree, host.session)
         }
     }
 
@@ -821,18 +804,7 @@ impl<'c, W: Write> Sim<'c, W> {
         } else {
             smb2::CIPHERS_128
         };
-        let mut body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers);
-        if let Some(z) = self
-            .squeeze
-            .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
-        {
-            smb2::add_compression_context(
-                &mut body,
-                smb2::NEGOTIATE_REQUEST_CONTEXT_COUNT_AT,
-                &z.algorithm_ids(),
-                z.chained,
-            );
-        }
+        let body = smb2::negotiate_request(spec.smb_dialect, &guid, &salt, ciphers, self.squeeze);
         let hdr = self.client_header(ch, smb2::NEGOTIATE, 0);
         self.client_send(ch, ready, hdr, &body, 0, ReqKind::Negotiate);
     }
@@ -1668,25 +1640,15 @@ impl<'c, W: Write> Sim<'c, W> {
                 let guid =
                     *uuid::Uuid::from_u128(0x5f0f_5e77_0000_4000_8000_0000_0000_0100).as_bytes();
                 let salt = self.salt();
-                let mut body = smb2::negotiate_response(
+                let body = smb2::negotiate_response(
                     spec.smb_dialect,
                     &guid,
                     reply,
                     self.c.start - 3_600_000_000 * 30,
                     &salt,
                     self.encrypt.map_or(smb2::CIPHER_DEFAULT, Cipher::id),
+                    self.squeeze,
                 );
-                if let Some(z) = self
-                    .squeeze
-                    .filter(|_| spec.smb_dialect == smb2::DIALECT_311)
-                {
-                    smb2::add_compression_context(
-                        &mut body,
-                        smb2::NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT,
-                        &z.algorithm_ids(),
-                        z.chained,
-                    );
-                }
                 self.server_send(ch, reply, hdr, &body, 0, RespKind::Negotiate);
             }
             ReqKind::Session(round) => {

@@ -2,6 +2,7 @@
 //! ([MS-SMB2] section 2.2), each with its 4-byte NetBIOS session header. Bodies carry the fields
 //! Windows fills; security blobs are empty (no SPNEGO/NTLM is simulated).
 
+use super::squeeze::Squeezer;
 use super::wire::Part;
 use crate::smb2::NtStatus;
 
@@ -45,6 +46,47 @@ pub struct Header {
     pub session_id: u64,
     /// SMB2_FLAGS_REPLAY_OPERATION: the request is sent again (on another channel).
     pub replay: bool,
+}
+
+impl Header {
+    /// A client's request: NEGOTIATE goes before there is a session, NEGOTIATE, SESSION_SETUP
+    /// and TREE_CONNECT before there is a tree.
+    pub fn request(
+        command: u16,
+        message_id: u64,
+        credit_charge: u16,
+        credits: u16,
+        tree_id: u32,
+        session_id: u64,
+    ) -> Header {
+        Header {
+            command,
+            message_id,
+            credit_charge,
+            credits,
+            tree_id: if matches!(command, NEGOTIATE | SESSION_SETUP | TREE_CONNECT) {
+                0
+            } else {
+                tree_id
+            },
+            session_id: if command == NEGOTIATE { 0 } else { session_id },
+            ..Header::default()
+        }
+    }
+
+    /// The answer's header with `status`; a TREE_CONNECT's answer names the new tree.
+    pub fn answer(self, status: u32, tree_id: u32) -> Header {
+        Header {
+            status,
+            response: true,
+            tree_id: if self.command == TREE_CONNECT {
+                tree_id
+            } else {
+                self.tree_id
+            },
+            ..self
+        }
+    }
 }
 
 /// SMB2 FileId.
@@ -114,11 +156,13 @@ pub const CIPHERS_ALL: &[u16] = &[0x0004, 0x0002, 0x0003, 0x0001];
 /// The cipher a server picks when encryption is not asked for (AES-128-GCM).
 pub const CIPHER_DEFAULT: u16 = 0x0002;
 
+/// `compression`: offered (3.1.1 only).
 pub fn negotiate_request(
     dialect: u16,
     client_guid: &[u8; 16],
     salt: &[u8; 32],
     ciphers: &[u16],
+    compression: Option<Squeezer>,
 ) -> Vec<u8> {
     let dialects: &[u16] = if dialect == DIALECT_311 {
         &[0x0202, 0x0210, 0x0300, 0x0302, 0x0311]
@@ -144,6 +188,12 @@ pub fn negotiate_request(
         b[ctx_at + 4..ctx_at + 6].copy_from_slice(&2u16.to_le_bytes());
         negotiate_contexts(&mut b, salt, ciphers);
     }
+    add_compression_context(
+        &mut b,
+        NEGOTIATE_REQUEST_CONTEXT_COUNT_AT,
+        compression,
+        dialect,
+    );
     b
 }
 
@@ -168,17 +218,16 @@ fn negotiate_contexts(b: &mut Vec<u8>, salt: &[u8; 32], ciphers: &[u16]) {
 }
 
 /// Where NegotiateContextCount is in a NEGOTIATE request body and in a response body.
-pub const NEGOTIATE_REQUEST_CONTEXT_COUNT_AT: usize = 32;
-pub const NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT: usize = 6;
+const NEGOTIATE_REQUEST_CONTEXT_COUNT_AT: usize = 32;
+const NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT: usize = 6;
 
 /// Append SMB2_COMPRESSION_CAPABILITIES (MS-SMB2 2.2.3.1.3) to a 3.1.1 NEGOTIATE body whose
 /// NegotiateContextCount is at `count_at`.
-pub fn add_compression_context(
-    b: &mut Vec<u8>,
-    count_at: usize,
-    algorithms: &[u16],
-    chained: bool,
-) {
+fn add_compression_context(b: &mut Vec<u8>, count_at: usize, z: Option<Squeezer>, dialect: u16) {
+    let Some(z) = z.filter(|_| dialect == DIALECT_311) else {
+        return;
+    };
+    let (algorithms, chained) = (z.algorithm_ids(), z.chained);
     pad8(b, 64);
     let n = algorithms.len() as u16;
     b.extend_from_slice(&3u16.to_le_bytes());
@@ -196,6 +245,7 @@ pub fn add_compression_context(
     }
 }
 
+/// `compression`: chosen (3.1.1 only).
 pub fn negotiate_response(
     dialect: u16,
     server_guid: &[u8; 16],
@@ -203,6 +253,7 @@ pub fn negotiate_response(
     boot_us: u64,
     salt: &[u8; 32],
     cipher: u16,
+    compression: Option<Squeezer>,
 ) -> Vec<u8> {
     let mut b = Vec::with_capacity(200);
     b.extend_from_slice(&65u16.to_le_bytes());
@@ -227,6 +278,12 @@ pub fn negotiate_response(
         b[ctx_at..ctx_at + 4].copy_from_slice(&off.to_le_bytes());
         negotiate_contexts(&mut b, salt, &[cipher]);
     }
+    add_compression_context(
+        &mut b,
+        NEGOTIATE_RESPONSE_CONTEXT_COUNT_AT,
+        compression,
+        dialect,
+    );
     b
 }
 
@@ -510,7 +567,7 @@ mod tests {
         assert_eq!(close_response().len(), 60);
         assert_eq!(error_response().len(), 9);
         assert_eq!(
-            negotiate_response(DIALECT_302, &[0; 16], 0, 0, &[0; 32], CIPHER_DEFAULT).len(),
+            negotiate_response(DIALECT_302, &[0; 16], 0, 0, &[0; 32], CIPHER_DEFAULT, None).len(),
             64
         );
     }

@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::io::{self, Write};
 use std::rc::Rc;
 
-use super::capfile::CaptureWriter;
+use crate::capture::writer::FileWriter;
+use crate::capture::Timestamp;
+
 use super::packet::{build_headers, Endpoint, TcpFields, TCP_ACK, TCP_PSH, TCP_RST, TCP_SYN};
 use super::rng::Rng;
 
@@ -245,7 +247,7 @@ struct Conn {
 }
 
 pub struct Wire<W: Write> {
-    writer: CaptureWriter<W>,
+    writer: FileWriter<W>,
     cfg: NetConfig,
     conns: Vec<Conn>,
     heap: BinaryHeap<Pkt>,
@@ -262,7 +264,7 @@ pub struct Wire<W: Write> {
 }
 
 impl<W: Write> Wire<W> {
-    pub fn new(writer: CaptureWriter<W>, cfg: NetConfig, rng: Rng) -> Wire<W> {
+    pub fn new(writer: FileWriter<W>, cfg: NetConfig, rng: Rng) -> Wire<W> {
         // Cheap, recognisable filler: a repeating printable pattern.
         let pattern = b"sqos-synth VHDX block data ";
         let fill = pattern
@@ -531,8 +533,9 @@ impl<W: Write> Wire<W> {
             self.emit(p)?;
         }
         let frames = self.writer.frames();
-        let bytes = self.writer.file_bytes();
-        let w = self.writer.finish()?;
+        let bytes = self.writer.bytes();
+        let mut w = self.writer.into_inner();
+        w.flush()?;
         Ok((w, self.traces, frames, bytes))
     }
 
@@ -712,9 +715,10 @@ impl<W: Write> Wire<W> {
             &fields,
             &self.payload,
         );
+        let ts = Timestamp(i64::try_from(p.ts).map_or(i64::MAX, |us| us.saturating_mul(1000)));
         let frame = self
             .writer
-            .write_frame(p.ts, iface, &[&self.hdr, &self.payload])?;
+            .write_frame(iface, ts, &[&self.hdr, &self.payload])?;
         if let Some((a, b, true)) = tags {
             for t in a..=b {
                 if let Some(tr) = self.traces.get_mut(t as usize) {

@@ -17,26 +17,21 @@ use crate::analysis::{
     Analysis, Analyzer, AnalyzerConfig, FlowState, IntervalRow, TimelineEntry, TimelineEvent,
 };
 use crate::capture::Timestamp;
+use crate::feed::{Feed, Tap};
 use crate::net::ConnId;
 use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord, RecordSink,
-    SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, Direction, IoRecord, OpenRecord, SqosRecord,
 };
-use crate::run::CaptureSink;
 use crate::sqos::Dialect;
 
 /// Client addresses remembered per connection (for the opens' host column).
 const MAX_HOSTS: usize = 100_000;
 
-enum Stage {
-    Running(Box<Analyzer>),
-    Done(Analysis),
-    /// Only between taking the analyzer and storing its analysis.
-    Finishing,
-}
-
-pub struct Analyzed {
-    stage: Stage,
+/// What the flow views remember beside the analysis they follow: the flows' order and client
+/// hosts, the first frame, and the final or settled analysis.
+pub struct FlowViews {
+    /// The final analysis, once the input ended.
+    done: Option<Analysis>,
     /// Flow ids in order of first appearance (the analyzer is asked by id while it runs).
     order: Vec<Uuid>,
     known: HashSet<Uuid>,
@@ -48,45 +43,84 @@ pub struct Analyzed {
     settled: Option<Analysis>,
 }
 
+/// The flow analysis the views show: the analyzer while the capture is read (`None` once it
+/// finished), fed through [`Feed`].
+pub type Analyzed = Feed<Option<Analyzer>, FlowViews>;
+
+impl Tap<Option<Analyzer>> for FlowViews {
+    fn before(&mut self, _analyzer: &mut Option<Analyzer>, rec: &SqosRecord) {
+        self.settled = None;
+        self.remember(rec);
+    }
+    fn on_open(&mut self, _rec: &OpenRecord) {
+        self.settled = None;
+    }
+    fn on_close(&mut self, _rec: &CloseRecord) {
+        self.settled = None;
+    }
+    fn on_io(&mut self, _rec: &IoRecord) {
+        self.settled = None;
+    }
+    fn on_channel(&mut self, _rec: &ChannelRecord) {
+        self.settled = None;
+    }
+    fn on_note(&mut self, _note: &CaptureNote) {
+        self.settled = None;
+    }
+    /// The first frame's time: series and findings are timed relative to it.
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.settled = None;
+        self.start = Some(ts);
+    }
+}
+
+impl FlowViews {
+    fn remember(&mut self, rec: &SqosRecord) {
+        if let Some(id) = message_flow(rec) {
+            if self.known.len() < self.max_flows && self.known.insert(id) {
+                self.order.push(id);
+            }
+        }
+        if rec.direction == Direction::Request
+            && (self.hosts.len() < MAX_HOSTS || self.hosts.contains_key(&rec.conn))
+        {
+            self.hosts.insert(rec.conn, rec.src.ip().to_string());
+        }
+    }
+}
+
 impl Analyzed {
     pub fn new(cfg: AnalyzerConfig) -> Self {
         let max_flows = cfg.max_flows;
-        Analyzed {
-            stage: Stage::Running(Box::new(Analyzer::new(cfg))),
-            order: Vec::new(),
-            known: HashSet::new(),
-            max_flows,
-            hosts: HashMap::new(),
-            start: None,
-            settled: None,
+        Feed {
+            analysis: Some(Analyzer::new(cfg)),
+            tap: FlowViews {
+                done: None,
+                order: Vec::new(),
+                known: HashSet::new(),
+                max_flows,
+                hosts: HashMap::new(),
+                start: None,
+                settled: None,
+            },
         }
     }
 
     fn rel(&self, ts: Timestamp) -> f64 {
-        self.start.map_or(0.0, |s| ts.secs_since(s))
+        self.tap.start.map_or(0.0, |s| ts.secs_since(s))
     }
 
-    fn analyzer(&mut self) -> Option<&mut Analyzer> {
-        self.settled = None;
-        match &mut self.stage {
-            Stage::Running(a) => Some(a),
-            _ => None,
-        }
+    /// The finished analysis shown: the final one, or the settled copy while idle.
+    fn finished(&self) -> Option<&Analysis> {
+        self.tap.done.as_ref().or(self.tap.settled.as_ref())
     }
 
     /// The flows, in order of appearance; the catch-all flow (findings of no flow) included.
-    /// The finished analysis shown: the final one, or the settled copy while idle.
-    fn analysis(&self) -> Option<&Analysis> {
-        match &self.stage {
-            Stage::Done(an) => Some(an),
-            _ => self.settled.as_ref(),
-        }
-    }
-
     fn flows(&self) -> Vec<&FlowState> {
-        if let Some(an) = self.analysis() {
+        if let Some(an) = self.finished() {
             // The order the rows had while reading, so nothing jumps at the end.
             let pos: HashMap<Uuid, usize> = self
+                .tap
                 .order
                 .iter()
                 .enumerate()
@@ -96,25 +130,23 @@ impl Analyzed {
             v.sort_by_key(|f| pos.get(&f.id).copied().unwrap_or(usize::MAX));
             return v;
         }
-        match &self.stage {
-            Stage::Running(a) => self
+        match &self.analysis {
+            Some(a) => self
+                .tap
                 .order
                 .iter()
                 .chain(std::iter::once(&Uuid::nil()))
                 .filter_map(|id| a.flow(id))
                 .collect(),
-            Stage::Done(_) | Stage::Finishing => Vec::new(),
+            None => Vec::new(),
         }
     }
 
     fn flow(&self, id: &Uuid) -> Option<&FlowState> {
-        if let Some(an) = self.analysis() {
+        if let Some(an) = self.finished() {
             return an.flows.iter().find(|f| f.id == *id);
         }
-        match &self.stage {
-            Stage::Running(a) => a.flow(id),
-            Stage::Done(_) | Stage::Finishing => None,
-        }
+        self.analysis.as_ref().and_then(|a| a.flow(id))
     }
 
     fn point(&self, row: &IntervalRow) -> SeriesPoint {
@@ -236,83 +268,23 @@ impl Analyzed {
         v.sort_by_key(|r| r.frame);
         v
     }
-
-    fn remember(&mut self, rec: &SqosRecord) {
-        if let Some(id) = message_flow(rec) {
-            if self.known.len() < self.max_flows && self.known.insert(id) {
-                self.order.push(id);
-            }
-        }
-        if rec.direction == Direction::Request
-            && (self.hosts.len() < MAX_HOSTS || self.hosts.contains_key(&rec.conn))
-        {
-            self.hosts.insert(rec.conn, rec.src.ip().to_string());
-        }
-    }
-}
-
-impl RecordSink for Analyzed {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.remember(&rec);
-        if let Some(a) = self.analyzer() {
-            a.on_sqos(rec);
-        }
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        if let Some(a) = self.analyzer() {
-            a.on_open(rec);
-        }
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        if let Some(a) = self.analyzer() {
-            a.on_close(rec);
-        }
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        if let Some(a) = self.analyzer() {
-            a.on_io(rec);
-        }
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        if let Some(a) = self.analyzer() {
-            a.on_channel(rec);
-        }
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        if let Some(a) = self.analyzer() {
-            a.on_note(note);
-        }
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        if let Some(a) = self.analyzer() {
-            a.on_info(note);
-        }
-    }
 }
 
 /// What the flow views ask, at any moment (also while the capture is still being read).
 impl Analyzed {
-    /// The first frame's time: series and findings are timed relative to it.
-    pub fn on_first_frame(&mut self, ts: Timestamp) {
-        self.start = Some(ts);
-        if let Some(a) = self.analyzer() {
-            CaptureSink::on_first_frame(a, ts);
-        }
-    }
-
     /// End of input: close what was left open (e.g. unanswered requests).
     pub fn finish(&mut self) {
-        self.settled = None;
-        if let Stage::Running(a) = std::mem::replace(&mut self.stage, Stage::Finishing) {
-            self.stage = Stage::Done(a.finish());
+        self.tap.settled = None;
+        if let Some(a) = self.analysis.take() {
+            self.tap.done = Some(a.finish());
         }
     }
 
     /// The input is idle but not ended (a followed file, a quiet interface): show what the end
     /// of input would (the last, still open interval), until the next record.
     pub fn settle(&mut self) {
-        if let (Stage::Running(a), None) = (&self.stage, &self.settled) {
-            self.settled = Some(a.as_ref().clone().finish());
+        if let (Some(a), None) = (&self.analysis, &self.tap.settled) {
+            self.tap.settled = Some(a.clone().finish());
         }
     }
 
@@ -368,6 +340,7 @@ impl Analyzed {
                     file_name: esc(o.file_name.as_deref().unwrap_or("(name not seen)"))
                         .into_owned(),
                     host: self
+                        .tap
                         .hosts
                         .get(&o.conn)
                         .cloned()
@@ -405,14 +378,14 @@ impl Analyzed {
 
     /// Notes about what the analysis had to leave out (its bounds).
     pub fn notes(&self) -> Vec<String> {
-        self.analysis().map(|a| a.notes.clone()).unwrap_or_default()
+        self.finished().map(|a| a.notes.clone()).unwrap_or_default()
     }
 
     /// The flow a message belongs to, judged before it is fed (filters read its fields).
     pub fn flow_of(&self, rec: &SqosRecord) -> Option<Uuid> {
-        match &self.stage {
-            Stage::Running(a) => a.flow_of(rec).or_else(|| message_flow(rec)),
-            _ => message_flow(rec),
+        match &self.analysis {
+            Some(a) => a.flow_of(rec).or_else(|| message_flow(rec)),
+            None => message_flow(rec),
         }
     }
 

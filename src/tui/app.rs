@@ -198,7 +198,7 @@ impl App {
 
     /// The store index of the selected message among `shown`, fixing the cursor to it.
     pub fn sync_msg_cursor(&mut self, live: &Live, shown: &[usize]) {
-        let dropped = live.store.dropped();
+        let dropped = live.tap.store.dropped();
         if let Some(seq) = self.msg_seq {
             let target = seq.checked_sub(dropped).map(|i| i as usize);
             if let Some(pos) = target.and_then(|t| shown.iter().position(|&i| i == t)) {
@@ -214,7 +214,7 @@ impl App {
         self.msgs.sel = pos.min(shown.len().saturating_sub(1));
         let new = shown
             .get(self.msgs.sel)
-            .map(|&i| live.store.dropped() + i as u64);
+            .map(|&i| live.tap.store.dropped() + i as u64);
         if new != self.msg_seq {
             self.tree = Cursor::default();
         }
@@ -223,11 +223,11 @@ impl App {
 
     /// Show the message completed in `frame` in the Messages view.
     pub fn jump_to_frame(&mut self, live: &Live, frame: u64) {
-        match live.store.index_of_frame(frame) {
+        match live.tap.store.index_of_frame(frame) {
             Some(i) => {
                 self.msg_scope = None;
                 self.msgs_filter.clear();
-                self.msg_seq = Some(live.store.dropped() + i as u64);
+                self.msg_seq = Some(live.tap.store.dropped() + i as u64);
                 self.msgs.sel = i;
                 self.tree = Cursor::default();
                 self.pane = Pane::List;
@@ -236,7 +236,7 @@ impl App {
             None => {
                 self.flash = Some(format!(
                     "frame {frame}: message not kept (only the last {} are)",
-                    live.store.cap()
+                    live.tap.store.cap()
                 ))
             }
         }
@@ -261,12 +261,12 @@ impl App {
     fn tree_len(live: &Live, app: &App) -> usize {
         let Some(i) = app
             .msg_seq
-            .and_then(|s| s.checked_sub(live.store.dropped()))
+            .and_then(|s| s.checked_sub(live.tap.store.dropped()))
             .map(|i| i as usize)
         else {
             return 0;
         };
-        match live.store.get(i).map(with_fields).map(|r| r.body) {
+        match live.tap.store.get(i).map(with_fields).map(|r| r.body) {
             Some(SqosBody::Request(d)) => d.fields.len(),
             Some(SqosBody::Response(d)) => d.fields.len(),
             _ => 0,
@@ -274,7 +274,7 @@ impl App {
     }
 
     fn detail_len(&self, live: &Live) -> usize {
-        let Some(d) = self.detail_flow.and_then(|id| live.flows.detail(id)) else {
+        let Some(d) = self.detail_flow.and_then(|id| live.analysis.detail(id)) else {
             return 0;
         };
         match self.detail_tab {
@@ -326,7 +326,7 @@ impl App {
                 }
             }
             View::Detail => {
-                let Some(d) = self.detail_flow.and_then(|id| live.flows.detail(id)) else {
+                let Some(d) = self.detail_flow.and_then(|id| live.analysis.detail(id)) else {
                     return;
                 };
                 let i = self.detail_list.sel;
@@ -363,18 +363,18 @@ impl App {
         self.sync_msg_cursor(live, &shown);
         let Some(i) = self
             .msg_seq
-            .and_then(|s| s.checked_sub(live.store.dropped()))
+            .and_then(|s| s.checked_sub(live.tap.store.dropped()))
             .map(|i| i as usize)
         else {
             return;
         };
-        match live.store.partner(i) {
+        match live.tap.store.partner(i) {
             Some(j) => {
                 if !shown.contains(&j) {
                     self.msgs_filter.clear();
                     self.msg_scope = None;
                 }
-                self.msg_seq = Some(live.store.dropped() + j as u64);
+                self.msg_seq = Some(live.tap.store.dropped() + j as u64);
                 self.tree = Cursor::default();
             }
             None => self.flash = Some("the other half of this exchange is not in the list".into()),

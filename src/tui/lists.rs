@@ -178,9 +178,9 @@ fn search(typed: &str, ctx: Context) -> Search {
 /// appearance order).
 pub fn flow_rows(live: &Live, sort: Sort, filter: &str) -> Vec<FlowRow> {
     let typed = search(filter, Context::Flows);
-    let start = live.store.start();
+    let start = live.tap.store.start();
     let mut rows: Vec<FlowRow> = live
-        .flows
+        .analysis
         .rows()
         .into_iter()
         .filter(|r| live.flow_selected(&r.id))
@@ -188,7 +188,7 @@ pub fn flow_rows(live: &Live, sort: Sort, filter: &str) -> Vec<FlowRow> {
             Search::None => true,
             Search::Text(_) => flow_matches(r, filter.trim()),
             Search::Filter(f) => live
-                .flows
+                .analysis
                 .flow_state(&r.id)
                 .is_some_and(|fl| f.matches(&Subject::flow(fl, None, start))),
         })
@@ -242,7 +242,7 @@ fn message_text_matches(
 /// responses to them even without a buffer) that match what `/` typed — a display filter
 /// (docs/filter.md), or text found in the summary line, a field or the flow's names.
 pub fn message_indices(live: &Live, scope: Option<Uuid>, filter: &str) -> Vec<usize> {
-    let store = &live.store;
+    let store = &live.tap.store;
     let typed = search(filter, Context::Messages);
     if scope.is_none() && matches!(typed, Search::None) {
         return (0..store.len()).collect();
@@ -268,7 +268,7 @@ pub fn message_indices(live: &Live, scope: Option<Uuid>, filter: &str) -> Vec<us
             if scope.is_some() && flow_id != scope {
                 return false;
             }
-            let flow = flow_id.and_then(|id| live.flows.flow_state(&id));
+            let flow = flow_id.and_then(|id| live.analysis.flow_state(&id));
             match &typed {
                 Search::None => true,
                 Search::Text(f) => message_text_matches(rec, flow, start, f),
@@ -284,7 +284,7 @@ pub fn flow_label(live: &Live, flow: Option<Uuid>) -> String {
     match flow {
         None => "-".into(),
         Some(id) => live
-            .flows
+            .analysis
             .rows()
             .into_iter()
             .find(|r| r.id == id)
@@ -297,10 +297,10 @@ pub fn flow_label(live: &Live, flow: Option<Uuid>) -> String {
 pub fn finding_rows(live: &Live, filter: &str) -> Vec<FindingRow> {
     let f = filter.to_lowercase();
     let mut all: Vec<FindingRow> = live
-        .flows
+        .analysis
         .findings()
         .into_iter()
-        .chain(live.store.findings().cloned())
+        .chain(live.tap.store.findings().cloned())
         .filter(|r| {
             f.is_empty()
                 || r.code.to_lowercase().contains(&f)

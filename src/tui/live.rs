@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::analyzed::Analyzed;
 use super::store::MessageStore;
 use crate::capture::{CaptureReader, Timestamp};
+use crate::feed::{Feed, Tap};
 use crate::filter::{Filter, Subject};
 use crate::pipeline::{
     CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink,
@@ -66,73 +67,84 @@ impl Selection {
     }
 }
 
-/// Everything the views show.
-pub struct Live {
+/// Everything the views show beside the flow analysis.
+pub struct Views {
     pub store: MessageStore,
-    pub flows: Analyzed,
     pub progress: Progress,
     pub stats: Stats,
     pub notes: Vec<String>,
     pub notes_total: u64,
     pub selection: Selection,
+    /// The message being fed and its flow as known before the analysis took it.
+    pending: Option<(SqosRecord, Option<Uuid>)>,
 }
+
+/// Everything the views show: the flow analysis ([`Analyzed`]) and what the views keep beside
+/// it, fed through [`Feed`].
+pub type Live = Feed<Analyzed, Views>;
 
 impl Live {
     pub fn new(source: String, store: MessageStore, flows: Analyzed) -> Self {
-        Live {
-            store,
-            flows,
-            progress: Progress {
-                source,
-                state: ReadState::Opening,
-                bytes: 0,
-                total: None,
-                frames: 0,
-                sqos_messages: 0,
+        Feed {
+            analysis: flows,
+            tap: Views {
+                store,
+                progress: Progress {
+                    source,
+                    state: ReadState::Opening,
+                    bytes: 0,
+                    total: None,
+                    frames: 0,
+                    sqos_messages: 0,
+                },
+                stats: Stats::default(),
+                notes: Vec::new(),
+                notes_total: 0,
+                selection: Selection::default(),
+                pending: None,
             },
-            stats: Stats::default(),
-            notes: Vec::new(),
-            notes_total: 0,
-            selection: Selection::default(),
         }
     }
 
     /// Whether a flow is listed under the `-Y` selection.
     pub fn flow_selected(&self, id: &Uuid) -> bool {
-        match &self.selection.flows {
+        match &self.tap.selection.flows {
             None => true,
-            Some(f) if f.needs_messages() => self.selection.marked.contains(id),
+            Some(f) if f.needs_messages() => self.tap.selection.marked.contains(id),
             Some(f) => self
-                .flows
+                .analysis
                 .flow_state(id)
-                .is_some_and(|fl| f.matches(&Subject::flow(fl, None, self.store.start()))),
+                .is_some_and(|fl| f.matches(&Subject::flow(fl, None, self.tap.store.start()))),
         }
-    }
-
-    pub fn on_first_frame(&mut self, ts: Timestamp) {
-        self.store.set_start(ts);
-        self.flows.on_first_frame(ts);
     }
 
     /// Capture-relative seconds.
     pub fn rel(&self, ts: Timestamp) -> f64 {
-        ts.secs_since(self.store.start())
+        ts.secs_since(self.tap.store.start())
     }
 }
 
-impl RecordSink for Live {
-    fn on_sqos(&mut self, rec: SqosRecord) {
+impl Tap<Analyzed> for Views {
+    fn before(&mut self, flows: &mut Analyzed, rec: &SqosRecord) {
         self.progress.sqos_messages += 1;
+        let id = if self.selection.is_active() {
+            flows.flow_of(rec)
+        } else {
+            None
+        };
+        self.pending = Some((rec.clone(), id));
+    }
+    fn after(&mut self, flows: &mut Analyzed) {
+        let Some((rec, id)) = self.pending.take() else {
+            return;
+        };
         if !self.selection.is_active() {
-            self.flows.on_sqos(rec.clone());
             self.store.push(rec);
             return;
         }
-        let id = self.flows.flow_of(&rec);
-        self.flows.on_sqos(rec.clone());
-        let id = id.or_else(|| self.flows.flow_of(&rec));
+        let id = id.or_else(|| flows.flow_of(&rec));
         let start = self.store.start();
-        let flow = id.and_then(|id| self.flows.flow_state(&id));
+        let flow = id.and_then(|id| flows.flow_state(&id));
         if let (Some(f), Some(id)) = (&self.selection.flows, id) {
             if f.needs_messages() && f.matches(&Subject::message(&rec, flow, start)) {
                 self.selection.marked.insert(id);
@@ -147,32 +159,21 @@ impl RecordSink for Live {
             self.store.push(rec);
         }
     }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.flows.on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.flows.on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.flows.on_io(rec);
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.flows.on_channel(rec);
-    }
     fn on_note(&mut self, note: &CaptureNote) {
         self.notes_total += 1;
         if self.notes.len() < MAX_NOTES {
             self.notes
                 .push(crate::output::escape::text(&note.message).into_owned());
         }
-        self.flows.on_note(note);
     }
     fn on_info(&mut self, note: &CaptureNote) {
         self.notes_total += 1;
         if self.notes.len() < MAX_NOTES {
             self.notes.push(note.message.clone());
         }
-        self.flows.on_info(note);
+    }
+    fn on_first_frame(&mut self, ts: Timestamp) {
+        self.store.set_start(ts);
     }
 }
 
@@ -237,15 +238,16 @@ impl IdleWatch {
 
     /// Called before each redraw.
     pub fn tick(&mut self, live: &mut Live) {
-        let frames = live.progress.frames;
+        let frames = live.tap.progress.frames;
         if frames != self.frames {
             self.frames = frames;
             self.since = Instant::now();
             return;
         }
-        let idle = live.progress.state == ReadState::Reading && self.since.elapsed() >= self.after;
+        let idle =
+            live.tap.progress.state == ReadState::Reading && self.since.elapsed() >= self.after;
         if idle && frames > 0 && self.settled != Some(frames) {
-            live.flows.settle();
+            live.analysis.settle();
             self.settled = Some(frames);
         }
     }
@@ -283,20 +285,20 @@ fn read_all(opener: Opener, cfg: PipelineConfig, shared: Shared, stop: &AtomicBo
         Opener::Deferred(open) => match open() {
             Ok(r) => r,
             Err(e) => {
-                shared.lock().progress.state = ReadState::Failed(e);
+                shared.lock().tap.progress.state = ReadState::Failed(e);
                 return;
             }
         },
     };
-    shared.lock().progress.state = ReadState::Reading;
+    shared.lock().tap.progress.state = ReadState::Reading;
     let mut sink = shared.clone();
     let mut last_stats = Instant::now();
     let result = run_capture(&mut reader, cfg, &mut sink, &mut |p| {
         let mut live = shared.lock();
-        live.progress.frames = p.frames;
-        live.progress.bytes = p.input_bytes;
+        live.tap.progress.frames = p.frames;
+        live.tap.progress.bytes = p.input_bytes;
         if last_stats.elapsed() >= Duration::from_millis(500) {
-            live.stats = p.stats.clone();
+            live.tap.stats = p.stats.clone();
             last_stats = Instant::now();
         }
         if stop.load(Ordering::Relaxed) {
@@ -306,10 +308,10 @@ fn read_all(opener: Opener, cfg: PipelineConfig, shared: Shared, stop: &AtomicBo
         }
     });
     let mut live = shared.lock();
-    live.flows.finish();
-    live.stats = result.stats;
-    live.progress.bytes = reader.input_bytes_read();
-    live.progress.state = match result.ending {
+    live.analysis.finish();
+    live.tap.stats = result.stats;
+    live.tap.progress.bytes = reader.input_bytes_read();
+    live.tap.progress.state = match result.ending {
         Ending::Clean | Ending::Stopped => ReadState::Done,
         Ending::Damaged(e) => ReadState::Damaged(e.to_string()),
     };

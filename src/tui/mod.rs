@@ -165,8 +165,8 @@ pub fn start_selected(
         MessageStore::new(max_messages),
         flow_source_within(&pipeline.memory),
     );
-    live.selection = selection;
-    live.progress.total = prepared.total;
+    live.tap.selection = selection;
+    live.tap.progress.total = prepared.total;
     let shared = Shared::new(live);
     let reader = live::spawn_reader(prepared.opener, pipeline, shared.clone(), stop.clone())
         .map_err(|e| format!("cannot start the reader: {e}"))?;
@@ -203,7 +203,7 @@ pub fn run(opts: TuiOptions) -> i32 {
         eprintln!("sqos: terminal: {e}");
         return 2;
     }
-    let state = started.shared.lock().progress.state.clone();
+    let state = started.shared.lock().tap.progress.state.clone();
     match state {
         ReadState::Damaged(e) => {
             eprintln!(

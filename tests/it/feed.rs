@@ -1,7 +1,7 @@
 //! `sqos::feed::Feed`, the one adapter the faces feed the flow analysis through: every record
 //! reaches the analysis (the flow table equals the analyzer's own, fed directly, on captures
 //! with lost bytes and several channels), and the tap sees each SQOS message just before and
-//! just after the analysis takes it, the notes and the first frame.
+//! just after the analysis takes it, the other records, the notes and the first frame.
 
 use std::path::Path;
 
@@ -9,7 +9,9 @@ use sqos::analysis::Analyzer;
 use sqos::capture::Timestamp;
 use sqos::feed::{Feed, Tap};
 use sqos::output::flows::flows_json;
-use sqos::pipeline::{CaptureNote, PipelineConfig, SqosRecord};
+use sqos::pipeline::{
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, SqosRecord,
+};
 use sqos::run::run_path;
 
 use crate::support::{repo, run};
@@ -21,6 +23,10 @@ struct Seen {
     after: Vec<Option<uuid::Uuid>>,
     notes: usize,
     first: Option<Timestamp>,
+    opens: usize,
+    closes: usize,
+    io: usize,
+    channels: usize,
 }
 
 impl Tap<Analyzer> for Seen {
@@ -29,6 +35,18 @@ impl Tap<Analyzer> for Seen {
     }
     fn after(&mut self, a: &mut Analyzer) {
         self.after.push(a.last_message().flow.map(|(id, _)| id));
+    }
+    fn on_open(&mut self, _rec: &OpenRecord) {
+        self.opens += 1;
+    }
+    fn on_close(&mut self, _rec: &CloseRecord) {
+        self.closes += 1;
+    }
+    fn on_io(&mut self, _rec: &IoRecord) {
+        self.io += 1;
+    }
+    fn on_channel(&mut self, _rec: &ChannelRecord) {
+        self.channels += 1;
     }
     fn on_note(&mut self, _note: &CaptureNote) {
         self.notes += 1;
@@ -61,6 +79,11 @@ fn check(name: &str) {
     assert!(feed.tap.after.iter().any(Option::is_some), "{name}");
     assert_eq!(feed.tap.notes, collected.notes.len(), "{name}");
     assert_eq!(feed.tap.first, collected.first_ts, "{name}");
+    assert_eq!(feed.tap.opens, collected.opens.len(), "{name}");
+    assert_eq!(feed.tap.closes, collected.closes.len(), "{name}");
+    assert_eq!(feed.tap.io, collected.io.len(), "{name}");
+    assert!(feed.tap.opens > 0 && feed.tap.io > 0, "{name}");
+    assert!(feed.tap.channels > 0, "{name}");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use sqos::capture::Timestamp;
 use sqos::net::ConnId;
 use sqos::pipeline::{Direction, FileId, RecordSink, SqosBody, SqosRecord};
+use sqos::run::CaptureSink;
 use sqos::sqos::{
     encode_request, encode_response, parse_request, parse_response, Dialect, Options, Request,
     RequestV11, Response, Status,
@@ -225,9 +226,9 @@ fn known_live() -> Live {
     short.body = SqosBody::Request(parse_request(&short.buffer));
     short.response_frame = None;
     live.on_sqos(short);
-    live.flows.finish();
-    live.progress.frames = 201;
-    live.progress.state = sqos::tui::live::ReadState::Done;
+    live.analysis.finish();
+    live.tap.progress.frames = 201;
+    live.tap.progress.state = sqos::tui::live::ReadState::Done;
     live
 }
 

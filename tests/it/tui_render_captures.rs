@@ -53,7 +53,7 @@ fn loaded(rel: &str) -> sqos::tui::live::Shared {
     let s = load(rel);
     let shared = s.shared.clone();
     s.reader.join().expect("the reader thread ends cleanly");
-    assert_eq!(shared.lock().progress.state, ReadState::Done, "{rel}");
+    assert_eq!(shared.lock().tap.progress.state, ReadState::Done, "{rel}");
     shared
 }
 
@@ -867,7 +867,7 @@ fn messages_list_shows_the_frames_times_and_summaries_of_the_sqos_records() {
     assert_eq!(recs.len(), 58);
     let shared = loaded(STEADY);
     let live = shared.lock();
-    let first = live.store.start();
+    let first = live.tap.store.start();
     for (w, h) in SIZES {
         let mut app = App::new(Theme::plain());
         key(&mut app, &live, KeyCode::Char('2'));
@@ -1222,7 +1222,7 @@ fn follow_on_a_finished_file_settles_on_its_last_interval() {
     let file = loaded(rel);
     let (want, frames) = {
         let live = file.lock();
-        (live.flows.rows(), live.progress.frames)
+        (live.analysis.rows(), live.tap.progress.frames)
     };
     // --follow reads a capture still being written (uncompressed); here one already complete.
     let mut pcap = Vec::new();
@@ -1240,7 +1240,7 @@ fn follow_on_a_finished_file_settles_on_its_last_interval() {
     )
     .expect("follow");
     let deadline = Instant::now() + Duration::from_secs(120);
-    while started.shared.lock().progress.frames < frames {
+    while started.shared.lock().tap.progress.frames < frames {
         assert!(
             Instant::now() < deadline,
             "the follower never read the whole file"
@@ -1250,7 +1250,7 @@ fn follow_on_a_finished_file_settles_on_its_last_interval() {
     {
         let mut live = started.shared.lock();
         assert_eq!(
-            live.progress.state,
+            live.tap.progress.state,
             ReadState::Reading,
             "following, not ended"
         );
@@ -1259,7 +1259,7 @@ fn follow_on_a_finished_file_settles_on_its_last_interval() {
                 .find(|r| r.initiator == "vm01")
                 .map(|r| (r.reported_iops, r.latency_ms))
         };
-        let before = live.flows.rows();
+        let before = live.analysis.rows();
         assert_ne!(
             vm01(&before),
             vm01(&want),
@@ -1268,7 +1268,7 @@ fn follow_on_a_finished_file_settles_on_its_last_interval() {
         let mut idle = IdleWatch::new(Duration::ZERO);
         idle.tick(&mut live);
         idle.tick(&mut live);
-        let after = live.flows.rows();
+        let after = live.analysis.rows();
         assert_eq!(after, want);
         let (iops, lat) = vm01(&after).expect("vm01");
         assert_eq!(
@@ -1318,8 +1318,8 @@ fn encrypted_sessions_left_closed_are_said_in_the_title_bar_and_findings() {
     let shared = started.shared.clone();
     started.reader.join().expect("reader");
     let live = shared.lock();
-    assert_eq!(live.stats.undecrypted(), 0);
-    assert!(live.stats.decrypted_messages > 0);
+    assert_eq!(live.tap.stats.undecrypted(), 0);
+    assert!(live.tap.stats.decrypted_messages > 0);
     let mut app = App::new(Theme::plain());
     let s = screen(&mut app, &live, 160, 48);
     assert!(!s[0].contains("encrypted closed"), "{}", s[0]);

@@ -21,7 +21,7 @@ fn mb(b: u64) -> String {
 
 /// Where reading stands, short enough for the title bar.
 pub fn progress_text(live: &Live) -> (String, bool) {
-    let p = &live.progress;
+    let p = &live.tap.progress;
     let (state, bad) = match &p.state {
         ReadState::Opening => ("waiting for capture…".to_string(), false),
         ReadState::Reading => match p.total {
@@ -41,15 +41,15 @@ pub fn progress_text(live: &Live) -> (String, bool) {
         ReadState::Failed(e) => (format!("failed: {e}"), true),
     };
     let mut s = format!("{state} · {} frames · {} SQOS", p.frames, p.sqos_messages);
-    if live.store.dropped() > 0 {
-        s.push_str(&format!(" · last {} kept", live.store.len()));
+    if live.tap.store.dropped() > 0 {
+        s.push_str(&format!(" · last {} kept", live.tap.store.len()));
     }
     (s, bad)
 }
 
 /// The progress without the frame count, for narrow screens.
 fn short_progress(live: &Live, full: &str) -> String {
-    let frames = format!(" · {} frames", live.progress.frames);
+    let frames = format!(" · {} frames", live.tap.progress.frames);
     full.replacen(&frames, "", 1)
 }
 
@@ -74,7 +74,7 @@ fn source_and_progress(src: &str, prog: &str, short: &str, room: usize) -> Strin
 /// decrypted (the other commands say it on stderr), compressed ones not decompressed. The
 /// Findings view has the full sentence.
 pub fn closed_text(live: &Live) -> Option<String> {
-    let s = &live.stats;
+    let s = &live.tap.stats;
     let mut parts = Vec::new();
     let n = s.undecrypted();
     if n > 0 {
@@ -125,7 +125,7 @@ pub fn title_bar(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let (prog, bad) = progress_text(live);
     let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
     let room = (area.width as usize).saturating_sub(used + 1);
-    let src = live.progress.source.clone();
+    let src = live.tap.progress.source.clone();
     let text = if bad {
         prog
     } else {

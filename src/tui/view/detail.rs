@@ -112,7 +112,7 @@ fn tabs_line(app: &mut App, area: Rect, chart: DetailTab, list: DetailTab) -> Li
 
 pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let t = app.theme;
-    let Some(d) = app.detail_flow.and_then(|id| live.flows.detail(id)) else {
+    let Some(d) = app.detail_flow.and_then(|id| live.analysis.detail(id)) else {
         f.render_widget(
             Paragraph::new("No flow selected (Esc goes back to the flows).").style(t.dim()),
             area,

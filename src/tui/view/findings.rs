@@ -35,7 +35,7 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let mut inner = block.inner(area);
     f.render_widget(block, area);
     // Encrypted messages left closed hide whatever SQOS they carry: said first, in full.
-    if let Some(closed) = live.stats.undecrypted_summary() {
+    if let Some(closed) = live.tap.stats.undecrypted_summary() {
         let [top, rest] =
             Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(inner);
         f.render_widget(

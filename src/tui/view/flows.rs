@@ -150,7 +150,7 @@ fn breaches(rate: Option<f64>, max: Option<u64>) -> bool {
 pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     let t = app.theme;
     let rows = flow_rows(live, app.sort, &app.flows_filter);
-    let total = live.flows.rows().len();
+    let total = live.analysis.rows().len();
     let mut title = format!(" Flows {}", rows.len());
     if rows.len() != total {
         title.push_str(&format!(" of {total}"));

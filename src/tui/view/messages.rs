@@ -32,7 +32,7 @@ fn pane_block(title: String, focused: bool, t: Theme) -> Block<'static> {
 
 /// The message's summary without the frame, time and addresses the list shows in columns.
 fn summary_tail(rec: &SqosRecord, live: &Live) -> String {
-    let s = summary_line(rec, live.store.start());
+    let s = summary_line(rec, live.tap.store.start());
     match s.split_once(" SQOS ") {
         Some((_, tail)) => tail.to_string(),
         None => s,
@@ -51,7 +51,7 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     draw_list(f, list, app, live, &shown);
     let rec = shown
         .get(app.msgs.sel)
-        .and_then(|&i| live.store.get(i))
+        .and_then(|&i| live.tap.store.get(i))
         .map(with_fields);
     let field = draw_tree(f, tree, app, live, rec.as_ref());
     draw_hex(f, hex, app, rec.as_ref(), field.as_ref());
@@ -60,11 +60,11 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
 fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live, shown: &[usize]) {
     let t = app.theme;
     let mut title = format!(" Messages {}", shown.len());
-    if shown.len() != live.store.len() {
-        title.push_str(&format!(" of {}", live.store.len()));
+    if shown.len() != live.tap.store.len() {
+        title.push_str(&format!(" of {}", live.tap.store.len()));
     }
-    if live.store.dropped() > 0 {
-        title.push_str(&format!(" (last {} kept)", live.store.cap()));
+    if live.tap.store.dropped() > 0 {
+        title.push_str(&format!(" (last {} kept)", live.tap.store.cap()));
     }
     if let Some(id) = app.msg_scope {
         title.push_str(&format!(" · flow {}", short_id(&id)));
@@ -77,7 +77,7 @@ fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live, shown: &
     let inner = block.inner(area);
     f.render_widget(block, area);
     if shown.is_empty() {
-        let msg = if live.store.is_empty() {
+        let msg = if live.tap.store.is_empty() {
             "No SQOS messages yet."
         } else {
             "No message matches (Esc clears the filter)."
@@ -104,7 +104,7 @@ fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live, shown: &
         (inner.width as usize).saturating_sub(if wide { 7 + 9 + 45 + 3 } else { 7 + 9 + 2 });
     let rows = range
         .filter_map(|pos| {
-            let rec = live.store.get(*shown.get(pos)?)?;
+            let rec = live.tap.store.get(*shown.get(pos)?)?;
             let mut cells = vec![
                 right(rec.frame.to_string()),
                 right(format!("{:.3}", live.rel(rec.ts))),
@@ -180,7 +180,7 @@ fn draw_tree(
     );
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let text = detail_tree(rec, live.store.start());
+    let text = detail_tree(rec, live.tap.store.start());
     let lines: Vec<&str> = text.lines().collect();
     app.tree.sel = app.tree.sel.min(fields.len().saturating_sub(1));
     if focused {
