@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::analysis::{Analyzer, AnalyzerConfig, FlowFinding, FlowState, IntervalRow};
 use crate::capture::Timestamp;
-use crate::feed::{Feed, Tap};
+use crate::feed::{forward_records, Feed, Tap};
 use crate::filter::select::MessageSink;
 use crate::filter::{Filter, FlowSelect, MessageSelect, Subject};
 use crate::output::columns::{
@@ -18,10 +18,7 @@ use crate::output::columns::{
 };
 use crate::output::flows::{flow_json, series_row_json, sorted_findings};
 use crate::output::json::record_json;
-use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink,
-    SqosBody, SqosRecord,
-};
+use crate::pipeline::{ChannelRecord, PipelineConfig, RecordSink, SqosBody, SqosRecord};
 use crate::run::{run_capture, CaptureSink, FrameSource, Progress, RunResult};
 use crate::sqos::Finding;
 
@@ -355,27 +352,7 @@ fn series_row<W: RowSink>(
 }
 
 impl<W: RowSink> RecordSink for ExportSink<'_, W> {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.records().on_sqos(rec);
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.records().on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.records().on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.records().on_io(rec);
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.records().on_channel(rec);
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.records().on_note(note);
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        self.records().on_info(note);
-    }
+    forward_records!(self => Some(self.records()));
 }
 
 impl<W: RowSink> CaptureSink for ExportSink<'_, W> {

@@ -88,43 +88,53 @@ impl<A: CaptureSink, T: Tap<A>> CaptureSink for Feed<A, T> {
     }
 }
 
+/// The [`RecordSink`] methods of a sink that passes every record on to another: `$target`, an
+/// expression of `$self`, gives `Some` receiving sink (a lock's guard, a variant, an analysis
+/// that may be absent) or `None` to drop the record. Written once, so no forwarder forgets a kind.
+macro_rules! forward_records {
+    ($self:ident => $target:expr) => {
+        fn on_sqos(&mut $self, rec: $crate::pipeline::SqosRecord) {
+            if let Some(t) = $target {
+                t.on_sqos(rec);
+            }
+        }
+        fn on_open(&mut $self, rec: &$crate::pipeline::OpenRecord) {
+            if let Some(t) = $target {
+                t.on_open(rec);
+            }
+        }
+        fn on_close(&mut $self, rec: &$crate::pipeline::CloseRecord) {
+            if let Some(t) = $target {
+                t.on_close(rec);
+            }
+        }
+        fn on_io(&mut $self, rec: &$crate::pipeline::IoRecord) {
+            if let Some(t) = $target {
+                t.on_io(rec);
+            }
+        }
+        fn on_channel(&mut $self, rec: &$crate::pipeline::ChannelRecord) {
+            if let Some(t) = $target {
+                t.on_channel(rec);
+            }
+        }
+        fn on_note(&mut $self, note: &$crate::pipeline::CaptureNote) {
+            if let Some(t) = $target {
+                t.on_note(note);
+            }
+        }
+        fn on_info(&mut $self, note: &$crate::pipeline::CaptureNote) {
+            if let Some(t) = $target {
+                t.on_info(note);
+            }
+        }
+    };
+}
+pub(crate) use forward_records;
+
 /// An analysis followed only when it is there.
 impl<A: RecordSink> RecordSink for Option<A> {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        if let Some(a) = self {
-            a.on_sqos(rec);
-        }
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        if let Some(a) = self {
-            a.on_open(rec);
-        }
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        if let Some(a) = self {
-            a.on_close(rec);
-        }
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        if let Some(a) = self {
-            a.on_io(rec);
-        }
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        if let Some(a) = self {
-            a.on_channel(rec);
-        }
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        if let Some(a) = self {
-            a.on_note(note);
-        }
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        if let Some(a) = self {
-            a.on_info(note);
-        }
-    }
+    forward_records!(self => self.as_mut());
 }
 
 impl<A: CaptureSink> CaptureSink for Option<A> {

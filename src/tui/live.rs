@@ -13,12 +13,9 @@ use uuid::Uuid;
 use super::analyzed::Analyzed;
 use super::store::MessageStore;
 use crate::capture::{CaptureReader, Timestamp};
-use crate::feed::{Feed, Tap};
+use crate::feed::{forward_records, Feed, Tap};
 use crate::filter::{Filter, Subject};
-use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink,
-    SqosRecord, Stats,
-};
+use crate::pipeline::{CaptureNote, PipelineConfig, RecordSink, SqosRecord, Stats};
 use crate::run::{run_capture, CaptureSink, Ending};
 
 /// Capture notes kept for display (the rest are counted).
@@ -193,27 +190,7 @@ impl Shared {
 }
 
 impl RecordSink for Shared {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.lock().on_sqos(rec);
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.lock().on_open(rec);
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.lock().on_close(rec);
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.lock().on_io(rec);
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.lock().on_channel(rec);
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.lock().on_note(note);
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        self.lock().on_info(note);
-    }
+    forward_records!(self => Some(&mut *self.lock()));
 }
 
 /// Settles the flow views once the input has brought nothing new for a while but has not ended
