@@ -1,23 +1,33 @@
-//! Runs the generator outside the main CLI: `cargo run --release --example synth -- --scenario
-//! large --size 1GiB -o /tmp/large.pcap` (same options as `sqos synth`).
+//! The generator as a library: writes the `large` benchmark stream of a given size with
+//! [`sqos::synth::run`] and a plain [`SynthConfig`], and says how fast that went.
+//!
+//!   cargo run --release --example synth -- 1GiB /tmp/large.pcap
+//!
+//! (`sqos synth` takes every option; this is the library call behind it.)
 
-use clap::Parser;
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: sqos::synth::SynthArgs,
-}
+use sqos::synth::{parse_size, Scenario, SynthConfig};
 
 fn main() {
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(size), Some(output)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: synth SIZE OUTPUT   (e.g. synth 1GiB /tmp/large.pcap)");
+        std::process::exit(2);
+    };
+    let size = match parse_size(size) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("synth: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut cfg = SynthConfig::new(Scenario::Large, output);
+    cfg.size = Some(size);
     let started = std::time::Instant::now();
-    match sqos::synth::run(&cli.args) {
+    match sqos::synth::run(&cfg) {
         Ok(s) => {
             let secs = started.elapsed().as_secs_f64();
             eprintln!(
-                "{}: {} frames, {} bytes, {} I/Os, {} SQOS requests in {:.2} s ({:.0} MB/s)",
-                cli.args.output.display(),
+                "{output}: {} frames, {} bytes, {} I/Os, {} SQOS requests in {:.2} s ({:.0} MB/s)",
                 s.frames,
                 s.capture_bytes,
                 s.ios,
@@ -27,7 +37,7 @@ fn main() {
             );
         }
         Err(e) => {
-            eprintln!("sqos synth: {e}");
+            eprintln!("synth: {e}");
             std::process::exit(1);
         }
     }

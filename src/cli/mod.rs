@@ -59,7 +59,7 @@ enum Command {
     /// Judge captures against a rules file and/or a saved flow table, for CI (exit 0/1/2).
     Check(check::CheckArgs),
     /// Generate Hyper-V ↔ Scale-Out File Server traffic with SQOS (deterministic with --seed).
-    Synth(sqos::synth::SynthArgs),
+    Synth(synth::SynthArgs),
     /// Interactive terminal UI: flows, charts, messages with field tree and hex, findings.
     Tui(tui::TuiArgs),
     /// Each SQOS message with its flow and figures, then the flows, as versioned JSON lines

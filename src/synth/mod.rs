@@ -2,11 +2,13 @@
 //! MS-SQOS, written as pcap or pcapng (optionally gzip-compressed), plus the generator's own
 //! ground truth as JSON.
 //!
-//! Layers, each in its module: `rng` (seeded PRNG), `packet` (frame
-//! headers), `wire` (TCP and time-ordered writing), `smb2` (message bytes; the MS-SQOS buffers
-//! come from the codec's encoder), `server` (the MS-SQOS server rules), `scenario` (what is
-//! simulated), `sim` (the event loop), `examples` (the spec's example messages), `large` (the
-//! benchmark stream), `truth`.
+//! Layers, each in its module: `rng` (seeded PRNG), `packet` (frame headers), `wire` (TCP and
+//! time-ordered writing through the crate's one capture writer), `smb2` (message bytes; the
+//! MS-SQOS buffers come from the codec's encoder), `server` (the MS-SQOS server rules),
+//! `scenario` (what is simulated), `sim` (the cluster: hosts, VM I/O and the file server as
+//! actors over one event loop), `session` (one client on one connection, set up once),
+//! `examples` (the spec's example messages) and `large` (the benchmark stream) on it, `truth`.
+//! [`SynthConfig`] is what to generate; the command line (src/cli/synth.rs) fills it.
 
 pub mod examples;
 pub mod large;
@@ -27,6 +29,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::capture::writer::{FileFormat, FileOptions, FileWriter, Gzip};
+use crate::smb2::compress::Algorithm;
+use crate::smb2::crypto::Cipher;
+use crate::sqos::Dialect;
 
 pub use scenario::{DropKind, Scenario};
 pub use truth::Truth;
@@ -34,141 +39,101 @@ pub use truth::Truth;
 use rng::Rng;
 use wire::{NetConfig, Wire};
 
-/// Options of `sqos synth`.
-#[derive(clap::Args, Clone, Debug)]
-#[command(after_help = "\
-Examples:
-  sqos synth --scenario noisy-neighbour -o nn.pcapng.gz
-  sqos synth --scenario lossy-network --loss 0.01 --seed 7 -o lossy.pcap --truth lossy.json
-  sqos synth --scenario large --size 1GiB -q -o big.pcap")]
-pub struct SynthArgs {
-    /// What to simulate.
-    #[arg(long, value_enum, default_value = "steady")]
+/// What [`generate`] writes: the scenario and every option of `sqos synth`, whose command line
+/// (src/cli/synth.rs) fills it. `None` is the scenario's own choice.
+#[derive(Clone, Debug)]
+pub struct SynthConfig {
     pub scenario: Scenario,
     /// Seed of every random choice: the same seed and options give the same bytes.
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Capture file to write (`.pcap`, `.pcapng`, optionally `.gz`).
-    #[arg(short, long)]
+    /// The capture's name: its extension picks the format (`.pcapng`) and gzip (`.gz`).
     pub output: PathBuf,
-    /// Say nothing on stderr (errors aside).
-    #[arg(short, long)]
-    pub quiet: bool,
     /// File format (default: from the extension, else pcap).
-    #[arg(long, value_enum)]
-    pub format: Option<Format>,
-    /// Bytes of READ/WRITE data for `large` (suffixes KiB, MiB, GiB, KB, MB, GB).
-    #[arg(long, value_parser = parse_size)]
+    pub format: Option<FileFormat>,
+    /// Bytes of READ/WRITE data for `large`.
     pub size: Option<u64>,
-    /// Hyper-V hosts (one SMB connection each).
-    #[arg(long)]
     pub hosts: Option<u32>,
     /// VMs per host.
-    #[arg(long)]
     pub vms: Option<u32>,
     /// Virtual disks (logical flows) per VM.
-    #[arg(long)]
     pub disks: Option<u32>,
-    /// SMB3 multichannel: channels (connections, each over its own pair of NICs) per host's
-    /// session, 1 to 4 (default 1; `multichannel`: 4, 2, 3, …).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4))]
+    /// SMB3 multichannel: channels per host's session, 1 to 4.
     pub channels: Option<u32>,
     /// Capture length in seconds.
-    #[arg(long)]
     pub duration: Option<f64>,
     /// Probability that a TCP data segment is lost (it is retransmitted after 200 ms).
-    #[arg(long)]
     pub loss: Option<f64>,
     /// Lost segments are only missing from the capture (no retransmission: a real gap).
-    #[arg(long)]
     pub loss_no_retransmit: bool,
     /// Probability that a server→client segment arrives after the next one.
-    #[arg(long)]
     pub reorder: Option<f64>,
-    /// 802.1Q VLAN tag on every frame.
-    #[arg(long)]
     pub vlan: Option<u16>,
-    /// IPv6 addresses (fd00:5105::/64).
-    #[arg(long)]
     pub ipv6: bool,
     /// The capture starts mid-connection (its first 30 % is not written).
-    #[arg(long)]
     pub midstream: bool,
     /// Capture interfaces (pcapng); hosts are spread over them.
-    #[arg(long)]
     pub interfaces: Option<u32>,
-    /// Receivers acknowledge an odd last segment after 200 ms (Windows' delayed ACK timer).
-    #[arg(long)]
+    /// Receivers acknowledge an odd last segment after 200 ms.
     pub delayed_ack: bool,
     /// TCP payload bytes per full segment.
-    #[arg(long, default_value_t = 1448)]
     pub mss: usize,
-    /// Nanosecond timestamps.
-    #[arg(long)]
     pub nanos: bool,
     /// Keep only this many bytes of each frame.
-    #[arg(long)]
     pub snaplen: Option<u32>,
-    /// I/O sizes up to 1 MiB (default: 4-64 KiB, keeping captures small).
-    #[arg(long)]
+    /// I/O sizes up to 1 MiB (default: 4-64 KiB).
     pub big_io: bool,
     /// SQOS dialect: of the spec examples (default 1.1), or of every host (default: mixed).
-    #[arg(long, value_enum)]
-    pub sqos_dialect: Option<DialectArg>,
-    /// Write the generator's ground truth (JSON) here.
-    #[arg(long)]
+    pub sqos_dialect: Option<Dialect>,
+    /// Where [`run`] writes the ground truth (JSON).
     pub truth: Option<PathBuf>,
-    /// Encrypt every SMB3 session (after its SESSION_SETUP) with this cipher. AES-128-CCM
-    /// keeps the scenario's SMB dialects (3.0.2 and 3.1.1); the others need 3.1.1, which every
-    /// host then speaks.
-    #[arg(long, value_enum, value_name = "CIPHER")]
-    pub encrypt: Option<seal::CipherArg>,
-    /// Write the sessions' keys here, as Wireshark's "SMB2 Secret Keys" file (for `--keys`).
-    #[arg(long, value_name = "FILE", requires = "encrypt")]
+    /// Encrypt every SMB3 session (after its SESSION_SETUP) with this cipher.
+    pub encrypt: Option<Cipher>,
+    /// Where [`run`] writes the sessions' keys (Wireshark's "SMB2 Secret Keys" file).
     pub keys_out: Option<PathBuf>,
-    /// Negotiate SMB 3.1.1 compression with this algorithm (every host then speaks 3.1.1)
-    /// and send every message after SESSION_SETUP compressed when that makes it smaller.
-    #[arg(long, value_enum, value_name = "ALGO")]
-    pub compress: Option<squeeze::CompressArg>,
-    /// With `--compress`: negotiate chained compression (and Pattern_V1) and send chained
-    /// messages.
-    #[arg(long, requires = "compress")]
+    /// Negotiate SMB 3.1.1 compression with this algorithm (one of [`COMPRESSION_NAMES`]).
+    pub compress: Option<Algorithm>,
+    /// With `compress`: chained compression (and Pattern_V1).
     pub chained: bool,
 }
 
-/// `--format` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Pcap,
-    Pcapng,
+/// TCP payload bytes per full segment unless told otherwise.
+pub const DEFAULT_MSS: usize = 1448;
+
+/// The names of the option values, as the command line takes them and [`command_line`] writes
+/// them: (name, value, help).
+pub type Names<T> = [(&'static str, T, &'static str)];
+
+pub const FORMAT_NAMES: &Names<FileFormat> = &[
+    ("pcap", FileFormat::Pcap, ""),
+    ("pcapng", FileFormat::Pcapng, ""),
+];
+pub const DIALECT_NAMES: &Names<Dialect> =
+    &[("1.0", Dialect::V1_0, ""), ("1.1", Dialect::V1_1, "")];
+pub const CIPHER_NAMES: &Names<Cipher> = &[
+    ("aes-128-ccm", Cipher::Aes128Ccm, ""),
+    ("aes-128-gcm", Cipher::Aes128Gcm, ""),
+    ("aes-256-ccm", Cipher::Aes256Ccm, ""),
+    ("aes-256-gcm", Cipher::Aes256Gcm, ""),
+];
+/// The algorithms a session may be set to compress with.
+pub const COMPRESSION_NAMES: &Names<Algorithm> = &[
+    ("lznt1", Algorithm::Lznt1, ""),
+    ("lz77", Algorithm::Lz77, ""),
+    ("lz77-huffman", Algorithm::Lz77Huffman, ""),
+];
+
+/// The name of `v` in `table`.
+pub fn name_of<T: PartialEq>(table: &Names<T>, v: T) -> &'static str {
+    table.iter().find(|e| e.1 == v).map_or("", |e| e.0)
 }
 
-/// `--sqos-dialect` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DialectArg {
-    #[value(name = "1.0")]
-    V1_0,
-    #[value(name = "1.1")]
-    V1_1,
-}
-
-impl DialectArg {
-    pub fn dialect(self) -> crate::sqos::Dialect {
-        match self {
-            DialectArg::V1_0 => crate::sqos::Dialect::V1_0,
-            DialectArg::V1_1 => crate::sqos::Dialect::V1_1,
-        }
-    }
-}
-
-impl SynthArgs {
-    /// Arguments with every option at its default.
-    pub fn new(scenario: Scenario, output: impl Into<PathBuf>) -> SynthArgs {
-        SynthArgs {
+impl SynthConfig {
+    /// A configuration with every option at its default.
+    pub fn new(scenario: Scenario, output: impl Into<PathBuf>) -> SynthConfig {
+        SynthConfig {
             scenario,
             seed: 1,
             output: output.into(),
-            quiet: false,
             format: None,
             size: None,
             hosts: None,
@@ -184,7 +149,7 @@ impl SynthArgs {
             midstream: false,
             interfaces: None,
             delayed_ack: false,
-            mss: 1448,
+            mss: DEFAULT_MSS,
             nanos: false,
             snaplen: None,
             big_io: false,
@@ -246,13 +211,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// The file format an output name implies (`.pcapng` / `.pcapng.gz` → pcapng).
-fn format_of(path: &Path) -> Format {
+fn format_of(path: &Path) -> FileFormat {
     let name = path.to_string_lossy().to_ascii_lowercase();
     let name = name.strip_suffix(".gz").unwrap_or(&name);
     if name.ends_with(".pcapng") {
-        Format::Pcapng
+        FileFormat::Pcapng
     } else {
-        Format::Pcap
+        FileFormat::Pcap
     }
 }
 
@@ -260,176 +225,174 @@ fn is_gzip(path: &Path) -> bool {
     path.to_string_lossy().to_ascii_lowercase().ends_with(".gz")
 }
 
-/// The command line that reproduces `args` (written into the truth and the README table).
-pub fn command_line(args: &SynthArgs) -> String {
+/// The command line that reproduces `cfg` (written into the truth and the README table).
+pub fn command_line(cfg: &SynthConfig) -> String {
     let mut s = format!(
         "sqos synth --scenario {} --seed {}",
-        clap::ValueEnum::to_possible_value(&args.scenario)
-            .map_or_else(String::new, |v| v.get_name().to_string()),
-        args.seed
+        cfg.scenario.name(),
+        cfg.seed
     );
     let mut opt = |name: &str, v: Option<String>| {
         if let Some(v) = v {
             s.push_str(&format!(" --{name} {v}"));
         }
     };
-    opt("size", args.size.map(|v| v.to_string()));
-    opt("hosts", args.hosts.map(|v| v.to_string()));
-    opt("vms", args.vms.map(|v| v.to_string()));
-    opt("disks", args.disks.map(|v| v.to_string()));
-    opt("channels", args.channels.map(|v| v.to_string()));
-    opt("duration", args.duration.map(|v| v.to_string()));
-    opt("loss", args.loss.map(|v| v.to_string()));
-    opt("reorder", args.reorder.map(|v| v.to_string()));
-    opt("vlan", args.vlan.map(|v| v.to_string()));
-    opt("interfaces", args.interfaces.map(|v| v.to_string()));
-    opt("snaplen", args.snaplen.map(|v| v.to_string()));
-    opt("mss", (args.mss != 1448).then(|| args.mss.to_string()));
+    opt("size", cfg.size.map(|v| v.to_string()));
+    opt("hosts", cfg.hosts.map(|v| v.to_string()));
+    opt("vms", cfg.vms.map(|v| v.to_string()));
+    opt("disks", cfg.disks.map(|v| v.to_string()));
+    opt("channels", cfg.channels.map(|v| v.to_string()));
+    opt("duration", cfg.duration.map(|v| v.to_string()));
+    opt("loss", cfg.loss.map(|v| v.to_string()));
+    opt("reorder", cfg.reorder.map(|v| v.to_string()));
+    opt("vlan", cfg.vlan.map(|v| v.to_string()));
+    opt("interfaces", cfg.interfaces.map(|v| v.to_string()));
+    opt("snaplen", cfg.snaplen.map(|v| v.to_string()));
+    opt("mss", (cfg.mss != DEFAULT_MSS).then(|| cfg.mss.to_string()));
     opt(
         "encrypt",
-        args.encrypt
-            .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
+        cfg.encrypt.map(|c| name_of(CIPHER_NAMES, c).to_string()),
     );
     opt(
         "compress",
-        args.compress
-            .and_then(|c| clap::ValueEnum::to_possible_value(&c).map(|v| v.get_name().to_string())),
+        cfg.compress
+            .map(|a| name_of(COMPRESSION_NAMES, a).to_string()),
     );
     opt(
         "sqos-dialect",
-        args.sqos_dialect.map(|d| match d {
-            DialectArg::V1_0 => "1.0".to_string(),
-            DialectArg::V1_1 => "1.1".to_string(),
-        }),
+        cfg.sqos_dialect
+            .map(|d| name_of(DIALECT_NAMES, d).to_string()),
     );
     for (flag, on) in [
-        ("loss-no-retransmit", args.loss_no_retransmit),
-        ("ipv6", args.ipv6),
-        ("midstream", args.midstream),
-        ("chained", args.chained),
-        ("delayed-ack", args.delayed_ack),
-        ("nanos", args.nanos),
-        ("big-io", args.big_io),
+        ("loss-no-retransmit", cfg.loss_no_retransmit),
+        ("ipv6", cfg.ipv6),
+        ("midstream", cfg.midstream),
+        ("chained", cfg.chained),
+        ("delayed-ack", cfg.delayed_ack),
+        ("nanos", cfg.nanos),
+        ("big-io", cfg.big_io),
     ] {
         if on {
             s.push_str(&format!(" --{flag}"));
         }
     }
-    s.push_str(&format!(" -o {}", args.output.display()));
+    s.push_str(&format!(" -o {}", cfg.output.display()));
     s
 }
 
-/// Generates the capture described by `args` into `out` (compressed if the output name ends in
+/// Generates the capture described by `cfg` into `out` (compressed if the output name ends in
 /// `.gz`). Returns the writer, a summary and the ground truth.
 pub fn generate<W: Write>(
-    args: &SynthArgs,
+    cfg: &SynthConfig,
     out: W,
 ) -> Result<(W, SynthSummary, Truth), SynthError> {
     let io_err = |source| SynthError::Io {
-        path: args.output.display().to_string(),
+        path: cfg.output.display().to_string(),
         source,
     };
-    if args.mss < 64 || args.mss > 65_000 {
+    if cfg.mss < 64 || cfg.mss > 65_000 {
         return Err(SynthError::InvalidArgs(format!(
             "--mss {} is outside 64..65000",
-            args.mss
+            cfg.mss
         )));
     }
-    for (name, p) in [("loss", args.loss), ("reorder", args.reorder)] {
+    for (name, p) in [("loss", cfg.loss), ("reorder", cfg.reorder)] {
         if p.is_some_and(|p| !(0.0..=0.5).contains(&p)) {
             return Err(SynthError::InvalidArgs(format!(
                 "--{name} must be between 0 and 0.5"
             )));
         }
     }
-    let lossy = args.scenario == Scenario::LossyNetwork;
-    let format = args.format.unwrap_or_else(|| format_of(&args.output));
-    let interfaces = args
+    if cfg
+        .compress
+        .is_some_and(|a| !COMPRESSION_NAMES.iter().any(|e| e.1 == a))
+    {
+        return Err(SynthError::InvalidArgs(
+            "compression is LZNT1, LZ77 or LZ77+Huffman".into(),
+        ));
+    }
+    let lossy = cfg.scenario == Scenario::LossyNetwork;
+    let format = cfg.format.unwrap_or_else(|| format_of(&cfg.output));
+    let interfaces = cfg
         .interfaces
-        .unwrap_or(if lossy && format == Format::Pcapng {
+        .unwrap_or(if lossy && format == FileFormat::Pcapng {
             2
         } else {
             1
         })
         .max(1);
-    if format == Format::Pcap && interfaces > 1 {
+    if format == FileFormat::Pcap && interfaces > 1 {
         return Err(SynthError::InvalidArgs(
             "several --interfaces need pcapng".into(),
         ));
     }
     let file = FileOptions {
-        format: match format {
-            Format::Pcap => FileFormat::Pcap,
-            Format::Pcapng => FileFormat::Pcapng,
-        },
+        format,
         link_type: crate::capture::link::linktype::ETHERNET as u16,
-        nanos: args.nanos,
+        nanos: cfg.nanos,
         interfaces,
-        snaplen: args.snaplen.unwrap_or(0),
+        snaplen: cfg.snaplen.unwrap_or(0),
     };
-    let sink = Gzip::new(out, is_gzip(&args.output));
+    let sink = Gzip::new(out, is_gzip(&cfg.output));
     let writer = FileWriter::new(sink, file).map_err(io_err)?;
-    let rng = Rng::new(args.seed);
-    let loss = args.loss.unwrap_or(if lossy { 0.004 } else { 0.0 });
+    let rng = Rng::new(cfg.seed);
+    let loss = cfg.loss.unwrap_or(if lossy { 0.004 } else { 0.0 });
     let net = NetConfig {
-        mss: args.mss,
-        loss: if args.loss_no_retransmit { 0.0 } else { loss },
-        gap: if args.loss_no_retransmit {
+        mss: cfg.mss,
+        loss: if cfg.loss_no_retransmit { 0.0 } else { loss },
+        gap: if cfg.loss_no_retransmit {
             loss
         } else if lossy {
             0.001
         } else {
             0.0
         },
-        reorder: args.reorder.unwrap_or(if lossy { 0.004 } else { 0.0 }),
-        vlan: args.vlan.or(lossy.then_some(100)),
-        delayed_ack_us: if args.delayed_ack { 200_000 } else { 200 },
+        reorder: cfg.reorder.unwrap_or(if lossy { 0.004 } else { 0.0 }),
+        vlan: cfg.vlan.or(lossy.then_some(100)),
+        delayed_ack_us: if cfg.delayed_ack { 200_000 } else { 200 },
         ..NetConfig::default()
     };
-    let (sink, summary, mut truth) = match args.scenario {
-        Scenario::SpecExamples if args.encrypt.is_some() || args.compress.is_some() => {
+    let (sink, summary, mut truth) = match cfg.scenario {
+        Scenario::SpecExamples if cfg.encrypt.is_some() || cfg.compress.is_some() => {
             return Err(SynthError::InvalidArgs(
                 "--encrypt and --compress do not apply to spec-examples (no session setup)".into(),
             ));
         }
         Scenario::SpecExamples => {
             let wire = Wire::new(writer, net, rng.fork(7));
-            let dialect = args
-                .sqos_dialect
-                .map_or(crate::sqos::Dialect::V1_1, DialectArg::dialect);
-            examples::generate(wire, args.ipv6, dialect).map_err(io_err)?
+            let dialect = cfg.sqos_dialect.unwrap_or(Dialect::V1_1);
+            examples::generate(wire, cfg.ipv6, dialect).map_err(io_err)?
         }
         Scenario::Large => {
-            let size = args.size.unwrap_or(1 << 30);
-            let cipher = args.encrypt.map(seal::CipherArg::cipher);
-            let squeeze = args.compress.map(|a| squeeze::Squeezer {
-                algorithm: a.algorithm(),
-                chained: args.chained,
+            let size = cfg.size.unwrap_or(1 << 30);
+            let squeeze = cfg.compress.map(|algorithm| squeeze::Squeezer {
+                algorithm,
+                chained: cfg.chained,
             });
-            large::generate(writer, &net, size, args.ipv6, cipher, squeeze).map_err(io_err)?
+            large::generate(writer, &net, size, cfg.ipv6, cfg.encrypt, squeeze).map_err(io_err)?
         }
         _ => {
             let shape = scenario::Shape {
-                hosts: args.hosts,
-                vms: args.vms,
-                disks: args.disks,
-                duration_s: args.duration,
-                ipv6: args.ipv6,
+                hosts: cfg.hosts,
+                vms: cfg.vms,
+                disks: cfg.disks,
+                duration_s: cfg.duration,
+                ipv6: cfg.ipv6,
                 interfaces,
-                sizes_up_to_1mib: args.big_io,
-                channels: args.channels,
+                sizes_up_to_1mib: cfg.big_io,
+                channels: cfg.channels,
             };
             let mut crng = rng.fork(3);
-            let mut cluster = scenario::build(args.scenario, &shape, &mut crng);
-            if let Some(d) = args.sqos_dialect {
+            let mut cluster = scenario::build(cfg.scenario, &shape, &mut crng);
+            if let Some(d) = cfg.sqos_dialect {
                 for h in cluster.hosts.iter_mut() {
-                    h.sqos = d.dialect();
+                    h.sqos = d;
                 }
             }
-            let cipher = args.encrypt.map(seal::CipherArg::cipher);
-            let squeeze = args.compress.map(|a| squeeze::Squeezer {
-                algorithm: a.algorithm(),
-                chained: args.chained,
+            let cipher = cfg.encrypt;
+            let squeeze = cfg.compress.map(|algorithm| squeeze::Squeezer {
+                algorithm,
+                chained: cfg.chained,
             });
             if squeeze.is_some()
                 || cipher.is_some_and(|c| c != crate::smb2::crypto::Cipher::Aes128Ccm)
@@ -440,7 +403,7 @@ pub fn generate<W: Write>(
                 }
             }
             let mut net = net;
-            if args.midstream {
+            if cfg.midstream {
                 net.capture_from = Some(cluster.start + cluster.duration_us * 3 / 10);
             }
             let capture_from = net.capture_from;
@@ -476,11 +439,9 @@ pub fn generate<W: Write>(
     };
     let out = sink.finish().map_err(io_err)?;
     truth.generator = truth::GeneratorInfo {
-        scenario: clap::ValueEnum::to_possible_value(&args.scenario)
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default(),
-        seed: args.seed,
-        command: command_line(args),
+        scenario: cfg.scenario.name().to_string(),
+        seed: cfg.seed,
+        command: command_line(cfg),
     };
     let summary = SynthSummary {
         scenario: truth.generator.scenario.clone(),
@@ -490,23 +451,23 @@ pub fn generate<W: Write>(
 }
 
 /// `sqos synth`: writes the capture (and the truth file when asked).
-pub fn run(args: &SynthArgs) -> Result<SynthSummary, SynthError> {
+pub fn run(cfg: &SynthConfig) -> Result<SynthSummary, SynthError> {
     let io_err = |path: &Path| {
         let path = path.display().to_string();
         move |source| SynthError::Io { path, source }
     };
-    let file = File::create(&args.output).map_err(io_err(&args.output))?;
+    let file = File::create(&cfg.output).map_err(io_err(&cfg.output))?;
     let out = BufWriter::with_capacity(1 << 20, file);
-    let (mut out, summary, truth) = generate(args, out)?;
-    out.flush().map_err(io_err(&args.output))?;
-    if let Some(path) = &args.truth {
+    let (mut out, summary, truth) = generate(cfg, out)?;
+    out.flush().map_err(io_err(&cfg.output))?;
+    if let Some(path) = &cfg.truth {
         let f = File::create(path).map_err(io_err(path))?;
         let mut w = BufWriter::new(f);
         serde_json::to_writer_pretty(&mut w, &truth)?;
         w.write_all(b"\n").map_err(io_err(path))?;
         w.flush().map_err(io_err(path))?;
     }
-    if let Some(path) = &args.keys_out {
+    if let Some(path) = &cfg.keys_out {
         std::fs::write(path, crate::smb2::crypto::keys::key_file(&summary.keys))
             .map_err(io_err(path))?;
     }
@@ -529,8 +490,8 @@ mod tests {
 
     #[test]
     fn format_follows_extension() {
-        assert_eq!(format_of(Path::new("a.pcapng.gz")), Format::Pcapng);
-        assert_eq!(format_of(Path::new("a.pcap")), Format::Pcap);
+        assert_eq!(format_of(Path::new("a.pcapng.gz")), FileFormat::Pcapng);
+        assert_eq!(format_of(Path::new("a.pcap")), FileFormat::Pcap);
         assert!(is_gzip(Path::new("x.pcap.gz")));
     }
 }

@@ -11,8 +11,7 @@ use super::smb2::{STATUS_INVALID_PARAMETER, STATUS_NOT_FOUND};
 use super::wire::Time;
 use crate::sqos::{Dialect, Options, ProtocolVersion, Request};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
     Steady,
     NoisyNeighbour,
@@ -27,9 +26,46 @@ pub enum Scenario {
     MisreportingClient,
     LiveMigration,
     Multichannel,
-    /// Initiator, node and file names made to fool a terminal, a spreadsheet and an XML reader
-    /// (docs/robustness.md): every face must show them escaped.
     HostileNames,
+}
+
+impl Scenario {
+    /// Every scenario by its name (`--scenario`), with a word of help where the name is not
+    /// enough.
+    pub const NAMES: &'static super::Names<Scenario> = &[
+        ("steady", Scenario::Steady, ""),
+        ("noisy-neighbour", Scenario::NoisyNeighbour, ""),
+        ("policy-change", Scenario::PolicyChange, ""),
+        ("misbehaving-client", Scenario::MisbehavingClient, ""),
+        (
+            "insufficient-throughput",
+            Scenario::InsufficientThroughput,
+            "",
+        ),
+        ("lossy-network", Scenario::LossyNetwork, ""),
+        ("faulty-server", Scenario::FaultyServer, ""),
+        ("large", Scenario::Large, ""),
+        ("spec-examples", Scenario::SpecExamples, ""),
+        ("bandwidth-hog", Scenario::BandwidthHog, ""),
+        ("misreporting-client", Scenario::MisreportingClient, ""),
+        ("live-migration", Scenario::LiveMigration, ""),
+        ("multichannel", Scenario::Multichannel, ""),
+        (
+            "hostile-names",
+            Scenario::HostileNames,
+            "Initiator, node and file names made to fool a terminal, a spreadsheet and an XML \
+             reader (docs/robustness.md): every face must show them escaped",
+        ),
+    ];
+
+    pub fn name(self) -> &'static str {
+        super::name_of(Scenario::NAMES, self)
+    }
+
+    /// The scenario named `name`.
+    pub fn from_name(name: &str) -> Option<Scenario> {
+        Scenario::NAMES.iter().find(|e| e.0 == name).map(|e| e.1)
+    }
 }
 
 /// What a flow asks the server for (SET_POLICY).

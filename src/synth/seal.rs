@@ -11,30 +11,6 @@ use crate::smb2::crypto::kdf::{smb30_keys, smb311_keys, DirectionKeys};
 use crate::smb2::crypto::preauth::{preauth_next, PreauthHash, PREAUTH_ZERO};
 use crate::smb2::crypto::SessionKeys;
 
-/// `--encrypt` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CipherArg {
-    #[value(name = "aes-128-ccm")]
-    Aes128Ccm,
-    #[value(name = "aes-128-gcm")]
-    Aes128Gcm,
-    #[value(name = "aes-256-ccm")]
-    Aes256Ccm,
-    #[value(name = "aes-256-gcm")]
-    Aes256Gcm,
-}
-
-impl CipherArg {
-    pub fn cipher(self) -> Cipher {
-        match self {
-            CipherArg::Aes128Ccm => Cipher::Aes128Ccm,
-            CipherArg::Aes128Gcm => Cipher::Aes128Gcm,
-            CipherArg::Aes256Ccm => Cipher::Aes256Ccm,
-            CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
-        }
-    }
-}
-
 /// SMB2 header offsets used here (MS-SMB2 2.2.1).
 const COMMAND_AT: usize = 12;
 const STATUS_AT: usize = 8;

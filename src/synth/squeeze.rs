@@ -11,27 +11,6 @@ use crate::smb2::body::fixed_body_len;
 use crate::smb2::compress::{compress_chained, compress_unchained, Algorithm};
 use crate::smb2::{parse_header, Command, HEADER_LEN};
 
-/// `--compress` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompressArg {
-    #[value(name = "lznt1")]
-    Lznt1,
-    #[value(name = "lz77")]
-    Lz77,
-    #[value(name = "lz77-huffman")]
-    Lz77Huffman,
-}
-
-impl CompressArg {
-    pub fn algorithm(self) -> Algorithm {
-        match self {
-            CompressArg::Lznt1 => Algorithm::Lznt1,
-            CompressArg::Lz77 => Algorithm::Lz77,
-            CompressArg::Lz77Huffman => Algorithm::Lz77Huffman,
-        }
-    }
-}
-
 /// How one connection compresses.
 #[derive(Clone, Copy, Debug)]
 pub struct Squeezer {

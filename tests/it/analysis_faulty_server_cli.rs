@@ -3,14 +3,17 @@
 //! command) appears on its flow with its code, severity, frame and time, and nothing else does.
 
 use serde_json::Value;
-use sqos::synth::{generate, Scenario, SynthArgs};
+use sqos::synth::{generate, Scenario, SynthConfig};
 
 const CAPTURE: &str = "captures/faulty-server.pcap.gz";
 
 #[test]
 fn flows_json_lists_each_injected_server_bug_with_frame_and_time() {
-    let (_, _, truth) =
-        generate(&SynthArgs::new(Scenario::FaultyServer, CAPTURE), Vec::new()).expect("generate");
+    let (_, _, truth) = generate(
+        &SynthConfig::new(Scenario::FaultyServer, CAPTURE),
+        Vec::new(),
+    )
+    .expect("generate");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sqos"))
         .args(["flows", "--format", "json", CAPTURE])
         .output()

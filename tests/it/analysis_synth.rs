@@ -11,11 +11,11 @@ use sqos::pipeline::PipelineConfig;
 use sqos::run::{no_progress, run_capture, Ending};
 use sqos::sqos::Severity;
 use sqos::synth::truth::UpdateTruth;
-use sqos::synth::{generate, Scenario, SynthArgs, Truth};
+use sqos::synth::{generate, Scenario, SynthConfig, Truth};
 use uuid::Uuid;
 
 fn analyzed(scenario: Scenario, name: &str) -> (Analysis, Truth) {
-    let args = SynthArgs::new(scenario, format!("{name}.pcap"));
+    let args = SynthConfig::new(scenario, format!("{name}.pcap"));
     let (bytes, _, truth) = match generate(&args, Vec::new()) {
         Ok(x) => x,
         Err(e) => panic!("{name}: {e}"),
@@ -520,7 +520,7 @@ fn flows_json_gives_the_migration_findings_with_frame_and_time() {
         .expect("run sqos flows");
     assert!(out.status.success());
     let flows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let args = SynthArgs::new(Scenario::LiveMigration, path);
+    let args = SynthConfig::new(Scenario::LiveMigration, path);
     let (_, _, t) = generate(&args, Vec::new()).expect("generate");
     let policy_answer = |file: &str, host: &str| {
         t.messages

@@ -4,19 +4,19 @@
 use std::path::{Path, PathBuf};
 
 use crate::support::*;
-use sqos::synth::seal::CipherArg;
-use sqos::synth::squeeze::CompressArg;
-use sqos::synth::{Scenario, SynthArgs, SynthSummary};
+use sqos::smb2::compress::Algorithm;
+use sqos::smb2::crypto::Cipher;
+use sqos::synth::{Scenario, SynthConfig, SynthSummary};
 
 /// Generate steady (10 s) compressed with `algo` (chained or not), encrypted with `cipher`.
 fn synth(
     d: &Path,
-    algo: CompressArg,
+    algo: Algorithm,
     chained: bool,
-    cipher: Option<CipherArg>,
+    cipher: Option<Cipher>,
 ) -> (PathBuf, PathBuf, SynthSummary) {
     let tag = format!("{algo:?}-{chained}-{cipher:?}");
-    let mut a = SynthArgs::new(Scenario::Steady, d.join(format!("{tag}.pcap")));
+    let mut a = SynthConfig::new(Scenario::Steady, d.join(format!("{tag}.pcap")));
     a.duration = Some(10.0);
     a.compress = Some(algo);
     a.chained = chained;
@@ -30,13 +30,9 @@ fn synth(
 fn every_algorithm_and_form_decompresses_everything_the_generator_sent() {
     let d = scratch("sqos-compress-synth");
     let d = d.path();
-    for algo in [
-        CompressArg::Lznt1,
-        CompressArg::Lz77,
-        CompressArg::Lz77Huffman,
-    ] {
+    for algo in [Algorithm::Lznt1, Algorithm::Lz77, Algorithm::Lz77Huffman] {
         for chained in [false, true] {
-            for cipher in [None, Some(CipherArg::Aes128Gcm)] {
+            for cipher in [None, Some(Cipher::Aes128Gcm)] {
                 let what = format!("{algo:?} chained {chained} {cipher:?}");
                 let (cap, keys, sum) = synth(d, algo, chained, cipher);
                 let cfg = match cipher {
@@ -67,7 +63,7 @@ fn every_algorithm_and_form_decompresses_everything_the_generator_sent() {
                     .keys()
                     .map(|k| k.as_str())
                     .collect();
-                let name = sqos::smb2::compress::Algorithm::to_string(&algo.algorithm());
+                let name = algo.to_string();
                 if chained {
                     assert_eq!(s.compressed_chained, s.compressed_messages, "{what}");
                     // Header and fixed body of READ/WRITE in a NONE payload, the zero half of
@@ -98,8 +94,8 @@ fn every_algorithm_and_form_decompresses_everything_the_generator_sent() {
 fn compression_needs_a_session_setup() {
     let d = scratch("sqos-compress-args");
     let d = d.path();
-    let mut a = SynthArgs::new(Scenario::SpecExamples, d.join("x.pcap"));
-    a.compress = Some(CompressArg::Lz77);
+    let mut a = SynthConfig::new(Scenario::SpecExamples, d.join("x.pcap"));
+    a.compress = Some(Algorithm::Lz77);
     assert!(sqos::synth::run(&a).is_err());
 }
 
@@ -108,9 +104,9 @@ fn compression_needs_a_session_setup() {
 #[test]
 fn the_large_scenario_compresses_too() {
     let d = scratch("sqos-compress-large");
-    let mut a = SynthArgs::new(Scenario::Large, d.path().join("large.pcap"));
+    let mut a = SynthConfig::new(Scenario::Large, d.path().join("large.pcap"));
     a.size = Some(4 << 20);
-    a.compress = Some(CompressArg::Lz77Huffman);
+    a.compress = Some(Algorithm::Lz77Huffman);
     a.chained = true;
     let sum = sqos::synth::run(&a).expect("synth");
     let (c, r) = run(&a.output);

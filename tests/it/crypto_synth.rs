@@ -7,18 +7,18 @@ use std::path::{Path, PathBuf};
 use crate::support::*;
 use sqos::capture::CaptureReader;
 use sqos::pipeline::Pipeline;
-use sqos::synth::seal::CipherArg;
-use sqos::synth::{Scenario, SynthArgs, SynthSummary};
+use sqos::smb2::crypto::Cipher;
+use sqos::synth::{Scenario, SynthConfig, SynthSummary};
 
 /// Generate `scenario` (encrypted with `cipher` if given); returns (capture, keys, summary).
 fn synth(
     d: &Path,
     scenario: Scenario,
-    cipher: Option<CipherArg>,
-    tweak: impl Fn(&mut SynthArgs),
+    cipher: Option<Cipher>,
+    tweak: impl Fn(&mut SynthConfig),
 ) -> (PathBuf, PathBuf, SynthSummary) {
     let tag = format!("{scenario:?}-{cipher:?}");
-    let mut a = SynthArgs::new(scenario, d.join(format!("{tag}.pcap")));
+    let mut a = SynthConfig::new(scenario, d.join(format!("{tag}.pcap")));
     a.encrypt = cipher;
     a.keys_out = cipher.map(|_| d.join(format!("{tag}.keys")));
     tweak(&mut a);
@@ -35,10 +35,10 @@ fn every_cipher_decrypts_everything_the_generator_sent() {
     let (plain, _, _) = synth(tmp.path(), Scenario::Steady, None, |_| {});
     let (_, pr) = run(&plain);
     for cipher in [
-        CipherArg::Aes128Ccm,
-        CipherArg::Aes128Gcm,
-        CipherArg::Aes256Ccm,
-        CipherArg::Aes256Gcm,
+        Cipher::Aes128Ccm,
+        Cipher::Aes128Gcm,
+        Cipher::Aes256Ccm,
+        Cipher::Aes256Gcm,
     ] {
         let tmp = scratch("sqos-crypto-synth-");
         let (cap, keys, sum) = synth(tmp.path(), Scenario::Steady, Some(cipher), |_| {});
@@ -113,7 +113,7 @@ fn the_session_key_alone_derives_both_dialects_keys() {
     let (cap, keys, _) = synth(
         tmp.path(),
         Scenario::Steady,
-        Some(CipherArg::Aes128Ccm),
+        Some(Cipher::Aes128Ccm),
         |_| {},
     );
     let (c, r) = run_with(&cap, with_keys(&[&session_key_only(&keys)]));
@@ -124,12 +124,9 @@ fn the_session_key_alone_derives_both_dialects_keys() {
 #[test]
 fn a_capture_that_starts_after_the_setup_needs_the_direction_keys() {
     let tmp = scratch("sqos-crypto-synth-");
-    let (cap, keys, _) = synth(
-        tmp.path(),
-        Scenario::Steady,
-        Some(CipherArg::Aes256Gcm),
-        |a| a.midstream = true,
-    );
+    let (cap, keys, _) = synth(tmp.path(), Scenario::Steady, Some(Cipher::Aes256Gcm), |a| {
+        a.midstream = true
+    });
     let (c, r) = run_with(&cap, with_keys(&[&session_key_only(&keys)]));
     assert!(c.sqos.is_empty());
     let notes: Vec<&str> = c
@@ -154,12 +151,9 @@ fn a_capture_that_starts_after_the_setup_needs_the_direction_keys() {
 #[test]
 fn encrypted_bulk_is_streamed_not_buffered() {
     let tmp = scratch("sqos-crypto-synth-");
-    let (cap, keys, _) = synth(
-        tmp.path(),
-        Scenario::Large,
-        Some(CipherArg::Aes128Gcm),
-        |a| a.size = Some(8 << 20),
-    );
+    let (cap, keys, _) = synth(tmp.path(), Scenario::Large, Some(Cipher::Aes128Gcm), |a| {
+        a.size = Some(8 << 20)
+    });
     let mut reader = CaptureReader::open(&cap).expect("open");
     let mut p = Pipeline::new(with_keys(&[&keys]));
     let mut sink = Collected::default();

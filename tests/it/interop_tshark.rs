@@ -305,30 +305,26 @@ fn sqos_fields_match_tshark_on_our_captures() {
 )]
 #[test]
 fn sqos_fields_match_tshark_inside_compressed_messages() {
-    use sqos::synth::seal::CipherArg;
-    use sqos::synth::squeeze::CompressArg;
+    use sqos::smb2::compress::Algorithm;
+    use sqos::smb2::crypto::Cipher;
     crate::support::need::tshark();
     let root = scratch("sqos-interop-compress");
     let root = root.path();
     let mut variants = Vec::new();
-    for algo in [
-        CompressArg::Lznt1,
-        CompressArg::Lz77,
-        CompressArg::Lz77Huffman,
-    ] {
+    for algo in [Algorithm::Lznt1, Algorithm::Lz77, Algorithm::Lz77Huffman] {
         for chained in [false, true] {
             variants.push((algo, chained, None));
         }
     }
-    variants.push((CompressArg::Lz77, true, Some(CipherArg::Aes256Gcm)));
-    variants.push((CompressArg::Lznt1, false, Some(CipherArg::Aes128Ccm)));
+    variants.push((Algorithm::Lz77, true, Some(Cipher::Aes256Gcm)));
+    variants.push((Algorithm::Lznt1, false, Some(Cipher::Aes128Ccm)));
     let mut errors = Vec::new();
     let mut compared = 0usize;
     for (i, (algo, chained, cipher)) in variants.into_iter().enumerate() {
         // One folder per capture: the key file beside it is what both tools read.
         let d = root.join(i.to_string());
         std::fs::create_dir_all(&d).expect("tempdir");
-        let mut a = sqos::synth::SynthArgs::new(sqos::synth::Scenario::Steady, d.join("c.pcap"));
+        let mut a = sqos::synth::SynthConfig::new(sqos::synth::Scenario::Steady, d.join("c.pcap"));
         a.duration = Some(10.0);
         a.compress = Some(algo);
         a.chained = chained;

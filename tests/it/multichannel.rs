@@ -19,7 +19,7 @@ use sqos::pipeline::{
 };
 use sqos::run::run_path;
 use sqos::sqos::{Options, Status};
-use sqos::synth::{generate, DropKind, Scenario, SynthArgs, Truth};
+use sqos::synth::{generate, DropKind, Scenario, SynthConfig, Truth};
 
 const SESSION: u64 = 0x0000_4400_0000_0011;
 const SEC: f64 = 1e9;
@@ -568,7 +568,7 @@ fn a_request_unanswered_on_a_live_channel_is_still_a_finding() {
 
 // ---- the committed capture and its ground truth -----------------------------------------
 
-fn analyzed(args: &SynthArgs) -> (Analysis, Truth) {
+fn analyzed(args: &SynthConfig) -> (Analysis, Truth) {
     let (bytes, _, truth) = generate(args, Vec::new()).expect("generate");
     let path = std::env::temp_dir().join(format!(
         "sqos-multichannel-{}-{}.pcap",
@@ -596,7 +596,7 @@ fn labels(f: &FlowState) -> Vec<String> {
 
 #[test]
 fn multichannel_scenario_matches_the_truth_with_no_finding() {
-    let (a, t) = analyzed(&SynthArgs::new(
+    let (a, t) = analyzed(&SynthConfig::new(
         Scenario::Multichannel,
         "captures/multichannel.pcap.gz",
     ));
@@ -682,10 +682,10 @@ fn multichannel_scenario_matches_the_truth_with_no_finding() {
 /// reported and observed agree exactly, as on one channel.
 #[test]
 fn steady_over_two_channels_matches_the_truth() {
-    let args = SynthArgs {
+    let args = SynthConfig {
         channels: Some(2),
         duration: Some(12.0),
-        ..SynthArgs::new(Scenario::Steady, "steady-2ch.pcap")
+        ..SynthConfig::new(Scenario::Steady, "steady-2ch.pcap")
     };
     let (a, t) = analyzed(&args);
     crate::analysis_synth::check_against_truth(&a, &t, true);
@@ -968,10 +968,10 @@ fn samba_multichannel_32_channels_of_one_session() {
 /// and no finding, their observed I/O the generator's.
 #[test]
 fn encrypted_multichannel_decrypts_on_every_channel() {
-    use sqos::synth::seal::CipherArg;
+    use sqos::smb2::crypto::Cipher;
     let tmp = crate::support::scratch("sqos-mc-encrypted-");
-    let mut args = SynthArgs::new(Scenario::Multichannel, tmp.path().join("mc.pcap"));
-    args.encrypt = Some(CipherArg::Aes128Gcm);
+    let mut args = SynthConfig::new(Scenario::Multichannel, tmp.path().join("mc.pcap"));
+    args.encrypt = Some(Cipher::Aes128Gcm);
     args.keys_out = Some(tmp.path().join("mc.keys"));
     let sum = sqos::synth::run(&args).expect("synth");
     let keys = tmp.path().join("mc.keys");

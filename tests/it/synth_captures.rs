@@ -1,5 +1,5 @@
 //! The committed captures in captures/: each is exactly what the command in captures/README.md
-//! produces (regenerated in memory, compared byte for byte), tshark reads each without
+//! produces (run as a user runs it, compared byte for byte), tshark reads each without
 //! malformed-packet or TCP notes other than the ones its scenario makes on purpose, and
 //! tshark's SQOS fields agree with the generator's ground truth.
 
@@ -7,16 +7,18 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clap::Parser;
+use crate::support::scratch;
+use sqos::synth::Scenario;
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: sqos::synth::SynthArgs,
+/// A row of the README table: the committed file, its scenario and the words of its command
+/// after `sqos synth`.
+struct Row {
+    file: PathBuf,
+    scenario: Scenario,
+    words: Vec<String>,
 }
 
-/// (file, command) rows of the README table.
-fn table() -> Vec<(PathBuf, sqos::synth::SynthArgs)> {
+fn table() -> Vec<Row> {
     let readme = std::fs::read_to_string("captures/README.md").unwrap();
     let mut rows = Vec::new();
     for line in readme.lines() {
@@ -25,17 +27,47 @@ fn table() -> Vec<(PathBuf, sqos::synth::SynthArgs)> {
         };
         let rest = &line[start + 1..];
         let cmd = &rest[..rest.find('`').unwrap()];
-        let words: Vec<&str> = cmd.split_whitespace().skip(1).collect();
-        let cli = Cli::try_parse_from(words).unwrap_or_else(|e| panic!("{cmd}: {e}"));
-        rows.push((cli.args.output.clone(), cli.args));
+        let words: Vec<String> = cmd.split_whitespace().skip(2).map(String::from).collect();
+        let after = |flag: &str| {
+            let at = words.iter().position(|w| w == flag);
+            at.and_then(|i| words.get(i + 1)).cloned()
+        };
+        let file = PathBuf::from(after("-o").unwrap_or_else(|| panic!("{cmd}: no -o")));
+        let name = after("--scenario").unwrap_or_else(|| panic!("{cmd}: no --scenario"));
+        let scenario = Scenario::from_name(&name).unwrap_or_else(|| panic!("{cmd}: {name}"));
+        rows.push(Row {
+            file,
+            scenario,
+            words,
+        });
     }
     rows
+}
+
+/// Runs the row's command as a user would, writing into `dir`: (capture bytes, truth).
+fn regenerate(row: &Row, dir: &Path) -> (Vec<u8>, serde_json::Value) {
+    let name = row.file.file_name().unwrap();
+    let (out, truth) = (dir.join(name), dir.join("truth.json"));
+    let mut words = row.words.clone();
+    let o = words.iter().position(|w| w == "-o").unwrap();
+    words[o + 1] = out.display().to_string();
+    let run = Command::new(env!("CARGO_BIN_EXE_sqos"))
+        .arg("synth")
+        .args(&words)
+        .arg("--truth")
+        .arg(&truth)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{words:?}: {:?}", run);
+    let truth = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
+    (std::fs::read(&out).unwrap(), truth)
 }
 
 #[test]
 fn readme_lists_every_generated_capture() {
     let rows = table();
-    let listed: Vec<String> = rows.iter().map(|r| r.0.display().to_string()).collect();
+    let listed: Vec<String> = rows.iter().map(|r| r.file.display().to_string()).collect();
     for name in [
         "captures/steady.pcap.gz",
         "captures/noisy-neighbour.pcapng.gz",
@@ -56,21 +88,22 @@ fn readme_lists_every_generated_capture() {
             "{name} missing from captures/README.md"
         );
     }
-    for (file, _) in &rows {
-        let len = std::fs::metadata(file).unwrap().len();
-        assert!(len < 600_000, "{} is {len} bytes", file.display());
+    for row in &rows {
+        let len = std::fs::metadata(&row.file).unwrap().len();
+        assert!(len < 600_000, "{} is {len} bytes", row.file.display());
     }
 }
 
 #[test]
 fn committed_captures_regenerate_byte_for_byte() {
-    for (file, args) in table() {
-        let (bytes, _, _) = sqos::synth::generate(&args, Vec::new()).unwrap();
-        let committed = std::fs::read(&file).unwrap();
+    let dir = scratch("sqos-synth-captures-");
+    for row in table() {
+        let (bytes, _) = regenerate(&row, dir.path());
+        let committed = std::fs::read(&row.file).unwrap();
         assert!(
             bytes == committed,
             "{} differs from what its command generates",
-            file.display()
+            row.file.display()
         );
     }
 }
@@ -113,23 +146,24 @@ fn expert(file: &Path) -> Vec<(String, u64, String)> {
 #[test]
 fn tshark_reads_every_capture_with_only_the_intended_notes() {
     crate::support::need::tshark();
-    for (file, args) in table() {
+    for row in table() {
+        let file = row.file;
         let rows = expert(&file);
         for (section, n, summary) in rows.iter().filter(|r| r.0 != "Chats") {
-            let intended = match args.scenario {
+            let intended = match row.scenario {
                 // Unknown ProtocolVersion (tshark reads a 1.1 layout) and a name length running
                 // past the buffer: the two broken requests the scenario sends on purpose.
-                sqos::synth::Scenario::MisbehavingClient => {
+                Scenario::MisbehavingClient => {
                     section == "Errors" && *n == 2 && summary.contains("Malformed")
                 }
                 // Loss, retransmission, reordering and capture gaps are the point.
-                sqos::synth::Scenario::LossyNetwork => {
+                Scenario::LossyNetwork => {
                     summary.starts_with("TCP")
                         || summary.contains("segment")
                         || summary.contains("retransmission")
                 }
                 // The server resets one channel on purpose (the other fails silently).
-                sqos::synth::Scenario::Multichannel => {
+                Scenario::Multichannel => {
                     section == "Warns" && *n == 1 && summary == "Connection reset (RST)"
                 }
                 _ => false,
@@ -147,11 +181,13 @@ fn tshark_reads_every_capture_with_only_the_intended_notes() {
 fn tshark_sqos_fields_agree_with_the_truth() {
     crate::support::need::tshark();
     let rows = table();
-    let (file, args) = rows
+    let row = rows
         .iter()
-        .find(|r| r.0.ends_with("steady.pcap.gz"))
+        .find(|r| r.file.ends_with("steady.pcap.gz"))
         .unwrap();
-    let (_, truth) = crate::synth_common::generate(args);
+    let file = &row.file;
+    let dir = scratch("sqos-synth-captures-");
+    let (_, truth) = regenerate(row, dir.path());
     let out = Command::new("tshark")
         .arg("-r")
         .arg(file)

@@ -357,7 +357,7 @@ pub fn guid_text(b: &[u8; 16]) -> String {
 }
 
 /// Generates a scenario in memory: (capture bytes, truth as JSON).
-pub fn generate(args: &sqos::synth::SynthArgs) -> (Vec<u8>, serde_json::Value) {
+pub fn generate(args: &sqos::synth::SynthConfig) -> (Vec<u8>, serde_json::Value) {
     let (bytes, _, truth) = sqos::synth::generate(args, Vec::new()).unwrap();
     (bytes, serde_json::to_value(&truth).unwrap())
 }

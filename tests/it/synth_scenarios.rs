@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::synth_common::*;
-use sqos::synth::{Scenario, SynthArgs};
+use sqos::synth::{Scenario, SynthConfig};
 
 /// One UPDATE_COUNTERS request as found on the wire, with the I/O recomputed for its interval.
 #[derive(Debug)]
@@ -133,8 +133,8 @@ impl Parsed {
     }
 }
 
-fn args(s: Scenario) -> SynthArgs {
-    SynthArgs::new(s, "memory.pcap")
+fn args(s: Scenario) -> SynthConfig {
+    SynthConfig::new(s, "memory.pcap")
 }
 
 /// Asserts every update's counters equal the recomputed I/O, and the truth file says the same.
