@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # Rows per second of the export paths on one generated capture with many flows, measured in one
 # run so machine load affects them alike: `sqos export` as JSONL, CSV and Parquet (the CLI)
-# against the Python package's `read_messages` / `read_series` (pyarrow Tables) and the same
-# plus `.to_pandas()`. `sqos stats` on the same file is the ceiling: reading and decoding alone.
+# against the Python package's `read_messages` / `read_flows` / `read_series` (pyarrow Tables)
+# and the same plus `.to_pandas()`. `sqos stats` on the same file is the ceiling: reading and
+# decoding alone. Best of three runs each.
 #
-#   benches/export.sh [DURATION]   capture length in seconds (default 3600)
-#   SQOS_PYTHON=/path/python       a Python with the sqos wheel installed (default python3)
-#   SQOS_BENCH_DIR=/path           where the capture is written (default: a temp dir)
+#   benches/export.sh [DURATION]   capture length in seconds (default 30: ~130 MB, 32 flows)
+#   SQOS_PYTHON=/path/python       a Python with the release wheel and pandas installed
+#                                  (maturin build --release -m python/Cargo.toml; default python3)
+#   SQOS_BENCH_DIR=/path           where the capture is written (default: a temp dir, removed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION=${1:-3600}
-DIR=${SQOS_BENCH_DIR:-$(mktemp -d)}
+DURATION=${1:-30}
+if [ -n "${SQOS_BENCH_DIR:-}" ]; then
+  DIR=$SQOS_BENCH_DIR
+else
+  DIR=$(mktemp -d)
+  trap 'rm -rf "$DIR"' EXIT
+fi
 CAP="$DIR/many-flows.pcap"
 PY=${SQOS_PYTHON:-python3}
 
 cargo build --release --quiet
 BIN=./target/release/sqos
-"$BIN" synth --scenario steady --hosts 8 --vms 16 --disks 2 --duration "$DURATION" --seed 1 -o "$CAP"
+"$BIN" synth --scenario steady --hosts 4 --vms 8 --disks 1 --duration "$DURATION" --seed 1 -q -o "$CAP"
 bytes=$(stat -c %s "$CAP")
 echo "capture: $CAP, $bytes bytes, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -34,7 +41,7 @@ rate() { awk -v r="$1" -v s="$2" 'BEGIN { if (s <= 0) s = 0.01; printf "%.0f", r
 printf '%-40s %8s %10s %12s\n' "path" "rows" "seconds" "rows/s"
 s=$(best "$BIN" stats --quiet "$CAP")
 printf '%-40s %8s %10s %12s\n' "sqos stats (decode only)" "-" "$s" "-"
-for what in messages series; do
+for what in messages flows series; do
   rows=$("$BIN" export "$CAP" --what "$what" --format csv --quiet | tail -n +2 | wc -l)
   for fmt in jsonl csv parquet; do
     s=$(best "$BIN" export "$CAP" --what "$what" --format "$fmt" --quiet -o "$DIR/out.$fmt")
@@ -62,3 +69,4 @@ EOF
     printf '%-40s %8s %10s %12s\n' "$label" "$rows" "$s" "$(rate "$rows" "$s")"
   done
 done
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

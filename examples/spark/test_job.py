@@ -21,22 +21,24 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 REPO = os.environ.get("SQOS_REPO", os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("SQOS_BIN", os.path.join(REPO, "target", "release", "sqos"))
+# Two nodes, one with two captures (rows of several files in one partition): enough to check
+# labels, partitions and the union, small enough for CI (the job's cost is Spark's, per task).
 LAYOUT = [
     ("HV01", "steady.pcap.gz"),
     ("HV01", "policy-change.pcap.gz"),
     ("HV02", "noisy-neighbour.pcapng.gz"),
-    ("HV02", "insufficient-throughput.pcap.gz"),
 ]
 
 
 @pytest.fixture(scope="module")
 def spark():
     s = (
-        SparkSession.builder.master("local[2]")
+        # One executor thread: CI has 2 cores for everything, and the captures are small.
+        SparkSession.builder.master("local[1]")
         .appName("sqos-test")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.shuffle.partitions", "1")
         .getOrCreate()
     )
     yield s

@@ -15,6 +15,9 @@ Every table ends with ``capture_file``, ``capture_host`` and ``capture_start`` s
 many captures can be concatenated. Column meanings: docs/analysis.md and the README's JSON
 schema (the keys are the same).
 
+Encrypted SMB3 sessions are decoded with ``keys=`` (Wireshark's "SMB2 Secret Keys" file, as
+``sqos --keys`` takes it); SMB on ports other than 445 and 139 with ``ports=``.
+
 A capture that is damaged part-way (cut off, corrupt) raises :class:`CaptureError` naming the
 frame and byte offset; everything decoded before the damage is in its ``table`` attribute
 (``errors="warn"`` returns that table with a warning instead, ``errors="ignore"`` silently).
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple, Union
 
 from . import _sqos
 
@@ -47,6 +50,8 @@ __all__ = [
 ]
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
+PathLike = Union[str, "os.PathLike[str]"]
+Keys = Union[PathLike, Sequence[PathLike], None]
 
 
 class CaptureError(ValueError):
@@ -78,12 +83,15 @@ def _source(source: Source, file: Optional[str]):
     return {"path": os.fspath(source), "file": file}
 
 
-def _no_keys(keys) -> None:
-    if keys is not None:
-        raise NotImplementedError(
-            "keys=: SMB3 decryption is not in sqos yet (it comes with `sqos --keys`); "
-            "encrypted sessions are counted but not decoded"
-        )
+def _options(keys: Keys, ports: Sequence[int]) -> dict:
+    """`keys=` (one key file or several) and `ports=` as the compiled module takes them."""
+    if keys is None:
+        files = []
+    elif isinstance(keys, (str, os.PathLike)):
+        files = [os.fspath(keys)]
+    else:
+        files = [os.fspath(k) for k in keys]
+    return {"keys": files, "ports": [int(p) for p in ports]}
 
 
 def _outcome(result, path, errors: str):
@@ -114,83 +122,68 @@ def _call(fn, source: Source, file: Optional[str], errors: str, *args, **kwargs)
     return _outcome(result, name, errors)
 
 
-def _read(table: str, source: Source, keys, host, file, errors):
-    _no_keys(keys)
-    return _call(_sqos.read_table, source, file, errors, table, host=host)
-
-
-def read_messages(
-    source: Source,
-    keys: Optional[str] = None,
-    *,
-    host: Optional[str] = None,
-    file: Optional[str] = None,
-    errors: str = "raise",
-) -> "pyarrow.Table":
-    """One row per SQOS request and response (``sqos export --what messages``).
-
+_ARGS_DOC = """
     Args:
         source: a capture path (pcap, pcapng, gzip-compressed too) or its bytes.
-        keys: SMB3 session keys file for encrypted captures (not supported yet: must be None).
+        keys: SMB3 keys for encrypted sessions: a key file (Wireshark's "SMB2 Secret Keys",
+            ``sqos --keys``) or a list of them.
+        ports: extra TCP ports to read as SMB (445 and 139 always are), like ``--port``.
         host: the host the capture was taken on, for the ``capture_host`` column.
         file: the name for ``capture_file`` (default: the path; ``"<bytes>"`` for bytes).
         errors: what a damaged capture does: ``"raise"`` (CaptureError, with the rows read
             before the damage in ``.table``), ``"warn"`` or ``"ignore"`` (return those rows).
-
-    Returns:
-        pyarrow.Table: frame, time, src, dst, direction, SMB2 ids, the SQOS fields
-        (logical_flow_id, policy_id, limit, reservation, io_count_increment, status,
-        maximum_io_rate, …), findings, then capture_file, capture_host, capture_start.
-    """
-    return _read("messages", source, keys, host, file, errors)
+"""
 
 
-def read_flows(
-    source: Source,
-    keys: Optional[str] = None,
-    *,
-    host: Optional[str] = None,
-    file: Optional[str] = None,
-    errors: str = "raise",
-) -> "pyarrow.Table":
-    """One row per logical flow (VM disk), the ``sqos flows`` table.
+def _reader(table: str, doc: str) -> Callable[..., "pyarrow.Table"]:
+    """One ``read_*`` function: the table ``sqos export --what TABLE --format parquet`` writes."""
 
-    Names, policy (limit, reservation), the server's MaximumIoRate / MinimumIoRate and status,
-    IOPS / latency / KB/s reported by the client and observed on the wire, finding codes.
-    Arguments as for :func:`read_messages`.
-    """
-    return _read("flows", source, keys, host, file, errors)
+    def read(
+        source: Source,
+        keys: Keys = None,
+        *,
+        ports: Sequence[int] = (),
+        host: Optional[str] = None,
+        file: Optional[str] = None,
+        errors: str = "raise",
+    ) -> "pyarrow.Table":
+        return _call(
+            _sqos.read_table, source, file, errors, table, host=host, **_options(keys, ports)
+        )
+
+    read.__name__ = read.__qualname__ = f"read_{table}"
+    read.__doc__ = doc + _ARGS_DOC
+    return read
 
 
-def read_series(
-    source: Source,
-    keys: Optional[str] = None,
-    *,
-    host: Optional[str] = None,
-    file: Optional[str] = None,
-    errors: str = "raise",
-) -> "pyarrow.Table":
+read_messages = _reader(
+    "messages",
+    """One row per SQOS request and response (``sqos export --what messages``): frame, time,
+    src, dst, direction, SMB2 ids, the SQOS fields (logical_flow_id, policy_id, limit,
+    reservation, io_count_increment, status, maximum_io_rate, …), findings, then
+    capture_file, capture_host, capture_start.
+""",
+)
+read_flows = _reader(
+    "flows",
+    """One row per logical flow (VM disk), the ``sqos flows`` table: names, policy (limit,
+    reservation), the server's MaximumIoRate / MinimumIoRate and status, IOPS / latency / KB/s
+    reported by the client and observed on the wire, channels, finding codes.
+""",
+)
+read_series = _reader(
+    "series",
     """One row per flow per update interval (``sqos export --what series``): start and end
     times, the reported and observed rates of the interval, the limits in effect.
-    Arguments as for :func:`read_messages`.
-    """
-    return _read("series", source, keys, host, file, errors)
-
-
-def read_findings(
-    source: Source,
-    keys: Optional[str] = None,
-    *,
-    host: Optional[str] = None,
-    file: Optional[str] = None,
-    errors: str = "raise",
-) -> "pyarrow.Table":
-    """One row per finding: first the messages' (``scope == "message"``, codes ``sqos.*``)
-    in frame order, then the flows' (``scope == "flow"``, codes ``flow.*``) in frame order,
-    with severity, message, frame, time, logical_flow_id and initiator_name.
-    Arguments as for :func:`read_messages`.
-    """
-    return _read("findings", source, keys, host, file, errors)
+""",
+)
+read_findings = _reader(
+    "findings",
+    """One row per finding: first the messages' (``scope == "message"``, codes ``sqos.*``) in
+    frame order, then the flows' (``scope == "flow"``, codes ``flow.*``) in frame order, with
+    severity, message, frame, time, logical_flow_id and initiator_name.
+""",
+)
 
 
 class Plot:
@@ -228,23 +221,34 @@ class Plot:
 
 def plot(
     source: Source,
-    keys: Optional[str] = None,
+    keys: Keys = None,
     *,
+    ports: Sequence[int] = (),
     flows: Sequence[str] = (),
     max_flows: int = 12,
+    same_scale: bool = False,
     file: Optional[str] = None,
     errors: str = "raise",
 ) -> Plot:
-    """The ``sqos plot`` chart of a capture.
+    """The ``sqos plot`` chart of a capture, titled with the capture's file name (or ``file``).
 
     Args:
-        source, keys, file, errors: as for :func:`read_messages`.
-        flows: only these flows (GUID prefix or initiator name), like ``--flow``.
+        source, keys, ports, file, errors: as for :func:`read_messages`.
+        flows: only these flows: LogicalFlowID prefixes or initiator names.
         max_flows: at most this many panels (flows with findings first, then the busiest).
+        same_scale: one IOPS scale for every panel, like ``--same-scale``.
     """
-    _no_keys(keys)
     return Plot(
-        _call(_sqos.plot_svg, source, file, errors, flows=list(flows), max_flows=max_flows)
+        _call(
+            _sqos.plot_svg,
+            source,
+            file,
+            errors,
+            flows=list(flows),
+            max_flows=max_flows,
+            same_scale=bool(same_scale),
+            **_options(keys, ports),
+        )
     )
 
 

@@ -15,6 +15,8 @@ def read_table(
     data: Optional[bytes] = None,
     file: Optional[str] = None,
     host: Optional[str] = None,
+    keys: List[str] = ...,
+    ports: List[int] = ...,
 ) -> Tuple[pyarrow.Table, Optional[Problem]]: ...
 def plot_svg(
     path: Optional[str] = None,
@@ -22,6 +24,9 @@ def plot_svg(
     file: Optional[str] = None,
     flows: List[str] = ...,
     max_flows: int = 12,
+    same_scale: bool = False,
+    keys: List[str] = ...,
+    ports: List[int] = ...,
 ) -> Tuple[str, Optional[Problem]]: ...
 def svg_to_png(svg: str, scale: float) -> bytes: ...
 def capture_label(root: str, path: str) -> Tuple[str, Optional[str]]: ...

@@ -207,9 +207,9 @@ fn read_table<'py>(
     Ok((t.into_pyarrow(py)?, damage))
 }
 
-/// `(svg, problem)`: the `sqos plot` SVG of a capture.
+/// `(svg, problem)`: the `sqos plot` SVG of a capture, titled with its file name (or `file`).
 #[pyfunction]
-#[pyo3(signature = (path=None, data=None, file=None, flows=Vec::new(), max_flows=12, keys=Vec::new(), ports=Vec::new()))]
+#[pyo3(signature = (path=None, data=None, file=None, flows=Vec::new(), max_flows=12, same_scale=false, keys=Vec::new(), ports=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn plot_svg(
     py: Python<'_>,
@@ -218,9 +218,16 @@ fn plot_svg(
     file: Option<String>,
     flows: Vec<String>,
     max_flows: usize,
+    same_scale: bool,
     keys: Vec<PathBuf>,
     ports: Vec<u16>,
 ) -> PyResult<(String, Option<Problem>)> {
+    // As `sqos plot` names the capture under the title: the file's name.
+    let capture = file.clone().or_else(|| {
+        path.as_deref()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+    });
     let src = source(path, data.map(<[u8]>::to_vec), file)?;
     let opts = Options::new(keys, ports)?;
     let run = py.detach(|| -> Result<(String, Option<Problem>), Problem> {
@@ -231,6 +238,8 @@ fn plot_svg(
             &PlotOptions {
                 select: flows,
                 max_flows,
+                capture,
+                shared_scale: same_scale,
                 ..PlotOptions::default()
             },
         );

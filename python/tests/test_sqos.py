@@ -60,9 +60,9 @@ def test_tables_equal_the_cli_export(capture, what, tmp_path):
 
 def test_three_lines_to_pandas():
     flows = sqos.read_flows(STEADY).to_pandas()
-    # In order of appearance, as `sqos flows` lists them.
-    assert list(flows["initiator_name"]) == ["vm01", "vm02", "vm04", "vm03"]
-    assert list(flows["maximum_io_rate"]) == [120, 100, 80, 100]
+    # In the order `sqos flows` lists them.
+    assert list(flows["initiator_name"]) == ["vm01", "vm02", "vm03", "vm04"]
+    assert list(flows["maximum_io_rate"]) == [120, 100, 100, 80]
     assert str(flows["maximum_io_rate"].dtype) == "uint64"
     assert (flows["capture_file"] == STEADY).all()
 
@@ -141,8 +141,8 @@ def test_unusable_inputs(tmp_path):
         sqos.read_flows(b"this is not a capture")
     assert "not a pcap or pcapng" in str(e.value)
     assert e.value.offset == 0
-    with pytest.raises(NotImplementedError):
-        sqos.read_flows(STEADY, keys="keys.txt")
+    with pytest.raises(ValueError, match="no-such-keys"):
+        sqos.read_flows(STEADY, keys=tmp_path / "no-such-keys")
     with pytest.raises(ValueError):
         sqos.read_flows(STEADY, errors="sometimes")
 
@@ -152,6 +152,10 @@ def test_plot_is_the_cli_plot(tmp_path):
     out = tmp_path / "iops.svg"
     subprocess.run([BIN, "plot", STEADY, "-o", str(out)], check=True)
     assert p.svg == out.read_bytes()
+    assert b">steady.pcap.gz</text>" in p.svg
+    subprocess.run([BIN, "plot", STEADY, "--same-scale", "-o", str(out)], check=True)
+    same = sqos.plot(STEADY, same_scale=True).svg
+    assert same == out.read_bytes() and same != p.svg
     assert p._repr_svg_().startswith("<svg")
     png = p.to_png(1.0)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
@@ -164,3 +168,57 @@ def test_capture_labels_and_schemas():
     assert sqos.capture_label("archive", "archive/x.pcapng") == ("x.pcapng", None)
     assert sqos.schema("flows").equals(sqos.read_flows(STEADY).schema)
     assert sqos.schema("findings").names[:2] == ["scope", "code"]
+
+
+REAL = os.path.join(CAPTURES, "real")
+
+
+@pytest.mark.parametrize("capture", ["smb311-encrypted.pcap", "smb302-encrypted.pcap"])
+def test_keys_decrypt_as_the_cli_does(capture, tmp_path):
+    path = os.path.join(REAL, capture)
+    keys = os.path.join(REAL, "smb2_seskey_list")
+    # Without keys the SQOS exchange is sealed; with them it is the CLI's `--keys` export.
+    assert sqos.read_messages(path).num_rows == 0
+    got = sqos.read_messages(path, keys=keys)
+    assert got.num_rows == 12
+    assert got.equals(cli_table(path, "messages", tmp_path, "--keys", keys))
+    assert sqos.read_flows(path, keys=[keys]).equals(
+        cli_table(path, "flows", tmp_path, "--keys", keys)
+    )
+
+
+def on_port(pcap: bytes, old: int, new: int) -> bytes:
+    """A classic Ethernet/IPv4 pcap with TCP port `old` renumbered `new` (checksums as they were:
+    sqos does not check them)."""
+    out = bytearray(pcap)
+    pos = 24
+    while pos + 16 <= len(out):
+        incl = int.from_bytes(out[pos + 8 : pos + 12], "little")
+        frame = pos + 16
+        if out[frame + 12 : frame + 14] == b"\x08\x00" and out[frame + 23] == 6:
+            tcp = frame + 14 + (out[frame + 14] & 0x0F) * 4
+            for at in (tcp, tcp + 2):
+                if int.from_bytes(out[at : at + 2], "big") == old:
+                    out[at : at + 2] = new.to_bytes(2, "big")
+        pos = frame + incl
+    return bytes(out)
+
+
+def test_ports_read_smb_on_other_ports():
+    spec = os.path.join(CAPTURES, "spec-examples-1.1.pcap")
+    with open(spec, "rb") as f:
+        original = f.read()
+    assert original[:4] == b"\xd4\xc3\xb2\xa1", "a little-endian classic pcap"
+    moved = on_port(original, 445, 10445)
+    assert moved != original
+    want = sqos.read_messages(original, file="x")
+    assert want.num_rows > 0
+    assert sqos.read_messages(moved, file="x").num_rows == 0
+    got = sqos.read_messages(moved, file="x", ports=[10445]).to_pylist()
+    # The same messages; only the server's address says the other port.
+    server = {r["dst"] for r in got if r["direction"] == "request"}
+    assert server == {"10.0.0.100:10445"}
+    for r in got:
+        for end in ("src", "dst"):
+            r[end] = r[end].replace(":10445", ":445")
+    assert got == want.to_pylist()

@@ -45,6 +45,7 @@ mod pipeline_frames;
 mod pipeline_real_captures;
 mod plugin_gui;
 mod plugin_tshark;
+mod python_package;
 mod smb2_bodies;
 mod smb2_build;
 mod smb2_compressed;

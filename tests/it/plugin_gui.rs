@@ -173,6 +173,7 @@ fn check_window(stage: &str, text: &str, e: &Expected) {
 #[test]
 fn statistics_sqos_flows_window_shows_sqos_flows() {
     crate::support::need::gui_tools(PYTHON);
+    let _quiet = crate::support::exclusive();
     let text = sqos(&["flows"]);
     let header = text.lines().next().expect("table header").to_string();
     let mut rows: Vec<String> = block(&text, &header)

@@ -1,9 +1,10 @@
 //! The Python package and the Spark job, as a user gets them: the wheel built by maturin,
 //! `pip install`ed into a fresh venv, its pytest suite (python/tests: every table equals
 //! `sqos export --format parquet`, pandas, DuckDB, errors, plot); then the Spark job in local mode
-//! (examples/spark/test_job.py). Needs Python with maturin, pytest and pyspark, and a JRE:
-//! switched on by SQOS_EXTERNAL_TESTS=1 (or CI=true), when a missing piece is a failure;
-//! `.ci/run` makes the venv and points SQOS_PYTHON at it.
+//! (examples/spark/test_job.py). Needs Python 3.9+ with venv, PyPI and a JRE: switched on by
+//! SQOS_EXTERNAL_TESTS=1 (or CI=true), when a missing piece is a failure. The build and test
+//! tools (maturin, pytest, pyspark: python/requirements-tools.txt, pinned) are those of the
+//! Python `SQOS_PYTHON` names, or else of a venv this test makes once in target/py-tools.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,23 +12,53 @@ use std::sync::OnceLock;
 
 use crate::support;
 
-/// The Python that has the build and test tools (`SQOS_PYTHON`, else `python3`).
-fn tools_python() -> PathBuf {
-    std::env::var_os("SQOS_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "python3".into())
+/// The pinned tools, also the constraints of the fresh venv.
+fn requirements() -> PathBuf {
+    support::repo().join("python/requirements-tools.txt")
+}
+
+/// pip's options: binary wheels only, but pyspark, which PyPI has only as a source archive
+/// (pip packs it into a wheel without compiling anything).
+const BINARY_ONLY: [&str; 4] = ["--only-binary", ":all:", "--no-binary", "pyspark"];
+
+/// The Python that has the build and test tools: `SQOS_PYTHON`, else target/py-tools (made and
+/// filled from python/requirements-tools.txt the first time).
+fn tools_python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        if let Some(py) = std::env::var_os("SQOS_PYTHON") {
+            return PathBuf::from(py);
+        }
+        let venv = support::repo().join("target/py-tools");
+        let py = venv.join("bin/python");
+        if !imports(&py, "maturin, pytest, pyspark, pyarrow") {
+            run(
+                Command::new("python3").args(["-m", "venv"]).arg(&venv),
+                "python3 -m venv target/py-tools",
+            );
+            pip_install(
+                &py,
+                &BINARY_ONLY,
+                &["-r", &requirements().display().to_string()],
+            );
+        }
+        py
+    })
+}
+
+fn imports(py: &Path, modules: &str) -> bool {
+    Command::new(py)
+        .args(["-c", &format!("import {modules}")])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Fails the (switched-on) test when a tool is missing.
 fn need(modules: &str, java: bool) {
     let py = tools_python();
-    let ok = Command::new(&py)
-        .args(["-c", &format!("import {modules}")])
-        .status()
-        .is_ok_and(|s| s.success());
     assert!(
-        ok,
-        "{} cannot import {modules}: .ci/run makes a venv with them and sets SQOS_PYTHON",
+        imports(py, modules),
+        "{} cannot import {modules}: unset SQOS_PYTHON to have target/py-tools made",
         py.display()
     );
     if java {
@@ -49,7 +80,10 @@ fn run(cmd: &mut Command, what: &str) {
     );
 }
 
-/// The wheel, built once per test run by maturin (release profile, the workspace's target/).
+/// The wheel, built once per test run by maturin in the workspace's target/, in the dev profile:
+/// it checks the package, and a release build of the crate and its dependencies would add most
+/// of an hour to CI on 2 cores. Not `--profile test`: cargo builds a cdylib in its test profile
+/// as a test executable, which Python cannot load. Users build the release wheel (README).
 fn wheel() -> &'static Path {
     static WHEEL: OnceLock<PathBuf> = OnceLock::new();
     WHEEL.get_or_init(|| {
@@ -58,7 +92,7 @@ fn wheel() -> &'static Path {
         let _ = std::fs::remove_dir_all(&out);
         run(
             Command::new(tools_python())
-                .args(["-m", "maturin", "build", "--release", "--quiet", "-m"])
+                .args(["-m", "maturin", "build", "--quiet", "-m"])
                 .arg(repo.join("python/Cargo.toml"))
                 .arg("-o")
                 .arg(&out),
@@ -80,12 +114,36 @@ fn wheel() -> &'static Path {
     })
 }
 
+fn pip_install(python: &Path, options: &[&str], what: &[&str]) {
+    run(
+        Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(options)
+            .args(what),
+        &format!("{} -m pip install {}", python.display(), what.join(" ")),
+    );
+}
+
+/// Runs a pytest suite; its temporary files (and anything Spark leaves in the working directory)
+/// go to a scratch directory removed afterwards.
 fn pytest(python: &Path, tests: &Path) {
     let repo = support::repo();
+    let scratch = support::scratch("sqos-pytest-");
     run(
         Command::new(python)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(format!(
+                "--basetemp={}",
+                scratch.path().join("tmp").display()
+            ))
             .arg(tests)
+            .current_dir(scratch.path())
             .env("SQOS_REPO", &repo)
             .env("SQOS_BIN", env!("CARGO_BIN_EXE_sqos")),
         &format!("pytest {}", tests.display()),
@@ -95,58 +153,44 @@ fn pytest(python: &Path, tests: &Path) {
 #[test]
 #[cfg_attr(
     not(sqos_external_tests),
-    ignore = "needs Python with maturin and pytest, and PyPI (SQOS_EXTERNAL_TESTS=1 runs it)"
+    ignore = "needs Python 3.9+ with venv and PyPI (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
 fn the_wheel_installs_in_a_fresh_venv_and_its_tests_pass() {
+    let _heavy = support::exclusive();
     need("maturin, pytest", false);
     let wheel = wheel();
-    let venv = std::env::temp_dir().join(format!("sqos-venv-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&venv);
+    let scratch = support::scratch("sqos-venv-");
+    let venv = scratch.path().join("venv");
     run(
         Command::new(tools_python()).args(["-m", "venv"]).arg(&venv),
         "python -m venv",
     );
     let py = venv.join("bin/python");
     // The wheel with its test extras (pytest, pandas, duckdb) from the package index, as a
-    // user installs it.
-    run(
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .arg(format!("{}[test]", wheel.display())),
-        "pip install the wheel",
+    // user installs it (at the pinned versions).
+    let constraints = requirements().display().to_string();
+    pip_install(
+        &py,
+        &BINARY_ONLY,
+        &["-c", &constraints, &format!("{}[test]", wheel.display())],
     );
     pytest(&py, &support::repo().join("python/tests"));
-    let _ = std::fs::remove_dir_all(&venv);
 }
 
 #[test]
 #[cfg_attr(
     not(sqos_external_tests),
-    ignore = "needs Python with maturin, pytest, pyspark, pyarrow and a JRE (SQOS_EXTERNAL_TESTS=1 runs it)"
+    ignore = "needs Python 3.9+ with venv, PyPI and a JRE (SQOS_EXTERNAL_TESTS=1 runs it)"
 )]
 fn the_spark_job_writes_what_sqos_export_writes() {
+    let _heavy = support::exclusive();
     need("maturin, pytest, pyspark, pyarrow", true);
     let wheel = wheel();
     let py = tools_python();
-    run(
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--force-reinstall",
-                "--no-deps",
-            ])
-            .arg(wheel),
-        "pip install the wheel into the tools venv",
+    pip_install(
+        py,
+        &["--force-reinstall", "--no-deps"],
+        &[&wheel.display().to_string()],
     );
-    pytest(&py, &support::repo().join("examples/spark/test_job.py"));
+    pytest(py, &support::repo().join("examples/spark/test_job.py"));
 }

@@ -15,6 +15,15 @@ use sqos::pipeline::{
 };
 use sqos::run::{run_path, CaptureSink, RunResult};
 
+/// Held by the tests that load both cores for minutes (python_package: a cargo build and a JVM)
+/// and by the one that times out on a loaded machine (plugin_gui: the accessibility bus), so the
+/// two never overlap. A test that panicked while holding it leaves it usable.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A fresh directory under the system temp dir, removed when the value drops (also when the
 /// test panics), so tests leave nothing behind in /tmp.
 pub fn scratch(prefix: &str) -> tempfile::TempDir {
