@@ -32,9 +32,34 @@ fn is_hostile(c: char) -> bool {
         )
 }
 
+/// Whether `s` is printable ASCII only (0x20..=0x7e), so nothing in it needs escaping: eight
+/// bytes at a time, because every line of `-V` and every note is checked (and a character-wise
+/// check costs the fuzz targets more than everything they test).
+fn printable_ascii(s: &str) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut words = s.as_bytes().chunks_exact(8);
+    for w in &mut words {
+        let x = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        // A byte below 0x20 (its high bit is set by the borrow), or above 0x7e (0x7f plus one
+        // carries into the high bit, and a byte of 0x80 or more has it already).
+        let below = x.wrapping_sub(ONES * 0x20) & !x;
+        let above = x.wrapping_add(ONES) | x;
+        if (below | above) & HIGHS != 0 {
+            return false;
+        }
+    }
+    words.remainder().iter().all(|b| (0x20..0x7f).contains(b))
+}
+
+/// Whether `s` holds a character [`text`] escapes.
+fn needs_escape(s: &str) -> bool {
+    !printable_ascii(s) && s.chars().any(is_hostile)
+}
+
 /// `s` with every hostile character escaped (borrowed when there is none).
 pub fn text(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_hostile) {
+    if !needs_escape(s) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -56,7 +81,9 @@ pub fn text(s: &str) -> Cow<'_, str> {
 
 /// A text of several lines, each escaped, its line breaks kept.
 pub fn lines(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c != '\n' && is_hostile(c)) {
+    // Line by line, so a line with a non-ASCII character (the `→` of a dissect line) leaves the
+    // fast check for itself only.
+    if !s.split('\n').any(needs_escape) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -100,10 +127,32 @@ mod tests {
         assert_eq!(text(&once), once);
     }
 
+    proptest::proptest! {
+        /// The eight-bytes-at-a-time check says "printable ASCII" exactly when every byte is,
+        /// at every alignment and length (bytes around the bounds 0x1f/0x20 and 0x7e/0x7f most).
+        #[test]
+        fn printable_ascii_is_exact(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![0x1eu8..0x22, 0x7cu8..0x82, proptest::num::u8::ANY],
+                0..40,
+            ),
+            skip in 0usize..8,
+        ) {
+            let s = String::from_utf8_lossy(&bytes);
+            let s = s.get(skip.min(s.len())..).unwrap_or("");
+            let expected = s.bytes().all(|b| (0x20..0x7f).contains(&b));
+            proptest::prop_assert_eq!(printable_ascii(s), expected);
+            let hostile = s.chars().any(is_hostile);
+            proptest::prop_assert_eq!(matches!(text(s), Cow::Owned(_)), hostile);
+        }
+    }
+
     #[test]
     fn lines_keep_their_breaks() {
         assert_eq!(lines("a\u{1b}\nb\r\n"), "a\\x1b\nb\\r\n");
         assert!(matches!(lines("a\nb\n"), Cow::Borrowed(_)));
+        assert!(matches!(lines("a → b\nc\n"), Cow::Borrowed(_)));
+        assert_eq!(lines("a → b\nc\u{202e}\n"), "a → b\nc\\u202e\n");
     }
 
     #[test]
