@@ -166,8 +166,9 @@ pub struct InputArgs {
     #[arg(long)]
     pub separate: bool,
     /// Threads for one capture: its connections are shared out among N workers, the output is
-    /// the same as with one (default: the machine's cores). Captures that are not regular files
-    /// (stdin, pipes), `--keys` and `dissect -x`/`-w` use one.
+    /// the same as with one (default 1: on 2 cores, two threads cost twice the CPU and gained no
+    /// wall time). Captures that are not regular files (stdin, pipes), `--keys` and
+    /// `dissect -x`/`-w` use one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 }
@@ -255,8 +256,9 @@ impl InputArgs {
         .with_memory(self.memory.budget())
     }
 
-    /// `--threads`, or the machine's cores; 1 unless every capture is a regular file (input
-    /// that arrives live is written record by record, not in batches).
+    /// `--threads`, or 1: the hand-off to workers has not yet paid on the machines measured
+    /// (README "Performance"); 1 unless every capture is a regular file (input that arrives live
+    /// is written record by record, not in batches).
     fn threads(&self) -> usize {
         let files = self
             .capture_paths()
@@ -264,7 +266,7 @@ impl InputArgs {
         match self.threads {
             _ if !files => 1,
             Some(n) => usize::from(n),
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => 1,
         }
     }
 
