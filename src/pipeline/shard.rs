@@ -714,13 +714,29 @@ mod tests {
         decode_tcp(l3).ok().flatten().map(|s| (s.src, s.dst))
     }
 
+    /// An IPv4 TCP segment carrying `payload`.
+    fn v4(src: [u8; 4], dst: [u8; 4], ports: (u16, u16), payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        PacketBuilder::ipv4(src, dst, 64)
+            .tcp(ports.0, ports.1, 7, 1000)
+            .write(&mut out, payload)
+            .expect("a segment that fits");
+        out
+    }
+
+    /// An IPv6 TCP segment carrying `data`.
+    fn v6(ports: (u16, u16)) -> Vec<u8> {
+        let mut out = Vec::new();
+        PacketBuilder::ipv6([0xfd; 16], [0x01; 16], 64)
+            .tcp(ports.0, ports.1, 7, 1000)
+            .write(&mut out, b"data")
+            .expect("a segment that fits");
+        out
+    }
+
     #[test]
     fn the_fixed_offsets_give_the_ends_the_decoder_gives() {
-        let mut v4 = Vec::new();
-        PacketBuilder::ipv4([10, 0, 0, 11], [10, 0, 0, 100], 64)
-            .tcp(50_112, 445, 7, 1000)
-            .write(&mut v4, b"data")
-            .unwrap();
+        let v4 = v4([10, 0, 0, 11], [10, 0, 0, 100], (50_112, 445), b"data");
         let l3 = L3Packet::Ipv4(&v4);
         assert_eq!(ipv4_ends(&v4), decoded(l3));
         assert_eq!(
@@ -731,22 +747,14 @@ mod tests {
         // counts it as undecoded alike).
         assert!(ipv4_ends(&v4[..24]).is_some() && decoded(L3Packet::Ipv4(&v4[..24])).is_none());
 
-        let mut v6 = Vec::new();
-        PacketBuilder::ipv6([0xfd; 16], [0x01; 16], 64)
-            .tcp(445, 49_999, 7, 1000)
-            .write(&mut v6, b"data")
-            .unwrap();
+        let v6 = v6((445, 49_999));
         assert_eq!(ipv6_ends(&v6), decoded(L3Packet::Ipv6(&v6)));
         assert!(ipv6_ends(&v6).is_some());
     }
 
     #[test]
     fn fragments_options_and_extension_headers_go_to_the_decoder() {
-        let mut frag = Vec::new();
-        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-            .tcp(1, 445, 0, 0)
-            .write(&mut frag, b"x")
-            .unwrap();
+        let mut frag = v4([10, 0, 0, 1], [10, 0, 0, 2], (1, 445), b"x");
         frag[6] |= 0x20; // more fragments
         assert_eq!(ipv4_ends(&frag), None);
         assert!(matches!(
@@ -755,11 +763,7 @@ mod tests {
         ));
 
         // IPv6 with a hop-by-hop header before TCP: the full decoder finds the ports.
-        let mut v6 = Vec::new();
-        PacketBuilder::ipv6([0xfd; 16], [0x01; 16], 64)
-            .tcp(50_000, 445, 7, 1000)
-            .write(&mut v6, b"data")
-            .unwrap();
+        let v6 = v6((50_000, 445));
         let mut ext = v6[..40].to_vec();
         ext[6] = 0; // next header: hop-by-hop options
         ext.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]); // then TCP, 8 bytes of padding
