@@ -17,12 +17,11 @@ fn requirements() -> PathBuf {
     support::repo().join("python/requirements-tools.txt")
 }
 
-/// pip's options: binary wheels only, but pyspark, which PyPI has only as a source archive
-/// (pip packs it into a wheel without compiling anything).
-const BINARY_ONLY: [&str; 4] = ["--only-binary", ":all:", "--no-binary", "pyspark"];
+/// pip's options for the fresh venv: binary wheels only, as python/tools-venv.sh.
+const BINARY_ONLY: [&str; 2] = ["--only-binary", ":all:"];
 
-/// The Python that has the build and test tools: `SQOS_PYTHON`, else target/py-tools (made and
-/// filled from python/requirements-tools.txt the first time).
+/// The Python that has the build and test tools: `SQOS_PYTHON`, else target/py-tools (made by
+/// python/tools-venv.sh from python/requirements-tools.txt the first time).
 fn tools_python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
@@ -32,14 +31,12 @@ fn tools_python() -> &'static Path {
         let venv = support::repo().join("target/py-tools");
         let py = venv.join("bin/python");
         if !imports(&py, "maturin, pytest, pyspark, pyarrow") {
+            // The one recipe, shared with .ci/run (which makes the venv while the code builds).
             run(
-                Command::new("python3").args(["-m", "venv"]).arg(&venv),
-                "python3 -m venv target/py-tools",
-            );
-            pip_install(
-                &py,
-                &BINARY_ONLY,
-                &["-r", &requirements().display().to_string()],
+                Command::new("sh")
+                    .arg(support::repo().join("python/tools-venv.sh"))
+                    .arg(&venv),
+                "python/tools-venv.sh target/py-tools",
             );
         }
         py
