@@ -77,10 +77,11 @@ fn run(cmd: &mut Command, what: &str) {
     );
 }
 
-/// The wheel, built once per test run by maturin in the workspace's target/, in the dev profile:
-/// it checks the package, and a release build of the crate and its dependencies would add most
-/// of an hour to CI on 2 cores. Not `--profile test`: cargo builds a cdylib in its test profile
-/// as a test executable, which Python cannot load. Users build the release wheel (README).
+/// The wheel, built once per test run by maturin in the workspace's target/, in the `wheel-test`
+/// profile (Cargo.toml): the test profile's settings, so every crate `cargo test` compiled is
+/// reused and only pyo3 and the module are compiled (a release build would add most of an hour to
+/// CI on 2 cores). Not `--profile test` itself: cargo builds a cdylib in the test profile as a test
+/// executable, which Python cannot load. Users build the release wheel (README).
 fn wheel() -> &'static Path {
     static WHEEL: OnceLock<PathBuf> = OnceLock::new();
     WHEEL.get_or_init(|| {
@@ -89,7 +90,15 @@ fn wheel() -> &'static Path {
         let _ = std::fs::remove_dir_all(&out);
         run(
             Command::new(tools_python())
-                .args(["-m", "maturin", "build", "--quiet", "-m"])
+                .args([
+                    "-m",
+                    "maturin",
+                    "build",
+                    "--quiet",
+                    "--profile",
+                    "wheel-test",
+                    "-m",
+                ])
                 .arg(repo.join("python/Cargo.toml"))
                 .arg("-o")
                 .arg(&out),
