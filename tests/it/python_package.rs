@@ -77,10 +77,10 @@ fn run(cmd: &mut Command, what: &str) {
     );
 }
 
-/// The wheel, built once per test run by maturin in the workspace's target/, in the `wheel-test`
-/// profile (Cargo.toml): the test profile's settings, so every crate `cargo test` compiled is
-/// reused and only pyo3 and the module are compiled (a release build would add most of an hour to
-/// CI on 2 cores). Not `--profile test` itself: cargo builds a cdylib in the test profile as a test
+/// The wheel, built once per test run by maturin in the workspace's target/, in the dev profile,
+/// which is the test profile's build (Cargo.toml): every crate `cargo test` compiled is reused and
+/// only pyo3 and the module are compiled (a release build would add most of an hour to CI on 2
+/// cores). Not `--profile test` itself: cargo builds a cdylib in the test profile as a test
 /// executable, which Python cannot load. Users build the release wheel (README).
 fn wheel() -> &'static Path {
     static WHEEL: OnceLock<PathBuf> = OnceLock::new();
