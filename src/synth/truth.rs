@@ -226,6 +226,19 @@ pub struct ResponseTruth {
     pub base_io_size: u32,
 }
 
+impl From<&crate::sqos::Response> for ResponseTruth {
+    fn from(r: &crate::sqos::Response) -> Self {
+        ResponseTruth {
+            status: r.status.0,
+            time_to_live: r.time_to_live,
+            maximum_io_rate: r.maximum_io_rate,
+            minimum_io_rate: r.minimum_io_rate,
+            maximum_bandwidth: r.maximum_bandwidth,
+            base_io_size: r.base_io_size,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Totals {
     pub ios: u64,

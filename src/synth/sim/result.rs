@@ -236,14 +236,7 @@ impl SimResult {
                 max_output_response: m.max_out,
                 nt_status: m.nt,
                 nt_status_name: m.nt.map(truth::nt_status_name),
-                response: m.resp.as_ref().map(|r| truth::ResponseTruth {
-                    status: r.status.0,
-                    time_to_live: r.time_to_live,
-                    maximum_io_rate: r.maximum_io_rate,
-                    minimum_io_rate: r.minimum_io_rate,
-                    maximum_bandwidth: r.maximum_bandwidth,
-                    base_io_size: r.base_io_size,
-                }),
+                response: m.resp.as_ref().map(truth::ResponseTruth::from),
                 purpose: m.note.clone(),
             });
         }
