@@ -290,7 +290,10 @@ mod tests {
         let b = sync.to_bytes();
         assert_eq!(&b[..4], b"\xfeSMB");
         assert_eq!(&b[field::COMMAND..field::COMMAND + 2], &[0x0b, 0]);
-        assert_eq!(&b[field::FORM..field::FORM + 8], &[0xff, 0xfe, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a]);
+        assert_eq!(
+            &b[field::FORM..field::FORM + 8],
+            &[0xff, 0xfe, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a]
+        );
         assert_eq!(parse_header(&b).unwrap(), sync);
         let asynchronous = Header {
             flags: HeaderFlags(HeaderFlags::ASYNC_COMMAND),
@@ -299,6 +302,9 @@ mod tests {
             },
             ..sync
         };
-        assert_eq!(parse_header(&asynchronous.to_bytes()).unwrap(), asynchronous);
+        assert_eq!(
+            parse_header(&asynchronous.to_bytes()).unwrap(),
+            asynchronous
+        );
     }
 }

@@ -72,8 +72,7 @@ impl Sealer {
         if !matches!(h.command, Command::NEGOTIATE | Command::SESSION_SETUP) {
             return;
         }
-        if h.command == Command::SESSION_SETUP && h.is_response() && h.status == NtStatus::SUCCESS
-        {
+        if h.command == Command::SESSION_SETUP && h.is_response() && h.status == NtStatus::SUCCESS {
             self.session_id = h.session_id;
             self.keys = Some(if self.dialect == super::smb2::DIALECT_311 {
                 smb311_keys(&self.session_key, &self.hash, self.cipher)
