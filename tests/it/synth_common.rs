@@ -133,14 +133,11 @@ pub fn smb2_messages(frames: &[Frame]) -> Vec<Msg> {
         }
         dir.next = Some(nx);
         // Whole NetBIOS messages.
-        loop {
-            let Some(nb) = dir
-                .buf
-                .first_chunk::<NBSS_HEADER_LEN>()
-                .and_then(|b| parse_nbss_header(*b))
-            else {
-                break;
-            };
+        while let Some(nb) = dir
+            .buf
+            .first_chunk::<NBSS_HEADER_LEN>()
+            .and_then(|b| parse_nbss_header(*b))
+        {
             let len = nb.length as usize;
             if dir.buf.len() < 4 + len {
                 break;
