@@ -12,7 +12,6 @@ use std::io::{self, Write};
 
 use crate::sqos::{Dialect, Options, Request, FSCTL_STORAGE_QOS_CONTROL};
 
-use super::scenario::EPOCH_US;
 use super::session::{Pace, Session, Setup, FILE_ID};
 use super::smb2;
 use super::truth::{self, MessageTruth, ResponseTruth, Truth};
@@ -154,14 +153,7 @@ pub fn generate<W: Write>(
         t = x.done + setup.pace.next_us + 200_000;
     }
     let (w, traces, frames, bytes) = s.wire.finish()?;
-    let mut truth = Truth {
-        interval_rule: truth::INTERVAL_RULE,
-        latency_rule: truth::LATENCY_RULE,
-        ..Truth::default()
-    };
-    truth.capture.frames = frames;
-    truth.capture.file_bytes = bytes;
-    truth.capture.start_time = truth::secs(EPOCH_US);
+    let mut truth = Truth::of_session_capture(frames, bytes);
     for (req, resp, purpose, (qt, rt), start) in pending {
         let tr = |tag: Option<u32>| tag.and_then(|t| traces.get(t as usize)).copied();
         // The codec reads the buffers as sqos does: by the structure layout.

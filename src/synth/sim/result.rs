@@ -134,11 +134,7 @@ impl SimResult {
 
     /// Builds the ground truth (frames resolved).
     pub fn truth(&self, c: &Cluster) -> truth::Truth {
-        let mut t = truth::Truth {
-            interval_rule: truth::INTERVAL_RULE,
-            latency_rule: truth::LATENCY_RULE,
-            ..truth::Truth::default()
-        };
+        let mut t = truth::Truth::new();
         for h in &c.hosts {
             t.hosts.push(truth::HostTruth {
                 name: h.name.clone(),
