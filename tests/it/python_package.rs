@@ -90,15 +90,7 @@ fn wheel() -> &'static Path {
         let _ = std::fs::remove_dir_all(&out);
         run(
             Command::new(tools_python())
-                .args([
-                    "-m",
-                    "maturin",
-                    "build",
-                    "--quiet",
-                    "--profile",
-                    "wheel-test",
-                    "-m",
-                ])
+                .args(["-m", "maturin", "build", "--quiet", "-m"])
                 .arg(repo.join("python/Cargo.toml"))
                 .arg("-o")
                 .arg(&out),
