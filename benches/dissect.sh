@@ -15,8 +15,9 @@
 #   cat              `cat FILE > /dev/null`: what the kernel's copy of the file costs
 #   parse ceiling    benches/parse_ceiling.rs: pcap-parser + etherparse on every frame, no
 #                    reassembly (what reading and header parsing cost before sqos's own work)
-#   sqos dissect     the main job, text output to /dev/null
-#   sqos flows       the whole analysis (flow table)
+#   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1, the
+#                    default) and on all the machine's cores (connections shared out to workers)
+#   sqos flows       the whole analysis (flow table), all cores
 #   tshark           `tshark -Y` on the SQOS IOCTLs, out-of-order reassembly on
 # A second table does the same for the same traffic in an encrypted SMB 3.1.1 session
 # (AES-128-GCM), decrypted with --keys (sqos and tshark alike); a third for the same traffic
@@ -27,6 +28,7 @@
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
 set -euo pipefail
+CORES=$(nproc)
 cd "$(dirname "$0")/.."
 SIZE=${1:-1GiB}
 RUNS=${RUNS:-3}
@@ -105,8 +107,9 @@ table() {
 
 row "cat" cat "$CAP"
 row "parse ceiling" "$CEILING" "$CAP"
-row "sqos dissect" "$BIN" dissect --quiet "$CAP"
-row "sqos flows" "$BIN" flows --quiet "$CAP"
+row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$CAP"
+row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$CAP"
+row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$CAP"
 if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
   RUNS=1 row "tshark -Y sqos" tshark -n -r "$CAP" -o tcp.reassemble_out_of_order:TRUE \
     -Y 'smb2.ioctl.function == 0x00090350'
@@ -128,8 +131,9 @@ variant() {
   echo
   echo "$what: $file, $(stat -c %s "$file") bytes ($("$BIN" dissect --quiet "${SQOS[@]}" "$file" | wc -l) SQOS messages)"
   row "cat" cat "$file"
-  row "sqos dissect ${SQOS[*]:0:1}" "$BIN" dissect --quiet "${SQOS[@]}" "$file"
-  row "sqos flows ${SQOS[*]:0:1}" "$BIN" flows --quiet "${SQOS[@]}" "$file"
+  row "sqos dissect -t1 ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads 1 "${SQOS[@]}" "$file"
+  row "sqos dissect -t$CORES ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads "$CORES" "${SQOS[@]}" "$file"
+  row "sqos flows ${SQOS[*]:0:1}" "$BIN" flows --quiet --threads "$CORES" "${SQOS[@]}" "$file"
   if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
     RUNS=1 row "tshark -Y sqos" tshark -n -r "$file" -o tcp.reassemble_out_of_order:TRUE \
       "${TSHARK[@]}" -Y 'smb2.ioctl.function == 0x00090350'

@@ -31,7 +31,10 @@ echo "capture: $CAP, $bytes bytes, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 best() {
   local b=999999 t
   for _ in 1 2 3; do
-    t=$( { /usr/bin/time -f '%e' "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1)
+    # time writes to a file of its own: the command's stderr goes to /dev/null, and with it
+    # would go time's figure.
+    /usr/bin/time -f '%e' -o "$DIR/time" "$@" >/dev/null 2>/dev/null
+    t=$(tail -n 1 "$DIR/time")
     b=$(awk -v a="$b" -v c="$t" 'BEGIN { print (c < a) ? c : a }')
   done
   echo "$b"

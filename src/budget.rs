@@ -291,6 +291,13 @@ impl Share {
         self.bytes = self.bytes.saturating_sub(bytes);
     }
 
+    /// The peak since the last call (or since the start), then start the next span's peak
+    /// from what is used now: `--threads` adds the workers' spans up in frame order.
+    pub fn take_peak(&mut self) -> usize {
+        let used = self.used();
+        std::mem::replace(&mut self.peak, used)
+    }
+
     /// Forget everything charged (the table was emptied).
     pub fn clear(&mut self) {
         self.entries = 0;

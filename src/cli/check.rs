@@ -81,6 +81,7 @@ fn judge_one(
         memory: a.memory,
         keys: a.keys.clone(),
         separate: false,
+        threads: None,
     };
     let mut bar = super::progress::Bar::new(&input.captures, bar && !a.quiet);
     let v = judge_capture(

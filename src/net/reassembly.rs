@@ -89,6 +89,8 @@ pub trait StreamSink {
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64);
     fn on_close(&mut self, _conn: ConnId, _how: CloseKind, _frame: u64, _ts: Timestamp) {}
     fn on_note(&mut self, _conn: ConnId, _frame: u64, _note: NetNote) {}
+    /// The connection left the table (after its close, if it was open): its number is done.
+    fn on_forget(&mut self, _conn: ConnId) {}
 }
 
 /// Routes one direction's deliveries to the sink with the connection's coordinates.
@@ -312,6 +314,11 @@ impl Reassembler {
     /// [`Reassembler::finish`] one connection at a time, in order of first sight, so a caller
     /// can pass on what each delivers before the next. False once all are done.
     pub fn finish_one<S: StreamSink>(&mut self, sink: &mut S) -> bool {
+        self.finish_next(sink).is_some()
+    }
+
+    /// [`Reassembler::finish_one`], saying which connection it finished.
+    pub fn finish_next<S: StreamSink>(&mut self, sink: &mut S) -> Option<ConnId> {
         let (frame, ts) = (self.last_frame, self.last_ts);
         let by_id = &self.by_id;
         let order = self.finishing.get_or_insert_with(|| {
@@ -321,7 +328,7 @@ impl Reassembler {
         });
         let Some((id, slot)) = order.pop() else {
             self.held.clear();
-            return false;
+            return None;
         };
         if let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) {
             let held = (conn.chunks(), conn.bytes());
@@ -337,7 +344,7 @@ impl Reassembler {
             }
             self.held.release(held.0, held.1);
         }
-        true
+        Some(id)
     }
 
     pub fn stats(&self) -> &ReassemblyStats {
@@ -359,6 +366,15 @@ impl Reassembler {
     /// The reassembly and connections shares: what they used and dropped.
     pub fn memory(&self) -> [MemoryUse; 2] {
         [self.tracked.usage(), self.held.usage()]
+    }
+
+    /// The connections and reassembly shares (in `memory`'s order): what each uses now and
+    /// its peak since the last call (see [`Share::take_peak`]).
+    pub fn take_peaks(&mut self) -> [(usize, usize); 2] {
+        [
+            (self.tracked.used(), self.tracked.take_peak()),
+            (self.held.used(), self.held.take_peak()),
+        ]
     }
 
     /// Connections currently tracked.
@@ -510,6 +526,7 @@ impl Reassembler {
         if conn.state == ConnState::Open {
             sink.on_close(conn.id, CloseKind::Forgotten, frame, ts);
         }
+        sink.on_forget(conn.id);
         if self.by_key.get(&conn.key) == Some(&slot) {
             self.by_key.remove(&conn.key);
         }

@@ -21,6 +21,7 @@ use serde::Serialize;
 mod exchange;
 pub mod outbox;
 pub mod sessions;
+mod shard;
 mod sqos_build;
 pub mod srt;
 pub mod streams;
@@ -28,7 +29,7 @@ pub mod streams;
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
-use crate::capture::{decode_link, Frame, FrameCopy, Timestamp};
+use crate::capture::{decode_link, Frame, FrameCopy, LinkError, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
@@ -283,6 +284,10 @@ pub struct PipelineConfig {
     pub memory: Budget,
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
+    /// Worker threads for the per-connection work (`--threads`; see `shard`); 0 or 1: all on
+    /// the calling thread. The output is the same either way. Runs with `keys` (a session's
+    /// keys can come from another of its connections) or `keep_frames` use one thread.
+    pub threads: usize,
 }
 
 impl PipelineConfig {
@@ -496,6 +501,9 @@ pub struct Pipeline {
     link_errors_noted: bool,
     last_ts: Timestamp,
     keep_frames: bool,
+    /// With `PipelineConfig::threads`: the workers that do the per-connection work (then
+    /// `reassembler` and the layer's framers stay unused).
+    shards: Option<shard::Shards>,
 }
 
 impl Pipeline {
@@ -505,6 +513,11 @@ impl Pipeline {
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
+        let shards = if cfg.threads > 1 && cfg.keys.is_empty() && !cfg.keep_frames {
+            shard::Shards::start(cfg.threads, &cfg.reassembly, &limits, &cfg.keys)
+        } else {
+            None
+        };
         let mut layer = Smb2Layer::new(limits, cfg.keys);
         layer.track_message_starts = cfg.keep_frames;
         Pipeline {
@@ -513,22 +526,26 @@ impl Pipeline {
             link_errors_noted: false,
             last_ts: Timestamp::default(),
             keep_frames: cfg.keep_frames,
+            shards,
         }
     }
 
     pub fn push_frame<S: RecordSink>(&mut self, frame: &Frame<'_>, sink: &mut S) {
-        let stats = &mut self.layer.stats;
-        stats.frames += 1;
-        if frame.is_truncated() {
-            stats.truncated_frames += 1;
+        if let Some(mut shards) = self.shards.take() {
+            shards.push(frame);
+            while shards.must_merge() {
+                match shards.next() {
+                    Some(m) => self.merge(m, sink),
+                    None => break,
+                }
+            }
+            self.shards = Some(shards);
+            return;
         }
-        self.layer.cut_frame =
-            frame
-                .is_truncated()
-                .then_some((frame.number, frame.data.len(), frame.orig_len));
-        self.layer.last_frame = frame.number;
-        self.last_ts = frame.ts;
-        let queued = self.layer.outbox.next_seq();
+        let cut = frame
+            .is_truncated()
+            .then_some((frame.number, frame.data.len(), frame.orig_len));
+        let queued = self.begin_frame(frame.number, frame.ts, cut);
         match decode_link(frame.link_type, frame.data) {
             Ok(l3) => match decode_tcp(l3) {
                 Ok(Some(seg)) => {
@@ -538,17 +555,7 @@ impl Pipeline {
                 Ok(None) => {}
                 Err(_) => self.layer.stats.undecoded_frames += 1,
             },
-            Err(e) => {
-                self.layer.stats.undecoded_frames += 1;
-                if !self.link_errors_noted {
-                    // Once: a capture of an unsupported link type would repeat it every frame.
-                    self.link_errors_noted = true;
-                    sink.on_note(&CaptureNote {
-                        frame: frame.number,
-                        message: format!("frame {}: {e}", frame.number),
-                    });
-                }
-            }
+            Err(e) => self.link_error(frame.number, &e, sink),
         }
         if self.keep_frames {
             self.layer
@@ -558,23 +565,69 @@ impl Pipeline {
         self.layer.outbox.drain(frame.ts, sink);
     }
 
+    /// A frame begins (`cut`: the snaplen cut it). Returns the outbox position of its records.
+    fn begin_frame(&mut self, number: u64, ts: Timestamp, cut: Option<(u64, usize, u32)>) -> u64 {
+        let stats = &mut self.layer.stats;
+        stats.frames += 1;
+        if cut.is_some() {
+            stats.truncated_frames += 1;
+        }
+        self.layer.cut_frame = cut;
+        self.layer.last_frame = number;
+        self.last_ts = ts;
+        self.layer.outbox.next_seq()
+    }
+
+    fn link_error<S: RecordSink>(&mut self, frame: u64, e: &LinkError, sink: &mut S) {
+        self.layer.stats.undecoded_frames += 1;
+        if !self.link_errors_noted {
+            // Once: a capture of an unsupported link type would repeat it every frame.
+            self.link_errors_noted = true;
+            sink.on_note(&CaptureNote {
+                frame,
+                message: format!("frame {frame}: {e}"),
+            });
+        }
+    }
+
+    /// A frame's result from the workers, in frame order: what `push_frame` does on one thread.
+    fn merge<S: RecordSink>(&mut self, m: shard::Merged, sink: &mut S) {
+        self.begin_frame(m.number, m.ts, m.cut);
+        if m.undecoded {
+            self.layer.stats.undecoded_frames += 1;
+        }
+        if let Some(e) = &m.link_error {
+            self.link_error(m.number, e, sink);
+        }
+        for (conn, op) in m.ops {
+            self.layer.apply(conn, op, m.number, m.ts);
+        }
+        self.layer.outbox.drain(m.ts, sink);
+    }
+
     /// End of input: flush held records and report what stayed incomplete, and once per
     /// memory share what it dropped.
     pub fn finish<S: RecordSink>(&mut self, sink: &mut S) {
-        let (frame, ts) = (self.layer.last_frame, self.last_ts);
-        // Connection by connection, delivering as it goes: what the end of the capture
-        // flushes (gaps, incomplete messages) is not queued all at once.
-        while self.reassembler.finish_one(&mut self.layer) {
-            self.layer.outbox.drain(ts, sink);
-        }
-        self.layer.finish(ts);
+        let memory = match self.shards.take() {
+            Some(shards) => self.finish_shards(shards, sink),
+            None => {
+                let ts = self.last_ts;
+                // Connection by connection, delivering as it goes: what the end of the capture
+                // flushes (gaps, incomplete messages) is not queued all at once.
+                while self.reassembler.finish_one(&mut self.layer) {
+                    self.layer.outbox.drain(ts, sink);
+                }
+                self.layer.finish(ts);
+                merged(
+                    self.reassembler
+                        .memory()
+                        .into_iter()
+                        .chain(self.layer.memory()),
+                )
+            }
+        };
+        let frame = self.layer.last_frame;
         self.layer.outbox.note_summaries(frame);
-        let memory = merged(
-            self.reassembler
-                .memory()
-                .into_iter()
-                .chain(self.layer.memory()),
-        );
         for m in &memory {
             if let Some(message) = m.summary() {
                 self.layer
@@ -586,8 +639,42 @@ impl Pipeline {
         self.layer.outbox.release_all(sink);
     }
 
+    /// [`Pipeline::finish`] with workers: every frame merged, then the workers' ends in the
+    /// single thread's order. Returns the memory shares, the workers' and the session stage's.
+    fn finish_shards<S: RecordSink>(
+        &mut self,
+        mut shards: shard::Shards,
+        sink: &mut S,
+    ) -> Vec<MemoryUse> {
+        while let Some(m) = shards.next() {
+            self.merge(m, sink);
+        }
+        let end = shards.finish();
+        let ts = self.last_ts;
+        let (last_frame, last_ts) = end.last;
+        for ops in end.conns {
+            for (conn, op) in ops {
+                self.layer.apply(conn, op, last_frame, last_ts);
+            }
+            self.layer.outbox.drain(ts, sink);
+        }
+        for (conn, dir, events) in end.framers {
+            let frame = self.layer.last_frame;
+            self.layer.flush_framer(conn, dir, frame, ts, Some(events));
+        }
+        self.layer.finish_exchange(ts);
+        self.layer.stats.framer_bytes_shed += end.shed;
+        merged(end.memory.into_iter().chain(self.layer.session_memory()))
+    }
+
     pub fn stats(&self) -> &Stats {
         &self.layer.stats
+    }
+
+    /// Worker threads doing the per-connection work (0: all on the calling thread; see
+    /// [`PipelineConfig::threads`]).
+    pub fn workers(&self) -> usize {
+        self.shards.as_ref().map_or(0, shard::Shards::workers)
     }
 
     /// The memory shares now (the same as `stats().memory` after `finish`).

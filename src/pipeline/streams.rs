@@ -25,13 +25,128 @@ pub const OTHER_CONNECTIONS: &str = "(other connections)";
 /// The key under which sessions past [`MAX_LISTED_CONNECTIONS`] are counted.
 pub const OTHER_SESSIONS: &str = "(other sessions)";
 
-pub struct Smb2Layer {
-    framer_cfg: FramerConfig,
+/// The SMB2 framers of every connection and direction, within one share of framer bytes. The
+/// layer owns one; with `PipelineConfig::threads`, each worker owns one for its connections.
+pub(super) struct Framers {
+    cfg: FramerConfig,
     /// Looked up for every chunk of stream data: hashed with foldhash, not SipHash (the keys
     /// are our own connection numbers, nothing an attacker chooses to collide).
-    framers: HashMap<(ConnId, Dir), Framer, FixedState>,
+    map: HashMap<(ConnId, Dir), Framer, FixedState>,
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
-    framer_bytes: Share,
+    bytes: Share,
+}
+
+impl Framers {
+    pub(super) fn new(cfg: FramerConfig, max_bytes: usize) -> Self {
+        Framers {
+            cfg,
+            map: HashMap::with_hasher(FixedState::default()),
+            bytes: Share::new(Kind::Framers, max_bytes),
+        }
+    }
+
+    pub(super) fn usage(&self) -> MemoryUse {
+        self.bytes.usage()
+    }
+
+    /// Bytes held now and the peak since the last call (see `Share::take_peak`).
+    pub(super) fn take_peak(&mut self) -> (usize, usize) {
+        (self.bytes.used(), self.bytes.take_peak())
+    }
+
+    fn in_message(&self, conn: ConnId, dir: Dir) -> bool {
+        self.map.get(&(conn, dir)).is_some_and(Framer::in_message)
+    }
+
+    /// Run `f` on the framer of (conn, dir), keeping the total of held bytes up to date and
+    /// within its bound. Returns the bytes of messages in progress given back to stay within.
+    pub(super) fn with(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        crypto: &mut Decryptor,
+        events: &mut Vec<FramerEvent>,
+        f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
+    ) -> u64 {
+        let cfg = self.cfg;
+        let framer = self
+            .map
+            .entry((conn, dir))
+            .or_insert_with(|| Framer::new(cfg));
+        let before = framer.buffered();
+        crypto.at_frame(frame);
+        let mut ctx = SealCtx {
+            crypto: Some(crypto),
+            conn: conn.0,
+            to_server: dir == Dir::ToServer,
+        };
+        f(framer, &mut ctx, events);
+        let after = framer.buffered();
+        self.bytes.release(0, before);
+        self.bytes.charge(0, after);
+        if !self.bytes.over() {
+            return 0;
+        }
+        // The fullest framers give back until the total is under seven eighths of the bound,
+        // so this scan of every framer comes at most once per eighth of the bound newly held
+        // (linear time whatever the capture).
+        let mut fullest: Vec<(usize, (ConnId, Dir))> = self
+            .map
+            .iter()
+            .map(|(k, f)| (f.buffered(), *k))
+            .filter(|&(b, _)| b > 0)
+            .collect();
+        fullest.sort_unstable_by_key(|&(b, (c, d))| (std::cmp::Reverse(b), c, d == Dir::ToClient));
+        let target = self.bytes.limit() / 8 * 7;
+        let mut shed = 0;
+        for (_, key) in fullest {
+            if self.bytes.used() <= target {
+                break;
+            }
+            if let Some(framer) = self.map.get_mut(&key) {
+                let freed = framer.shed();
+                if freed > 0 {
+                    self.bytes.release(0, freed);
+                    self.bytes.dropped(1, freed as u64, frame);
+                    shed += freed as u64;
+                }
+            }
+        }
+        shed
+    }
+
+    /// Flush and forget the framer of (conn, dir) into `events`; false when it had none.
+    pub(super) fn finish(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        crypto: &mut Decryptor,
+        events: &mut Vec<FramerEvent>,
+    ) -> bool {
+        let Some(mut f) = self.map.remove(&(conn, dir)) else {
+            return false;
+        };
+        self.bytes.release(0, f.buffered());
+        let mut ctx = SealCtx {
+            crypto: Some(crypto),
+            conn: conn.0,
+            to_server: dir == Dir::ToServer,
+        };
+        f.finish_sealed(&mut ctx, events);
+        true
+    }
+
+    /// The framers there are, by connection, to-server first: the order the end flushes them.
+    pub(super) fn keys(&self) -> Vec<(ConnId, Dir)> {
+        let mut keys: Vec<(ConnId, Dir)> = self.map.keys().copied().collect();
+        keys.sort_by_key(|(c, d)| (c.0, *d == Dir::ToClient));
+        keys
+    }
+}
+
+pub struct Smb2Layer {
+    framers: Framers,
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
     /// when it forgets one; `Limits::max_connections` bounds them when fed directly.
     conns: BTreeMap<ConnId, ConnKey>,
@@ -59,9 +174,7 @@ pub struct Smb2Layer {
 impl Smb2Layer {
     pub fn new(limits: Limits, keys: Arc<KeyRing>) -> Self {
         Smb2Layer {
-            framer_cfg: limits.framer,
-            framers: HashMap::with_hasher(FixedState::default()),
-            framer_bytes: Share::new(Kind::Framers, limits.max_framer_bytes),
+            framers: Framers::new(limits.framer, limits.max_framer_bytes),
             conns: BTreeMap::new(),
             max_connections: limits.max_connections.max(1),
             // Counts only what this layer drops itself (its entries are reassembly's).
@@ -93,11 +206,7 @@ impl Smb2Layer {
     /// After the push: remember where the message still in progress began.
     fn end_push(&mut self, conn: ConnId, dir: Dir) {
         if let Some(start) = self.next_start.take() {
-            let busy = self
-                .framers
-                .get(&(conn, dir))
-                .is_some_and(Framer::in_message);
-            if busy {
+            if self.framers.in_message(conn, dir) {
                 self.starts.insert((conn, dir), start);
             } else {
                 self.starts.remove(&(conn, dir));
@@ -107,16 +216,20 @@ impl Smb2Layer {
 
     /// Bytes held by all framers (for tests of the memory bound).
     pub fn framer_bytes(&self) -> usize {
-        self.framer_bytes.used()
+        self.framers.bytes.used()
     }
 
     /// This layer's memory shares: framers, opens, pending requests, queued records.
     pub fn memory(&self) -> Vec<MemoryUse> {
-        let mut m = vec![
-            self.framer_bytes.usage(),
-            self.outbox.memory(),
-            self.crypto.memory(),
-        ];
+        let mut m = vec![self.framers.usage(), self.crypto.memory()];
+        m.extend(self.session_memory());
+        m
+    }
+
+    /// The shares of the session-wide stage (all but the framers' and decryption's, which
+    /// `--threads` workers hold for their connections).
+    pub(super) fn session_memory(&self) -> Vec<MemoryUse> {
+        let mut m = vec![self.outbox.memory()];
         m.extend(self.exchange.memory());
         if self.conns_dropped.dropped_count() > 0 {
             m.push(self.conns_dropped.usage());
@@ -124,8 +237,7 @@ impl Smb2Layer {
         m
     }
 
-    /// Run `f` on the framer of (conn, dir), keeping the total of held bytes up to date and
-    /// within `max_framer_bytes`.
+    /// Run `f` on the framer of (conn, dir) (see [`Framers::with`]).
     fn with_framer(
         &mut self,
         conn: ConnId,
@@ -133,53 +245,10 @@ impl Smb2Layer {
         frame: u64,
         f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
     ) {
-        let cfg = self.framer_cfg;
-        let framer = self
+        let shed = self
             .framers
-            .entry((conn, dir))
-            .or_insert_with(|| Framer::new(cfg));
-        let before = framer.buffered();
-        self.crypto.at_frame(frame);
-        let mut ctx = SealCtx {
-            crypto: Some(&mut self.crypto),
-            conn: conn.0,
-            to_server: dir == Dir::ToServer,
-        };
-        f(framer, &mut ctx, &mut self.events);
-        let after = framer.buffered();
-        self.framer_bytes.release(0, before);
-        self.framer_bytes.charge(0, after);
-        if !self.framer_bytes.over() {
-            return;
-        }
-        // The fullest framers give back until the total is under seven eighths of the bound,
-        // so this scan of every framer comes at most once per eighth of the bound newly held
-        // (linear time whatever the capture).
-        let mut fullest: Vec<(usize, (ConnId, Dir))> = self
-            .framers
-            .iter()
-            .map(|(k, f)| (f.buffered(), *k))
-            .filter(|&(b, _)| b > 0)
-            .collect();
-        fullest.sort_unstable_by_key(|&(b, (c, d))| (std::cmp::Reverse(b), c, d == Dir::ToClient));
-        let target = self.framer_bytes.limit() / 8 * 7;
-        for (_, key) in fullest {
-            if self.framer_bytes.used() <= target {
-                break;
-            }
-            if let Some(framer) = self.framers.get_mut(&key) {
-                let freed = framer.shed();
-                Self::count_shed(&mut self.framer_bytes, &mut self.stats, freed, frame);
-            }
-        }
-    }
-
-    fn count_shed(share: &mut Share, stats: &mut Stats, freed: usize, frame: u64) {
-        if freed > 0 {
-            share.release(0, freed);
-            share.dropped(1, freed as u64, frame);
-            stats.framer_bytes_shed += freed as u64;
-        }
+            .with(conn, dir, frame, &mut self.crypto, &mut self.events, f);
+        self.stats.framer_bytes_shed += shed;
     }
 
     /// A note of `kind`, its message built only when it is given (see `NoteKind`).
@@ -480,20 +549,13 @@ impl Smb2Layer {
     /// Flush both framers of a connection (it ended, `how`) and forget it.
     fn end_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
-            self.start_push(conn, dir, frame);
-            self.starts.remove(&(conn, dir));
-            if let Some(mut f) = self.framers.remove(&(conn, dir)) {
-                self.framer_bytes.release(0, f.buffered());
-                let mut ctx = SealCtx {
-                    crypto: Some(&mut self.crypto),
-                    conn: conn.0,
-                    to_server: dir == Dir::ToServer,
-                };
-                f.finish_sealed(&mut ctx, &mut self.events);
-                self.handle_events(conn, dir, frame, ts);
-            }
-            self.next_start = None;
+            self.flush_framer(conn, dir, frame, ts, None);
         }
+        self.forget_conn(conn, how, frame, ts);
+    }
+
+    /// The connection's framers are flushed: forget its state.
+    fn forget_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         self.crypto.forget_conn(conn.0);
         self.exchange
             .close_conn(conn, how, frame, ts, &mut self.outbox, &mut self.stats);
@@ -501,27 +563,101 @@ impl Smb2Layer {
         self.conns.remove(&conn);
     }
 
+    /// Flush the framer of (conn, dir) and handle what it gives: its own (`given` None), or the
+    /// events a `--threads` worker's framer gave.
+    pub(super) fn flush_framer(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        ts: Timestamp,
+        given: Option<Vec<FramerEvent>>,
+    ) {
+        self.start_push(conn, dir, frame);
+        self.starts.remove(&(conn, dir));
+        let flushed = match given {
+            Some(events) => {
+                self.events = events;
+                true
+            }
+            None => self
+                .framers
+                .finish(conn, dir, &mut self.crypto, &mut self.events),
+        };
+        if flushed {
+            self.handle_events(conn, dir, frame, ts);
+        }
+        self.next_start = None;
+    }
+
     /// End of capture: flush every framer.
     pub fn finish(&mut self, ts: Timestamp) {
-        let mut keys: Vec<(ConnId, Dir)> = self.framers.keys().copied().collect();
-        keys.sort_by_key(|(c, d)| (c.0, *d == Dir::ToClient));
-        for (conn, dir) in keys {
-            self.start_push(conn, dir, self.last_frame);
-            self.starts.remove(&(conn, dir));
-            if let Some(mut f) = self.framers.remove(&(conn, dir)) {
-                self.framer_bytes.release(0, f.buffered());
-                let mut ctx = SealCtx {
-                    crypto: Some(&mut self.crypto),
-                    conn: conn.0,
-                    to_server: dir == Dir::ToServer,
-                };
-                f.finish_sealed(&mut ctx, &mut self.events);
-                self.handle_events(conn, dir, self.last_frame, ts);
-            }
-            self.next_start = None;
+        for (conn, dir) in self.framers.keys() {
+            self.flush_framer(conn, dir, self.last_frame, ts, None);
         }
+        self.finish_exchange(ts);
+    }
+
+    /// End of capture, once the framers are flushed: what is still outstanding.
+    pub(super) fn finish_exchange(&mut self, ts: Timestamp) {
         self.exchange
             .finish(self.last_frame, ts, &mut self.outbox, &mut self.stats);
+    }
+
+    /// Apply what a `--threads` worker's connection stage did in one frame (`conn` already the
+    /// run's connection number): the same steps as the [`StreamSink`] calls below.
+    pub(super) fn apply(&mut self, conn: ConnId, op: WorkerOp, frame: u64, ts: Timestamp) {
+        match op {
+            WorkerOp::Connection(key) => self.on_connection(conn, &key, frame, ts),
+            WorkerOp::Events { dir, gap, events } => {
+                self.last_frame = self.last_frame.max(frame);
+                if gap {
+                    self.stats.gaps += 1;
+                }
+                self.start_push(conn, dir, frame);
+                self.events = events;
+                self.handle_events(conn, dir, frame, ts);
+                self.end_push(conn, dir);
+            }
+            WorkerOp::Close { how, events } => {
+                let [to_server, to_client] = events;
+                self.flush_framer(conn, Dir::ToServer, frame, ts, Some(to_server));
+                self.flush_framer(conn, Dir::ToClient, frame, ts, Some(to_client));
+                self.forget_conn(conn, channel_end(how), frame, ts);
+            }
+            WorkerOp::Note(note) => self.on_note(conn, frame, note),
+            WorkerOp::Forget => {}
+        }
+    }
+}
+
+/// What a `--threads` worker's connection stage hands the session-wide stage, per connection.
+#[derive(Debug)]
+pub(super) enum WorkerOp {
+    Connection(ConnKey),
+    /// A push (or a gap, `gap`) on (conn, `dir`) completed these framer events.
+    Events {
+        dir: Dir,
+        gap: bool,
+        events: Vec<FramerEvent>,
+    },
+    /// The connection ended; its framers (to server, to client) flushed these.
+    Close {
+        how: CloseKind,
+        events: [Vec<FramerEvent>; 2],
+    },
+    Note(NetNote),
+    /// The connection left the worker's table: its number may not be looked up again (the
+    /// workers' numbers are mapped to the run's by `shard`, which drops this op).
+    Forget,
+}
+
+fn channel_end(how: CloseKind) -> ChannelEnd {
+    match how {
+        CloseKind::Fin => ChannelEnd::Fin,
+        CloseKind::Rst => ChannelEnd::Rst,
+        // Forgotten by the reassembler to make room: the channel's state is dropped.
+        CloseKind::Forgotten => ChannelEnd::Dropped,
     }
 }
 
@@ -557,13 +693,7 @@ impl StreamSink for Smb2Layer {
     }
 
     fn on_close(&mut self, conn: ConnId, how: CloseKind, frame: u64, ts: Timestamp) {
-        let how = match how {
-            CloseKind::Fin => ChannelEnd::Fin,
-            CloseKind::Rst => ChannelEnd::Rst,
-            // Forgotten by the reassembler to make room: the channel's state is dropped.
-            CloseKind::Forgotten => ChannelEnd::Dropped,
-        };
-        self.end_conn(conn, how, frame, ts);
+        self.end_conn(conn, channel_end(how), frame, ts);
     }
 
     fn on_note(&mut self, conn: ConnId, frame: u64, note: NetNote) {

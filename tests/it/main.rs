@@ -58,6 +58,7 @@ mod support;
 mod synth_captures;
 mod synth_common;
 mod synth_scenarios;
+mod threads;
 mod tui_e2e;
 mod tui_render;
 mod tui_render_captures;

@@ -187,6 +187,11 @@ impl Decryptor {
     }
 
     /// The sessions share: limit, peak, drops.
+    /// The sessions share now and its peak since the last call (see `Share::take_peak`).
+    pub fn take_peak(&mut self) -> (usize, usize) {
+        (self.share.used(), self.share.take_peak())
+    }
+
     pub fn memory(&self) -> MemoryUse {
         self.share.usage()
     }
