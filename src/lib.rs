@@ -20,4 +20,5 @@ pub mod run;
 pub mod smb2;
 pub mod sqos;
 pub mod synth;
+#[cfg(feature = "tui")]
 pub mod tui;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::figure::Figure;
+use super::figure::{Figure, FlowFigures};
 use crate::analysis::{Analysis, FlowState};
 use crate::output::flows::sorted_findings;
 use crate::sqos::Status;
@@ -54,38 +54,6 @@ pub struct FlowFindingView {
     pub occurrences: u64,
 }
 
-/// A figure's value in a flow of the analysis, as the flow table gives it (`sqos flows`); a
-/// rate that is not finite is written as null there, so it is none here too.
-fn figure_of(
-    fig: Figure,
-    f: &FlowState,
-    r: Option<crate::analysis::Rates>,
-    o: Option<crate::analysis::ObservedRates>,
-) -> Option<f64> {
-    let (p, s) = (f.policy, f.server);
-    let int = |v: Option<u64>| v.map(|v| v as f64);
-    let v = match fig {
-        Figure::Limit => int(p.map(|p| p.limit)),
-        Figure::Reservation => int(p.map(|p| p.reservation)),
-        Figure::BandwidthLimit => int(p.and_then(|p| p.bandwidth_limit)),
-        Figure::MaximumIoRate => int(s.map(|s| s.maximum_io_rate)),
-        Figure::MinimumIoRate => int(s.map(|s| s.minimum_io_rate)),
-        Figure::MaximumBandwidth => int(s.and_then(|s| s.maximum_bandwidth)),
-        Figure::BaseIoSize => s.map(|s| f64::from(s.base_io_size)),
-        Figure::Iops => r.map(|r| r.iops),
-        Figure::NormalizedIops => r.map(|r| r.normalized_iops),
-        Figure::AvgLatencyMs => r.and_then(|r| r.avg_latency_ms),
-        Figure::AvgLowerLatencyMs => r.and_then(|r| r.avg_lower_latency_ms),
-        Figure::KilobytesPerSecond => r.and_then(|r| r.kilobytes_per_second),
-        Figure::ObservedIops => o.map(|o| o.iops),
-        Figure::ObservedNormalizedIops => o.map(|o| o.normalized_iops),
-        Figure::ObservedKilobytesPerSecond => o.map(|o| o.kilobytes_per_second),
-        Figure::ObservedAvgResponseMs => o.and_then(|o| o.avg_response_ms),
-        Figure::Channels => Some(f.channels_total as f64),
-    };
-    v.filter(|x| x.is_finite())
-}
-
 /// A saved value as text: a string as it is, anything else as JSON (`None`: null or absent).
 fn text_of(v: Option<&Value>) -> Option<String> {
     match v? {
@@ -98,7 +66,7 @@ fn text_of(v: Option<&Value>) -> Option<String> {
 impl Flow {
     /// A flow of the analysis.
     pub fn from_state(f: &FlowState) -> Self {
-        let (r, o) = (f.reported_rates(), f.observed_rates());
+        let figs = FlowFigures::new(f);
         Flow {
             id: f.id.to_string(),
             texts: [
@@ -112,7 +80,7 @@ impl Flow {
                 .map_or(LastStatus::None, |s| LastStatus::Known(s.status)),
             figures: Figure::ALL
                 .into_iter()
-                .map(|fig| (fig, figure_of(fig, f, r, o)))
+                .map(|fig| (fig, figs.get(fig)))
                 .collect(),
             findings: sorted_findings(f)
                 .into_iter()

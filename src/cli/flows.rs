@@ -4,8 +4,6 @@ use std::io::Write;
 
 use clap::{Args, ValueEnum};
 
-use sqos::analysis::Analyzer;
-use sqos::filter::{Context, FlowSelect};
 use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
 use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};
@@ -47,16 +45,10 @@ impl FlowsArgs {
 }
 
 pub fn run(a: &FlowsArgs) -> i32 {
-    let filter = match a.filter.build(Context::Flows) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
-    let result = match super::read_capture(&a.input, &mut analyzer) {
+    let (analysis, result) = match super::analyze_flows(&a.input, &a.filter) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let analysis = analyzer.finish();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     // What the memory budget dropped in the pipeline: after the table in text, on stderr

@@ -346,6 +346,21 @@ pub fn main() -> i32 {
     }
 }
 
+/// The analysis of the flows `filter` keeps (`sqos flows`, `sqos plot`), with what the run
+/// read; an unusable capture or a bad filter is reported on stderr and gives the exit code.
+pub fn analyze_flows(
+    input: &InputArgs,
+    filter: &filter::FilterArgs,
+) -> Result<(sqos::analysis::Analysis, sqos::run::RunResult), i32> {
+    let filter = filter.build(sqos::filter::Context::Flows)?;
+    let mut analyzer = sqos::filter::FlowSelect::new(
+        sqos::analysis::Analyzer::new(input.analyzer_config()),
+        filter,
+    );
+    let result = read_capture(input, &mut analyzer)?;
+    Ok((analyzer.finish(), result))
+}
+
 /// Open the capture (or the captures, merged by time) and read it through `sink`, with a
 /// progress bar unless `--quiet`. An unusable capture is reported on stderr and gives exit code 2
 /// as the error.

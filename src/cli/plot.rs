@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use sqos::analysis::Analyzer;
-use sqos::filter::{Context, FlowSelect};
 use sqos::output::plot::{iops_svg, PlotOptions};
 use sqos::output::png::svg_to_png;
 
@@ -60,16 +58,10 @@ pub fn run(a: &PlotArgs) -> i32 {
         eprintln!("sqos: --scale {}: give a value in (0, 8]", a.scale);
         return 2;
     }
-    let filter = match a.filter.build(Context::Flows) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let mut analyzer = FlowSelect::new(Analyzer::new(a.input.analyzer_config()), filter);
-    let result = match super::read_capture(&a.input, &mut analyzer) {
+    let (analysis, result) = match super::analyze_flows(&a.input, &a.filter) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let analysis = analyzer.finish();
     let svg = iops_svg(
         &analysis,
         &PlotOptions {

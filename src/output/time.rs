@@ -6,31 +6,33 @@ use chrono::{DateTime, Local, SecondsFormat, Utc};
 use crate::capture::Timestamp;
 
 /// `-t`: how the time column of `sqos dissect` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+// The CLI parses it with clap; the library alone (the fuzz crate) builds without clap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum TimeFormat {
     /// Seconds since the first frame (the default, as tshark).
-    #[value(name = "r")]
+    #[cfg_attr(feature = "cli", value(name = "r"))]
     Relative,
     /// Local time of day.
-    #[value(name = "a")]
+    #[cfg_attr(feature = "cli", value(name = "a"))]
     Absolute,
     /// Local date and time.
-    #[value(name = "ad")]
+    #[cfg_attr(feature = "cli", value(name = "ad"))]
     AbsoluteDate,
     /// Seconds since the previous SQOS message.
-    #[value(name = "d")]
+    #[cfg_attr(feature = "cli", value(name = "d"))]
     Delta,
     /// Seconds since the previous message shown (after the filter).
-    #[value(name = "dd")]
+    #[cfg_attr(feature = "cli", value(name = "dd"))]
     DeltaDisplayed,
     /// Seconds since 1970-01-01 UTC.
-    #[value(name = "e")]
+    #[cfg_attr(feature = "cli", value(name = "e"))]
     Epoch,
     /// UTC time of day.
-    #[value(name = "u")]
+    #[cfg_attr(feature = "cli", value(name = "u"))]
     Utc,
     /// UTC date and time.
-    #[value(name = "ud")]
+    #[cfg_attr(feature = "cli", value(name = "ud"))]
     UtcDate,
 }
 

@@ -20,6 +20,14 @@ impl FileId {
     pub fn is_related_placeholder(self) -> bool {
         self == Self::RELATED
     }
+
+    /// The 16 bytes as they stand in a message: Persistent, then Volatile.
+    pub fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.persistent.to_le_bytes());
+        b[8..].copy_from_slice(&self.volatile.to_le_bytes());
+        b
+    }
 }
 
 impl fmt::Display for FileId {

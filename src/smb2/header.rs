@@ -11,6 +11,26 @@ use super::names::{Command, NtStatus};
 /// Size of the SMB2 header; also the value of its StructureSize field.
 pub const HEADER_LEN: usize = 64;
 
+/// Where each field of the header starts (MS-SMB2 2.2.1); [`Header::to_bytes`] writes by these,
+/// and readers that look at one field of raw bytes (resynchronisation, the generator) read by
+/// them. [`parse_header`] takes the same fields in this order.
+pub mod field {
+    pub const PROTOCOL_ID: usize = 0;
+    pub const STRUCTURE_SIZE: usize = 4;
+    pub const CREDIT_CHARGE: usize = 6;
+    /// Status (responses) or ChannelSequence/Reserved (requests).
+    pub const STATUS: usize = 8;
+    pub const COMMAND: usize = 12;
+    pub const CREDITS: usize = 14;
+    pub const FLAGS: usize = 16;
+    pub const NEXT_COMMAND: usize = 20;
+    pub const MESSAGE_ID: usize = 24;
+    /// ProcessId and TreeId (sync) or AsyncId (async).
+    pub const FORM: usize = 32;
+    pub const SESSION_ID: usize = 40;
+    pub const SIGNATURE: usize = 48;
+}
+
 /// First four bytes of a message in an NBSS session message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ProtocolId {
@@ -140,6 +160,32 @@ impl Header {
     pub fn is_interim(&self) -> bool {
         self.is_response() && self.flags.is_async() && self.status == NtStatus::PENDING
     }
+
+    /// The 64 bytes of this header (0xFE 'SMB' first), as [`parse_header`] reads them.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        let mut put = |at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(field::PROTOCOL_ID, b"\xfeSMB");
+        put(field::STRUCTURE_SIZE, &self.structure_size.to_le_bytes());
+        put(field::CREDIT_CHARGE, &self.credit_charge.to_le_bytes());
+        put(field::STATUS, &self.status.0.to_le_bytes());
+        put(field::COMMAND, &self.command.0.to_le_bytes());
+        put(field::CREDITS, &self.credits.to_le_bytes());
+        put(field::FLAGS, &self.flags.0.to_le_bytes());
+        put(field::NEXT_COMMAND, &self.next_command.to_le_bytes());
+        put(field::MESSAGE_ID, &self.message_id.to_le_bytes());
+        let form = match self.form {
+            HeaderForm::Async { async_id } => async_id,
+            HeaderForm::Sync {
+                process_id,
+                tree_id,
+            } => u64::from(process_id) | (u64::from(tree_id) << 32),
+        };
+        put(field::FORM, &form.to_le_bytes());
+        put(field::SESSION_ID, &self.session_id.to_le_bytes());
+        put(field::SIGNATURE, &self.signature);
+        b
+    }
 }
 
 /// MessageId of unsolicited server messages (oplock/lease breaks); never matched to a request.
@@ -216,4 +262,49 @@ pub fn parse_header(buf: &[u8]) -> Result<Header, Smb2Error> {
         session_id,
         signature,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each field written at its offset reads back as that field, in both forms.
+    #[test]
+    fn to_bytes_is_what_parse_reads() {
+        let sync = Header {
+            structure_size: 64,
+            credit_charge: 0x0102,
+            status: NtStatus(0xC000_0016),
+            command: Command::IOCTL,
+            credits: 0x0304,
+            flags: HeaderFlags(HeaderFlags::SERVER_TO_REDIR | HeaderFlags::REPLAY_OPERATION),
+            next_command: 0x0506_0708,
+            message_id: 0x1122_3344_5566_7788,
+            form: HeaderForm::Sync {
+                process_id: 0xfeff,
+                tree_id: 0x0a0b_0c0d,
+            },
+            session_id: 0x99aa_bbcc_ddee_ff00,
+            signature: *b"0123456789abcdef",
+        };
+        let b = sync.to_bytes();
+        assert_eq!(&b[..4], b"\xfeSMB");
+        assert_eq!(&b[field::COMMAND..field::COMMAND + 2], &[0x0b, 0]);
+        assert_eq!(
+            &b[field::FORM..field::FORM + 8],
+            &[0xff, 0xfe, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a]
+        );
+        assert_eq!(parse_header(&b).unwrap(), sync);
+        let asynchronous = Header {
+            flags: HeaderFlags(HeaderFlags::ASYNC_COMMAND),
+            form: HeaderForm::Async {
+                async_id: 0x0102_0304_0506_0708,
+            },
+            ..sync
+        };
+        assert_eq!(
+            parse_header(&asynchronous.to_bytes()).unwrap(),
+            asynchronous
+        );
+    }
 }

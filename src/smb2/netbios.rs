@@ -2,7 +2,7 @@
 //! header, type then a 24-bit big-endian length; and the test for "a message plausibly starts
 //! here" used to resynchronise after lost data.
 
-use super::header::{ProtocolId, HEADER_LEN};
+use super::header::{field, ProtocolId, HEADER_LEN};
 use super::names::Command;
 
 pub const NBSS_HEADER_LEN: usize = 4;
@@ -11,7 +11,7 @@ pub const NBSS_HEADER_LEN: usize = 4;
 pub const MAX_MESSAGE_LEN: u32 = (8 << 20) + (64 << 10);
 /// Bytes needed to judge a resynchronisation candidate: NBSS header + the SMB2 header up to and
 /// including NextCommand.
-pub const PROBE_LEN: usize = NBSS_HEADER_LEN + 24;
+pub const PROBE_LEN: usize = NBSS_HEADER_LEN + field::MESSAGE_ID;
 
 /// The NBSS packet types (RFC 1002 4.3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +58,12 @@ pub fn parse_nbss_header(b: [u8; 4]) -> Option<NbssHeader> {
     })
 }
 
+/// The NBSS header of a session message of `len` bytes (the length is 24 bits: a larger one is
+/// cut to them, as on the wire).
+pub fn session_message_header(len: usize) -> [u8; NBSS_HEADER_LEN] {
+    (len as u32 & 0x00ff_ffff).to_be_bytes()
+}
+
 /// Does an SMB2-family message plausibly start at `b[0]` (an NBSS session message header)?
 /// `b` must hold at least [`PROBE_LEN`] bytes; fewer is "no".
 ///
@@ -91,9 +97,10 @@ pub fn plausible_message_start(b: &[u8]) -> bool {
     let u16_at = |at: usize| -> Option<u16> {
         Some(u16::from_le_bytes(probe.get(at..at + 2)?.try_into().ok()?))
     };
-    let structure_ok = u16_at(8).map(usize::from) == Some(HEADER_LEN);
-    let command_ok = u16_at(16).is_some_and(|c| c <= Command::MAX_KNOWN);
-    let next_ok = word(24)
+    let at = |f: usize| NBSS_HEADER_LEN + f;
+    let structure_ok = u16_at(at(field::STRUCTURE_SIZE)).map(usize::from) == Some(HEADER_LEN);
+    let command_ok = u16_at(at(field::COMMAND)).is_some_and(|c| c <= Command::MAX_KNOWN);
+    let next_ok = word(at(field::NEXT_COMMAND))
         .map(u32::from_le_bytes)
         .is_some_and(|n| n == 0 || (n % 8 == 0 && n as usize >= HEADER_LEN && n <= nb.length));
     structure_ok && command_ok && next_ok

@@ -12,13 +12,12 @@ use std::io::{self, Write};
 
 use crate::sqos::{Dialect, Options, Request, FSCTL_STORAGE_QOS_CONTROL};
 
-use super::scenario::EPOCH_US;
 use super::session::{Pace, Session, Setup, FILE_ID};
 use super::smb2;
 use super::truth::{self, MessageTruth, ResponseTruth, Truth};
 use super::wire::Wire;
 use super::SynthSummary;
-use crate::sqos::{encode_request_with, NamePlacement};
+use crate::sqos::{encode_request_with, parse_request, parse_response, NamePlacement};
 
 /// Section 4.2 step 5, dialect 1.0 (revision 1.0): SET_POLICY, fixed part as printed.
 const SET_POLICY_1_0: &str = "0001 0000 02000000
@@ -154,22 +153,13 @@ pub fn generate<W: Write>(
         t = x.done + setup.pace.next_us + 200_000;
     }
     let (w, traces, frames, bytes) = s.wire.finish()?;
-    let mut truth = Truth {
-        interval_rule: truth::INTERVAL_RULE,
-        latency_rule: truth::LATENCY_RULE,
-        ..Truth::default()
-    };
-    truth.capture.frames = frames;
-    truth.capture.file_bytes = bytes;
-    truth.capture.start_time = truth::secs(EPOCH_US);
+    let mut truth = Truth::of_session_capture(frames, bytes);
     for (req, resp, purpose, (qt, rt), start) in pending {
         let tr = |tag: Option<u32>| tag.and_then(|t| traces.get(t as usize)).copied();
-        let options = req
-            .get(4..8)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let version = req
-            .get(0..2)
-            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+        // The codec reads the buffers as sqos does: by the structure layout.
+        let (version, options) = parse_request(&req)
+            .message
+            .map_or((0, 0), |m| (m.protocol_version.0, m.options.0));
         truth.totals.sqos_requests += 1;
         truth.messages.push(MessageTruth {
             host: "HYPERV-TEST".into(),
@@ -188,7 +178,7 @@ pub fn generate<W: Write>(
             max_output_response: 4096,
             nt_status: Some(0),
             nt_status_name: Some("STATUS_SUCCESS"),
-            response: resp.as_deref().map(decode_response),
+            response: resp.as_deref().and_then(decode_response),
             purpose: purpose.into(),
         });
     }
@@ -201,27 +191,10 @@ pub fn generate<W: Write>(
     Ok((w, summary, truth))
 }
 
-/// The response fields as the structure layout places them (MaximumBandwidth at 88).
-fn decode_response(b: &[u8]) -> ResponseTruth {
-    let u32_at = |o: usize| {
-        b.get(o..o + 4)
-            .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-    };
-    let u64_at = |o: usize| {
-        b.get(o..o + 8).map_or(0, |x| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(x);
-            u64::from_le_bytes(a)
-        })
-    };
-    ResponseTruth {
-        time_to_live: u32_at(56),
-        status: u32_at(60),
-        maximum_io_rate: u64_at(64),
-        minimum_io_rate: u64_at(72),
-        base_io_size: u32_at(80),
-        maximum_bandwidth: (b.len() >= 96).then(|| u64_at(88)),
-    }
+/// The response fields as the codec reads them: by the structure layout (MaximumBandwidth at 88,
+/// not where the section 4.3 example prints it).
+fn decode_response(b: &[u8]) -> Option<ResponseTruth> {
+    parse_response(b).message.as_ref().map(ResponseTruth::from)
 }
 
 #[cfg(test)]
@@ -252,10 +225,13 @@ mod tests {
 
     #[test]
     fn printed_1_1_response_decodes_against_the_layout() {
-        let r = decode_response(&hex(STATUS_1_1));
+        let r = decode_response(&hex(STATUS_1_1)).unwrap();
         assert_eq!(r.time_to_live, 3981);
         assert_eq!(r.maximum_io_rate, 100);
         assert_eq!(r.base_io_size, 200);
         assert_eq!(r.maximum_bandwidth, Some(8192));
+        let r = decode_response(&hex(STATUS_1_0)).unwrap();
+        assert_eq!((r.time_to_live, r.base_io_size), (3981, 8192));
+        assert_eq!(r.maximum_bandwidth, None);
     }
 }

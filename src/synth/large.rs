@@ -141,14 +141,7 @@ pub fn generate<W: Write>(
     let channel = st.channel_label();
     let (w, traces, frames, bytes) = st.wire.finish()?;
     let tr = |tag: Option<u32>| tag.and_then(|t| traces.get(t as usize)).copied();
-    let mut truth = Truth {
-        interval_rule: truth::INTERVAL_RULE,
-        latency_rule: truth::LATENCY_RULE,
-        ..Truth::default()
-    };
-    truth.capture.frames = frames;
-    truth.capture.file_bytes = bytes;
-    truth.capture.start_time = truth::secs(EPOCH_US);
+    let mut truth = Truth::of_session_capture(frames, bytes);
     truth.capture.duration_s = (t - EPOCH_US) as f64 / 1e6;
     let mut flow = FlowTruth {
         logical_flow_id: flow_id,

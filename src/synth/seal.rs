@@ -10,14 +10,9 @@ use crate::smb2::crypto::cipher::{seal, Cipher};
 use crate::smb2::crypto::kdf::{smb30_keys, smb311_keys, DirectionKeys};
 use crate::smb2::crypto::preauth::{preauth_next, PreauthHash, PREAUTH_ZERO};
 use crate::smb2::crypto::SessionKeys;
-
-/// SMB2 header offsets used here (MS-SMB2 2.2.1).
-const COMMAND_AT: usize = 12;
-const STATUS_AT: usize = 8;
-const FLAGS_AT: usize = 16;
-const NEGOTIATE: u16 = 0x00;
-const SESSION_SETUP: u16 = 0x01;
-const STATUS_SUCCESS: u32 = 0;
+use crate::smb2::netbios::session_message_header;
+use crate::smb2::transform::TRANSFORM_HEADER_LEN;
+use crate::smb2::{parse_header, Command, NtStatus};
 
 /// The encryption state of one session (one connection of the simulation).
 pub struct Sealer {
@@ -70,25 +65,16 @@ impl Sealer {
         if self.keys.is_some() {
             return;
         }
-        let u16_at = |at: usize| {
-            msg.get(at..at + 2)
-                .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]))
+        // The generator builds every message with a whole header; anything else is not one.
+        let Ok(h) = parse_header(msg) else {
+            return;
         };
-        let u32_at = |at: usize| {
-            msg.get(at..at + 4)
-                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        let command = u16_at(COMMAND_AT);
-        let response = u32_at(FLAGS_AT) & 1 != 0;
-        match command {
-            NEGOTIATE | SESSION_SETUP => {}
-            _ => return,
+        if !matches!(h.command, Command::NEGOTIATE | Command::SESSION_SETUP) {
+            return;
         }
-        if command == SESSION_SETUP && response && u32_at(STATUS_AT) == STATUS_SUCCESS {
-            self.session_id = msg
-                .get(40..48)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-            self.keys = Some(if self.dialect == 0x0311 {
+        if h.command == Command::SESSION_SETUP && h.is_response() && h.status == NtStatus::SUCCESS {
+            self.session_id = h.session_id;
+            self.keys = Some(if self.dialect == super::smb2::DIALECT_311 {
                 smb311_keys(&self.session_key, &self.hash, self.cipher)
             } else {
                 smb30_keys(&self.session_key)
@@ -140,9 +126,9 @@ impl Sealer {
         let Ok(th) = seal(self.cipher, key, nonce, self.session_id, body) else {
             return parts;
         };
-        let len = (52 + body.len()) as u32;
-        let mut out = Vec::with_capacity(4 + len as usize);
-        out.extend_from_slice(&(len & 0x00ff_ffff).to_be_bytes());
+        let len = TRANSFORM_HEADER_LEN + body.len();
+        let mut out = Vec::with_capacity(4 + len);
+        out.extend_from_slice(&session_message_header(len));
         out.extend_from_slice(&th.to_bytes());
         out.extend_from_slice(body);
         vec![Part::Bytes(out)]

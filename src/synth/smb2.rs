@@ -4,16 +4,19 @@
 
 use super::squeeze::Squeezer;
 use super::wire::Part;
-use crate::smb2::NtStatus;
+use crate::smb2::netbios::session_message_header;
+pub use crate::smb2::FileId;
+use crate::smb2::{Command, HeaderFlags, HeaderForm, NtStatus, HEADER_LEN};
 
-pub const NEGOTIATE: u16 = 0x00;
-pub const SESSION_SETUP: u16 = 0x01;
-pub const TREE_CONNECT: u16 = 0x03;
-pub const CREATE: u16 = 0x05;
-pub const CLOSE: u16 = 0x06;
-pub const READ: u16 = 0x08;
-pub const WRITE: u16 = 0x09;
-pub const IOCTL: u16 = 0x0B;
+// The commands the generator sends, from the crate's one command table.
+pub const NEGOTIATE: u16 = Command::NEGOTIATE.0;
+pub const SESSION_SETUP: u16 = Command::SESSION_SETUP.0;
+pub const TREE_CONNECT: u16 = Command::TREE_CONNECT.0;
+pub const CREATE: u16 = Command::CREATE.0;
+pub const CLOSE: u16 = Command::CLOSE.0;
+pub const READ: u16 = Command::READ.0;
+pub const WRITE: u16 = Command::WRITE.0;
+pub const IOCTL: u16 = Command::IOCTL.0;
 
 // The statuses the generator sends, from the crate's one NT status table.
 pub const STATUS_SUCCESS: u32 = NtStatus::SUCCESS.0;
@@ -21,9 +24,6 @@ pub const STATUS_MORE_PROCESSING_REQUIRED: u32 = NtStatus::MORE_PROCESSING_REQUI
 pub const STATUS_INVALID_PARAMETER: u32 = NtStatus::INVALID_PARAMETER.0;
 pub const STATUS_NOT_FOUND: u32 = NtStatus::NOT_FOUND.0;
 pub const STATUS_REVISION_MISMATCH: u32 = NtStatus::REVISION_MISMATCH.0;
-
-pub const FLAGS_SERVER_TO_REDIR: u32 = 0x0000_0001;
-pub const FLAGS_REPLAY_OPERATION: u32 = 0x2000_0000;
 
 /// SESSION_SETUP request Flags: bind the session to this connection (a further channel).
 pub const SESSION_FLAG_BINDING: u8 = 0x01;
@@ -89,42 +89,36 @@ impl Header {
     }
 }
 
-/// SMB2 FileId.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FileId {
-    pub persistent: u64,
-    pub volatile: u64,
-}
-
-impl FileId {
-    fn put(&self, b: &mut Vec<u8>) {
-        b.extend_from_slice(&self.persistent.to_le_bytes());
-        b.extend_from_slice(&self.volatile.to_le_bytes());
-    }
-}
-
 /// A whole message: NetBIOS header, SMB2 header and `body`, then `fill` bytes of filler data.
 pub fn message(h: &Header, body: &[u8], fill: usize) -> Vec<Part> {
-    let len = 64 + body.len() + fill;
-    let mut b = Vec::with_capacity(4 + 64 + body.len());
-    b.extend_from_slice(&(len as u32 & 0x00ff_ffff).to_be_bytes());
-    b.extend_from_slice(b"\xfeSMB");
-    b.extend_from_slice(&64u16.to_le_bytes());
-    b.extend_from_slice(&h.credit_charge.to_le_bytes());
-    b.extend_from_slice(&h.status.to_le_bytes());
-    b.extend_from_slice(&h.command.to_le_bytes());
-    b.extend_from_slice(&h.credits.to_le_bytes());
-    let mut flags = if h.response { FLAGS_SERVER_TO_REDIR } else { 0 };
+    let mut flags = if h.response {
+        HeaderFlags::SERVER_TO_REDIR
+    } else {
+        0
+    };
     if h.replay {
-        flags |= FLAGS_REPLAY_OPERATION;
+        flags |= HeaderFlags::REPLAY_OPERATION;
     }
-    b.extend_from_slice(&flags.to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes()); // NextCommand
-    b.extend_from_slice(&h.message_id.to_le_bytes());
-    b.extend_from_slice(&0x0000_feffu32.to_le_bytes()); // Reserved (ProcessId)
-    b.extend_from_slice(&h.tree_id.to_le_bytes());
-    b.extend_from_slice(&h.session_id.to_le_bytes());
-    b.extend_from_slice(&[0u8; 16]); // Signature
+    let header = crate::smb2::Header {
+        structure_size: HEADER_LEN as u16,
+        credit_charge: h.credit_charge,
+        status: NtStatus(h.status),
+        command: Command(h.command),
+        credits: h.credits,
+        flags: HeaderFlags(flags),
+        next_command: 0,
+        message_id: h.message_id,
+        // Windows sends 0xFEFF in the reserved ProcessId.
+        form: HeaderForm::Sync {
+            process_id: 0xfeff,
+            tree_id: h.tree_id,
+        },
+        session_id: h.session_id,
+        signature: [0; 16],
+    };
+    let mut b = Vec::with_capacity(4 + HEADER_LEN + body.len());
+    b.extend_from_slice(&session_message_header(HEADER_LEN + body.len() + fill));
+    b.extend_from_slice(&header.to_bytes());
     b.extend_from_slice(body);
     let mut parts = vec![Part::Bytes(b)];
     if fill > 0 {
@@ -397,7 +391,7 @@ pub fn create_response(fid: &FileId, now_us: u64, size: u64) -> Vec<u8> {
     b.extend_from_slice(&size.to_le_bytes());
     b.extend_from_slice(&0x0000_0020u32.to_le_bytes()); // ARCHIVE
     b.extend_from_slice(&0u32.to_le_bytes());
-    fid.put(&mut b);
+    b.extend_from_slice(&fid.to_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
     b
@@ -408,7 +402,7 @@ pub fn close_request(fid: &FileId) -> Vec<u8> {
     b.extend_from_slice(&24u16.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
-    fid.put(&mut b);
+    b.extend_from_slice(&fid.to_bytes());
     b
 }
 
@@ -425,7 +419,7 @@ pub fn read_request(fid: &FileId, offset: u64, len: u32) -> Vec<u8> {
     b.push(0);
     b.extend_from_slice(&len.to_le_bytes());
     b.extend_from_slice(&offset.to_le_bytes());
-    fid.put(&mut b);
+    b.extend_from_slice(&fid.to_bytes());
     b.extend_from_slice(&len.to_le_bytes()); // MinimumCount
     b.extend_from_slice(&0u32.to_le_bytes()); // Channel
     b.extend_from_slice(&0u32.to_le_bytes()); // RemainingBytes
@@ -454,7 +448,7 @@ pub fn write_request(fid: &FileId, offset: u64, len: u32) -> Vec<u8> {
     b.extend_from_slice(&0x70u16.to_le_bytes());
     b.extend_from_slice(&len.to_le_bytes());
     b.extend_from_slice(&offset.to_le_bytes());
-    fid.put(&mut b);
+    b.extend_from_slice(&fid.to_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
@@ -479,7 +473,7 @@ pub fn ioctl_request(ctl_code: u32, fid: &FileId, input: &[u8], max_output: u32)
     b.extend_from_slice(&57u16.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&ctl_code.to_le_bytes());
-    fid.put(&mut b);
+    b.extend_from_slice(&fid.to_bytes());
     b.extend_from_slice(&120u32.to_le_bytes()); // InputOffset
     b.extend_from_slice(&(input.len() as u32).to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes()); // MaxInputResponse
@@ -497,7 +491,7 @@ pub fn ioctl_response(ctl_code: u32, fid: &FileId, output: &[u8]) -> Vec<u8> {
     b.extend_from_slice(&49u16.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&ctl_code.to_le_bytes());
-    fid.put(&mut b);
+    b.extend_from_slice(&fid.to_bytes());
     b.extend_from_slice(&112u32.to_le_bytes()); // InputOffset
     b.extend_from_slice(&0u32.to_le_bytes());
     b.extend_from_slice(&112u32.to_le_bytes()); // OutputOffset

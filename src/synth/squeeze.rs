@@ -9,6 +9,7 @@
 use super::wire::Part;
 use crate::smb2::body::fixed_body_len;
 use crate::smb2::compress::{compress_chained, compress_unchained, Algorithm};
+use crate::smb2::netbios::session_message_header;
 use crate::smb2::{parse_header, Command, HEADER_LEN};
 
 /// How one connection compresses.
@@ -79,7 +80,7 @@ impl Squeezer {
             return parts;
         };
         let mut out = Vec::with_capacity(4 + packed.len());
-        out.extend_from_slice(&(packed.len() as u32 & 0x00ff_ffff).to_be_bytes());
+        out.extend_from_slice(&session_message_header(packed.len()));
         out.extend_from_slice(&packed);
         vec![Part::Bytes(out)]
     }

@@ -30,6 +30,27 @@ pub struct Truth {
     pub totals: Totals,
 }
 
+impl Truth {
+    /// An empty truth that states its rules.
+    pub fn new() -> Truth {
+        Truth {
+            interval_rule: INTERVAL_RULE,
+            latency_rule: LATENCY_RULE,
+            ..Truth::default()
+        }
+    }
+
+    /// The truth of a capture written by one session (spec examples, `large`): its frames and
+    /// bytes, starting at the simulation's epoch.
+    pub fn of_session_capture(frames: u64, file_bytes: u64) -> Truth {
+        let mut t = Truth::new();
+        t.capture.frames = frames;
+        t.capture.file_bytes = file_bytes;
+        t.capture.start_time = secs(super::scenario::EPOCH_US);
+        t
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GeneratorInfo {
     pub scenario: String,
@@ -224,6 +245,19 @@ pub struct ResponseTruth {
     pub minimum_io_rate: u64,
     pub maximum_bandwidth: Option<u64>,
     pub base_io_size: u32,
+}
+
+impl From<&crate::sqos::Response> for ResponseTruth {
+    fn from(r: &crate::sqos::Response) -> Self {
+        ResponseTruth {
+            status: r.status.0,
+            time_to_live: r.time_to_live,
+            maximum_io_rate: r.maximum_io_rate,
+            minimum_io_rate: r.minimum_io_rate,
+            maximum_bandwidth: r.maximum_bandwidth,
+            base_io_size: r.base_io_size,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

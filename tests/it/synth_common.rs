@@ -1,92 +1,38 @@
-//! A small, independent reader for the generator's captures, so the tests recompute what is on
-//! the wire without trusting the generator's bookkeeping: pcap / pcapng (optionally gzip),
-//! Ethernet (+802.1Q), IPv4 / IPv6, TCP reassembly per direction, NetBIOS-framed SMB2 messages,
-//! and the READ / WRITE / FSCTL_STORAGE_QOS_CONTROL exchanges in them.
+//! The generator's captures read back through the crate's own readers (capture, link, TCP
+//! segment, NBSS, SMB2 header and bodies, the SQOS codec), with one independent piece: the
+//! in-order TCP reassembly below, which records which frame carries each message's first byte
+//! and which completes it, so the tests recompute what is on the wire without trusting the
+//! generator's bookkeeping: the READ / WRITE / FSCTL_STORAGE_QOS_CONTROL exchanges in them.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
+use std::io::Cursor;
+use std::net::SocketAddr;
+
+use sqos::capture::{decode_link, CaptureReader};
+use sqos::net::decode_tcp;
+use sqos::smb2::netbios::{parse_nbss_header, NBSS_HEADER_LEN};
+use sqos::smb2::{parse_body, parse_header, Body, Header, NtStatus};
+use sqos::sqos::{parse_request, parse_response, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub struct Frame {
     pub no: u64,
     pub ts_us: u64,
+    pub link_type: u32,
     pub data: Vec<u8>,
 }
 
-fn u16le(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-fn u32le(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
-}
-fn u64le(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
-}
-fn u16be(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-fn u32be(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().unwrap())
-}
-
-pub fn gunzip_if_needed(bytes: Vec<u8>) -> Vec<u8> {
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        out
-    } else {
-        bytes
-    }
-}
-
-/// Every frame of a pcap or pcapng file (timestamps in µs).
+/// Every frame of a pcap or pcapng file, gzip'd or not (timestamps in µs).
 pub fn read_capture(bytes: Vec<u8>) -> Vec<Frame> {
-    let b = gunzip_if_needed(bytes);
+    let mut r = CaptureReader::from_reader(Box::new(Cursor::new(bytes))).expect("a capture");
     let mut frames = Vec::new();
-    match u32le(&b, 0) {
-        0xa1b2_c3d4 | 0xa1b2_3c4d => {
-            let nanos = u32le(&b, 0) == 0xa1b2_3c4d;
-            let mut o = 24;
-            while o + 16 <= b.len() {
-                let (s, frac, cap) = (
-                    u32le(&b, o) as u64,
-                    u32le(&b, o + 4) as u64,
-                    u32le(&b, o + 8) as usize,
-                );
-                let ts = s * 1_000_000 + if nanos { frac / 1000 } else { frac };
-                frames.push(Frame {
-                    no: frames.len() as u64 + 1,
-                    ts_us: ts,
-                    data: b[o + 16..o + 16 + cap].to_vec(),
-                });
-                o += 16 + cap;
-            }
-        }
-        0x0A0D_0D0A => {
-            let mut o = 0;
-            let mut resol = Vec::new();
-            while o + 12 <= b.len() {
-                let (ty, len) = (u32le(&b, o), u32le(&b, o + 4) as usize);
-                match ty {
-                    1 => resol.push(if b[o + 16 + 4] == 9 { 1000 } else { 1 }),
-                    6 => {
-                        let iface = u32le(&b, o + 8) as usize;
-                        let t = ((u32le(&b, o + 12) as u64) << 32) | u32le(&b, o + 16) as u64;
-                        let cap = u32le(&b, o + 20) as usize;
-                        frames.push(Frame {
-                            no: frames.len() as u64 + 1,
-                            ts_us: t / resol[iface],
-                            data: b[o + 28..o + 28 + cap].to_vec(),
-                        });
-                    }
-                    _ => {}
-                }
-                o += len;
-            }
-        }
-        m => panic!("not a capture: magic {m:#x}"),
+    while let Some(f) = r.next_frame().expect("frame") {
+        frames.push(Frame {
+            no: f.number,
+            ts_us: u64::try_from(f.ts.0 / 1000).expect("timestamp after 1970"),
+            link_type: f.link_type,
+            data: f.data.to_vec(),
+        });
     }
     frames
 }
@@ -102,23 +48,24 @@ pub struct Msg {
     pub last_ts: u64,
     /// The SMB2 message (header included, NetBIOS header stripped).
     pub bytes: Vec<u8>,
+    pub header: Header,
 }
 
 impl Msg {
     pub fn command(&self) -> u16 {
-        u16le(&self.bytes, 12)
+        self.header.command.0
     }
     pub fn status(&self) -> u32 {
-        u32le(&self.bytes, 8)
+        self.header.status.0
     }
     pub fn is_response(&self) -> bool {
-        u32le(&self.bytes, 16) & 1 == 1
+        self.header.is_response()
     }
     pub fn message_id(&self) -> u64 {
-        u64le(&self.bytes, 24)
+        self.header.message_id
     }
-    pub fn body(&self) -> &[u8] {
-        &self.bytes[64..]
+    pub fn body(&self) -> Body {
+        parse_body(&self.header, &self.bytes).expect("SMB2 body")
     }
 }
 
@@ -133,52 +80,25 @@ struct Dir {
 
 /// TCP streams by 4-tuple; SMB2 messages in completion order.
 pub fn smb2_messages(frames: &[Frame]) -> Vec<Msg> {
-    let mut conns: HashMap<(Vec<u8>, u16, Vec<u8>, u16), usize> = HashMap::new();
+    let mut conns: HashMap<(SocketAddr, SocketAddr), usize> = HashMap::new();
     let mut dirs: HashMap<(usize, bool), Dir> = HashMap::new();
     let mut out = Vec::new();
     for f in frames {
-        let d = &f.data;
-        let mut o = 12;
-        let mut ety = u16be(d, o);
-        if ety == 0x8100 {
-            o += 4;
-            ety = u16be(d, o);
-        }
-        o += 2;
-        let (src, dst, l4) = match ety {
-            0x0800 => {
-                let ihl = (d[o] & 0xf) as usize * 4;
-                let total = u16be(d, o + 2) as usize;
-                (
-                    d[o + 12..o + 16].to_vec(),
-                    d[o + 16..o + 20].to_vec(),
-                    &d[o + ihl..o + total],
-                )
-            }
-            0x86dd => {
-                let plen = u16be(d, o + 4) as usize;
-                (
-                    d[o + 8..o + 24].to_vec(),
-                    d[o + 24..o + 40].to_vec(),
-                    &d[o + 40..o + 40 + plen],
-                )
-            }
-            _ => continue,
+        let l3 = decode_link(f.link_type, &f.data).expect("link layer");
+        let Some(seg) = decode_tcp(l3).expect("TCP") else {
+            continue;
         };
-        let (sp, dp) = (u16be(l4, 0), u16be(l4, 2));
-        let seq = u32be(l4, 4);
-        let flags = l4[13];
-        let payload = &l4[((l4[12] >> 4) as usize * 4)..];
-        let to_server = dp == 445;
+        let (seq, payload) = (seg.seq, seg.payload);
+        let to_server = seg.dst.port() == 445;
         let key = if to_server {
-            (src.clone(), sp, dst.clone(), dp)
+            (seg.src, seg.dst)
         } else {
-            (dst.clone(), dp, src.clone(), sp)
+            (seg.dst, seg.src)
         };
         let n = conns.len();
         let conn = *conns.entry(key).or_insert(n);
         let dir = dirs.entry((conn, to_server)).or_default();
-        if flags & 0x02 != 0 {
+        if seg.flags.syn {
             dir.next = Some(seq.wrapping_add(1));
             continue;
         }
@@ -213,11 +133,12 @@ pub fn smb2_messages(frames: &[Frame]) -> Vec<Msg> {
         }
         dir.next = Some(nx);
         // Whole NetBIOS messages.
-        loop {
-            if dir.buf.len() < 4 {
-                break;
-            }
-            let len = (u32be(&dir.buf, 0) & 0x00ff_ffff) as usize;
+        while let Some(nb) = dir
+            .buf
+            .first_chunk::<NBSS_HEADER_LEN>()
+            .and_then(|b| parse_nbss_header(*b))
+        {
+            let len = nb.length as usize;
             if dir.buf.len() < 4 + len {
                 break;
             }
@@ -251,17 +172,13 @@ pub fn smb2_messages(frames: &[Frame]) -> Vec<Msg> {
                 first_frame: first,
                 last_frame: f.no,
                 last_ts: f.ts_us,
+                header: parse_header(&bytes).expect("SMB2 header"),
                 bytes,
             });
         }
     }
     out
 }
-
-pub const READ: u16 = 8;
-pub const WRITE: u16 = 9;
-pub const IOCTL: u16 = 0x0b;
-pub const CREATE: u16 = 5;
 
 /// A request with its response.
 pub struct Exchange<'a> {
@@ -273,7 +190,7 @@ pub fn exchanges(msgs: &[Msg]) -> Vec<Exchange<'_>> {
     let mut by_id: HashMap<(usize, u64), &Msg> = HashMap::new();
     for m in msgs
         .iter()
-        .filter(|m| m.is_response() && m.status() != 0x103)
+        .filter(|m| m.is_response() && m.header.status != NtStatus::PENDING)
     {
         by_id.insert((m.conn, m.message_id()), m);
     }
@@ -288,72 +205,45 @@ pub fn exchanges(msgs: &[Msg]) -> Vec<Exchange<'_>> {
 
 /// READ / WRITE request: (volatile FileId, length).
 pub fn io_of(m: &Msg) -> Option<(u64, u32)> {
-    match m.command() {
-        READ | WRITE => Some((u64le(m.body(), 24), u32le(m.body(), 4))),
+    match m.body() {
+        Body::ReadRequest(r) => Some((r.file_id.volatile, r.length)),
+        Body::WriteRequest(w) => Some((w.file_id.volatile, w.length)),
         _ => None,
     }
 }
 
 /// FSCTL_STORAGE_QOS_CONTROL request: (volatile FileId, SQOS buffer, MaxOutputResponse).
 pub fn sqos_request(m: &Msg) -> Option<(u64, &[u8], u32)> {
-    let b = m.body();
-    if m.command() != IOCTL || u32le(b, 4) != 0x0009_0350 {
+    let Body::IoctlRequest(i) = m.body() else {
+        return None;
+    };
+    if i.ctl_code != FSCTL_STORAGE_QOS_CONTROL {
         return None;
     }
-    let (off, cnt) = (u32le(b, 24) as usize, u32le(b, 28) as usize);
-    Some((u64le(b, 16), &m.bytes[off..off + cnt], u32le(b, 44)))
+    let at = i.input_offset as usize;
+    let buf = &m.bytes[at..at + i.input_count as usize];
+    Some((i.file_id.volatile, buf, i.max_output_response))
 }
 
 /// The SQOS output buffer of an IOCTL response (empty for errors or no output).
 pub fn sqos_output(m: &Msg) -> &[u8] {
-    let b = m.body();
-    if m.status() != 0 || u16le(b, 0) != 49 {
-        return &[];
-    }
-    let (off, cnt) = (u32le(b, 32) as usize, u32le(b, 36) as usize);
-    &m.bytes[off..off + cnt]
-}
-
-/// Fields of a STORAGE_QOS_CONTROL_REQUEST by the summed layout.
-pub struct SqosReq {
-    pub version: u16,
-    pub options: u32,
-    pub flow: [u8; 16],
-    pub io: u64,
-    pub norm: u64,
-    pub latency: u64,
-    pub lower: u64,
-    pub kb: Option<u64>,
-}
-
-pub fn parse_sqos_request(b: &[u8]) -> SqosReq {
-    let mut flow = [0u8; 16];
-    flow.copy_from_slice(&b[8..24]);
-    SqosReq {
-        version: u16le(b, 0),
-        options: u32le(b, 4),
-        flow,
-        io: u64le(b, 80),
-        norm: u64le(b, 88),
-        latency: u64le(b, 96),
-        lower: u64le(b, 104),
-        kb: (u16le(b, 0) == 0x0101 && b.len() >= 128).then(|| u64le(b, 120)),
+    match m.body() {
+        Body::IoctlResponse(r) if m.status() == 0 => {
+            let at = r.output_offset as usize;
+            &m.bytes[at..at + r.output_count as usize]
+        }
+        _ => &[],
     }
 }
 
-/// (TimeToLive, Status, MaximumIoRate, MaximumBandwidth) of a response buffer.
-pub fn parse_sqos_response(b: &[u8]) -> (u32, u32, u64, Option<u64>) {
-    (
-        u32le(b, 56),
-        u32le(b, 60),
-        u64le(b, 64),
-        (b.len() >= 96).then(|| u64le(b, 88)),
-    )
+/// A STORAGE_QOS_CONTROL_REQUEST as the codec reads it (`None`: shorter than its fixed part).
+pub fn parse_sqos_request(b: &[u8]) -> Option<Request> {
+    parse_request(b).message
 }
 
-/// The GUID in the textual form serde writes (from its little-endian wire bytes).
-pub fn guid_text(b: &[u8; 16]) -> String {
-    uuid::Uuid::from_bytes_le(*b).to_string()
+/// A STORAGE_QOS_CONTROL_RESPONSE as the codec reads it (`None`: shorter than its fixed part).
+pub fn parse_sqos_response(b: &[u8]) -> Option<Response> {
+    parse_response(b).message
 }
 
 /// Generates a scenario in memory: (capture bytes, truth as JSON).

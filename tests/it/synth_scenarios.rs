@@ -1,9 +1,10 @@
-//! `sqos synth` scenarios checked from the outside: the capture is parsed with an independent
-//! reader and what the clients reported is recomputed from the READ/WRITE on the wire.
+//! `sqos synth` scenarios checked from the outside: the capture is read back from its bytes
+//! (synth_common) and what the clients reported is recomputed from the READ/WRITE on the wire.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::synth_common::*;
+use sqos::smb2::Command;
 use sqos::synth::{Scenario, SynthConfig};
 
 /// One UPDATE_COUNTERS request as found on the wire, with the I/O recomputed for its interval.
@@ -45,9 +46,11 @@ impl Parsed {
             let (Some((fid, buf, _)), Some(resp)) = (sqos_request(ex.req), ex.resp) else {
                 continue;
             };
-            let r = parse_sqos_request(buf);
-            if r.options & 1 != 0 && resp.status() == 0 && r.flow != [0; 16] {
-                map.insert((ex.req.conn, fid), guid_text(&r.flow));
+            let Some(r) = parse_sqos_request(buf) else {
+                continue;
+            };
+            if r.options.0 & 1 != 0 && resp.status() == 0 && !r.logical_flow_id.is_nil() {
+                map.insert((ex.req.conn, fid), r.logical_flow_id.to_string());
             }
         }
         map
@@ -91,8 +94,10 @@ impl Parsed {
             let Some((fid, buf, _)) = sqos_request(m) else {
                 continue;
             };
-            let r = parse_sqos_request(buf);
-            if r.options & 0x10 == 0 {
+            let Some(r) = parse_sqos_request(buf) else {
+                continue;
+            };
+            if r.options.0 & 0x10 == 0 {
                 continue;
             }
             let Some(flow) = opens.get(&(m.conn, fid)).cloned() else {
@@ -124,9 +129,14 @@ impl Parsed {
                 flow,
                 first_frame: m.first_frame,
                 last_frame: m.last_frame,
-                reported: (r.io, r.norm, r.lower, r.kb),
+                reported: (
+                    r.io_count_increment,
+                    r.normalized_io_count_increment,
+                    r.lower_latency_increment,
+                    r.v1_1.map(|v| v.kilobyte_count_increment),
+                ),
                 observed: obs,
-                latency: r.latency,
+                latency: r.latency_increment,
             });
         }
         out
@@ -257,8 +267,10 @@ fn issued_per_interval(bytes: Vec<u8>) -> Vec<(String, u64, u64, u64, u64)> {
         let Some(flow) = opens.get(&(ex.req.conn, fid)).cloned() else {
             continue;
         };
-        let r = parse_sqos_request(buf);
-        if r.options & 0x10 != 0 {
+        let Some(r) = parse_sqos_request(buf) else {
+            continue;
+        };
+        if r.options.0 & 0x10 != 0 {
             if let (Some(&from), Some(&max_rate)) = (last.get(&flow), rate.get(&flow)) {
                 let mine: Vec<&WireIo> = ios
                     .iter()
@@ -281,10 +293,8 @@ fn issued_per_interval(bytes: Vec<u8>) -> Vec<(String, u64, u64, u64, u64)> {
             last.insert(flow.clone(), ex.req.first_frame);
         }
         if let Some(resp) = ex.resp {
-            let b = sqos_output(resp);
-            if b.len() >= 88 {
-                let (_, _, max, _) = parse_sqos_response(b);
-                rate.insert(flow, max);
+            if let Some(r) = parse_sqos_response(sqos_output(resp)) {
+                rate.insert(flow, r.maximum_io_rate);
             }
         }
     }
@@ -377,10 +387,9 @@ fn insufficient_throughput_is_reported_and_real() {
     let statuses: Vec<u32> = p
         .msgs
         .iter()
-        .filter(|m| m.is_response() && m.command() == IOCTL)
-        .map(sqos_output)
-        .filter(|b| b.len() >= 88)
-        .map(|b| parse_sqos_response(b).1)
+        .filter(|m| m.is_response() && m.header.command == Command::IOCTL)
+        .filter_map(|m| parse_sqos_response(sqos_output(m)))
+        .map(|r| r.status.0)
         .collect();
     assert!(statuses.len() >= 20);
     // Flows that set their policy before the total passed the capacity start Ok; from then on
@@ -459,7 +468,7 @@ fn faulty_server_keeps_the_clients_valid() {
     for (conn, reqs) in &mut by_conn {
         reqs.sort_by_key(|m| (m.first_frame, m.message_id()));
         for w in reqs.windows(2) {
-            let charge = u64::from(u16::from_le_bytes([w[0].bytes[6], w[0].bytes[7]])).max(1);
+            let charge = u64::from(w[0].header.credit_charge).max(1);
             assert_eq!(
                 w[1].message_id(),
                 w[0].message_id() + charge,

@@ -134,11 +134,7 @@ impl SimResult {
 
     /// Builds the ground truth (frames resolved).
     pub fn truth(&self, c: &Cluster) -> truth::Truth {
-        let mut t = truth::Truth {
-            interval_rule: truth::INTERVAL_RULE,
-            latency_rule: truth::LATENCY_RULE,
-            ..truth::Truth::default()
-        };
+        let mut t = truth::Truth::new();
         for h in &c.hosts {
             t.hosts.push(truth::HostTruth {
                 name: h.name.clone(),
@@ -236,14 +232,7 @@ impl SimResult {
                 max_output_response: m.max_out,
                 nt_status: m.nt,
                 nt_status_name: m.nt.map(truth::nt_status_name),
-                response: m.resp.as_ref().map(|r| truth::ResponseTruth {
-                    status: r.status.0,
-                    time_to_live: r.time_to_live,
-                    maximum_io_rate: r.maximum_io_rate,
-                    minimum_io_rate: r.minimum_io_rate,
-                    maximum_bandwidth: r.maximum_bandwidth,
-                    base_io_size: r.base_io_size,
-                }),
+                response: m.resp.as_ref().map(truth::ResponseTruth::from),
                 purpose: m.note.clone(),
             });
         }
