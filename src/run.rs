@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use crate::capture::{
-    CaptureError, CaptureFormat, CaptureReader, Frame, MergedCaptures, Timestamp,
+    CaptureError, CaptureFormat, CaptureReader, Frame, MergedCaptures, SharedMap, Timestamp,
 };
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
 
@@ -30,6 +30,10 @@ pub trait FrameSource {
     fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError>;
     /// Bytes read from the files or pipes so far (before decompression), for progress.
     fn input_bytes_read(&self) -> u64;
+    /// The memory maps its frames lie in, if any: worker threads read them there.
+    fn shared_maps(&self) -> Vec<SharedMap> {
+        Vec::new()
+    }
 }
 
 impl FrameSource for CaptureReader {
@@ -39,6 +43,9 @@ impl FrameSource for CaptureReader {
     fn input_bytes_read(&self) -> u64 {
         CaptureReader::input_bytes_read(self)
     }
+    fn shared_maps(&self) -> Vec<SharedMap> {
+        self.shared_map().into_iter().collect()
+    }
 }
 
 impl FrameSource for MergedCaptures {
@@ -47,6 +54,9 @@ impl FrameSource for MergedCaptures {
     }
     fn input_bytes_read(&self) -> u64 {
         MergedCaptures::input_bytes_read(self)
+    }
+    fn shared_maps(&self) -> Vec<SharedMap> {
+        MergedCaptures::shared_maps(self)
     }
 }
 
@@ -133,6 +143,7 @@ where
     S: CaptureSink,
 {
     let mut pipeline = Pipeline::new(cfg);
+    pipeline.share_maps(source.shared_maps());
     let mut frames = 0;
     let ending = loop {
         match source.next_frame() {

@@ -10,7 +10,7 @@ use pcap_parser::{
     parse_pcap_frame_modified, parse_pcap_header, Block, PcapBlockOwned, PcapError,
 };
 
-use super::mapped::Map;
+use super::mapped::SharedMap;
 
 /// How the records of the file are parsed.
 #[derive(Clone, Copy, Debug)]
@@ -20,14 +20,14 @@ pub(crate) enum Layout {
 }
 
 pub(crate) struct MapReader {
-    map: Map,
+    map: SharedMap,
     layout: Layout,
     /// Offset of the first byte not consumed.
     pos: usize,
 }
 
 impl MapReader {
-    pub(crate) fn new(map: Map, layout: Layout) -> Self {
+    pub(crate) fn new(map: SharedMap, layout: Layout) -> Self {
         MapReader {
             map,
             layout,
@@ -85,7 +85,7 @@ impl PcapReaderIterator for MapReader {
 
     fn consume_noshift(&mut self, offset: usize) {
         self.pos = self.pos.saturating_add(offset).min(self.map.bytes().len());
-        self.map.release_before(self.pos);
+        self.map.map().release_before(self.pos);
     }
 
     fn consumed(&self) -> usize {

@@ -10,7 +10,7 @@
 //!   new end raises SIGBUS, which would kill the process. A SIGBUS handler, installed once, looks
 //!   the faulting address up among the live maps; inside one, it maps zero-filled pages over the
 //!   rest of that map (the access then reads zeros) and marks the map as shrunk. The capture
-//!   reader touches the last byte of every packet and then asks [`Watch::shrunk`], and reports
+//!   reader touches the last byte of every packet and then asks [`Map::shrunk`], and reports
 //!   the file cut there, so the zeros are not taken for data. (Only whole pages fault: bytes
 //!   between the new end and the end of its page read as zeros without a fault, so a cut is
 //!   noticed at the next page boundary.) A fault outside every map restores the previous
@@ -21,11 +21,17 @@
 //! Memory: the pages of a map count in the process's resident size once touched, so pages
 //! behind the reader are given back every [`RELEASE_STEP`] bytes (`MADV_DONTNEED`; the file
 //! stays in the page cache) and the resident size stays flat whatever the file's size.
+//!
+//! Threads: a [`SharedMap`] hands the map to worker threads (`--threads`), which read frames
+//! where they lie instead of a copy. The map lives as long as its last holder. Pages the
+//! workers have still to read are kept ([`SharedMap::keep_from`]): given back early, they would
+//! be read in again and then never given back.
 
 use std::fs::File;
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Bytes read past before the pages behind the reader are given back.
 const RELEASE_STEP: usize = 4 << 20;
@@ -58,12 +64,17 @@ pub(crate) struct Map {
     ptr: *mut libc::c_void,
     len: usize,
     slot: &'static Slot,
-    /// Bytes before this offset have been given back to the kernel.
-    released: usize,
+    /// Bytes before this offset have been given back to the kernel (only the reader moves it).
+    released: AtomicUsize,
+    /// Bytes from this offset on are still to be read by other threads: not given back
+    /// (`usize::MAX`: no other thread reads the map).
+    kept_from: AtomicUsize,
 }
 
-// The map is plain memory owned by this value; the slot is all atomics.
+// The map is plain memory owned by this value, only ever read; the rest is atomics. Giving
+// pages back (`release_before`) does not change what a read sees (see there).
 unsafe impl Send for Map {}
+unsafe impl Sync for Map {}
 
 impl Map {
     /// Maps `file` when it is a regular, non-empty file; `None` means "read it instead"
@@ -105,32 +116,37 @@ impl Map {
             ptr,
             len,
             slot,
-            released: 0,
+            released: AtomicUsize::new(0),
+            kept_from: AtomicUsize::new(usize::MAX),
         })
     }
 
     /// The file's bytes as they were when mapped (zeros past the end if it shrank since:
-    /// see [`Watch::shrunk`]).
+    /// see [`Map::shrunk`]).
     pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: `ptr..ptr+len` is mapped readable for as long as `self` lives (the handler
         // keeps it mapped, with zero pages, if the file shrinks), and nothing writes to it.
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
 
-    /// Asks whether the file shrank under this map, without borrowing the map.
-    pub(crate) fn watch(&self) -> Watch {
-        Watch(self.slot)
+    /// True once a read touched a page past the file's end because the file shrank while
+    /// mapped: bytes read since may be zeros instead of the capture.
+    pub(crate) fn shrunk(&self) -> bool {
+        self.slot.shrunk.load(Ordering::Acquire)
     }
 
     /// The reader has moved on to `offset`: give the pages before it back (every
-    /// [`RELEASE_STEP`] bytes), so that resident memory does not grow with the file.
-    pub(crate) fn release_before(&mut self, offset: usize) {
-        if offset < self.released + RELEASE_STEP {
+    /// [`RELEASE_STEP`] bytes, and not those other threads have still to read), so that
+    /// resident memory does not grow with the file.
+    pub(crate) fn release_before(&self, offset: usize) {
+        let offset = offset.min(self.kept_from.load(Ordering::Acquire));
+        let released = self.released.load(Ordering::Relaxed);
+        if offset < released + RELEASE_STEP {
             return;
         }
         let page = PAGE.load(Ordering::Relaxed);
         let upto = offset.min(self.len) / page * page;
-        if upto <= self.released {
+        if upto <= released {
             return;
         }
         // SAFETY: a page-aligned range inside our own private read-only map; after
@@ -138,25 +154,45 @@ impl Map {
         // nothing borrowed from `bytes()` becomes invalid.
         unsafe {
             libc::madvise(
-                (self.ptr as *mut u8).add(self.released) as *mut libc::c_void,
-                upto - self.released,
+                (self.ptr as *mut u8).add(released) as *mut libc::c_void,
+                upto - released,
                 libc::MADV_DONTNEED,
             );
         }
-        self.released = upto;
+        self.released.store(upto, Ordering::Relaxed);
     }
 }
 
-/// Whether a [`Map`] has shrunk, for its owner (the capture reader hands the map itself to
-/// pcap-parser's reader interface). Only meaningful while that map lives.
-#[derive(Clone, Copy)]
-pub(crate) struct Watch(&'static Slot);
+/// A capture file's memory map, shared by the reader with the threads that read its frames
+/// where they lie (`--threads`): no frame is copied to reach them.
+#[derive(Clone)]
+pub struct SharedMap(Arc<Map>);
 
-impl Watch {
-    /// True once a read touched a page past the file's end because the file shrank while
-    /// mapped: bytes read since may be zeros instead of the capture.
-    pub(crate) fn shrunk(self) -> bool {
-        self.0.shrunk.load(Ordering::Acquire)
+impl SharedMap {
+    pub(crate) fn new(map: Map) -> Self {
+        SharedMap(Arc::new(map))
+    }
+
+    pub(crate) fn map(&self) -> &Map {
+        &self.0
+    }
+
+    /// The file's bytes (see [`Map::bytes`]).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.0.bytes()
+    }
+
+    /// Where `data` lies in the map, if it is a slice of it (a frame the reader handed out).
+    pub(crate) fn range_of(&self, data: &[u8]) -> Option<Range<usize>> {
+        let start = (data.as_ptr() as usize).checked_sub(self.0.ptr as usize)?;
+        let end = start.checked_add(data.len())?;
+        (end <= self.0.len).then_some(start..end)
+    }
+
+    /// Other threads have still to read the bytes from `offset` on: the reader keeps their
+    /// pages. `usize::MAX`: they read nothing more.
+    pub(crate) fn keep_from(&self, offset: usize) {
+        self.0.kept_from.store(offset, Ordering::Release);
     }
 }
 

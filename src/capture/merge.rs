@@ -96,6 +96,14 @@ impl MergedCaptures {
     }
 
     /// Bytes read from all files so far.
+    /// The memory maps of the files read through one (see [`CaptureReader::shared_map`]).
+    pub fn shared_maps(&self) -> Vec<super::SharedMap> {
+        self.inputs
+            .iter()
+            .filter_map(|i| i.reader.shared_map())
+            .collect()
+    }
+
     pub fn input_bytes_read(&self) -> u64 {
         self.inputs
             .iter()

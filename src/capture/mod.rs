@@ -17,8 +17,28 @@ mod merge;
 pub mod source;
 pub mod writer;
 
+/// Elsewhere files are read, not mapped: there is never a map to share.
+#[cfg(not(target_os = "linux"))]
+#[derive(Clone)]
+pub enum SharedMap {}
+
+#[cfg(not(target_os = "linux"))]
+impl SharedMap {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match *self {}
+    }
+    pub(crate) fn range_of(&self, _: &[u8]) -> Option<std::ops::Range<usize>> {
+        match *self {}
+    }
+    pub(crate) fn keep_from(&self, _: usize) {
+        match *self {}
+    }
+}
+
 pub use frame::{Frame, FrameCopy, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
+#[cfg(target_os = "linux")]
+pub use mapped::SharedMap;
 pub use merge::MergedCaptures;
 pub use source::{CaptureError, CaptureFormat, CaptureReader};
 pub use writer::{PcapOptions, PcapWriter, PcapngWriter, TsPrecision};

@@ -24,7 +24,7 @@ use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState};
 #[cfg(target_os = "linux")]
 use super::map_reader::{Layout, MapReader};
 #[cfg(target_os = "linux")]
-use super::mapped::{Map, Watch};
+use super::mapped::{Map, SharedMap};
 use super::{Frame, Timestamp};
 
 /// Largest record (pcap record or pcapng block) accepted. Bigger ones are reported as corrupt
@@ -164,9 +164,9 @@ pub struct CaptureReader {
     done: bool,
     follow: bool,
     /// Set when the file is read through a memory map: asked after every record whether the
-    /// file shrank under the map.
+    /// file shrank under the map, and shared with worker threads (`--threads`).
     #[cfg(target_os = "linux")]
-    mapped: Option<Watch>,
+    mapped: Option<SharedMap>,
     /// A packet moved to by `peek_ts` and not handed out yet.
     ready: Option<PacketMeta>,
 }
@@ -192,11 +192,10 @@ impl CaptureReader {
     /// `mapped`). `None`: read it as a stream instead.
     #[cfg(target_os = "linux")]
     fn mapped(f: &std::fs::File) -> Option<Result<Self, CaptureError>> {
-        let map = Map::of(f)?;
+        let map = SharedMap::new(Map::of(f)?);
         if map.bytes().starts_with(&GZIP_MAGIC) {
             return None;
         }
-        let watch = map.watch();
         let mut head = map.bytes();
         let format = match probe(&mut head) {
             Ok((format, _)) => format,
@@ -216,12 +215,12 @@ impl CaptureReader {
             },
         };
         let mut reader = Self::with(
-            Box::new(MapReader::new(map, layout)),
+            Box::new(MapReader::new(map.clone(), layout)),
             format,
             Arc::new(TapState::default()),
             false,
         );
-        reader.mapped = Some(watch);
+        reader.mapped = Some(map);
         Some(Ok(reader))
     }
 
@@ -315,14 +314,14 @@ impl CaptureReader {
     fn step(&mut self) -> Result<Option<PacketMeta>, CaptureError> {
         let advanced = self.advance();
         #[cfg(target_os = "linux")]
-        if let Some(watch) = self.mapped {
+        if let Some(map) = &self.mapped {
             if let Ok(Some(meta)) = &advanced {
                 // Parsing only sliced the packet's bytes: touch its last one, so that a file
                 // cut inside it is noticed before the frame is handed out (a cut removes the
                 // end of a file: if the last byte is there, so is the rest).
                 std::hint::black_box(self.rdr.data().get(meta.end.saturating_sub(1)).copied());
             }
-            if watch.shrunk() && !self.done {
+            if map.map().shrunk() && !self.done {
                 // What was read past the file's new end is zeros, not capture: drop it.
                 self.done = true;
                 return Err(CaptureError::Io {
@@ -349,6 +348,15 @@ impl CaptureReader {
             return self.bytes_read();
         }
         self.tap.raw_bytes()
+    }
+
+    /// The memory map the file is read through, to share with threads that read its frames
+    /// where they lie (`None`: not mapped, frames are in a buffer reused for the next one).
+    pub fn shared_map(&self) -> Option<SharedMap> {
+        #[cfg(target_os = "linux")]
+        return self.mapped.clone();
+        #[cfg(not(target_os = "linux"))]
+        None
     }
 
     /// True when the file is read through a memory map rather than `read()`.

@@ -56,6 +56,10 @@ pub struct CheckArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Threads for the run: captures judged at the same time times worker threads per capture
+    /// (see `sqos dissect --threads`); default: the cores, one thread per capture.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     #[command(flatten)]
     filter: super::filter::FilterArgs,
     #[command(flatten)]
@@ -72,6 +76,7 @@ fn judge_one(
     plan: &Plan,
     filter: &Option<sqos::filter::Filter>,
     bar: bool,
+    threads: usize,
 ) -> CaptureVerdict {
     let input = InputArgs {
         captures: vec![capture.to_path_buf()],
@@ -81,7 +86,7 @@ fn judge_one(
         memory: a.memory,
         keys: a.keys.clone(),
         separate: false,
-        threads: None,
+        threads: u16::try_from(threads).ok(),
     };
     let mut bar = super::progress::Bar::new(&input.captures, bar && !a.quiet);
     let v = judge_capture(
@@ -144,9 +149,8 @@ pub fn run(a: &CheckArgs) -> i32 {
     plan.filter = filter.clone();
     // Each capture is judged on its own: in parallel, up to one per core, and reported in the
     // order given as soon as the captures before it are done.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(a.captures.len());
+    let share = super::threads::share(a.threads, a.captures.len(), super::threads::cores());
+    let workers = share.parallel;
     let next = AtomicUsize::new(0);
     let mut verdicts: Vec<CaptureVerdict> = Vec::new();
     let mut out = std::io::stdout().lock();
@@ -159,7 +163,7 @@ pub fn run(a: &CheckArgs) -> i32 {
                 let Some(capture) = a.captures.get(i) else {
                     break;
                 };
-                let v = judge_one(a, capture, plan, filter, workers == 1);
+                let v = judge_one(a, capture, plan, filter, workers == 1, share.per_capture);
                 if tx.send((i, v)).is_err() {
                     break;
                 }

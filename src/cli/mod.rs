@@ -15,6 +15,7 @@ mod progress;
 mod separate;
 mod stats;
 mod synth;
+mod threads;
 mod tui;
 
 use std::path::{Path, PathBuf};
@@ -110,6 +111,7 @@ impl Command {
         if paths.len() < 2 {
             return None;
         }
+        let share = threads::share(input.threads, paths.len(), threads::cores());
         if paths.iter().any(|p| p.as_os_str() == "-") {
             eprintln!("sqos: --separate reads files, not standard input (`-`)");
             return Some(2);
@@ -127,7 +129,7 @@ impl Command {
             ),
         };
         Some(match rows {
-            Ok(rows) => separate::run(&paths, rows),
+            Ok(rows) => separate::run(&paths, rows, share),
             Err(e) => {
                 eprintln!("sqos: {e}");
                 2
@@ -166,9 +168,10 @@ pub struct InputArgs {
     #[arg(long)]
     pub separate: bool,
     /// Threads for one capture: its connections are shared out among N workers, the output is
-    /// the same as with one (default 1: on 2 cores, two threads cost twice the CPU and gained no
-    /// wall time). Captures that are not regular files (stdin, pipes), `--keys` and
-    /// `dissect -x`/`-w` use one.
+    /// the same as with one (default 1: on 2 cores, two threads cost half as much CPU again and
+    /// gained no wall time). Captures that are not regular files (stdin, pipes), `--keys` and
+    /// `dissect -x`/`-w` use one. With `--separate`, N is the run's budget: files in parallel
+    /// times threads per file.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 }
@@ -256,18 +259,16 @@ impl InputArgs {
         .with_memory(self.memory.budget())
     }
 
-    /// `--threads`, or 1: the hand-off to workers has not yet paid on the machines measured
-    /// (README "Performance"); 1 unless every capture is a regular file (input that arrives live
-    /// is written record by record, not in batches).
+    /// `--threads`, or the default ([`threads::share`]); 1 unless every capture is a regular
+    /// file (input that arrives live is written record by record, not in batches).
     fn threads(&self) -> usize {
         let files = self
             .capture_paths()
             .is_ok_and(|p| !p.is_empty() && p.iter().all(|p| p.is_file()));
-        match self.threads {
-            _ if !files => 1,
-            Some(n) => usize::from(n),
-            None => 1,
+        if !files {
+            return 1;
         }
+        threads::share(self.threads, 1, threads::cores()).per_capture
     }
 
     /// The analysis configured for this run's memory budget.
@@ -326,6 +327,13 @@ pub fn main() -> i32 {
             input.captures = vec![part.into()];
             input.quiet = true;
             input.separate = false;
+            // Its share of the parent's threads.
+            if let Some(n) = std::env::var(separate::THREADS_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                input.threads = Some(n);
+            }
         }
     }
     if let Some(code) = cli.command.separate() {

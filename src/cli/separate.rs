@@ -29,6 +29,9 @@ pub const SPOOL_MEMORY: usize = 4 << 20;
 /// parent's).
 pub const PART_ENV: &str = "SQOS_SEPARATE_PART";
 
+/// Set in a child's environment: its threads, its share of the run's (see [`super::threads`]).
+pub const THREADS_ENV: &str = "SQOS_SEPARATE_THREADS";
+
 /// The shape of a command's standard output, which says how a row carries its file.
 pub enum Rows {
     /// Lines of text: each starts `FILE: ` (as `grep -H` prints).
@@ -45,8 +48,9 @@ pub enum Rows {
 }
 
 /// Run the current command once per file in `paths` and write what each printed, labelled,
-/// in file order. The exit code is the worst of the files' (0 ok, 1 damaged, 2 unusable).
-pub fn run(paths: &[PathBuf], rows: Rows) -> i32 {
+/// in file order, `share.parallel` files at a time on `share.per_capture` threads each. The
+/// exit code is the worst of the files' (0 ok, 1 damaged, 2 unusable).
+pub fn run(paths: &[PathBuf], rows: Rows, share: super::threads::Share) -> i32 {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -55,9 +59,8 @@ pub fn run(paths: &[PathBuf], rows: Rows) -> i32 {
         }
     };
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(paths.len());
+    let workers = share.parallel;
+    let threads = share.per_capture.to_string();
     let next = AtomicUsize::new(0);
     // Set when nobody reads our output any more (`| head`): no further file is started.
     let stop = AtomicBool::new(false);
@@ -65,14 +68,14 @@ pub fn run(paths: &[PathBuf], rows: Rows) -> i32 {
     std::thread::scope(|s| {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (exe, args, next, stop) = (&exe, &args, &next, &stop);
+            let (exe, args, next, stop, threads) = (&exe, &args, &next, &stop, &threads);
             s.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(path) = paths.get(i) else { break };
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let out = run_child(exe, args, path);
+                let out = run_child(exe, args, path, threads);
                 if tx.send((i, out)).is_err() {
                     break;
                 }
@@ -119,10 +122,11 @@ struct ChildRun {
 }
 
 /// Run this program on one file; its stdout spooled, its stderr kept (messages: small).
-fn run_child(exe: &Path, args: &[OsString], path: &Path) -> io::Result<ChildRun> {
+fn run_child(exe: &Path, args: &[OsString], path: &Path, threads: &str) -> io::Result<ChildRun> {
     let mut child = Command::new(exe)
         .args(args)
         .env(PART_ENV, path)
+        .env(THREADS_ENV, threads)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

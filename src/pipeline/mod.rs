@@ -29,7 +29,7 @@ pub mod streams;
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
-use crate::capture::{decode_link, Frame, FrameCopy, LinkError, Timestamp};
+use crate::capture::{decode_link, Frame, FrameCopy, LinkError, SharedMap, Timestamp};
 use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
@@ -503,7 +503,8 @@ pub struct Pipeline {
     keep_frames: bool,
     /// With `PipelineConfig::threads`: the workers that do the per-connection work (then
     /// `reassembler` and the layer's framers stay unused).
-    shards: Option<shard::Shards>,
+    /// (Boxed: it is taken out and put back for every frame, see `push_frame`.)
+    shards: Option<Box<shard::Shards>>,
 }
 
 impl Pipeline {
@@ -514,7 +515,7 @@ impl Pipeline {
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
         let shards = if cfg.threads > 1 && cfg.keys.is_empty() && !cfg.keep_frames {
-            shard::Shards::start(cfg.threads, &cfg.reassembly, &limits, &cfg.keys)
+            shard::Shards::start(cfg.threads, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)
         } else {
             None
         };
@@ -527,6 +528,15 @@ impl Pipeline {
             last_ts: Timestamp::default(),
             keep_frames: cfg.keep_frames,
             shards,
+        }
+    }
+
+    /// The memory maps the frames to come lie in ([`crate::capture::CaptureReader::shared_map`]):
+    /// with worker threads, frames found in one of them reach their worker where they lie
+    /// instead of copied. Before the first frame; later calls change nothing.
+    pub fn share_maps(&mut self, maps: Vec<SharedMap>) {
+        if let Some(shards) = &mut self.shards {
+            shards.share_maps(maps);
         }
     }
 
@@ -643,13 +653,13 @@ impl Pipeline {
     /// single thread's order. Returns the memory shares, the workers' and the session stage's.
     fn finish_shards<S: RecordSink>(
         &mut self,
-        mut shards: shard::Shards,
+        mut shards: Box<shard::Shards>,
         sink: &mut S,
     ) -> Vec<MemoryUse> {
         while let Some(m) = shards.next() {
             self.merge(m, sink);
         }
-        let end = shards.finish();
+        let end = (*shards).finish();
         let ts = self.last_ts;
         let (last_frame, last_ts) = end.last;
         for ops in end.conns {
@@ -674,7 +684,7 @@ impl Pipeline {
     /// Worker threads doing the per-connection work (0: all on the calling thread; see
     /// [`PipelineConfig::threads`]).
     pub fn workers(&self) -> usize {
-        self.shards.as_ref().map_or(0, shard::Shards::workers)
+        self.shards.as_ref().map_or(0, |s| s.workers())
     }
 
     /// The memory shares now (the same as `stats().memory` after `finish`).

@@ -11,6 +11,11 @@
 //! statistics), exactly as the single-threaded layer would have at that frame. Connection
 //! numbers are given there, in the order connections appear, so they are the single thread's.
 //!
+//! A frame read from a memory-mapped file reaches its worker where it lies: the batch says
+//! where in the map ([`SharedMap`], shared with the workers once), and the reader keeps the
+//! map's pages until the frame is merged back. Frames from elsewhere (a buffer the reader
+//! reuses) are copied into the batch.
+//!
 //! Memory stays bounded: a batch holds at most [`BATCH_BYTES`] of frames, and at most
 //! [`IN_FLIGHT_PER_WORKER`] batches per worker are out before the reading thread stops reading
 //! to merge (backpressure, not growth). The workers' shares add up to the budget's: output is
@@ -20,18 +25,15 @@
 //! it moved the worker's shares ([`Swing`]), and the reading thread adds them up in frame order.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use foldhash::fast::FixedState;
-
 use super::streams::{Framers, WorkerOp};
 use super::Limits;
 use crate::budget::{Kind, MemoryUse, Share};
-use crate::capture::{decode_link, Frame, L3Packet, LinkError, Timestamp};
+use crate::capture::{decode_link, Frame, L3Packet, LinkError, SharedMap, Timestamp};
 use crate::net::{
     decode_tcp, CloseKind, ConnId, ConnKey, Dir, NetNote, Reassembler, ReassemblyConfig, StreamSink,
 };
@@ -48,17 +50,35 @@ struct FrameIn {
     number: u64,
     ts: Timestamp,
     link_type: u32,
-    /// End of its bytes in the batch's `data` (they start where the previous frame's end).
-    end: usize,
+    /// Its bytes: in the batch's `data` or in one of the shared maps.
+    at: Place,
+}
+
+/// Where a frame's bytes are, for its worker.
+#[derive(Clone, Copy)]
+enum Place {
+    /// Copied into the batch's `data`, at `start..end`.
+    Batch { start: usize, end: usize },
+    /// At `start..end` of shared map `map`.
+    Map {
+        map: usize,
+        start: usize,
+        end: usize,
+    },
 }
 
 #[derive(Default)]
 struct Batch {
+    /// The frames' bytes that are not in a shared map.
     data: Vec<u8>,
+    /// Bytes of its frames, wherever they are.
+    bytes: usize,
     frames: Vec<FrameIn>,
 }
 
 enum ToWorker {
+    /// The maps frames may lie in (`Place::Map` numbers them in this order).
+    Maps(Vec<SharedMap>),
     Frames(Batch),
     /// End of the capture: flush everything.
     Finish,
@@ -90,7 +110,8 @@ type Ops = Vec<(ConnId, WorkerOp)>;
 struct FrameOut {
     undecoded: bool,
     ops: Vec<(ConnId, WorkerOp)>,
-    swings: [Swing; SHARES],
+    /// None when it moved no share (most frames): the answer stays small.
+    swings: Option<Box<[Swing; SHARES]>>,
 }
 
 enum FromWorker {
@@ -220,14 +241,20 @@ fn work(
 ) {
     let mut last = (0, Timestamp::default());
     let mut accounts = Accounts { used: [0; SHARES] };
+    let mut maps = Vec::new();
     while let Ok(msg) = rx.recv() {
         match msg {
+            ToWorker::Maps(shared) => maps = shared,
             ToWorker::Frames(batch) => {
                 let mut outs = Vec::with_capacity(batch.frames.len());
-                let mut start = 0;
                 for f in &batch.frames {
-                    let data = batch.data.get(start..f.end).unwrap_or(&[]);
-                    start = f.end;
+                    let data = match f.at {
+                        Place::Batch { start, end } => batch.data.get(start..end),
+                        Place::Map { map, start, end } => maps
+                            .get(map)
+                            .and_then(|m: &SharedMap| m.bytes().get(start..end)),
+                    }
+                    .unwrap_or(&[]);
                     let mut undecoded = false;
                     // The reading thread decoded the link layer already: it cannot fail here.
                     if let Ok(l3) = decode_link(f.link_type, data) {
@@ -242,6 +269,8 @@ fn work(
                     }
                     let ops = std::mem::take(&mut stage.ops);
                     let swings = accounts.step(&mut reassembler, &mut stage);
+                    let moved = swings.iter().any(|s| s.delta != 0 || s.rise != 0);
+                    let swings = moved.then(|| Box::new(swings));
                     outs.push(FrameOut {
                         undecoded,
                         ops,
@@ -300,6 +329,8 @@ enum Route {
 struct Dispatched {
     number: u64,
     ts: Timestamp,
+    /// Lies in shared map `.0`, up to `.1`: once merged, the map's pages before are free.
+    in_map: Option<(usize, usize)>,
     /// Cut by the snaplen: (number, captured, on the wire).
     cut: Option<(u64, usize, u32)>,
     route: Route,
@@ -342,7 +373,11 @@ pub(super) struct Shards {
     ids: HashMap<(usize, ConnId), ConnId>,
     next_id: u32,
     link_error_seen: bool,
-    hasher: FixedState,
+    /// Maps frames may lie in, shared with the workers; the last one a frame was found in.
+    maps: Vec<SharedMap>,
+    last_map: usize,
+    /// A frame was pushed: too late to share maps.
+    pushed: bool,
     /// The worker-held shares over all workers, added up in frame order: used now, and peak.
     used: [i64; SHARES],
     peak: [usize; SHARES],
@@ -371,7 +406,9 @@ impl Shards {
             ids: HashMap::new(),
             next_id: 0,
             link_error_seen: false,
-            hasher: FixedState::default(),
+            maps: Vec::new(),
+            last_map: 0,
+            pushed: false,
             used: [0; SHARES],
             peak: [0; SHARES],
         };
@@ -410,6 +447,38 @@ impl Shards {
         self.senders.len()
     }
 
+    /// Frames handed to [`Shards::push`] that lie in one of `maps` reach their workers where
+    /// they lie, not copied. Each map keeps its pages until its frames are merged back. Before
+    /// the first frame only (the batches and frames out number the maps).
+    pub(super) fn share_maps(&mut self, maps: Vec<SharedMap>) {
+        if self.pushed || maps.is_empty() {
+            return;
+        }
+        for m in &maps {
+            m.keep_from(0);
+        }
+        for w in 0..self.senders.len() {
+            if self.senders[w].send(ToWorker::Maps(maps.clone())).is_err() {
+                self.worker_died(w);
+            }
+        }
+        self.maps = maps;
+    }
+
+    /// The shared map `data` lies in, and where.
+    fn locate(&mut self, data: &[u8]) -> Option<(usize, usize, usize)> {
+        let hit = |i: usize, maps: &[SharedMap]| {
+            let r = maps.get(i)?.range_of(data)?;
+            Some((i, r.start, r.end))
+        };
+        if let Some(found) = hit(self.last_map, &self.maps) {
+            return Some(found);
+        }
+        let found = (0..self.maps.len()).find_map(|i| hit(i, &self.maps))?;
+        self.last_map = found.0;
+        Some(found)
+    }
+
     /// Take a frame: to the worker of its connection, or settled here.
     pub(super) fn push(&mut self, frame: &Frame<'_>) {
         let route = match decode_link(frame.link_type, frame.data) {
@@ -419,25 +488,34 @@ impl Shards {
             }
             Err(_) => Route::Undecoded,
             Ok(l3) => match connection_ends(l3) {
-                Ends::Tcp(a, b) => {
-                    let key = if a <= b { (a, b) } else { (b, a) };
-                    let n = self.senders.len() as u64;
-                    Route::Worker((self.hasher.hash_one(key) % n) as usize)
-                }
+                Ends::Tcp(a, b) => Route::Worker(worker_of(a, b, self.senders.len())),
                 Ends::NotTcp => Route::Nothing,
                 Ends::Undecoded => Route::Undecoded,
             },
         };
+        self.pushed = true;
+        let in_map = self.locate(frame.data);
         if let Route::Worker(w) = route {
             if let Some(batch) = self.pending.get_mut(w) {
-                batch.data.extend_from_slice(frame.data);
+                let at = match in_map {
+                    Some((map, start, end)) => Place::Map { map, start, end },
+                    None => {
+                        let start = batch.data.len();
+                        batch.data.extend_from_slice(frame.data);
+                        Place::Batch {
+                            start,
+                            end: batch.data.len(),
+                        }
+                    }
+                };
+                batch.bytes += frame.data.len();
                 batch.frames.push(FrameIn {
                     number: frame.number,
                     ts: frame.ts,
                     link_type: frame.link_type,
-                    end: batch.data.len(),
+                    at,
                 });
-                if batch.data.len() >= BATCH_BYTES || batch.frames.len() >= BATCH_FRAMES {
+                if batch.bytes >= BATCH_BYTES || batch.frames.len() >= BATCH_FRAMES {
                     self.send(w);
                 }
             }
@@ -445,6 +523,7 @@ impl Shards {
         self.order.push_back(Dispatched {
             number: frame.number,
             ts: frame.ts,
+            in_map: in_map.map(|(map, _, end)| (map, end)),
             cut: frame
                 .is_truncated()
                 .then_some((frame.number, frame.data.len(), frame.orig_len)),
@@ -461,6 +540,10 @@ impl Shards {
     /// every frame taken is merged.
     pub(super) fn next(&mut self) -> Option<Merged> {
         let d = self.order.pop_front()?;
+        if let Some(map) = d.in_map.and_then(|(i, end)| Some((self.maps.get(i)?, end))) {
+            // Merged: the worker is done with the bytes before its end.
+            map.0.keep_from(map.1);
+        }
         let mut m = Merged {
             number: d.number,
             ts: d.ts,
@@ -472,7 +555,9 @@ impl Shards {
         match d.route {
             Route::Worker(w) => {
                 let out = self.result(w);
-                self.account(&out.swings);
+                if let Some(swings) = &out.swings {
+                    self.account(swings);
+                }
                 m.undecoded = out.undecoded;
                 m.ops = out.ops;
                 self.number(w, &mut m.ops);
@@ -585,7 +670,13 @@ impl Shards {
             return;
         }
         self.pending[w] = Batch {
-            data: Vec::with_capacity(BATCH_BYTES + 2048),
+            // Frames that lie in a shared map are not copied: no room needed for them.
+            data: Vec::with_capacity(if self.maps.is_empty() {
+                BATCH_BYTES + 2048
+            } else {
+                0
+            }),
+            bytes: 0,
             frames: Vec::with_capacity(BATCH_FRAMES),
         };
         if self.senders[w].send(ToWorker::Frames(batch)).is_err() {
@@ -634,6 +725,9 @@ impl Shards {
 impl Drop for Shards {
     /// Stopped early (or done): the workers see their queues close and end.
     fn drop(&mut self) {
+        for m in &self.maps {
+            m.keep_from(usize::MAX);
+        }
         self.senders.clear();
         for handle in self.handles.iter_mut().filter_map(Option::take) {
             let _ = handle.join();
@@ -664,6 +758,24 @@ fn connection_ends(l3: L3Packet<'_>) -> Ends {
         Ok(None) => Ends::NotTcp,
         Err(_) => Ends::Undecoded,
     }
+}
+
+/// The worker of the connection between `a` and `b` (either way round), of `n`. Called for
+/// every frame: a multiply per end instead of a generic hasher over two `SocketAddr`s.
+fn worker_of(a: SocketAddr, b: SocketAddr, n: usize) -> usize {
+    fn end(e: SocketAddr) -> u64 {
+        let ip = match e.ip() {
+            IpAddr::V4(ip) => u64::from(u32::from(ip)),
+            IpAddr::V6(ip) => {
+                let x = u128::from(ip);
+                (x >> 64) as u64 ^ x as u64
+            }
+        };
+        (ip.rotate_left(16) ^ u64::from(e.port())).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+    // A sum is the same both ways round; its high bits are the well mixed ones.
+    let h = end(a).wrapping_add(end(b));
+    ((u128::from(h ^ (h >> 29)) * n as u128) >> 64) as usize
 }
 
 fn port_at(d: &[u8], at: usize) -> Option<u16> {
@@ -750,6 +862,32 @@ mod tests {
         let v6 = v6((445, 49_999));
         assert_eq!(ipv6_ends(&v6), decoded(L3Packet::Ipv6(&v6)));
         assert!(ipv6_ends(&v6).is_some());
+    }
+
+    #[test]
+    fn a_connection_has_one_worker_both_ways_and_connections_spread() {
+        let server: SocketAddr = "10.0.0.100:445".parse().unwrap();
+        for n in [2, 3, 16] {
+            let mut per_worker = vec![0; n];
+            // synth's hosts: 8 clients with 2 channels each.
+            for host in 11..19u8 {
+                for port in [50_112, 50_113] {
+                    let client = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, host)), port);
+                    let w = worker_of(client, server, n);
+                    assert_eq!(w, worker_of(server, client, n));
+                    per_worker[w] += 1;
+                }
+            }
+            // 16 connections over n workers: each worker gets at least half its even part
+            // (with 16 workers: at least 8 of them get one).
+            let busy = per_worker.iter().filter(|&&c| c > 0).count();
+            match n {
+                16 => assert!(busy >= 8, "{per_worker:?}"),
+                _ => assert!(per_worker.iter().all(|&c| c >= 8 / n), "{per_worker:?}"),
+            }
+        }
+        let v6 = |p| SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, p)), p);
+        assert_eq!(worker_of(v6(1), v6(445), 5), worker_of(v6(445), v6(1), 5));
     }
 
     #[test]

@@ -62,6 +62,49 @@ fn every_committed_capture_gives_the_same_output_on_several_threads() {
     same_output_with_threads(&committed());
 }
 
+/// The committed captures are mostly gzipped, which is streamed: the workers get copies of the
+/// frames. Unpacked, the same captures are memory-mapped and the workers read the frames where
+/// they lie in the map; the output is still the gzip's on one thread.
+#[test]
+fn mapped_captures_of_many_connections_give_the_same_output_on_several_threads() {
+    let dir = crate::support::scratch("sqos-threads-");
+    let mut unpacked = Vec::new();
+    for name in [
+        "multichannel.pcap.gz",
+        "noisy-neighbour.pcapng.gz",
+        "lossy-network.pcapng.gz",
+        "steady-ipv6.pcapng.gz",
+    ] {
+        let gz = repo().join("captures").join(name);
+        let path = dir.path().join(name.trim_end_matches(".gz"));
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(std::fs::File::open(&gz).expect("capture")),
+            &mut bytes,
+        )
+        .expect("gunzip");
+        std::fs::write(&path, bytes).expect("write");
+        assert!(sqos::run::open(&path).expect("opens").is_mapped());
+        for args in [&["dissect", "-T", "jsonl"][..], &["stats"]] {
+            let gz_one = sqos_on(
+                &[args, &["--threads", "1"]].concat(),
+                std::slice::from_ref(&gz),
+            );
+            let mapped = sqos_on(
+                &[args, &["--threads", "2"]].concat(),
+                std::slice::from_ref(&path),
+            );
+            assert_eq!(
+                stdout_text(&mapped),
+                stdout_text(&gz_one),
+                "{name}: {args:?}"
+            );
+        }
+        unpacked.push(path);
+    }
+    same_output_with_threads(&unpacked);
+}
+
 #[test]
 #[cfg_attr(
     not(sqos_external_tests),
@@ -102,9 +145,14 @@ impl RecordSink for Everything {
 }
 
 /// The library's pipeline on `threads`: how many workers it ran, what it gave, its statistics.
-fn pipeline_on(path: &Path, cfg: PipelineConfig) -> (usize, Vec<String>, String) {
+/// The workers read the frames where they lie in the file's memory map (when it is one) as
+/// `sqos` does, or copies of them (`share`: false).
+fn pipeline_on(path: &Path, cfg: PipelineConfig, share: bool) -> (usize, Vec<String>, String) {
     let mut reader = sqos::run::open(path).expect("capture opens");
     let mut p = Pipeline::new(cfg);
+    if share {
+        p.share_maps(reader.shared_map().into_iter().collect());
+    }
     let workers = p.workers();
     let mut out = Everything::default();
     while let Some(frame) = reader.next_frame().expect("capture reads") {
@@ -123,12 +171,15 @@ fn the_pipeline_gives_every_record_in_the_same_order_on_workers() {
             threads: n,
             ..PipelineConfig::default()
         };
-        let (w1, one, stats1) = pipeline_on(&capture, threads(1));
-        let (w4, four, stats4) = pipeline_on(&capture, threads(4));
-        assert_eq!((w1, w4), (0, 4), "{}", capture.display());
+        let (w1, one, stats1) = pipeline_on(&capture, threads(1), true);
+        let (w4, four, stats4) = pipeline_on(&capture, threads(4), true);
+        let (w3, three, stats3) = pipeline_on(&capture, threads(3), false);
+        assert_eq!((w1, w4, w3), (0, 4, 3), "{}", capture.display());
         assert!(!one.is_empty(), "{}", capture.display());
         assert_eq!(four, one, "{}", capture.display());
         assert_eq!(stats4, stats1, "{}", capture.display());
+        assert_eq!(three, one, "{}", capture.display());
+        assert_eq!(stats3, stats1, "{}", capture.display());
         let conns: serde_json::Value = serde_json::from_str(&stats1).expect("json");
         if conns["connections"].as_u64().is_some_and(|c| c >= 4) {
             spread += 1;
@@ -146,13 +197,13 @@ fn keys_and_kept_frames_run_on_one_thread() {
         threads: 4,
         ..crate::support::with_keys(&[&crate::support::real_keys()])
     };
-    let (workers, with_keys, _) = pipeline_on(&capture, keyed.clone());
+    let (workers, with_keys, _) = pipeline_on(&capture, keyed.clone(), true);
     assert_eq!(workers, 0);
     let one = PipelineConfig {
         threads: 1,
         ..keyed
     };
-    assert_eq!(pipeline_on(&capture, one).1, with_keys);
+    assert_eq!(pipeline_on(&capture, one, true).1, with_keys);
     let kept = PipelineConfig {
         threads: 4,
         keep_frames: true,
@@ -181,4 +232,51 @@ fn a_closed_output_stops_a_threaded_run() {
         .expect("sh runs");
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
     assert!(out.status.success());
+}
+
+/// `--separate` and `check A B` share `--threads N` out between the files read at once and
+/// their workers (`src/cli/threads.rs`); whatever N, each file's output is its own.
+#[test]
+fn files_in_parallel_share_the_threads_and_keep_their_output() {
+    let dir = crate::support::scratch("sqos-threads-");
+    let mut files = Vec::new();
+    for name in ["multichannel.pcap.gz", "steady.pcap.gz"] {
+        let path = dir.path().join(name.trim_end_matches(".gz"));
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(
+                std::fs::File::open(repo().join("captures").join(name)).expect("capture"),
+            ),
+            &mut bytes,
+        )
+        .expect("gunzip");
+        std::fs::write(&path, bytes).expect("write");
+        files.push(path);
+    }
+    let separate = |n: &str| sqos_on(&["stats", "--separate", "--threads", n], &files);
+    let one = separate("1");
+    assert!(one.status.success(), "{one:?}");
+    let text = stdout_text(&one);
+    // Each file's table, labelled with its file.
+    assert!(text
+        .lines()
+        .any(|l| l.starts_with(&format!("{}: ", files[0].display()))));
+    for n in ["2", "4", "64"] {
+        assert_eq!(stdout_text(&separate(n)), text, "--threads {n}");
+    }
+    let rules = repo().join("captures/steady.rules.toml");
+    // The same capture twice: two judged at once.
+    let check = |n: &str| {
+        let steady = files[1].to_str().expect("utf-8");
+        let mut args = vec!["check", "--rules", rules.to_str().expect("utf-8")];
+        args.extend(["--threads", n, steady]);
+        sqos_on(&args, std::slice::from_ref(&files[1]))
+    };
+    let one = check("1");
+    assert!(stdout_text(&one).contains("steady.pcap"), "{one:?}");
+    for n in ["2", "4"] {
+        let many = check(n);
+        assert_eq!(stdout_text(&many), stdout_text(&one), "check --threads {n}");
+        assert_eq!(many.status.code(), one.status.code());
+    }
 }
