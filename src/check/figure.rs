@@ -97,111 +97,46 @@ fn int(v: Option<u64>) -> Option<f64> {
     v.map(|v| v as f64)
 }
 
-/// Every figure, in the order of [`Figure::ALL`] (a test checks it).
+/// Whether a figure is a setting (exact) or a rate (computed).
+const SETTING: bool = true;
+const RATE: bool = false;
+
+/// Every figure, in the order of [`Figure::ALL`] (a test checks it): name, pointer, kind, and
+/// how a flow of the analysis gives it.
+#[rustfmt::skip]
 const FIGURES: [FigureDef; 17] = [
-    FigureDef {
-        name: "limit",
-        pointer: "/limit",
-        setting: true,
-        of_flow: |x| int(x.flow.policy.map(|p| p.limit)),
-    },
-    FigureDef {
-        name: "reservation",
-        pointer: "/reservation",
-        setting: true,
-        of_flow: |x| int(x.flow.policy.map(|p| p.reservation)),
-    },
-    FigureDef {
-        name: "bandwidth_limit",
-        pointer: "/bandwidth_limit",
-        setting: true,
-        of_flow: |x| int(x.flow.policy.and_then(|p| p.bandwidth_limit)),
-    },
-    FigureDef {
-        name: "maximum_io_rate",
-        pointer: "/maximum_io_rate",
-        setting: true,
-        of_flow: |x| int(x.flow.server.map(|s| s.maximum_io_rate)),
-    },
-    FigureDef {
-        name: "minimum_io_rate",
-        pointer: "/minimum_io_rate",
-        setting: true,
-        of_flow: |x| int(x.flow.server.map(|s| s.minimum_io_rate)),
-    },
-    FigureDef {
-        name: "maximum_bandwidth",
-        pointer: "/maximum_bandwidth",
-        setting: true,
-        of_flow: |x| int(x.flow.server.and_then(|s| s.maximum_bandwidth)),
-    },
-    FigureDef {
-        name: "base_io_size",
-        pointer: "/base_io_size",
-        setting: true,
-        of_flow: |x| x.flow.server.map(|s| f64::from(s.base_io_size)),
-    },
-    FigureDef {
-        name: "iops",
-        pointer: "/iops",
-        setting: false,
-        of_flow: |x| x.reported.map(|r| r.iops),
-    },
-    FigureDef {
-        name: "normalized_iops",
-        pointer: "/normalized_iops",
-        setting: false,
-        of_flow: |x| x.reported.map(|r| r.normalized_iops),
-    },
-    FigureDef {
-        name: "avg_latency_ms",
-        pointer: "/avg_latency_ms",
-        setting: false,
-        of_flow: |x| x.reported.and_then(|r| r.avg_latency_ms),
-    },
-    FigureDef {
-        name: "avg_lower_latency_ms",
-        pointer: "/avg_lower_latency_ms",
-        setting: false,
-        of_flow: |x| x.reported.and_then(|r| r.avg_lower_latency_ms),
-    },
-    FigureDef {
-        name: "kilobytes_per_second",
-        pointer: "/kilobytes_per_second",
-        setting: false,
-        of_flow: |x| x.reported.and_then(|r| r.kilobytes_per_second),
-    },
-    FigureDef {
-        name: "observed_iops",
-        pointer: "/observed/iops",
-        setting: false,
-        of_flow: |x| x.observed.map(|o| o.iops),
-    },
-    FigureDef {
-        name: "observed_normalized_iops",
-        pointer: "/observed/normalized_iops",
-        setting: false,
-        of_flow: |x| x.observed.map(|o| o.normalized_iops),
-    },
-    FigureDef {
-        name: "observed_kilobytes_per_second",
-        pointer: "/observed/kilobytes_per_second",
-        setting: false,
-        of_flow: |x| x.observed.map(|o| o.kilobytes_per_second),
-    },
-    FigureDef {
-        name: "observed_avg_response_ms",
-        pointer: "/observed/avg_response_ms",
-        setting: false,
-        of_flow: |x| x.observed.and_then(|o| o.avg_response_ms),
-    },
-    FigureDef {
-        name: "channels",
-        pointer: "/channels_total",
-        setting: true,
-        of_flow: |x| Some(x.flow.channels_total as f64),
-    },
+    row("limit", "/limit", SETTING, |x| int(x.flow.policy.map(|p| p.limit))),
+    row("reservation", "/reservation", SETTING, |x| int(x.flow.policy.map(|p| p.reservation))),
+    row("bandwidth_limit", "/bandwidth_limit", SETTING, |x| int(x.flow.policy.and_then(|p| p.bandwidth_limit))),
+    row("maximum_io_rate", "/maximum_io_rate", SETTING, |x| int(x.flow.server.map(|s| s.maximum_io_rate))),
+    row("minimum_io_rate", "/minimum_io_rate", SETTING, |x| int(x.flow.server.map(|s| s.minimum_io_rate))),
+    row("maximum_bandwidth", "/maximum_bandwidth", SETTING, |x| int(x.flow.server.and_then(|s| s.maximum_bandwidth))),
+    row("base_io_size", "/base_io_size", SETTING, |x| x.flow.server.map(|s| f64::from(s.base_io_size))),
+    row("iops", "/iops", RATE, |x| x.reported.map(|r| r.iops)),
+    row("normalized_iops", "/normalized_iops", RATE, |x| x.reported.map(|r| r.normalized_iops)),
+    row("avg_latency_ms", "/avg_latency_ms", RATE, |x| x.reported.and_then(|r| r.avg_latency_ms)),
+    row("avg_lower_latency_ms", "/avg_lower_latency_ms", RATE, |x| x.reported.and_then(|r| r.avg_lower_latency_ms)),
+    row("kilobytes_per_second", "/kilobytes_per_second", RATE, |x| x.reported.and_then(|r| r.kilobytes_per_second)),
+    row("observed_iops", "/observed/iops", RATE, |x| x.observed.map(|o| o.iops)),
+    row("observed_normalized_iops", "/observed/normalized_iops", RATE, |x| x.observed.map(|o| o.normalized_iops)),
+    row("observed_kilobytes_per_second", "/observed/kilobytes_per_second", RATE, |x| x.observed.map(|o| o.kilobytes_per_second)),
+    row("observed_avg_response_ms", "/observed/avg_response_ms", RATE, |x| x.observed.and_then(|o| o.avg_response_ms)),
+    row("channels", "/channels_total", SETTING, |x| Some(x.flow.channels_total as f64)),
 ];
+
+const fn row(
+    name: &'static str,
+    pointer: &'static str,
+    setting: bool,
+    of_flow: fn(&FlowFigures<'_>) -> Option<f64>,
+) -> FigureDef {
+    FigureDef {
+        name,
+        pointer,
+        setting,
+        of_flow,
+    }
+}
 
 /// A flow of the analysis with the rates derived from it, as the figures read it.
 pub struct FlowFigures<'a> {

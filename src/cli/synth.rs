@@ -134,16 +134,26 @@ fn named<T: Copy + Send + Sync + 'static>(
     })
 }
 
+/// The options named once, taken out of [`SynthArgs`] in full and put into [`SynthConfig`] in
+/// full (no `..` either side): an option or a field added to one struct without the other does
+/// not compile.
+macro_rules! synth_config {
+    ($args:expr; $($field:ident),* $(,)?) => {{
+        let SynthArgs { $($field,)* quiet: _ } = $args;
+        SynthConfig { $($field),* }
+    }};
+}
+
 impl SynthArgs {
     /// The library's configuration these options describe: every option but `quiet` is a field
-    /// of [`SynthConfig`] with the same name. Both sides are spelled out in full (no `..`), so
-    /// an option or a field added to one without the other does not compile.
+    /// of [`SynthConfig`] with the same name.
     ///
     /// Why a copy and not one type: clap's derive must sit on the type it parses into, clap
     /// stays out of the library (issue 17), and the orphan rule forbids implementing
     /// `clap::Args` here for the library's `SynthConfig`.
     pub fn config(&self) -> SynthConfig {
-        let SynthArgs {
+        synth_config!(
+            self.clone();
             scenario,
             seed,
             output,
@@ -172,38 +182,7 @@ impl SynthArgs {
             keys_out,
             compress,
             chained,
-            quiet: _,
-        } = self.clone();
-        SynthConfig {
-            scenario,
-            seed,
-            output,
-            format,
-            size,
-            hosts,
-            vms,
-            disks,
-            channels,
-            duration,
-            loss,
-            loss_no_retransmit,
-            reorder,
-            vlan,
-            ipv6,
-            midstream,
-            interfaces,
-            delayed_ack,
-            mss,
-            nanos,
-            snaplen,
-            big_io,
-            sqos_dialect,
-            truth,
-            encrypt,
-            keys_out,
-            compress,
-            chained,
-        }
+        )
     }
 }
 

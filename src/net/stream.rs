@@ -167,6 +167,12 @@ impl HalfStream {
         // over as they are, except where an earlier buffered copy exists (first copy wins).
         let seg = Segment { start, payload };
         let end = end as u64;
+        if self.ooo.is_empty() {
+            // The usual case, nothing buffered: no lookups in the out-of-order map.
+            seg.emit_range(self.next, end, stats, emit);
+            self.next = end;
+            return;
+        }
         while self.next < end {
             self.drain(stats, emit);
             if self.next >= end {
@@ -180,6 +186,9 @@ impl HalfStream {
     }
 
     fn first_pending(&self) -> Option<u64> {
+        if self.ooo.is_empty() {
+            return None;
+        }
         self.ooo.keys().next().copied()
     }
 

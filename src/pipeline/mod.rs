@@ -36,6 +36,9 @@ use crate::smb2::FramerConfig;
 use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub use crate::smb2::FileId;
+/// How a record's SQOS buffer is decoded and checked (the `render` fuzz target builds records
+/// with them).
+pub use sqos_build::{decode_request, decode_response};
 
 /// Which end of an exchange a record is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -71,13 +71,33 @@ pub fn request_record(
     let mut rec = base(ctx, &part.header, Direction::Request, file);
     take_buffer(&mut rec, req.input(&part.bytes), part);
     rec.max_output_response = Some(req.max_output_response);
-    let mut d = sqos::parse_request(&rec.buffer);
+    rec.body = SqosBody::Request(decode_request(&rec.buffer, req.max_output_response));
+    rec
+}
+
+/// An IOCTL's input buffer decoded as STORAGE_QOS_CONTROL_REQUEST, with the check of the
+/// IOCTL's MaxOutputResponse against what the request asks for.
+pub fn decode_request(buffer: &[u8], max_output_response: u32) -> sqos::Dissection<sqos::Request> {
+    let mut d = sqos::parse_request(buffer);
     if let Some(m) = &d.message {
-        let extra = sqos::check_max_output(m, req.max_output_response);
+        let extra = sqos::check_max_output(m, max_output_response);
         d.findings.extend(extra);
     }
-    rec.body = SqosBody::Request(d);
-    rec
+    d
+}
+
+/// An IOCTL's output buffer decoded as STORAGE_QOS_CONTROL_RESPONSE, cross-checked against the
+/// matched request's decoded message when there is one.
+pub fn decode_response(
+    buffer: &[u8],
+    request: Option<&sqos::Request>,
+) -> sqos::Dissection<sqos::Response> {
+    let mut d = sqos::parse_response(buffer);
+    if let (Some(q), Some(m)) = (request, &d.message) {
+        let extra = sqos::check_response_against_request(q, m);
+        d.findings.extend(extra);
+    }
+    d
 }
 
 /// Statuses with which an IOCTL response still carries its output buffer.
@@ -100,12 +120,7 @@ pub fn response_record(
     rec.interim = h.is_interim();
     if let Some(resp) = resp.filter(|r| r.output_count > 0 && has_output(h.status)) {
         take_buffer(&mut rec, resp.output(&part.bytes), part);
-        let mut d = sqos::parse_response(&rec.buffer);
-        if let (Some(q), Some(m)) = (request, &d.message) {
-            let extra = sqos::check_response_against_request(q, m);
-            d.findings.extend(extra);
-        }
-        rec.body = SqosBody::Response(d);
+        rec.body = SqosBody::Response(decode_response(&rec.buffer, request));
     }
     rec
 }

@@ -50,7 +50,15 @@ fn dialect_label(d: Option<Dialect>) -> String {
     }
 }
 
-fn short(len: usize, needed: usize, what: &str, d: Option<Dialect>) -> (DecodeError, Finding) {
+/// What a buffer shorter than its fixed part gives: every field read before it ended, the
+/// short-buffer finding first, and the error.
+fn short<T>(
+    r: FieldReader<'_>,
+    mut findings: Vec<Finding>,
+    (len, needed): (usize, usize),
+    what: &str,
+    d: Option<Dialect>,
+) -> Dissection<T> {
     let finding = Finding::new(
         FindingCode::ShortBuffer,
         format!(
@@ -58,7 +66,13 @@ fn short(len: usize, needed: usize, what: &str, d: Option<Dialect>) -> (DecodeEr
             dialect_label(d)
         ),
     );
-    (DecodeError::Short { len, needed }, finding)
+    findings.insert(0, finding);
+    Dissection {
+        message: None,
+        fields: r.into_fields(),
+        findings,
+        error: Some(DecodeError::Short { len, needed }),
+    }
 }
 
 fn trailing(len: usize, end: usize, what: &str) -> Option<Finding> {
@@ -131,14 +145,7 @@ pub fn parse_request(buf: &[u8]) -> Dissection<Request> {
         findings.push(rules::unknown_request_version(v.0));
     }
     let Some(mut req) = pv.and_then(|pv| request_fixed(&mut r, pv)) else {
-        let (error, finding) = short(buf.len(), fixed_len, "request", dialect);
-        findings.insert(0, finding);
-        return Dissection {
-            message: None,
-            fields: r.into_fields(),
-            findings,
-            error: Some(error),
-        };
+        return short(r, findings, (buf.len(), fixed_len), "request", dialect);
     };
     findings.extend(rules::check_request(&req));
 
@@ -249,14 +256,7 @@ pub fn parse_response(buf: &[u8]) -> Dissection<Response> {
         findings.push(rules::unknown_response_version(v.0));
     }
     let Some(resp) = pv.and_then(|pv| response_fixed(&mut r, pv)) else {
-        let (error, finding) = short(buf.len(), len, "response", dialect);
-        findings.insert(0, finding);
-        return Dissection {
-            message: None,
-            fields: r.into_fields(),
-            findings,
-            error: Some(error),
-        };
+        return short(r, findings, (buf.len(), len), "response", dialect);
     };
     findings.extend(rules::check_response(&resp));
     findings.extend(trailing(buf.len(), len, "response"));

@@ -62,13 +62,23 @@ fn every_committed_capture_gives_the_same_output_on_several_threads() {
     same_output_with_threads(&committed());
 }
 
+/// Committed capture `name` (gzipped) unpacked into `dir`: a regular file, memory-mapped.
+fn unpacked(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name.trim_end_matches(".gz"));
+    let gz = std::fs::File::open(repo().join("captures").join(name)).expect("capture");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut bytes).expect("gunzip");
+    std::fs::write(&path, bytes).expect("write");
+    path
+}
+
 /// The committed captures are mostly gzipped, which is streamed: the workers get copies of the
 /// frames. Unpacked, the same captures are memory-mapped and the workers read the frames where
 /// they lie in the map; the output is still the gzip's on one thread.
 #[test]
 fn mapped_captures_of_many_connections_give_the_same_output_on_several_threads() {
     let dir = crate::support::scratch("sqos-threads-");
-    let mut unpacked = Vec::new();
+    let mut files = Vec::new();
     for name in [
         "multichannel.pcap.gz",
         "noisy-neighbour.pcapng.gz",
@@ -76,14 +86,7 @@ fn mapped_captures_of_many_connections_give_the_same_output_on_several_threads()
         "steady-ipv6.pcapng.gz",
     ] {
         let gz = repo().join("captures").join(name);
-        let path = dir.path().join(name.trim_end_matches(".gz"));
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut flate2::read::GzDecoder::new(std::fs::File::open(&gz).expect("capture")),
-            &mut bytes,
-        )
-        .expect("gunzip");
-        std::fs::write(&path, bytes).expect("write");
+        let path = unpacked(dir.path(), name);
         assert!(sqos::run::open(&path).expect("opens").is_mapped());
         for args in [&["dissect", "-T", "jsonl"][..], &["stats"]] {
             let gz_one = sqos_on(
@@ -100,9 +103,9 @@ fn mapped_captures_of_many_connections_give_the_same_output_on_several_threads()
                 "{name}: {args:?}"
             );
         }
-        unpacked.push(path);
+        files.push(path);
     }
-    same_output_with_threads(&unpacked);
+    same_output_with_threads(&files);
 }
 
 #[test]
@@ -241,17 +244,7 @@ fn files_in_parallel_share_the_threads_and_keep_their_output() {
     let dir = crate::support::scratch("sqos-threads-");
     let mut files = Vec::new();
     for name in ["multichannel.pcap.gz", "steady.pcap.gz"] {
-        let path = dir.path().join(name.trim_end_matches(".gz"));
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut flate2::read::GzDecoder::new(
-                std::fs::File::open(repo().join("captures").join(name)).expect("capture"),
-            ),
-            &mut bytes,
-        )
-        .expect("gunzip");
-        std::fs::write(&path, bytes).expect("write");
-        files.push(path);
+        files.push(unpacked(dir.path(), name));
     }
     let separate = |n: &str| sqos_on(&["stats", "--separate", "--threads", n], &files);
     let one = separate("1");

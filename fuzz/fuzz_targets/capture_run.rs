@@ -1,0 +1,44 @@
+//! What the `pipeline` and `faces` targets share: capture bytes (pcap, pcapng, gzip of either)
+//! through the reader, the pipeline and the flow analysis, as every command runs them; the
+//! memory shares stay within their limits.
+
+use sqos::analysis::{Analysis, Analyzer};
+use sqos::capture::CaptureReader;
+use sqos::feed::{Feed, Tap};
+use sqos::pipeline::{CaptureNote, Stats};
+use sqos::run::{no_progress, run_capture, Ending};
+
+/// The notes, read as a face reads them.
+struct Notes(usize);
+
+impl Tap<Analyzer> for Notes {
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.0 += note.message.len();
+    }
+}
+
+/// The run's statistics and the finished analysis; `None` when the bytes are no capture.
+pub fn run(data: &[u8]) -> Option<(Stats, Analysis)> {
+    let mut reader =
+        CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec()))).ok()?;
+    let mut faces = Feed {
+        analysis: Analyzer::default(),
+        tap: Notes(0),
+    };
+    let result = run_capture(
+        &mut reader,
+        Default::default(),
+        &mut faces,
+        &mut no_progress,
+    );
+    if matches!(result.ending, Ending::Stopped) {
+        return None;
+    }
+    for m in &result.stats.memory {
+        assert!(
+            m.peak_bytes <= m.limit_bytes + (1 << 20),
+            "{m:?} over its share"
+        );
+    }
+    Some((result.stats, faces.analysis.finish()))
+}
