@@ -38,6 +38,7 @@ use crate::net::{
     decode_tcp, CloseKind, ConnId, ConnKey, Dir, NetNote, Reassembler, ReassemblyConfig, StreamSink,
 };
 use crate::smb2::crypto::{Decryptor, KeyRing};
+use crate::smb2::framer::{Framer, SealCtx};
 use crate::smb2::FramerEvent;
 
 /// Frame bytes (and frames) a batch for one worker collects before it is sent.
@@ -141,52 +142,43 @@ struct ConnStage {
     shed: u64,
 }
 
+impl ConnStage {
+    /// Steps the direction's framer and records what it completed. A push that completed nothing
+    /// changes nothing downstream (no op, no allocation); a gap is always recorded, since the
+    /// session stage learns of the loss from it.
+    fn deliver(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        gap: bool,
+        step: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
+    ) {
+        self.shed += self
+            .framers
+            .with(conn, dir, frame, &mut self.crypto, &mut self.events, step);
+        if gap || !self.events.is_empty() {
+            let events = std::mem::take(&mut self.events);
+            self.ops.push((conn, WorkerOp::Events { dir, gap, events }));
+        }
+    }
+}
+
 impl StreamSink for ConnStage {
     fn on_connection(&mut self, conn: ConnId, key: &ConnKey, _frame: u64, _ts: Timestamp) {
         self.ops.push((conn, WorkerOp::Connection(*key)));
     }
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, _ts: Timestamp, data: &[u8]) {
-        self.shed += self.framers.with(
-            conn,
-            dir,
-            frame,
-            &mut self.crypto,
-            &mut self.events,
-            |f, ctx, ev| f.push_sealed(data, ctx, ev),
-        );
-        // A push that completed nothing changes nothing downstream: no op, no allocation.
-        if !self.events.is_empty() {
-            let events = std::mem::take(&mut self.events);
-            self.ops.push((
-                conn,
-                WorkerOp::Events {
-                    dir,
-                    gap: false,
-                    events,
-                },
-            ));
-        }
+        self.deliver(conn, dir, frame, false, |f, ctx, ev| {
+            f.push_sealed(data, ctx, ev)
+        });
     }
 
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, _ts: Timestamp, missing: u64) {
-        self.shed += self.framers.with(
-            conn,
-            dir,
-            frame,
-            &mut self.crypto,
-            &mut self.events,
-            |f, ctx, ev| f.gap_sealed(missing, ctx, ev),
-        );
-        let events = std::mem::take(&mut self.events);
-        self.ops.push((
-            conn,
-            WorkerOp::Events {
-                dir,
-                gap: true,
-                events,
-            },
-        ));
+        self.deliver(conn, dir, frame, true, |f, ctx, ev| {
+            f.gap_sealed(missing, ctx, ev)
+        });
     }
 
     fn on_close(&mut self, conn: ConnId, how: CloseKind, _frame: u64, _ts: Timestamp) {
