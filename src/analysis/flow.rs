@@ -12,14 +12,14 @@ use super::channel::{ChannelEnding, ChannelInfo, ChannelUse, FlowChannel, MAX_CH
 use super::checks::check_row;
 use super::config::{AnalyzerConfig, Tolerances};
 use super::finding::{FlowFinding, FlowFindingCode};
-use super::interval::{
-    Counters, InEffect, IntervalRow, Observed, ObservedRates, Rates, Series, DEFAULT_BASE_IO_SIZE,
-};
+use super::interval::{Counters, InEffect, IntervalRow, Observed, ObservedRates, Rates, Series};
 use super::open::{AssociatedBy, OpenKey};
 use super::view::UpdateAnswer;
 use crate::capture::Timestamp;
 use crate::net::ConnId;
-use crate::sqos::{Options, ProtocolVersion, Request, Response, Severity, Status};
+use crate::sqos::{
+    Options, ProtocolVersion, Request, Response, Severity, Status, DEFAULT_BASE_IO_SIZE,
+};
 
 /// Unfinished interval rows kept waiting for late I/O or their update's answer.
 const MAX_UNFINISHED: usize = 4;

@@ -9,23 +9,21 @@
 use serde::Serialize;
 
 use crate::capture::Timestamp;
-use crate::sqos::Request;
+use crate::sqos::{self, Request, DEFAULT_BASE_IO_SIZE};
 
 /// 100-ns units per millisecond (LatencyIncrement is in 100-ns units).
 const TICKS_PER_MS: f64 = 10_000.0;
 
-/// Default BaseIoSize of a flow (section 3.1.3) until the server says otherwise.
-pub const DEFAULT_BASE_IO_SIZE: u32 = 8192;
-
-/// Section 4.1: NormalizedIoSize = (IoSizeInBytes + BaseIoSize − 1) / BaseIoSize, unsigned.
-/// A BaseIoSize of 0 (a server bug) is read as the default, not divided by.
+/// Section 4.1's NormalizedIoSize (`sqos::normalized_io_size`) of an I/O seen on the wire. A
+/// BaseIoSize of 0 (a server bug) is read as the default (section 3.1.3), not divided by.
 pub fn normalized_io_size(bytes: u64, base_io_size: u32) -> u64 {
-    let base = u64::from(if base_io_size == 0 {
+    let base = if base_io_size == 0 {
         DEFAULT_BASE_IO_SIZE
     } else {
         base_io_size
-    });
-    bytes.saturating_add(base - 1) / base
+    };
+    // `None` only for a BaseIoSize of 0, ruled out above.
+    sqos::normalized_io_size(bytes, base).unwrap_or_default()
 }
 
 /// The increments one or more UPDATE_COUNTERS carried.
@@ -290,7 +288,8 @@ mod tests {
         assert_eq!(normalized_io_size(0, 8192), 0);
         assert_eq!(normalized_io_size(4097, 4096), 2);
         assert_eq!(normalized_io_size(100, 0), 1, "BaseIoSize 0 reads as 8192");
-        assert_eq!(normalized_io_size(u64::MAX, 8192), u64::MAX / 8192);
+        // The exact ceiling, without overflow.
+        assert_eq!(normalized_io_size(u64::MAX, 8192), u64::MAX / 8192 + 1);
     }
 
     #[test]

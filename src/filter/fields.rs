@@ -100,34 +100,63 @@ pub fn resolve(ctx: Context, written: &str) -> Result<FieldRef, Unresolved> {
 
 /// The closest known name, if it is close enough to be what was meant.
 fn suggestion(scopes: &[Scope], name: &str) -> Option<String> {
-    let mut best: Option<(usize, &str)> = None;
-    for s in scopes {
-        for n in names(*s).iter().map(|c| c.name) {
-            let d = distance(name, n);
-            if best.is_none_or(|(b, _)| d < b) {
-                best = Some((d, n));
-            }
-        }
-    }
-    let (d, n) = best?;
+    let typed: Vec<char> = name.chars().collect();
+    let (d, n) = closest(scopes, &typed, true)?;
     // A third of the name may be wrong, or the typed name is part of a longer one.
-    (d <= name.chars().count().div_ceil(3) || (name.len() >= 4 && n.contains(name)))
-        .then(|| n.to_string())
+    (d <= typed.len().div_ceil(3) || (name.len() >= 4 && n.contains(name))).then(|| n.to_string())
 }
 
-/// Levenshtein distance (names are short; quadratic is fine).
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+/// The first known name at the smallest distance from `typed`, and that distance.
+fn closest(
+    scopes: &[Scope],
+    typed: &[char],
+    skip_by_length: bool,
+) -> Option<(usize, &'static str)> {
+    let mut work = Levenshtein::default();
+    let mut best: Option<(usize, &'static str)> = None;
+    for n in scopes.iter().flat_map(|s| names(*s)).map(|c| c.name) {
+        // The distance is at least the difference in length, so a name that cannot come
+        // strictly closer than the best so far need not be measured: the same answer, without
+        // a quadratic walk per known name for every unknown one.
+        if skip_by_length && best.is_some_and(|(b, _)| typed.len().abs_diff(n.chars().count()) >= b)
+        {
+            continue;
         }
-        prev = cur;
+        let d = work.distance(typed, n);
+        if best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, n));
+        }
     }
-    prev[b.len()]
+    best
+}
+
+/// Levenshtein distance (names are short; quadratic is fine), with its rows kept between calls.
+#[derive(Default)]
+struct Levenshtein {
+    b: Vec<char>,
+    prev: Vec<usize>,
+    cur: Vec<usize>,
+}
+
+impl Levenshtein {
+    fn distance(&mut self, a: &[char], b: &str) -> usize {
+        self.b.clear();
+        self.b.extend(b.chars());
+        let n = self.b.len();
+        self.prev.clear();
+        self.prev.extend(0..=n);
+        for (i, ca) in a.iter().enumerate() {
+            self.cur.clear();
+            self.cur.push(i + 1);
+            for (j, cb) in self.b.iter().enumerate() {
+                let sub = self.prev[j] + usize::from(ca != cb);
+                let next = sub.min(self.prev[j + 1] + 1).min(self.cur[j] + 1);
+                self.cur.push(next);
+            }
+            std::mem::swap(&mut self.prev, &mut self.cur);
+        }
+        self.prev[n]
+    }
 }
 
 #[cfg(test)]
@@ -177,5 +206,36 @@ mod tests {
             resolve(Context::Series, "nt_status"),
             Err(Unresolved::NotHere(_))
         ));
+    }
+
+    #[test]
+    fn skipping_names_by_length_keeps_the_closest() {
+        // Every known name with a letter dropped, changed or added, some prefixes and strays:
+        // the first name at the smallest distance is the one found when every name is measured.
+        let mut typed: Vec<String> = vec!["".into(), "x".into(), "zzzzzzzzzzzzzzzzzzzzzzzz".into()];
+        for s in [Scope::Message, Scope::Flow, Scope::Row] {
+            for c in names(s) {
+                let n = c.name;
+                typed.push(n[1..].to_string());
+                typed.push(format!("{n}s"));
+                typed.push(n.replacen('_', "", 1));
+                typed.push(n[..n.len() / 2].to_string());
+            }
+        }
+        for scopes in [
+            &[Scope::Message, Scope::Flow][..],
+            &[Scope::Row, Scope::Flow],
+        ] {
+            for t in &typed {
+                let chars: Vec<char> = t.chars().collect();
+                assert_eq!(
+                    closest(scopes, &chars, true),
+                    closest(scopes, &chars, false),
+                    "{t}"
+                );
+            }
+        }
+        let mut work = Levenshtein::default();
+        assert_eq!(work.distance(&['k', 'i', 't', 't', 'e', 'n'], "sitting"), 3);
     }
 }
