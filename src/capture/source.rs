@@ -129,6 +129,71 @@ enum Format {
     },
 }
 
+/// Where the records are read from: a memory map (its reader called directly, so that its small
+/// methods inline into the per-record path) or pcap-parser's reader over a stream.
+enum Records {
+    #[cfg(target_os = "linux")]
+    Mapped(MapReader),
+    Streamed(Box<dyn PcapReaderIterator + Send>),
+}
+
+/// `$body` with `$r` bound to the reader, whichever it is.
+macro_rules! on_records {
+    ($records:expr, $r:ident => $body:expr) => {
+        match $records {
+            #[cfg(target_os = "linux")]
+            Records::Mapped($r) => $body,
+            Records::Streamed($r) => $body,
+        }
+    };
+}
+
+/// The parts of [`PcapReaderIterator`] the capture reader uses.
+impl Records {
+    fn next(&mut self) -> Result<(usize, PcapBlockOwned<'_>), PcapError<&[u8]>> {
+        on_records!(self, r => r.next())
+    }
+    fn data(&self) -> &[u8] {
+        on_records!(self, r => r.data())
+    }
+    fn consume_noshift(&mut self, offset: usize) {
+        on_records!(self, r => r.consume_noshift(offset))
+    }
+    fn consumed(&self) -> usize {
+        on_records!(self, r => r.consumed())
+    }
+    fn refill(&mut self) -> Result<(), PcapError<&[u8]>> {
+        on_records!(self, r => r.refill())
+    }
+    fn grow(&mut self, new_size: usize) -> bool {
+        on_records!(self, r => r.grow(new_size))
+    }
+    fn reader_exhausted(&self) -> bool {
+        on_records!(self, r => r.reader_exhausted())
+    }
+}
+
+/// A legacy pcap record's header: time (seconds, then micro- or nanoseconds), captured and
+/// original length. (The modified format's 8 further bytes are not needed.)
+struct RecordHeader {
+    ts_sec: u32,
+    ts_frac: u32,
+    caplen: u32,
+    orig_len: u32,
+}
+
+impl RecordHeader {
+    fn read(data: &[u8], big_endian: bool) -> Option<RecordHeader> {
+        let field = |i: usize| data.get(4 * i..4 * i + 4).map(|b| read_u32(b, big_endian));
+        Some(RecordHeader {
+            ts_sec: field(0)?,
+            ts_frac: field(1)?,
+            caplen: field(2)?,
+            orig_len: field(3)?,
+        })
+    }
+}
+
 /// What the next record is, learnt from its header alone.
 enum Peek {
     /// Not enough bytes buffered to tell; at least this many are needed.
@@ -151,7 +216,7 @@ struct PacketMeta {
 
 /// Reads frames one at a time from a pcap or pcapng stream, never loading the whole input.
 pub struct CaptureReader {
-    rdr: Box<dyn PcapReaderIterator + Send>,
+    rdr: Records,
     format: Format,
     tap: Arc<TapState>,
     gzip: bool,
@@ -215,7 +280,7 @@ impl CaptureReader {
             },
         };
         let mut reader = Self::with(
-            Box::new(MapReader::new(map.clone(), layout)),
+            Records::Mapped(MapReader::new(map.clone(), layout)),
             format,
             Arc::new(TapState::default()),
             false,
@@ -241,15 +306,10 @@ impl CaptureReader {
                     .map_err(|e| corrupt_at(1, 0, &e))?,
             ),
         };
-        Ok(Self::with(rdr, format, tap_state, gzip))
+        Ok(Self::with(Records::Streamed(rdr), format, tap_state, gzip))
     }
 
-    fn with(
-        rdr: Box<dyn PcapReaderIterator + Send>,
-        format: Format,
-        tap: Arc<TapState>,
-        gzip: bool,
-    ) -> Self {
+    fn with(rdr: Records, format: Format, tap: Arc<TapState>, gzip: bool) -> Self {
         CaptureReader {
             rdr,
             format,
@@ -492,11 +552,12 @@ impl CaptureReader {
                 record_header_len,
                 ..
             } => {
-                let Some(caplen) = data.get(8..12).filter(|_| data.len() >= *record_header_len)
+                let Some(h) = RecordHeader::read(data, *big_endian)
+                    .filter(|_| data.len() >= *record_header_len)
                 else {
                     return Ok(Peek::NeedHeader(*record_header_len));
                 };
-                let caplen = read_u32(caplen, *big_endian) as usize;
+                let caplen = h.caplen as usize;
                 if caplen > MAX_BLOCK_LEN - record_header_len {
                     return Err(self.corrupt(format!(
                         "record claims {caplen} captured bytes, more than the {MAX_BLOCK_LEN}-byte limit"
@@ -554,7 +615,7 @@ impl CaptureReader {
     }
 
     fn take_pcap_record(&mut self) -> Result<Option<PacketMeta>, CaptureError> {
-        let (link_type, nanosecond) = match &mut self.format {
+        let (link_type, nanosecond, big_endian, header_len) = match &mut self.format {
             Format::Pcap {
                 header_pending: pending @ true,
                 ..
@@ -576,34 +637,32 @@ impl CaptureReader {
             Format::Pcap {
                 link_type,
                 nanosecond,
+                big_endian,
+                record_header_len,
                 ..
-            } => (*link_type, *nanosecond),
+            } => (*link_type, *nanosecond, *big_endian, *record_header_len),
             Format::PcapNg { .. } => return Ok(None),
         };
-        let base = self.rdr.data().as_ptr() as usize;
-        let parsed = match self.rdr.next() {
-            Ok((n, PcapBlockOwned::Legacy(b))) => {
-                let frac_ns = if nanosecond {
-                    i64::from(b.ts_usec)
-                } else {
-                    i64::from(b.ts_usec) * 1000
-                };
-                let ts = timestamp(i64::from(b.ts_sec), frac_ns);
-                let start = (b.data.as_ptr() as usize).wrapping_sub(base);
-                Ok((n, start, b.data.len(), ts, b.origlen))
-            }
-            Ok((_, _)) => Err("unexpected record".to_string()),
-            Err(e) => Err(describe(&e)),
+        // The record header is read where it lies (`peek` made sure the whole record is
+        // buffered): the packet's bytes follow it.
+        let data = self.rdr.data();
+        let h = RecordHeader::read(data, big_endian)
+            .filter(|h| data.len() >= header_len + h.caplen as usize)
+            .ok_or_else(|| self.corrupt("record shorter than its contents claim"))?;
+        let frac_ns = if nanosecond {
+            i64::from(h.ts_frac)
+        } else {
+            i64::from(h.ts_frac) * 1000
         };
-        let (n, start, caplen, ts, orig_len) = parsed.map_err(|r| self.corrupt(r))?;
-        self.pending = n;
+        let end = header_len + h.caplen as usize;
+        self.pending = end;
         Ok(Some(PacketMeta {
-            start,
-            end: start + caplen,
-            ts,
+            start: header_len,
+            end,
+            ts: timestamp(i64::from(h.ts_sec), frac_ns),
             interface: 0,
             link_type,
-            orig_len,
+            orig_len: h.orig_len,
         }))
     }
 

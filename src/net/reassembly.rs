@@ -225,12 +225,21 @@ impl Reassembler {
     ) {
         self.last_frame = frame;
         self.last_ts = ts;
-        let Some((key, dir)) = self.orient(seg) else {
-            return;
-        };
-        self.stats.segments += 1;
-        let Some(slot) = self.slot_for(&key, dir, seg, frame, ts, sink) else {
-            return;
+        let (slot, dir) = match self.last_hit(seg) {
+            Some(hit) => {
+                self.stats.segments += 1;
+                hit
+            }
+            None => {
+                let Some((key, dir)) = self.orient(seg) else {
+                    return;
+                };
+                self.stats.segments += 1;
+                let Some(slot) = self.slot_for(&key, dir, seg, frame, ts, sink) else {
+                    return;
+                };
+                (slot, dir)
+            }
         };
         let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
@@ -285,8 +294,10 @@ impl Reassembler {
         }
         let window = self.cfg.reorder_window;
         for d in [Dir::ToServer, Dir::ToClient] {
-            conn.half(d)
-                .resolve_acked_hole(now, window, stats, &mut to.sink(d, sink));
+            let half = conn.half(d);
+            if half.acked_hole_waiting() {
+                half.resolve_acked_hole(now, window, stats, &mut to.sink(d, sink));
+            }
         }
         if seg.flags.rst {
             // Nothing buffered can be completed any more.
@@ -301,9 +312,14 @@ impl Reassembler {
         }
 
         let after = (conn.chunks(), conn.bytes());
-        self.held.release(before.0, before.1);
-        self.held.charge(after.0, after.1);
-        self.enforce_bounds(slot, dir, frame, ts, sink);
+        if after != before {
+            self.held.release(before.0, before.1);
+            self.held.charge(after.0, after.1);
+        }
+        // A connection that holds nothing is within its bound (the usual case: in order).
+        if after != (0, 0) || self.held.over() {
+            self.enforce_bounds(slot, dir, frame, ts, sink);
+        }
     }
 
     /// End of capture: deliver what can be delivered, report what is missing.
@@ -382,22 +398,28 @@ impl Reassembler {
         self.by_id.len()
     }
 
+    /// The slot and direction of `seg` when it belongs to the connection of the last segment:
+    /// bulk transfers send many in a row on one connection, whose orientation was settled when
+    /// it was first seen. Not for a client SYN, which `orient` may orient afresh (a new
+    /// connection on the reversed ports when both are server ports) and `slot_for` may take
+    /// for a new connection on the same ports.
+    fn last_hit(&self, seg: &TcpSegment<'_>) -> Option<(usize, Dir)> {
+        let (k, slot) = self.last.as_ref()?;
+        if seg.flags.syn && !seg.flags.ack {
+            return None;
+        }
+        if k.client == seg.src && k.server == seg.dst {
+            Some((*slot, Dir::ToServer))
+        } else if k.client == seg.dst && k.server == seg.src {
+            Some((*slot, Dir::ToClient))
+        } else {
+            None
+        }
+    }
+
     /// Which side is the server, by port. When both ports are server ports, a SYN tells, or an
     /// existing connection, or else the destination is taken as the server.
     fn orient(&self, seg: &TcpSegment<'_>) -> Option<(ConnKey, Dir)> {
-        // Bulk transfers send many segments in a row on one connection: its orientation was
-        // settled when it was first seen. Not for a client SYN, which the rules below may
-        // orient afresh (a new connection on the reversed ports when both are server ports).
-        if let Some((k, _)) = &self.last {
-            if !seg.flags.syn || seg.flags.ack {
-                if k.client == seg.src && k.server == seg.dst {
-                    return Some((*k, Dir::ToServer));
-                }
-                if k.client == seg.dst && k.server == seg.src {
-                    return Some((*k, Dir::ToClient));
-                }
-            }
-        }
         let src_srv = self.cfg.ports.contains(&seg.src.port());
         let dst_srv = self.cfg.ports.contains(&seg.dst.port());
         let to_server = (

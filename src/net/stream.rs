@@ -137,6 +137,17 @@ impl HalfStream {
         if len == 0 {
             return;
         }
+        if missing == 0
+            && self.ooo.is_empty()
+            && self.fin.is_none()
+            && seq == self.base.wrapping_add(self.next as u32)
+        {
+            // The usual segment: the next bytes, all captured, nothing held or closed: what
+            // the general case below does with it, without its offset arithmetic.
+            emit.data(payload);
+            self.next += len;
+            return;
+        }
         let start = self.offset_of(seq);
         let end = start + i128::from(len);
         let next = i128::from(self.next);
@@ -343,6 +354,11 @@ impl HalfStream {
             (Some(_), None) => self.acked_hole_since = Some(now),
             (Some(_), Some(_)) => {}
         }
+    }
+
+    /// The peer acknowledged bytes that did not arrive: `resolve_acked_hole` has work.
+    pub(crate) fn acked_hole_waiting(&self) -> bool {
+        self.acked_hole_since.is_some()
     }
 
     /// Gives up the acknowledged hole once its evidence is `window` segments old.

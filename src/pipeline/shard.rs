@@ -38,7 +38,6 @@ use crate::net::{
     decode_tcp, CloseKind, ConnId, ConnKey, Dir, NetNote, Reassembler, ReassemblyConfig, StreamSink,
 };
 use crate::smb2::crypto::{Decryptor, KeyRing};
-use crate::smb2::framer::{Framer, SealCtx};
 use crate::smb2::FramerEvent;
 
 /// Frame bytes (and frames) a batch for one worker collects before it is sent.
@@ -143,20 +142,11 @@ struct ConnStage {
 }
 
 impl ConnStage {
-    /// Steps the direction's framer and records what it completed. A push that completed nothing
+    /// Records what a step of the direction's framer completed. A push that completed nothing
     /// changes nothing downstream (no op, no allocation); a gap is always recorded, since the
     /// session stage learns of the loss from it.
-    fn deliver(
-        &mut self,
-        conn: ConnId,
-        dir: Dir,
-        frame: u64,
-        gap: bool,
-        step: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
-    ) {
-        self.shed += self
-            .framers
-            .with(conn, dir, frame, &mut self.crypto, &mut self.events, step);
+    fn record(&mut self, conn: ConnId, dir: Dir, gap: bool, shed: u64) {
+        self.shed += shed;
         if gap || !self.events.is_empty() {
             let events = std::mem::take(&mut self.events);
             self.ops.push((conn, WorkerOp::Events { dir, gap, events }));
@@ -170,15 +160,25 @@ impl StreamSink for ConnStage {
     }
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, _ts: Timestamp, data: &[u8]) {
-        self.deliver(conn, dir, frame, false, |f, ctx, ev| {
-            f.push_sealed(data, ctx, ev)
-        });
+        if self.framers.skip(conn, dir, data.len()) {
+            return;
+        }
+        let shed = self
+            .framers
+            .push(conn, dir, frame, data, &mut self.crypto, &mut self.events);
+        self.record(conn, dir, false, shed);
     }
 
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, _ts: Timestamp, missing: u64) {
-        self.deliver(conn, dir, frame, true, |f, ctx, ev| {
-            f.gap_sealed(missing, ctx, ev)
-        });
+        let shed = self.framers.gap(
+            conn,
+            dir,
+            frame,
+            missing,
+            &mut self.crypto,
+            &mut self.events,
+        );
+        self.record(conn, dir, true, shed);
     }
 
     fn on_close(&mut self, conn: ConnId, how: CloseKind, _frame: u64, _ts: Timestamp) {

@@ -29,9 +29,15 @@ pub const OTHER_SESSIONS: &str = "(other sessions)";
 /// layer owns one; with `PipelineConfig::threads`, each worker owns one for its connections.
 pub(super) struct Framers {
     cfg: FramerConfig,
-    /// Looked up for every chunk of stream data: hashed with foldhash, not SipHash (the keys
-    /// are our own connection numbers, nothing an attacker chooses to collide).
-    map: HashMap<(ConnId, Dir), Framer, FixedState>,
+    /// The framers, in slots reused once their connection ends.
+    slots: Vec<Option<Framer>>,
+    free: Vec<usize>,
+    /// Slot by (connection, direction): hashed with foldhash, not SipHash (the keys are our own
+    /// connection numbers, nothing an attacker chooses to collide).
+    index: HashMap<(ConnId, Dir), usize, FixedState>,
+    /// The last direction looked up and its slot: bulk transfers deliver many chunks in a row
+    /// on one direction, which then costs no hashing.
+    last: Option<((ConnId, Dir), usize)>,
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     bytes: Share,
 }
@@ -40,7 +46,10 @@ impl Framers {
     pub(super) fn new(cfg: FramerConfig, max_bytes: usize) -> Self {
         Framers {
             cfg,
-            map: HashMap::with_hasher(FixedState::default()),
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashMap::with_hasher(FixedState::default()),
+            last: None,
             bytes: Share::new(Kind::Framers, max_bytes),
         }
     }
@@ -54,8 +63,91 @@ impl Framers {
         (self.bytes.used(), self.bytes.take_peak())
     }
 
+    /// The slot of (conn, dir)'s framer, if it has one.
+    fn slot(&mut self, conn: ConnId, dir: Dir) -> Option<usize> {
+        match self.last {
+            Some((key, slot)) if key == (conn, dir) => Some(slot),
+            _ => {
+                let slot = *self.index.get(&(conn, dir))?;
+                self.last = Some(((conn, dir), slot));
+                Some(slot)
+            }
+        }
+    }
+
+    fn get_mut(&mut self, conn: ConnId, dir: Dir) -> Option<&mut Framer> {
+        let slot = self.slot(conn, dir)?;
+        self.slots.get_mut(slot)?.as_mut()
+    }
+
     fn in_message(&self, conn: ConnId, dir: Dir) -> bool {
-        self.map.get(&(conn, dir)).is_some_and(Framer::in_message)
+        self.index
+            .get(&(conn, dir))
+            .and_then(|&s| self.slots.get(s)?.as_ref())
+            .is_some_and(Framer::in_message)
+    }
+
+    /// The framer of (conn, dir), made on first use.
+    fn framer(&mut self, conn: ConnId, dir: Dir) -> &mut Framer {
+        let slot = match self.slot(conn, dir) {
+            Some(slot) => slot,
+            None => {
+                let framer = Some(Framer::new(self.cfg));
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.slots[slot] = framer;
+                        slot
+                    }
+                    None => {
+                        self.slots.push(framer);
+                        self.slots.len() - 1
+                    }
+                };
+                self.index.insert((conn, dir), slot);
+                self.last = Some(((conn, dir), slot));
+                slot
+            }
+        };
+        self.slots[slot].get_or_insert_with(|| Framer::new(self.cfg))
+    }
+
+    /// Counts `len` in-order bytes of (conn, dir) off when they lie inside data its framer
+    /// skips anyway (the middle of a READ or WRITE payload: most of a bulk transfer): they
+    /// change no held bytes and complete nothing, so there is nothing else to do. False: they
+    /// need [`Framers::push`].
+    pub(super) fn skip(&mut self, conn: ConnId, dir: Dir, len: usize) -> bool {
+        // (Over the bound, `with` has framers give back: not skipped, whatever the bytes.)
+        !self.bytes.over() && self.get_mut(conn, dir).is_some_and(|f| f.skip_within(len))
+    }
+
+    /// Feed in-order stream bytes to the framer of (conn, dir) (see [`Framers::with`]).
+    pub(super) fn push(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        data: &[u8],
+        crypto: &mut Decryptor,
+        events: &mut Vec<FramerEvent>,
+    ) -> u64 {
+        self.with(conn, dir, frame, crypto, events, |f, ctx, ev| {
+            f.push_sealed(data, ctx, ev)
+        })
+    }
+
+    /// `missing` bytes of (conn, dir) will never arrive (see [`Framers::with`]).
+    pub(super) fn gap(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        missing: u64,
+        crypto: &mut Decryptor,
+        events: &mut Vec<FramerEvent>,
+    ) -> u64 {
+        self.with(conn, dir, frame, crypto, events, |f, ctx, ev| {
+            f.gap_sealed(missing, ctx, ev)
+        })
     }
 
     /// Run `f` on the framer of (conn, dir), keeping the total of held bytes up to date and
@@ -69,11 +161,7 @@ impl Framers {
         events: &mut Vec<FramerEvent>,
         f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
     ) -> u64 {
-        let cfg = self.cfg;
-        let framer = self
-            .map
-            .entry((conn, dir))
-            .or_insert_with(|| Framer::new(cfg));
+        let framer = self.framer(conn, dir);
         let before = framer.buffered();
         crypto.at_frame(frame);
         let mut ctx = SealCtx {
@@ -91,20 +179,22 @@ impl Framers {
         // The fullest framers give back until the total is under seven eighths of the bound,
         // so this scan of every framer comes at most once per eighth of the bound newly held
         // (linear time whatever the capture).
-        let mut fullest: Vec<(usize, (ConnId, Dir))> = self
-            .map
+        let slots = &self.slots;
+        let mut fullest: Vec<(usize, (ConnId, Dir), usize)> = self
+            .index
             .iter()
-            .map(|(k, f)| (f.buffered(), *k))
-            .filter(|&(b, _)| b > 0)
+            .filter_map(|(k, &s)| Some((slots.get(s)?.as_ref()?.buffered(), *k, s)))
+            .filter(|&(b, _, _)| b > 0)
             .collect();
-        fullest.sort_unstable_by_key(|&(b, (c, d))| (std::cmp::Reverse(b), c, d == Dir::ToClient));
+        fullest
+            .sort_unstable_by_key(|&(b, (c, d), _)| (std::cmp::Reverse(b), c, d == Dir::ToClient));
         let target = self.bytes.limit() / 8 * 7;
         let mut shed = 0;
-        for (_, key) in fullest {
+        for (_, _, slot) in fullest {
             if self.bytes.used() <= target {
                 break;
             }
-            if let Some(framer) = self.map.get_mut(&key) {
+            if let Some(framer) = self.slots.get_mut(slot).and_then(Option::as_mut) {
                 let freed = framer.shed();
                 if freed > 0 {
                     self.bytes.release(0, freed);
@@ -124,9 +214,16 @@ impl Framers {
         crypto: &mut Decryptor,
         events: &mut Vec<FramerEvent>,
     ) -> bool {
-        let Some(mut f) = self.map.remove(&(conn, dir)) else {
+        let Some(slot) = self.index.remove(&(conn, dir)) else {
             return false;
         };
+        if self.last.is_some_and(|(_, s)| s == slot) {
+            self.last = None;
+        }
+        let Some(mut f) = self.slots.get_mut(slot).and_then(Option::take) else {
+            return false;
+        };
+        self.free.push(slot);
         self.bytes.release(0, f.buffered());
         let mut ctx = SealCtx {
             crypto: Some(crypto),
@@ -139,7 +236,7 @@ impl Framers {
 
     /// The framers there are, by connection, to-server first: the order the end flushes them.
     pub(super) fn keys(&self) -> Vec<(ConnId, Dir)> {
-        let mut keys: Vec<(ConnId, Dir)> = self.map.keys().copied().collect();
+        let mut keys: Vec<(ConnId, Dir)> = self.index.keys().copied().collect();
         keys.sort_by_key(|(c, d)| (c.0, *d == Dir::ToClient));
         keys
     }
@@ -235,20 +332,6 @@ impl Smb2Layer {
             m.push(self.conns_dropped.usage());
         }
         m
-    }
-
-    /// Run `f` on the framer of (conn, dir) (see [`Framers::with`]).
-    fn with_framer(
-        &mut self,
-        conn: ConnId,
-        dir: Dir,
-        frame: u64,
-        f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
-    ) {
-        let shed = self
-            .framers
-            .with(conn, dir, frame, &mut self.crypto, &mut self.events, f);
-        self.stats.framer_bytes_shed += shed;
     }
 
     /// A note of `kind`, its message built only when it is given (see `NoteKind`).
@@ -675,8 +758,14 @@ impl StreamSink for Smb2Layer {
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {
         self.last_frame = self.last_frame.max(frame);
+        if self.framers.skip(conn, dir, data.len()) {
+            // Inside a message, which began where it began: nothing completes or starts.
+            return;
+        }
         self.start_push(conn, dir, frame);
-        self.with_framer(conn, dir, frame, |f, ctx, ev| f.push_sealed(data, ctx, ev));
+        self.stats.framer_bytes_shed +=
+            self.framers
+                .push(conn, dir, frame, data, &mut self.crypto, &mut self.events);
         self.handle_events(conn, dir, frame, ts);
         self.end_push(conn, dir);
     }
@@ -685,9 +774,14 @@ impl StreamSink for Smb2Layer {
         self.last_frame = self.last_frame.max(frame);
         self.stats.gaps += 1;
         self.start_push(conn, dir, frame);
-        self.with_framer(conn, dir, frame, |f, ctx, ev| {
-            f.gap_sealed(missing, ctx, ev)
-        });
+        self.stats.framer_bytes_shed += self.framers.gap(
+            conn,
+            dir,
+            frame,
+            missing,
+            &mut self.crypto,
+            &mut self.events,
+        );
         self.handle_events(conn, dir, frame, ts);
         self.end_push(conn, dir);
     }

@@ -123,6 +123,48 @@ fn pcap_nanoseconds_big_endian() {
     assert_eq!(got[1].link_type, 101);
 }
 
+/// The "modified" pcap format (magic 0xa1b2cd34, Kuznetzov's patches): 24-byte record headers
+/// whose first 16 bytes are the usual ones. Read from a stream and through a memory map.
+#[test]
+fn pcap_modified_format_records() {
+    let frames = [frame(4, 70), frame(5, 1514), frame(6, 0)];
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&0xa1b2_cd34u32.to_le_bytes());
+    bytes.extend_from_slice(&2u16.to_le_bytes());
+    bytes.extend_from_slice(&4u16.to_le_bytes());
+    bytes.extend_from_slice(&[0; 8]); // thiszone, sigfigs
+    bytes.extend_from_slice(&65535u32.to_le_bytes());
+    bytes.extend_from_slice(&1u32.to_le_bytes()); // Ethernet
+    for (i, f) in frames.iter().enumerate() {
+        bytes.extend_from_slice(&(1_700_000_000 + i as u32).to_le_bytes());
+        bytes.extend_from_slice(&(123_456 + i as u32).to_le_bytes());
+        bytes.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&(f.len() as u32 + 10).to_le_bytes()); // cut by 10 bytes
+        bytes.extend_from_slice(&[2, 0, 0, 0, 8, 0, 0, 0]); // ifindex, protocol, type, pad
+        bytes.extend_from_slice(f);
+    }
+    let check = |(got, err): (Vec<F>, Option<CaptureError>)| {
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(got.len(), 3);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(
+                g.ts,
+                (1_700_000_000 + i as i64) * 1_000_000_000 + (123_456 + i as i64) * 1000
+            );
+            assert_eq!(g.data, frames[i]);
+            assert_eq!(g.orig_len as usize, frames[i].len() + 10);
+            assert_eq!(g.link_type, 1);
+        }
+    };
+    check(read_all(reader(bytes.clone())));
+    let dir = crate::support::scratch("sqos-formats-");
+    let path = dir.path().join("modified.pcap");
+    std::fs::write(&path, &bytes).unwrap();
+    let mapped = CaptureReader::open(&path).unwrap();
+    assert!(mapped.is_mapped());
+    check(read_all(mapped));
+}
+
 #[test]
 fn snaplen_cut_frame_keeps_its_wire_length() {
     let opts = PcapOptions {

@@ -104,6 +104,48 @@ proptest! {
     }
 
     #[test]
+    fn counting_off_skipped_bytes_is_pushing_them(
+        msgs in proptest::collection::vec(msg_strategy(), 1..12),
+        cuts in proptest::collection::vec(1usize..700, 1..40),
+        noise in proptest::collection::vec((0usize..40, proptest::collection::vec(any::<u8>(), 0..600)), 0..4),
+        gaps in proptest::collection::vec((0usize..40, 0u64..3000), 0..4),
+    ) {
+        // Framer A pushes every chunk; framer B counts a chunk off whenever `skip_within` takes
+        // it: the events and held bytes stay the same at every step.
+        let stream: Vec<u8> = msgs.concat();
+        let mut a = Framer::new(framer_config());
+        let mut b = Framer::new(framer_config());
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        let mut rest = stream.as_slice();
+        let mut i = 0;
+        while !rest.is_empty() {
+            for (_, bytes) in noise.iter().filter(|(at, _)| *at == i) {
+                a.push(bytes, &mut out_a);
+                if !b.skip_within(bytes.len()) {
+                    b.push(bytes, &mut out_b);
+                }
+            }
+            for (_, missing) in gaps.iter().filter(|(at, _)| *at == i) {
+                a.gap(*missing, &mut out_a);
+                b.gap(*missing, &mut out_b);
+            }
+            let n = cuts[i % cuts.len()].min(rest.len());
+            a.push(&rest[..n], &mut out_a);
+            if !b.skip_within(n) {
+                b.push(&rest[..n], &mut out_b);
+            }
+            prop_assert_eq!(a.buffered(), b.buffered());
+            prop_assert_eq!(a.in_message(), b.in_message());
+            prop_assert_eq!(&out_a, &out_b);
+            rest = &rest[n..];
+            i += 1;
+        }
+        a.finish(&mut out_a);
+        b.finish(&mut out_b);
+        prop_assert_eq!(out_a, out_b);
+    }
+
+    #[test]
     fn resynchronises_after_a_cut_head(
         msgs in proptest::collection::vec(msg_strategy(), 2..8),
         cut in 1usize..64,
@@ -123,4 +165,35 @@ proptest! {
         prop_assert!(got.len() >= want.len());
         prop_assert_eq!(&got[got.len() - want.len()..], &want[..]);
     }
+}
+
+/// The middle of a READ response's data is counted off, its end and the next message are not.
+#[test]
+fn skip_within_takes_the_middle_of_read_data_only() {
+    let read = framed(&Msg::response(READ, 7, 0, read_response(5000, 0xab)));
+    let echo = framed(&Msg::request(ECHO, 8, echo()));
+    let mut f = Framer::new(framer_config());
+    let mut out = Vec::new();
+    // Header and fixed body: looked at.
+    assert!(!f.skip_within(200));
+    f.push(&read[..200], &mut out);
+    // Data: counted off, up to (not including) the last byte of the message.
+    let left = read.len() - 200;
+    assert!(f.skip_within(1000));
+    assert!(f.skip_within(left - 1001));
+    assert!(!f.skip_within(1), "the message's last byte completes it");
+    f.push(&read[read.len() - 1..], &mut out);
+    assert!(
+        !f.skip_within(4),
+        "a new message's NBSS header is looked at"
+    );
+    f.push(&echo, &mut out);
+    let ids: Vec<u64> = out
+        .iter()
+        .filter_map(|e| match e {
+            FramerEvent::Message(m) => Some(m.parts[0].header.message_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, [7, 8]);
 }

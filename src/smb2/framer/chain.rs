@@ -252,6 +252,21 @@ impl InMessage {
         }
     }
 
+    /// [`super::Framer::skip_within`] for a message: `len` bytes that the current part skips
+    /// and that end before both it and the message (no state but the counts changes).
+    pub(super) fn skip_within(&mut self, len: u64) -> bool {
+        if len >= self.remaining {
+            return false;
+        }
+        match &mut self.part {
+            PartState::Skip { n, .. } if len < *n => *n -= len,
+            PartState::Rest => {}
+            _ => return false,
+        }
+        self.remaining -= len;
+        true
+    }
+
     /// The bytes wanted for the current phase are there: decide what comes next.
     fn advance(&mut self, cfg: &FramerConfig, out: &mut Vec<FramerEvent>, giveback: &mut Vec<u8>) {
         let first = self.is_first_part();

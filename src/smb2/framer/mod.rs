@@ -250,6 +250,25 @@ impl Framer {
         }
     }
 
+    /// Counts `len` in-order bytes off when they lie inside data the framer skips anyway (the
+    /// middle of a READ or WRITE payload, of a part it does not keep, of an NBSS packet that is
+    /// not a session message) and end before it: exactly what [`Framer::push`] would do with
+    /// them, without looking at them. False (nothing done): they need `push`.
+    pub fn skip_within(&mut self, len: usize) -> bool {
+        if !self.replay.is_empty() {
+            return false;
+        }
+        let len = len as u64;
+        match &mut self.state {
+            State::SkipNbss { remaining } if len < *remaining => {
+                *remaining -= len;
+                true
+            }
+            State::Message(m) => m.skip_within(len),
+            _ => false,
+        }
+    }
+
     /// `missing` bytes of the stream will never arrive; the next `push` continues after them.
     pub fn gap(&mut self, missing: u64, out: &mut Vec<FramerEvent>) {
         self.gap_sealed(missing, &mut SealCtx::none(), out);
