@@ -6,7 +6,7 @@ use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use sqos::capture::{CaptureReader, PcapWriter, Timestamp};
+use sqos::capture::{CaptureReader, PcapOptions, PcapWriter, Timestamp, TsPrecision};
 
 /// A file in a directory removed when the value drops.
 struct TempFile(PathBuf, #[allow(dead_code)] tempfile::TempDir);
@@ -100,6 +100,79 @@ fn a_cut_mapped_file_ends_like_a_cut_stream() {
     assert_eq!(m, s);
     assert_eq!(m_end, s_end);
     assert!(m_end.unwrap().contains("cut off in frame 50"));
+}
+
+/// Legacy pcap in both byte orders and precisions, whole and damaged (cut inside a record's
+/// header, cut inside its bytes, a record claiming too many bytes): the mapped reader, which
+/// takes sane whole records in one look, gives the stream's frames and ending.
+#[test]
+fn mapped_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
+    let mut checked = 0;
+    for (big_endian, precision) in [(false, TsPrecision::Micro), (true, TsPrecision::Nano)] {
+        let opts = PcapOptions {
+            big_endian,
+            precision,
+            ..PcapOptions::default()
+        };
+        let mut w = PcapWriter::with_options(Vec::new(), opts).unwrap();
+        for (i, len) in [60usize, 0, 1514, 100].into_iter().enumerate() {
+            let frame = vec![i as u8; len];
+            w.write_packet(Timestamp(1_700_000_000_123_456_789 + i as i64), &frame)
+                .unwrap();
+        }
+        let whole = w.into_inner();
+        // The third record (of 1,514 bytes) starts after the header and two records.
+        let third = 24 + (16 + 60) + 16;
+        let mut oversized = whole.clone();
+        let caplen = if big_endian {
+            (64u32 << 20).to_be_bytes()
+        } else {
+            (64u32 << 20).to_le_bytes()
+        };
+        oversized[third + 8..third + 12].copy_from_slice(&caplen);
+        let cases = [
+            ("whole", whole.clone(), None),
+            (
+                "cut in a header",
+                whole[..third + 9].to_vec(),
+                Some("cut off in frame 3"),
+            ),
+            (
+                "cut in a frame",
+                whole[..third + 16 + 700].to_vec(),
+                Some("cut off in frame 3"),
+            ),
+            ("oversized", oversized, Some("corrupt capture at frame 3")),
+        ];
+        for (what, bytes, ending) in cases {
+            let file = TempFile::new("layout.pcap");
+            std::fs::write(&file.0, &bytes).unwrap();
+            let mut mapped = CaptureReader::open(&file.0).unwrap();
+            assert!(mapped.is_mapped());
+            let (m, m_end) = frames(&mut mapped);
+            let (s, s_end) = frames(&mut streamed(&file.0));
+            assert_eq!(m, s, "{what}, big endian {big_endian}");
+            assert_eq!(m_end, s_end, "{what}, big endian {big_endian}");
+            assert_eq!(m.len(), if ending.is_none() { 4 } else { 2 }, "{what}");
+            match ending {
+                None => assert_eq!(m_end, None),
+                Some(e) => assert!(
+                    m_end.as_deref().is_some_and(|t| t.contains(e)),
+                    "{what}: {m_end:?}"
+                ),
+            }
+            // The timestamp's precision and byte order were honoured.
+            let ts1 = if precision == TsPrecision::Nano {
+                1_700_000_000_123_456_790
+            } else {
+                1_700_000_000_123_456_000
+            };
+            assert_eq!(m[1].1, ts1, "{what}");
+            assert_eq!(m[1].2, Vec::<u8>::new(), "{what}: the empty frame");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 8);
 }
 
 #[test]
