@@ -299,11 +299,15 @@ impl Outbox {
     }
 
     /// Deliver what is ready, applying the time window and the queue bound.
+    #[inline]
     pub fn drain<S: RecordSink>(&mut self, now: Timestamp, sink: &mut S) {
-        if self.queue.is_empty() {
-            // Most frames make no record: nothing to do.
-            return;
+        // Most frames make no record: nothing to do (checked inline, where every frame ends).
+        if !self.queue.is_empty() {
+            self.drain_queued(now, sink);
         }
+    }
+
+    fn drain_queued<S: RecordSink>(&mut self, now: Timestamp, sink: &mut S) {
         loop {
             self.deliver_ready(sink);
             let Some(front) = self.queue.front() else {
