@@ -62,9 +62,9 @@ fn smb2_counts_match_tshark_on_real_captures() {
         "expected the 19 real captures, found {}",
         files.len()
     );
-    let errors: Vec<String> = files
-        .iter()
-        .filter_map(|f| compare_counts(f).err())
+    let errors: Vec<String> = par_map(&files, |f| compare_counts(f).err())
+        .into_iter()
+        .flatten()
         .collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
@@ -78,9 +78,9 @@ fn smb2_counts_match_tshark_on_our_captures() {
     crate::support::need::tshark();
     let mut files = captures_in(&repo().join("captures"));
     files.extend(captures_in(&repo().join("captures/real")));
-    let errors: Vec<String> = files
-        .iter()
-        .filter_map(|f| compare_counts(f).err())
+    let errors: Vec<String> = par_map(&files, |f| compare_counts(f).err())
+        .into_iter()
+        .flatten()
         .collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
@@ -246,30 +246,26 @@ fn sqos_fields_match_tshark_on_our_captures() {
     crate::support::need::tshark();
     let mut files = captures_in(&repo().join("captures"));
     files.extend(captures_in(&repo().join("captures/real")));
-    let mut compared = 0usize;
-    let mut errors = Vec::new();
-    for f in &files {
+    // Per capture: the cells compared and what differed.
+    let per_capture = par_map(&files, |f| {
         let theirs = tshark_sqos(f);
         let ours = ours_sqos(f);
-        compared += theirs.len();
-        if recovers_more(f) {
+        let error = if recovers_more(f) {
             // Every message tshark decoded, we decoded the same; and we decoded more.
             let missing: Vec<_> = theirs
                 .iter()
                 .filter(|(k, v)| ours.get(*k) != Some(*v))
                 .take(5)
                 .collect();
-            if !missing.is_empty() || ours.len() <= theirs.len() {
-                errors.push(format!(
+            (!missing.is_empty() || ours.len() <= theirs.len()).then(|| {
+                format!(
                     "{}: expected a strict superset of tshark's {} cells, got {} (differing: {missing:?})",
                     f.display(),
                     theirs.len(),
                     ours.len()
-                ));
-            }
-            continue;
-        }
-        if theirs != ours {
+                )
+            })
+        } else if theirs != ours {
             let only_t: Vec<_> = theirs
                 .iter()
                 .filter(|(k, v)| ours.get(*k) != Some(*v))
@@ -280,12 +276,17 @@ fn sqos_fields_match_tshark_on_our_captures() {
                 .filter(|(k, v)| theirs.get(*k) != Some(*v))
                 .take(5)
                 .collect();
-            errors.push(format!(
+            Some(format!(
                 "{}:\n  tshark has {only_t:?}\n  sqos has   {only_o:?}",
                 f.display()
-            ));
-        }
-    }
+            ))
+        } else {
+            None
+        };
+        (theirs.len(), error)
+    });
+    let compared: usize = per_capture.iter().map(|(n, _)| n).sum();
+    let errors: Vec<String> = per_capture.into_iter().filter_map(|(_, e)| e).collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     // The Samba and generated captures carry hundreds of SQOS messages: an empty comparison
     // would mean neither side decoded any, which must not pass.
@@ -318,9 +319,10 @@ fn sqos_fields_match_tshark_inside_compressed_messages() {
     }
     variants.push((Algorithm::Lz77, true, Some(Cipher::Aes256Gcm)));
     variants.push((Algorithm::Lznt1, false, Some(Cipher::Aes128Ccm)));
-    let mut errors = Vec::new();
-    let mut compared = 0usize;
-    for (i, (algo, chained, cipher)) in variants.into_iter().enumerate() {
+    let variants: Vec<_> = variants.into_iter().enumerate().collect();
+    // Per variant: the cells compared and what differed.
+    let per_variant = par_map(&variants, |&(i, (algo, chained, cipher))| {
+        let mut errors = Vec::new();
         // One folder per capture: the key file beside it is what both tools read.
         let d = root.join(i.to_string());
         std::fs::create_dir_all(&d).expect("tempdir");
@@ -352,7 +354,7 @@ fn sqos_fields_match_tshark_inside_compressed_messages() {
         }
         let theirs = tshark_sqos(&a.output);
         let ours = ours_sqos(&a.output);
-        compared += theirs.len();
+        let compared = theirs.len();
         if theirs != ours || theirs.len() < 200 {
             errors.push(format!(
                 "{what}: SQOS fields differ ({} cells from tshark, {} from sqos)",
@@ -360,7 +362,10 @@ fn sqos_fields_match_tshark_inside_compressed_messages() {
                 ours.len()
             ));
         }
-    }
+        (compared, errors)
+    });
+    let compared: usize = per_variant.iter().map(|(n, _)| n).sum();
+    let errors: Vec<String> = per_variant.into_iter().flat_map(|(_, e)| e).collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     eprintln!("compared {compared} (frame, field) cells inside compressed messages with tshark");
 }

@@ -1032,9 +1032,9 @@ fn plugin_shows_sqos_on_every_capture() {
     let sev = plugin_codes();
     let files = all_captures();
     assert!(files.len() >= 3);
-    let mut errors = Vec::new();
-    let mut compared = 0usize;
-    for f in &files {
+    // Per capture: the messages compared and what differed.
+    let per_capture = crate::support::par_map(&files, |f| {
+        let mut errors = Vec::new();
         let ours: Vec<_> = dissect_jsonl(f, &[])
             .iter()
             .map(|v| key_of_cli(v, &sev))
@@ -1045,7 +1045,7 @@ fn plugin_shows_sqos_on_every_capture() {
             .filter(|m| m.get("sqosa.direction").is_some())
             .map(key_of_plugin)
             .collect();
-        compared += ours.len();
+        let compared = ours.len();
         if ours != theirs {
             let only_cli: Vec<_> = ours
                 .iter()
@@ -1079,7 +1079,10 @@ fn plugin_shows_sqos_on_every_capture() {
                 f.display()
             ));
         }
-    }
+        (compared, errors)
+    });
+    let compared: usize = per_capture.iter().map(|(n, _)| n).sum();
+    let errors: Vec<String> = per_capture.into_iter().flat_map(|(_, e)| e).collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     eprintln!("compared {compared} SQOS messages with the plugin");
 }
@@ -1126,14 +1129,15 @@ fn plugin_flows(path: &Path) -> PluginFlows {
 )]
 fn plugin_summary_is_sqos_flows() {
     crate::support::need::tshark();
-    let mut errors = Vec::new();
-    let mut compared = 0usize;
     let mut files = captures_in(&repo().join("captures"));
     files.extend(captures_in(&repo().join("plugin/test")));
-    for f in files {
-        let out = sqos_cli(&["flows", "--format", "json"], &f);
+    // Per capture: the figures compared and what differed.
+    let per_capture = crate::support::par_map(&files, |f| {
+        let mut errors = Vec::new();
+        let mut compared = 0usize;
+        let out = sqos_cli(&["flows", "--format", "json"], f);
         let ours: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Array(vec![]));
-        let (theirs, their_findings) = plugin_flows(&f);
+        let (theirs, their_findings) = plugin_flows(f);
         let mut our_findings = Vec::new();
         let list = ours.as_array().cloned().unwrap_or_default();
         if list.len() != theirs.len() {
@@ -1180,7 +1184,10 @@ fn plugin_summary_is_sqos_flows() {
                 f.display()
             ));
         }
-    }
+        (compared, errors)
+    });
+    let compared: usize = per_capture.iter().map(|(n, _)| n).sum();
+    let errors: Vec<String> = per_capture.into_iter().flat_map(|(_, e)| e).collect();
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     assert!(compared > 100, "only {compared} figures compared");
     eprintln!("compared {compared} flow figures with the plugin");

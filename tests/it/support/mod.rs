@@ -24,6 +24,62 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// `f` on every item, on as many threads as there are cores, the results in the items' order.
+/// For the tests that run tshark (or sqos) once or twice per capture: they wait on one process
+/// at a time, so one capture after another left a core idle for minutes. A panic in `f` fails
+/// the test naming its item (`{item:?}`), after the other items have run.
+pub fn par_map<T, R, F>(items: &[T], f: F) -> Vec<R>
+where
+    T: std::fmt::Debug + Sync,
+    R: Send,
+    F: Fn(&T) -> R + Sync,
+{
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(items.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, std::thread::Result<R>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break out };
+                        out.push((i, catch_unwind(AssertUnwindSafe(|| f(item)))));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("par_map worker"))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    let mut failed = Vec::new();
+    let results: Vec<R> = done
+        .into_iter()
+        .filter_map(|(i, r)| match r {
+            Ok(r) => Some(r),
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| p.downcast_ref::<&str>().copied())
+                    .unwrap_or("(no message)");
+                failed.push(format!("{:?}: {msg}", items[i]));
+                None
+            }
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    results
+}
+
 /// A fresh directory under the system temp dir, removed when the value drops (also when the
 /// test panics), so tests leave nothing behind in /tmp.
 pub fn scratch(prefix: &str) -> tempfile::TempDir {
