@@ -105,6 +105,10 @@ pub fn parse_body(header: &Header, part: &[u8]) -> Result<Body, Smb2Error> {
 
 /// Size of the fixed part of a body sqos decodes (StructureSize rounded down to even), or 8
 /// (enough for an ERROR Response) for the others. The framer keeps this much of every part.
+/// The longest fixed body [`fixed_body_len`] gives (CREATE's response): a part's header and
+/// fixed body fit in `HEADER_LEN + MAX_FIXED_BODY_LEN` bytes.
+pub const MAX_FIXED_BODY_LEN: usize = create::RESPONSE_FIXED;
+
 pub fn fixed_body_len(command: Command, is_response: bool) -> usize {
     match (command, is_response) {
         (Command::CREATE, false) => create::REQUEST_FIXED,
@@ -218,4 +222,17 @@ fn run<'a, T>(
     p.parse(body)
         .map(|(_, v)| v)
         .map_err(|_| truncated(what, body.len() + 1, body.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_fixed_body_is_longer_than_the_longest() {
+        let longest = (0..=u16::MAX)
+            .flat_map(|c| [false, true].map(|r| fixed_body_len(Command(c), r)))
+            .max();
+        assert_eq!(longest, Some(MAX_FIXED_BODY_LEN));
+    }
 }

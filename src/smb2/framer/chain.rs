@@ -4,7 +4,7 @@
 use super::sealed::{Sealed, SealedInfo};
 use super::squeezed::Squeezed;
 use super::{FramerConfig, FramerEvent, Part, SealCtx, Smb2Message};
-use crate::smb2::body::{fixed_body_len, peek_ctl_code};
+use crate::smb2::body::{fixed_body_len, peek_ctl_code, MAX_FIXED_BODY_LEN};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
 use crate::smb2::names::Command;
@@ -62,8 +62,12 @@ pub(super) struct InMessage {
 }
 
 fn first_gather(wire_len: u64) -> PartState {
+    // Room for the header and the longest fixed body at once: gathered a phase at a time (4,
+    // 64, then 64 + the fixed body), the buffer would otherwise grow three times per part.
+    let room =
+        (HEADER_LEN + MAX_FIXED_BODY_LEN).min(usize::try_from(wire_len).unwrap_or(usize::MAX));
     PartState::Gather {
-        buf: Vec::new(),
+        buf: Vec::with_capacity(room),
         want: 4,
         phase: Phase::Proto,
         header: None,
