@@ -206,9 +206,7 @@ impl RecordHeader {
             orig_len,
         })
     }
-}
 
-impl RecordHeader {
     /// The packet of the record this header begins (`header_len` bytes long), whose bytes
     /// follow the header.
     fn packet(&self, header_len: usize, link_type: u32, nanosecond: bool) -> PacketMeta {

@@ -103,12 +103,12 @@ pub fn parse_body(header: &Header, part: &[u8]) -> Result<Body, Smb2Error> {
     })
 }
 
-/// Size of the fixed part of a body sqos decodes (StructureSize rounded down to even), or 8
-/// (enough for an ERROR Response) for the others. The framer keeps this much of every part.
 /// The longest fixed body [`fixed_body_len`] gives (CREATE's response): a part's header and
 /// fixed body fit in `HEADER_LEN + MAX_FIXED_BODY_LEN` bytes.
 pub const MAX_FIXED_BODY_LEN: usize = create::RESPONSE_FIXED;
 
+/// Size of the fixed part of a body sqos decodes (StructureSize rounded down to even), or 8
+/// (enough for an ERROR Response) for the others. The framer keeps this much of every part.
 pub fn fixed_body_len(command: Command, is_response: bool) -> usize {
     match (command, is_response) {
         (Command::CREATE, false) => create::REQUEST_FIXED,
