@@ -207,6 +207,13 @@ impl RecordHeader {
         })
     }
 
+    /// The whole record's length (this header, `header_len` bytes, and the captured bytes), or
+    /// `None` when the record claims more than a block may hold.
+    fn record_len(&self, header_len: usize) -> Option<usize> {
+        let caplen = self.caplen as usize;
+        (caplen <= MAX_BLOCK_LEN - header_len).then_some(header_len + caplen)
+    }
+
     /// The packet of the record this header begins (`header_len` bytes long), whose bytes
     /// follow the header.
     fn packet(&self, header_len: usize, link_type: u32, nanosecond: bool) -> PacketMeta {
@@ -434,11 +441,7 @@ impl CaptureReader {
             }
             let data = r.data();
             let h = RecordHeader::read(data, big_endian)?;
-            let caplen = h.caplen as usize;
-            if caplen > MAX_BLOCK_LEN - record_header_len {
-                return None;
-            }
-            let end = record_header_len + caplen;
+            let end = h.record_len(record_header_len)?;
             // As in `step`: touch the packet's last byte, then ask whether the file shrank.
             std::hint::black_box(*data.get(end.checked_sub(1)?)?);
             if map.map().shrunk() {
@@ -641,16 +644,13 @@ impl CaptureReader {
                 else {
                     return Ok(Peek::NeedHeader(*record_header_len));
                 };
-                let caplen = h.caplen as usize;
-                if caplen > MAX_BLOCK_LEN - record_header_len {
+                let Some(len) = h.record_len(*record_header_len) else {
                     return Err(self.corrupt(format!(
-                        "record claims {caplen} captured bytes, more than the {MAX_BLOCK_LEN}-byte limit"
+                        "record claims {} captured bytes, more than the {MAX_BLOCK_LEN}-byte limit",
+                        h.caplen
                     )));
-                }
-                Ok(Peek::Record {
-                    len: record_header_len + caplen,
-                    kind: 0,
-                })
+                };
+                Ok(Peek::Record { len, kind: 0 })
             }
             Format::PcapNg { big_endian, .. } => {
                 let (Some(t), Some(l), Some(bom)) =
