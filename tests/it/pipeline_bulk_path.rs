@@ -57,10 +57,13 @@ fn every_committed_capture_gives_the_same_output_without_the_bulk_path() {
     assert!(taken > 10_000, "the bulk path took {taken} segments");
 }
 
+/// A generated capture's name and what it changes in the generator's options.
+type Variant = (&'static str, fn(&mut SynthConfig));
+
 #[test]
 fn generated_captures_of_loss_reordering_cuts_vlan_ipv6_and_many_connections() {
     let dir = scratch("sqos-bulk-");
-    let variants: [(&str, fn(&mut SynthConfig)); 8] = [
+    let variants: [Variant; 8] = [
         ("retransmitted", |c| c.loss = Some(0.02)),
         ("gaps", |c| {
             c.loss = Some(0.02);
