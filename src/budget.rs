@@ -251,6 +251,7 @@ impl Share {
     }
 
     /// Bytes charged now: entries at their cost plus variable bytes.
+    #[inline]
     pub fn used(&self) -> usize {
         self.entries
             .saturating_mul(self.kind.entry_cost())
@@ -276,6 +277,7 @@ impl Share {
     }
 
     /// Over the limit now.
+    #[inline]
     pub fn over(&self) -> bool {
         self.used() > self.limit
     }

@@ -1,11 +1,10 @@
 //! Link layers → the L3 packet inside.
 //!
-//! Ethernet, VLAN tags and Linux SLL use etherparse's header slices; SLL2 and BSD null/loopback
-//! (which etherparse lacks) are read here. Everything is a zero-copy sub-slice of the frame.
+//! VLAN tags and Linux SLL use etherparse's header slices; Ethernet's 14 bytes, SLL2 and BSD
+//! null/loopback (which etherparse lacks) are read here. Everything is a zero-copy sub-slice of
+//! the frame.
 
-use etherparse::{
-    Ethernet2HeaderSlice, LinuxSllHeaderSlice, LinuxSllProtocolType, SingleVlanHeaderSlice,
-};
+use etherparse::{LinuxSllHeaderSlice, LinuxSllProtocolType, SingleVlanHeaderSlice};
 use thiserror::Error;
 
 /// pcap LINKTYPE_* values understood here.
@@ -84,10 +83,15 @@ pub fn decode_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkErro
     }
 }
 
+/// Destination, source, EtherType: read in place (every frame of an Ethernet capture comes
+/// through here).
+#[inline]
 fn ethernet(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
-    let eth = Ethernet2HeaderSlice::from_slice(data).map_err(|_| truncated(14, data))?;
-    let hdr = eth.slice().len();
-    after_ethertype(eth.ether_type().0, data, hdr)
+    const LEN: usize = 14;
+    let Some(h) = data.first_chunk::<LEN>() else {
+        return Err(truncated(LEN, data));
+    };
+    after_ethertype(u16::from_be_bytes([h[12], h[13]]), data, LEN)
 }
 
 fn sll(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
@@ -142,6 +146,7 @@ fn by_family(family: u32, payload: &[u8]) -> L3Packet<'_> {
 }
 
 /// Follows `ethertype` at `offset` of `frame` through any VLAN tags to the L3 packet.
+#[inline]
 fn after_ethertype(
     mut ethertype: u16,
     frame: &[u8],

@@ -135,6 +135,24 @@ impl Map {
         self.slot.shrunk.load(Ordering::Acquire)
     }
 
+    /// Asks the CPU to bring the cache line of byte `at` into its cache ahead of its use (a
+    /// hint: past the end it is ignored, and what it does changes no byte read). A reader of
+    /// frames where they lie touches a couple of cache lines a frame, too far apart for the
+    /// CPU's own prefetchers to follow: unasked, each frame waited for memory.
+    #[inline]
+    pub(crate) fn prefetch(&self, at: usize) {
+        if at >= self.len {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `at < len`: an address inside the map; a prefetch reads nothing into the
+        // program and cannot fault.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>((self.ptr as *const i8).add(at));
+        }
+    }
+
     /// The reader has moved on to `offset`: give the pages before it back (every
     /// [`RELEASE_STEP`] bytes, and not those other threads have still to read), so that
     /// resident memory does not grow with the file.

@@ -37,6 +37,8 @@ const BUFFER_CAPACITY: usize = MAX_BLOCK_LEN + 64 * 1024;
 /// record needs it: most records are far smaller, and a small capture (or a fuzz input) then
 /// costs no 1 MiB buffer.
 const INITIAL_CAPACITY: usize = 64 * 1024;
+/// A CPU cache line (64 bytes where this runs): a record's headers may reach into the next.
+const CACHE_LINE: usize = 64;
 /// Interfaces per pcapng section; a file declaring more is treated as damaged.
 const MAX_INTERFACES: usize = 1 << 16;
 
@@ -446,6 +448,16 @@ impl CaptureReader {
             std::hint::black_box(*data.get(end.checked_sub(1)?)?);
             if map.map().shrunk() {
                 return None;
+            }
+            // The next record's header follows, in the cache line just touched: ask now for
+            // the lines of its headers and of its last byte, which the next call touches.
+            let next = data
+                .get(end..)
+                .and_then(|d| RecordHeader::read(d, big_endian));
+            if let Some(next_len) = next.and_then(|n| n.record_len(record_header_len)) {
+                let at = r.consumed() + end;
+                map.map().prefetch(at + CACHE_LINE);
+                map.map().prefetch(at + next_len - 1);
             }
             let meta = h.packet(record_header_len, link_type, nanosecond);
             self.pending = end;

@@ -16,11 +16,12 @@
 use std::collections::HashMap;
 
 use crate::budget::{Budget, Kind, MemoryUse, Share};
-use crate::capture::Timestamp;
+use crate::capture::{L3Packet, Timestamp};
 
+use super::segment::{PlainSegment, WireEnds};
 use super::stats::ReassemblyStats;
 use super::stream::{Emit, HalfStream};
-use super::{ConnId, ConnKey, Dir, TcpSegment};
+use super::{decode_tcp, ConnId, ConnKey, Dir, NetError, TcpFlags, TcpSegment};
 
 #[derive(Clone, Debug)]
 pub struct ReassemblyConfig {
@@ -38,6 +39,10 @@ pub struct ReassemblyConfig {
     /// Segments of a connection to wait, after the peer acknowledged bytes that were not
     /// captured, before giving them up.
     pub reorder_window: u64,
+    /// Plain segments of the last segment's connection take the bulk path
+    /// ([`Reassembler::push_packet`]); off, every segment is decoded in full. The result is the
+    /// same either way (the tests compare them).
+    pub bulk_path: bool,
 }
 
 impl Default for ReassemblyConfig {
@@ -48,6 +53,7 @@ impl Default for ReassemblyConfig {
             max_buffered_total: 0,
             max_connections: 0,
             reorder_window: 16,
+            bulk_path: true,
         };
         cfg.set_budget(&Budget::default());
         cfg
@@ -85,6 +91,14 @@ pub trait StreamSink {
     fn on_connection(&mut self, _conn: ConnId, _key: &ConnKey, _frame: u64, _ts: Timestamp) {}
     /// In-order bytes of one direction. `frame` is the frame whose arrival made them deliverable.
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]);
+    /// The next `len` in-order bytes of one direction, offered without their content: a sink
+    /// that would take them in `on_data` without looking at them and with nothing to report
+    /// (the middle of a payload it only counts off) counts them off and says true. False, with
+    /// nothing changed: they come through `on_data` (the bulk path of
+    /// [`Reassembler::push_packet`] asks first).
+    fn skip_data(&mut self, _conn: ConnId, _dir: Dir, _frame: u64, _len: usize) -> bool {
+        false
+    }
     /// `missing` bytes of one direction will never arrive; data resumes after them.
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64);
     fn on_close(&mut self, _conn: ConnId, _how: CloseKind, _frame: u64, _ts: Timestamp) {}
@@ -170,6 +184,28 @@ impl Conn {
     }
 }
 
+/// The connection of the last segment: bulk transfers send many in a row on one connection.
+#[derive(Clone, Copy)]
+struct Last {
+    key: ConnKey,
+    slot: usize,
+    /// The header bytes of its plain segments to the server and to the client (IPv4), which
+    /// the bulk path compares.
+    wire: Option<[WireEnds; 2]>,
+}
+
+impl Last {
+    fn new(key: ConnKey, slot: usize) -> Last {
+        let to_server = WireEnds::of(key.client, key.server);
+        let to_client = WireEnds::of(key.server, key.client);
+        Last {
+            key,
+            slot,
+            wire: to_server.zip(to_client).map(|(s, c)| [s, c]),
+        }
+    }
+}
+
 pub struct Reassembler {
     cfg: ReassemblyConfig,
     stats: ReassemblyStats,
@@ -178,8 +214,8 @@ pub struct Reassembler {
     free: Vec<usize>,
     by_key: HashMap<ConnKey, usize>,
     by_id: HashMap<ConnId, usize>,
-    /// The last lookup: bulk transfers send many segments in a row on one connection.
-    last: Option<(ConnKey, usize)>,
+    /// The last lookup.
+    last: Option<Last>,
     next_id: u32,
     /// Out-of-order chunks held over all connections (the reassembly share).
     held: Share,
@@ -214,6 +250,88 @@ impl Reassembler {
             last_frame: 0,
             last_ts: Timestamp::default(),
         }
+    }
+
+    /// Decodes the TCP segment in `packet` and pushes it; `Ok(false)`: not TCP.
+    ///
+    /// The bulk path: a plain segment ([`PlainSegment`]) of the last segment's connection that
+    /// carries the next bytes of its direction, or none, with nothing held or closed there, and
+    /// whose bytes the sink counts off unseen ([`StreamSink::skip_data`]) — nearly every frame
+    /// of a bulk transfer, and its ACKs — is taken straight from the packet's bytes. It changes
+    /// what [`Reassembler::push`] would; anything else is decoded in full and pushed.
+    #[inline]
+    pub fn push_packet<S: StreamSink>(
+        &mut self,
+        frame: u64,
+        ts: Timestamp,
+        packet: L3Packet<'_>,
+        sink: &mut S,
+    ) -> Result<bool, NetError> {
+        if let L3Packet::Ipv4(bytes) = packet {
+            if self.cfg.bulk_path && self.push_plain(frame, ts, bytes, sink) {
+                return Ok(true);
+            }
+        }
+        let Some(seg) = decode_tcp(packet)? else {
+            return Ok(false);
+        };
+        self.push(frame, ts, &seg, sink);
+        Ok(true)
+    }
+
+    /// The bulk path of [`Reassembler::push_packet`]: true when it took the segment, false
+    /// (nothing changed) when the segment needs `push`.
+    #[inline]
+    fn push_plain<S: StreamSink>(
+        &mut self,
+        frame: u64,
+        ts: Timestamp,
+        packet: &[u8],
+        sink: &mut S,
+    ) -> bool {
+        let Some(Last {
+            slot,
+            wire: Some([to_server, to_client]),
+            ..
+        }) = self.last
+        else {
+            return false;
+        };
+        let Some(seg) = PlainSegment::of(packet) else {
+            return false;
+        };
+        let dir = if seg.ends == to_server {
+            Dir::ToServer
+        } else if seg.ends == to_client {
+            Dir::ToClient
+        } else {
+            return false;
+        };
+        let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return false;
+        };
+        let len = seg.payload.len();
+        if conn.state != ConnState::Open
+            || !conn.half(dir).takes_next(seg.seq, len)
+            || (len > 0 && !sink.skip_data(conn.id, dir, frame, len))
+        {
+            return false;
+        }
+        // Taken: what `push` does with such a segment, the data step done by `skip_data`.
+        self.last_frame = frame;
+        self.last_ts = ts;
+        self.stats.segments += 1;
+        self.stats.bulk_segments += 1;
+        let before = (conn.chunks(), conn.bytes());
+        conn.segments += 1;
+        conn.last_frame = frame;
+        conn.half(dir).advance(len);
+        let flags = TcpFlags {
+            ack: true,
+            ..TcpFlags::default()
+        };
+        self.after_data(slot, dir, flags, seg.ack, before, frame, ts, sink);
+        true
     }
 
     pub fn push<S: StreamSink>(
@@ -256,7 +374,7 @@ impl Reassembler {
             return;
         }
 
-        let (id, now) = (conn.id, conn.segments);
+        let id = conn.id;
         let half = conn.half(dir);
         if seg.flags.syn {
             // Data, if any, starts after the SYN's own sequence number.
@@ -289,8 +407,36 @@ impl Reassembler {
                 half.set_fin(data_seq.wrapping_add(data_len as u32));
             }
         }
-        if seg.flags.ack {
-            conn.half(dir.reverse()).on_peer_ack(seg.ack, now);
+        self.after_data(slot, dir, seg.flags, seg.ack, before, frame, ts, sink);
+    }
+
+    /// The rest of a segment's push once its data is taken in: the peer's acknowledgement,
+    /// holes it gives up, the end of the connection, the buffering bounds. `before`: what the
+    /// connection held before the segment.
+    #[allow(clippy::too_many_arguments)] // the segment's parts and where it came from
+    fn after_data<S: StreamSink>(
+        &mut self,
+        slot: usize,
+        dir: Dir,
+        flags: TcpFlags,
+        ack: u32,
+        before: (usize, usize),
+        frame: u64,
+        ts: Timestamp,
+        sink: &mut S,
+    ) {
+        let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let (id, now) = (conn.id, conn.segments);
+        let stats = &mut self.stats;
+        let to = At {
+            conn: id,
+            frame,
+            ts,
+        };
+        if flags.ack {
+            conn.half(dir.reverse()).on_peer_ack(ack, now);
         }
         let window = self.cfg.reorder_window;
         for d in [Dir::ToServer, Dir::ToClient] {
@@ -299,7 +445,7 @@ impl Reassembler {
                 half.resolve_acked_hole(now, window, stats, &mut to.sink(d, sink));
             }
         }
-        if seg.flags.rst {
+        if flags.rst {
             // Nothing buffered can be completed any more.
             for d in [Dir::ToServer, Dir::ToClient] {
                 conn.half(d).flush(stats, &mut to.sink(d, sink));
@@ -404,7 +550,7 @@ impl Reassembler {
     /// connection on the reversed ports when both are server ports) and `slot_for` may take
     /// for a new connection on the same ports.
     fn last_hit(&self, seg: &TcpSegment<'_>) -> Option<(usize, Dir)> {
-        let (k, slot) = self.last.as_ref()?;
+        let Last { key: k, slot, .. } = self.last.as_ref()?;
         if seg.flags.syn && !seg.flags.ack {
             return None;
         }
@@ -462,7 +608,7 @@ impl Reassembler {
         sink: &mut S,
     ) -> Option<usize> {
         let existing = match self.last {
-            Some((k, s)) if k == *key => Some(s),
+            Some(last) if last.key == *key => Some(last.slot),
             _ => self.by_key.get(key).copied(),
         };
         let is_client_syn = seg.flags.syn && !seg.flags.ack && dir == Dir::ToServer;
@@ -480,7 +626,7 @@ impl Reassembler {
                     }
                 };
             if !reused {
-                self.last = Some((*key, slot));
+                self.last = Some(Last::new(*key, slot));
                 return Some(slot);
             }
             self.forget(slot, frame, ts, sink);
@@ -519,7 +665,7 @@ impl Reassembler {
         };
         self.by_key.insert(*key, slot);
         self.by_id.insert(id, slot);
-        self.last = Some((*key, slot));
+        self.last = Some(Last::new(*key, slot));
         sink.on_connection(id, key, frame, ts);
         if !seg.flags.syn {
             sink.on_note(id, frame, NetNote::MidStream);
@@ -554,7 +700,7 @@ impl Reassembler {
         }
         self.by_id.remove(&conn.id);
         self.free.push(slot);
-        if self.last.is_some_and(|(_, s)| s == slot) {
+        if self.last.is_some_and(|l| l.slot == slot) {
             self.last = None;
         }
     }

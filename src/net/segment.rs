@@ -42,6 +42,80 @@ impl TcpSegment<'_> {
     }
 }
 
+/// The 12 header bytes that name a plain IPv4 segment's endpoints, as they lie in the packet:
+/// source and destination address, source and destination port. The bulk path
+/// ([`crate::net::Reassembler::push_packet`]) compares them with the last connection's without
+/// building a [`SocketAddr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WireEnds([u8; 12]);
+
+impl WireEnds {
+    /// The ends of a segment from `src` to `dst`, when both are IPv4.
+    pub(crate) fn of(src: SocketAddr, dst: SocketAddr) -> Option<WireEnds> {
+        let (SocketAddr::V4(s), SocketAddr::V4(d)) = (src, dst) else {
+            return None;
+        };
+        let mut b = [0; 12];
+        b[..4].copy_from_slice(&s.ip().octets());
+        b[4..8].copy_from_slice(&d.ip().octets());
+        b[8..10].copy_from_slice(&s.port().to_be_bytes());
+        b[10..].copy_from_slice(&d.port().to_be_bytes());
+        Some(WireEnds(b))
+    }
+}
+
+/// A plain segment as the bulk path takes it, read at fixed offsets: IPv4 without options or
+/// fragmentation, all of it captured, TCP with ACK and without SYN, FIN or RST (any options).
+/// For such a packet, [`decode_tcp`] would give the same endpoints, numbers and payload.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlainSegment<'a> {
+    pub(crate) ends: WireEnds,
+    pub(crate) seq: u32,
+    pub(crate) ack: u32,
+    pub(crate) payload: &'a [u8],
+}
+
+const TCP_FIN: u8 = 0x01;
+const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
+const TCP_ACK: u8 = 0x10;
+
+impl<'a> PlainSegment<'a> {
+    /// The segment of an IPv4 packet when it is plain (see the type); `None`: decode it in full.
+    #[inline]
+    pub(crate) fn of(packet: &'a [u8]) -> Option<PlainSegment<'a>> {
+        const IP: usize = 20;
+        let ip: &[u8; IP + 20] = packet.first_chunk()?;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
+        let flags = ip[IP + 13];
+        // Version 4, a 20-byte header; TCP; not a fragment; every announced byte captured.
+        if ip[0] != 0x45
+            || ip[9] != 6
+            || fragment != 0
+            || total > packet.len()
+            || flags & (TCP_SYN | TCP_FIN | TCP_RST) != 0
+            || flags & TCP_ACK == 0
+        {
+            return None;
+        }
+        let tcp_len = usize::from(ip[IP + 12] >> 4) * 4;
+        if tcp_len < 20 {
+            return None;
+        }
+        let payload = packet.get(IP + tcp_len..total)?;
+        let word = |at: usize| u32::from_be_bytes([ip[at], ip[at + 1], ip[at + 2], ip[at + 3]]);
+        let mut ends = [0; 12];
+        ends.copy_from_slice(&ip[12..24]);
+        Some(PlainSegment {
+            ends: WireEnds(ends),
+            seq: word(IP + 4),
+            ack: word(IP + 8),
+            payload,
+        })
+    }
+}
+
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum NetError {
     #[error("IP header truncated or malformed: {0}")]
@@ -226,6 +300,67 @@ mod tests {
             }
             proptest::prop_assert_eq!(outcome(ipv4(&bytes)), outcome(ipv4_lax(&bytes)));
         }
+    }
+
+    proptest::proptest! {
+        /// What the bulk path reads from a plain packet is what `decode_tcp` decodes from it;
+        /// for any other packet it declines (and `decode_tcp` decides).
+        #[test]
+        fn plain_segment_is_decode_tcp(
+            payload in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            ihl in proptest::prop_oneof![0x45u8..0x46, proptest::num::u8::ANY],
+            total_delta in -45i32..8,
+            fragment in proptest::prop_oneof![0u8..1, proptest::num::u8::ANY],
+            protocol in proptest::prop_oneof![6u8..7, proptest::num::u8::ANY],
+            data_offset in proptest::prop_oneof![0x50u8..0x51, proptest::num::u8::ANY],
+            flags in proptest::num::u8::ANY,
+            cut in 0usize..80,
+        ) {
+            let mut pkt = v4_packet(&payload);
+            pkt[0] = ihl;
+            let total = (pkt.len() as i32 + total_delta).clamp(0, 0xffff) as u16;
+            pkt[2..4].copy_from_slice(&total.to_be_bytes());
+            pkt[6] = fragment;
+            pkt[9] = protocol;
+            pkt[32] = data_offset;
+            pkt[33] = flags;
+            pkt.truncate(pkt.len().saturating_sub(cut));
+            let Some(plain) = PlainSegment::of(&pkt) else {
+                return Ok(());
+            };
+            let seg = decode_tcp(L3Packet::Ipv4(&pkt)).unwrap().unwrap();
+            proptest::prop_assert_eq!(Some(plain.ends), WireEnds::of(seg.src, seg.dst));
+            proptest::prop_assert_eq!((plain.seq, plain.ack, plain.payload), (seg.seq, seg.ack, seg.payload));
+            proptest::prop_assert_eq!(seg.missing, 0);
+            let f = seg.flags;
+            proptest::prop_assert!(f.ack && !f.syn && !f.fin && !f.rst);
+        }
+    }
+
+    #[test]
+    fn plain_segments_and_what_is_not_one() {
+        let pkt = v4_packet(b"hello");
+        let plain = PlainSegment::of(&pkt).expect("plain");
+        let ends = WireEnds::of(
+            "10.0.0.1:50000".parse().unwrap(),
+            "10.0.0.2:445".parse().unwrap(),
+        );
+        assert_eq!(Some(plain.ends), ends);
+        assert_eq!(
+            (plain.seq, plain.ack, plain.payload),
+            (1000, 77, &b"hello"[..])
+        );
+        // Cut by the snaplen, with IP options, a SYN, a fragment: decoded in full.
+        assert!(PlainSegment::of(&pkt[..pkt.len() - 1]).is_none());
+        for (at, value) in [(0, 0x46), (33, 0x12), (6, 0x20)] {
+            let mut other = pkt.clone();
+            other[at] = value;
+            assert!(PlainSegment::of(&other).is_none(), "byte {at} = {value:#x}");
+        }
+        // Ethernet padding after the packet is left out, as `decode_tcp` does.
+        let mut padded = pkt.clone();
+        padded.extend_from_slice(&[0; 6]);
+        assert_eq!(PlainSegment::of(&padded).expect("plain").payload, b"hello");
     }
 
     #[test]

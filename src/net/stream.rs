@@ -123,6 +123,26 @@ impl HalfStream {
         self.fin.is_some_and(|f| self.next >= f)
     }
 
+    /// Bytes at `seq` are the next ones, with nothing held after them and no FIN: `push` hands
+    /// them on as they are.
+    #[inline]
+    fn continues_at(&self, seq: u32) -> bool {
+        self.ooo.is_empty() && self.fin.is_none() && seq == self.base.wrapping_add(self.next as u32)
+    }
+
+    /// `push` of `len` captured bytes at `seq` would change nothing but the next offset, after
+    /// handing them on as they are (or nothing at all: `len` 0) — the bulk path's segment.
+    #[inline]
+    pub(crate) fn takes_next(&self, seq: u32, len: usize) -> bool {
+        self.started && (len == 0 || self.continues_at(seq))
+    }
+
+    /// `len` bytes that `takes_next` accepted were handed on (by the bulk path).
+    #[inline]
+    pub(crate) fn advance(&mut self, len: usize) {
+        self.next += len as u64;
+    }
+
     /// Takes in a segment's data: `payload` captured bytes at `seq`, followed by `missing`
     /// bytes the capture did not keep.
     pub(crate) fn push<E: Emit>(
@@ -137,11 +157,7 @@ impl HalfStream {
         if len == 0 {
             return;
         }
-        if missing == 0
-            && self.ooo.is_empty()
-            && self.fin.is_none()
-            && seq == self.base.wrapping_add(self.next as u32)
-        {
+        if missing == 0 && self.continues_at(seq) {
             // The usual segment: the next bytes, all captured, nothing held or closed: what
             // the general case below does with it, without its offset arithmetic.
             emit.data(payload);

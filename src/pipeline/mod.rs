@@ -30,7 +30,7 @@ use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
 use crate::capture::{decode_link, Frame, FrameCopy, LinkError, SharedMap, Timestamp};
-use crate::net::{decode_tcp, ConnId, Reassembler, ReassemblyConfig};
+use crate::net::{ConnId, Reassembler, ReassemblyConfig, ReassemblyStats};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
 use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
@@ -560,14 +560,14 @@ impl Pipeline {
             .then_some((frame.number, frame.data.len(), frame.orig_len));
         let queued = self.begin_frame(frame.number, frame.ts, cut);
         match decode_link(frame.link_type, frame.data) {
-            Ok(l3) => match decode_tcp(l3) {
-                Ok(Some(seg)) => {
+            Ok(l3) => {
+                let pushed =
                     self.reassembler
-                        .push(frame.number, frame.ts, &seg, &mut self.layer)
+                        .push_packet(frame.number, frame.ts, l3, &mut self.layer);
+                if pushed.is_err() {
+                    self.layer.stats.undecoded_frames += 1;
                 }
-                Ok(None) => {}
-                Err(_) => self.layer.stats.undecoded_frames += 1,
-            },
+            }
             Err(e) => self.link_error(frame.number, &e, sink),
         }
         if self.keep_frames {
@@ -682,6 +682,12 @@ impl Pipeline {
 
     pub fn stats(&self) -> &Stats {
         &self.layer.stats
+    }
+
+    /// What reassembly on the calling thread counted (nothing with worker threads, whose
+    /// reassemblers count their own).
+    pub fn reassembly_stats(&self) -> &ReassemblyStats {
+        self.reassembler.stats()
     }
 
     /// Worker threads doing the per-connection work (0: all on the calling thread; see

@@ -159,6 +159,10 @@ impl StreamSink for ConnStage {
         self.ops.push((conn, WorkerOp::Connection(*key)));
     }
 
+    fn skip_data(&mut self, conn: ConnId, dir: Dir, _frame: u64, len: usize) -> bool {
+        self.framers.skip(conn, dir, len)
+    }
+
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, _ts: Timestamp, data: &[u8]) {
         if self.framers.skip(conn, dir, data.len()) {
             return;
@@ -250,12 +254,9 @@ fn work(
                     let mut undecoded = false;
                     // The reading thread decoded the link layer already: it cannot fail here.
                     if let Ok(l3) = decode_link(f.link_type, data) {
-                        match decode_tcp(l3) {
-                            Ok(Some(seg)) => {
-                                last = (f.number, f.ts);
-                                reassembler.push(f.number, f.ts, &seg, &mut stage);
-                            }
-                            Ok(None) => {}
+                        match reassembler.push_packet(f.number, f.ts, l3, &mut stage) {
+                            Ok(true) => last = (f.number, f.ts),
+                            Ok(false) => {}
                             Err(_) => undecoded = true,
                         }
                     }

@@ -756,6 +756,15 @@ impl StreamSink for Smb2Layer {
         }
     }
 
+    fn skip_data(&mut self, conn: ConnId, dir: Dir, frame: u64, len: usize) -> bool {
+        let skipped = self.framers.skip(conn, dir, len);
+        if skipped {
+            // As `on_data` does with the bytes.
+            self.last_frame = self.last_frame.max(frame);
+        }
+        skipped
+    }
+
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {
         self.last_frame = self.last_frame.max(frame);
         if self.framers.skip(conn, dir, data.len()) {

@@ -40,6 +40,7 @@ mod net_reassembly;
 mod net_throughput;
 mod output_hostile_names;
 mod pipeline_budget;
+mod pipeline_bulk_path;
 mod pipeline_exchange;
 mod pipeline_frames;
 mod pipeline_real_captures;

@@ -2,15 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use sqos::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, Pipeline, PipelineConfig,
-    RecordSink, SqosRecord,
-};
+use sqos::pipeline::{Pipeline, PipelineConfig};
 
-use crate::support::{captures_in, need, repo, sqos_on, stdout_text};
+use crate::support::{captures_in, need, pipeline_on, repo, sqos_on, stdout_text};
 
 /// Every capture committed to the repository.
-fn committed() -> Vec<PathBuf> {
+pub(crate) fn committed() -> Vec<PathBuf> {
     let mut v = captures_in(&repo().join("captures"));
     v.extend(captures_in(&repo().join("captures/hostile")));
     v.extend(captures_in(&repo().join("captures/real")));
@@ -117,53 +114,6 @@ fn every_shared_real_capture_gives_the_same_output_on_several_threads() {
     let captures = captures_in(&need::real_captures());
     assert!(captures.len() >= 15, "{captures:?}");
     same_output_with_threads(&captures);
-}
-
-/// Every record, note and channel event, in the order given, as text.
-#[derive(Default)]
-struct Everything(Vec<String>);
-
-impl RecordSink for Everything {
-    fn on_sqos(&mut self, rec: SqosRecord) {
-        self.0.push(format!("{rec:?}"));
-    }
-    fn on_open(&mut self, rec: &OpenRecord) {
-        self.0.push(format!("{rec:?}"));
-    }
-    fn on_close(&mut self, rec: &CloseRecord) {
-        self.0.push(format!("{rec:?}"));
-    }
-    fn on_io(&mut self, rec: &IoRecord) {
-        self.0.push(format!("{rec:?}"));
-    }
-    fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.0.push(format!("{rec:?}"));
-    }
-    fn on_note(&mut self, note: &CaptureNote) {
-        self.0.push(format!("note {note:?}"));
-    }
-    fn on_info(&mut self, note: &CaptureNote) {
-        self.0.push(format!("info {note:?}"));
-    }
-}
-
-/// The library's pipeline on `threads`: how many workers it ran, what it gave, its statistics.
-/// The workers read the frames where they lie in the file's memory map (when it is one) as
-/// `sqos` does, or copies of them (`share`: false).
-fn pipeline_on(path: &Path, cfg: PipelineConfig, share: bool) -> (usize, Vec<String>, String) {
-    let mut reader = sqos::run::open(path).expect("capture opens");
-    let mut p = Pipeline::new(cfg);
-    if share {
-        p.share_maps(reader.shared_map().into_iter().collect());
-    }
-    let workers = p.workers();
-    let mut out = Everything::default();
-    while let Some(frame) = reader.next_frame().expect("capture reads") {
-        p.push_frame(&frame, &mut out);
-    }
-    p.finish(&mut out);
-    let stats = serde_json::to_string(p.stats()).expect("stats serialise");
-    (workers, out.0, stats)
 }
 
 #[test]

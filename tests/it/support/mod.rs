@@ -11,7 +11,8 @@ use std::process::Command;
 
 use sqos::capture::Timestamp;
 use sqos::pipeline::{
-    CaptureNote, CloseRecord, IoRecord, OpenRecord, PipelineConfig, RecordSink, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, Pipeline, PipelineConfig,
+    RecordSink, SqosRecord,
 };
 use sqos::run::{run_path, CaptureSink, RunResult};
 
@@ -271,4 +272,51 @@ pub fn add_smb2_cmds(m: &mut BTreeMap<String, u64>, cell: &str) {
             .unwrap_or_else(|| format!("0x{v}"));
         *m.entry(name).or_insert(0) += 1;
     }
+}
+
+/// Every record, note and channel event, in the order given, as text.
+#[derive(Default)]
+pub struct Everything(pub Vec<String>);
+
+impl RecordSink for Everything {
+    fn on_sqos(&mut self, rec: SqosRecord) {
+        self.0.push(format!("{rec:?}"));
+    }
+    fn on_open(&mut self, rec: &OpenRecord) {
+        self.0.push(format!("{rec:?}"));
+    }
+    fn on_close(&mut self, rec: &CloseRecord) {
+        self.0.push(format!("{rec:?}"));
+    }
+    fn on_io(&mut self, rec: &IoRecord) {
+        self.0.push(format!("{rec:?}"));
+    }
+    fn on_channel(&mut self, rec: &ChannelRecord) {
+        self.0.push(format!("{rec:?}"));
+    }
+    fn on_note(&mut self, note: &CaptureNote) {
+        self.0.push(format!("note {note:?}"));
+    }
+    fn on_info(&mut self, note: &CaptureNote) {
+        self.0.push(format!("info {note:?}"));
+    }
+}
+
+/// The library's pipeline on `threads`: how many workers it ran, what it gave, its statistics.
+/// The workers read the frames where they lie in the file's memory map (when it is one) as
+/// `sqos` does, or copies of them (`share`: false).
+pub fn pipeline_on(path: &Path, cfg: PipelineConfig, share: bool) -> (usize, Vec<String>, String) {
+    let mut reader = sqos::run::open(path).expect("capture opens");
+    let mut p = Pipeline::new(cfg);
+    if share {
+        p.share_maps(reader.shared_map().into_iter().collect());
+    }
+    let workers = p.workers();
+    let mut out = Everything::default();
+    while let Some(frame) = reader.next_frame().expect("capture reads") {
+        p.push_frame(&frame, &mut out);
+    }
+    p.finish(&mut out);
+    let stats = serde_json::to_string(p.stats()).expect("stats serialise");
+    (workers, out.0, stats)
 }

@@ -1,0 +1,101 @@
+//! The bulk path (`ReassemblyConfig::bulk_path`: plain in-order segments counted off without
+//! being decoded in full) changes nothing: every record, note and statistic (the memory
+//! shares' peaks included) is the same with it off, on one thread and on workers, on every
+//! committed capture and on generated ones that exercise what it must hand to the full path:
+//! retransmissions, reordering, gaps, snaplen cuts, VLAN tags, IPv6, many connections.
+
+use std::path::Path;
+
+use sqos::pipeline::{Pipeline, PipelineConfig};
+use sqos::synth::{Scenario, SynthConfig};
+
+use crate::support::{scratch, Everything};
+
+/// What the pipeline gives on `path` (records, statistics as JSON) and the segments the bulk
+/// path took on the calling thread.
+fn outcome(path: &Path, bulk: bool, threads: usize) -> (Vec<String>, String, u64) {
+    let mut cfg = PipelineConfig {
+        threads,
+        ..PipelineConfig::default()
+    };
+    cfg.reassembly.bulk_path = bulk;
+    let mut reader = sqos::run::open(path).expect("capture opens");
+    let mut p = Pipeline::new(cfg);
+    p.share_maps(reader.shared_map().into_iter().collect());
+    let mut out = Everything::default();
+    while let Some(frame) = reader.next_frame().expect("capture reads") {
+        p.push_frame(&frame, &mut out);
+    }
+    p.finish(&mut out);
+    let stats = serde_json::to_string(p.stats()).expect("stats serialise");
+    (out.0, stats, p.reassembly_stats().bulk_segments)
+}
+
+/// The same with the bulk path on and off, on 1 and 2 threads; returns the segments it took
+/// on one thread.
+fn same_either_way(path: &Path) -> u64 {
+    let (full, full_stats, none) = outcome(path, false, 1);
+    assert_eq!(none, 0, "{}: bulk path off", path.display());
+    assert!(!full.is_empty(), "{}: no records", path.display());
+    let (bulk, bulk_stats, taken) = outcome(path, true, 1);
+    assert_eq!(bulk, full, "{}", path.display());
+    assert_eq!(bulk_stats, full_stats, "{}", path.display());
+    for bulk in [false, true] {
+        let (two, two_stats, _) = outcome(path, bulk, 2);
+        assert_eq!(two, full, "{}: 2 threads, bulk {bulk}", path.display());
+        assert_eq!(two_stats, full_stats, "{}: 2 threads", path.display());
+    }
+    taken
+}
+
+#[test]
+fn every_committed_capture_gives_the_same_output_without_the_bulk_path() {
+    let mut taken = 0;
+    for capture in crate::threads::committed() {
+        taken += same_either_way(&capture);
+    }
+    assert!(taken > 10_000, "the bulk path took {taken} segments");
+}
+
+/// A generated capture's name and what it changes in the generator's options.
+type Variant = (&'static str, fn(&mut SynthConfig));
+
+#[test]
+fn generated_captures_of_loss_reordering_cuts_vlan_ipv6_and_many_connections() {
+    let dir = scratch("sqos-bulk-");
+    let variants: [Variant; 8] = [
+        ("retransmitted", |c| c.loss = Some(0.02)),
+        ("gaps", |c| {
+            c.loss = Some(0.02);
+            c.loss_no_retransmit = true;
+        }),
+        ("reordered", |c| c.reorder = Some(0.05)),
+        ("snaplen", |c| c.snaplen = Some(200)),
+        ("vlan", |c| c.vlan = Some(42)),
+        ("ipv6", |c| c.ipv6 = true),
+        ("midstream-delayed-ack", |c| {
+            c.midstream = true;
+            c.delayed_ack = true;
+        }),
+        ("many", |c| {
+            c.hosts = Some(4);
+            c.channels = Some(2);
+        }),
+    ];
+    let mut plain = 0;
+    for (name, set) in variants {
+        let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join(format!("{name}.pcap")));
+        cfg.duration = Some(3.0);
+        cfg.big_io = true;
+        set(&mut cfg);
+        sqos::synth::run(&cfg).expect("synth");
+        let taken = same_either_way(&cfg.output);
+        // IPv6 takes the full path; in the others, what is plain and in order takes the bulk
+        // path (with a snaplen of 200, the pure ACKs).
+        if name != "ipv6" {
+            assert!(taken > 1000, "{name}: the bulk path took {taken} segments");
+            plain += 1;
+        }
+    }
+    assert_eq!(plain, 7);
+}
