@@ -256,17 +256,22 @@ pub fn tshark_fields(path: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<
 pub fn tshark_smb2_counts(path: &Path) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for row in tshark_fields(path, Some("smb2"), &["smb2.cmd"]) {
-        for v in row[0].split('|').filter(|s| !s.is_empty()) {
-            let name = v
-                .parse::<u16>()
-                .ok()
-                .and_then(|c| sqos::smb2::Command(c).name())
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("0x{v}"));
-            *m.entry(name).or_insert(0) += 1;
-        }
+        add_smb2_cmds(&mut m, &row[0]);
     }
     m
+}
+
+/// Counts one row's `smb2.cmd` cell (its occurrences joined by `|`) per command name.
+pub fn add_smb2_cmds(m: &mut BTreeMap<String, u64>, cell: &str) {
+    for v in cell.split('|').filter(|s| !s.is_empty()) {
+        let name = v
+            .parse::<u16>()
+            .ok()
+            .and_then(|c| sqos::smb2::Command(c).name())
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("0x{v}"));
+        *m.entry(name).or_insert(0) += 1;
+    }
 }
 
 /// Every record, note and channel event, in the order given, as text.
