@@ -261,14 +261,37 @@ struct Accounts {
 }
 
 impl Accounts {
+    /// The step's swings; None when it moved no share (most frames: a few compares).
+    fn moved(
+        &mut self,
+        reassembler: &mut Reassembler,
+        stage: &mut ConnStage,
+    ) -> Option<[Swing; SHARES]> {
+        let now = Self::now(reassembler, stage);
+        let still = now
+            .iter()
+            .zip(&self.used)
+            .all(|(&(used, peak), &before)| used == before && peak <= before);
+        (!still).then(|| self.swings(now))
+    }
+
     fn step(&mut self, reassembler: &mut Reassembler, stage: &mut ConnStage) -> [Swing; SHARES] {
+        let now = Self::now(reassembler, stage);
+        self.swings(now)
+    }
+
+    /// Each share's (used, peak since the last step).
+    fn now(reassembler: &mut Reassembler, stage: &mut ConnStage) -> [(usize, usize); SHARES] {
         let [conns, held] = reassembler.take_peaks();
-        let now = [
+        [
             conns,
             held,
             stage.framers.take_peak(),
             stage.crypto.take_peak(),
-        ];
+        ]
+    }
+
+    fn swings(&mut self, now: [(usize, usize); SHARES]) -> [Swing; SHARES] {
         let mut swings = [Swing::default(); SHARES];
         for ((swing, (used, peak)), before) in swings.iter_mut().zip(now).zip(&mut self.used) {
             *swing = Swing {
@@ -335,8 +358,8 @@ fn work(
                         }
                         Err(_) => undecoded = true,
                     }
-                    let swings = accounts.step(&mut reassembler, &mut stage);
-                    let moved = swings.iter().any(|s| s.delta != 0 || s.rise != 0);
+                    let swings = accounts.moved(&mut reassembler, &mut stage);
+                    let moved = swings.is_some();
                     let cut = (data.len() < f.orig_len as usize).then_some((
                         f.number,
                         data.len(),
@@ -353,7 +376,7 @@ fn work(
                             undecoded,
                             link_error,
                             ops: stage.ops.len(),
-                            swings: moved.then_some(swings),
+                            swings,
                         }));
                         ops.extend(stage.ops.drain(..));
                     } else {
