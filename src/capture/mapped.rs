@@ -195,6 +195,12 @@ impl SharedMap {
         &self.0
     }
 
+    /// See [`Map::prefetch`]: a worker brings the lines of the frames it reads next.
+    #[inline]
+    pub(crate) fn prefetch(&self, at: usize) {
+        self.0.prefetch(at)
+    }
+
     /// The file's bytes (see [`Map::bytes`]).
     pub(crate) fn bytes(&self) -> &[u8] {
         self.0.bytes()

@@ -33,6 +33,9 @@ impl SharedMap {
     pub(crate) fn keep_from(&self, _: usize) {
         match *self {}
     }
+    pub(crate) fn prefetch(&self, _: usize) {
+        match *self {}
+    }
 }
 
 pub use frame::{Frame, FrameCopy, Timestamp};

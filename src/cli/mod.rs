@@ -167,11 +167,11 @@ pub struct InputArgs {
     /// are written in the order given.
     #[arg(long)]
     pub separate: bool,
-    /// Threads for one capture: its connections are shared out among N workers, the output is
-    /// the same as with one (default 1: on 2 cores, two threads cost half as much CPU again and
-    /// gained no wall time). Captures that are not regular files (stdin, pipes), `--keys` and
-    /// `dissect -x`/`-w` use one. With `--separate`, N is the run's budget: files in parallel
-    /// times threads per file.
+    /// Threads for one capture: the reading thread and N - 1 workers its connections are shared
+    /// out among; the output is the same as with one (default 1: on 2 cores, two threads were
+    /// not quicker than one, README "Performance"). Captures that are not regular files (stdin,
+    /// pipes), `--keys` and `dissect -x`/`-w` use one. With `--separate`, N is the run's budget:
+    /// files in parallel times threads per file.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 }

@@ -287,9 +287,11 @@ pub struct PipelineConfig {
     pub memory: Budget,
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
-    /// Worker threads for the per-connection work (`--threads`; see `shard`); 0 or 1: all on
-    /// the calling thread. The output is the same either way. Runs with `keys` (a session's
-    /// keys can come from another of its connections) or `keep_frames` use one thread.
+    /// Threads for the capture (`--threads`; see `shard`), the calling thread included: N > 1
+    /// is the calling thread (reading, the session-wide stage) and N - 1 workers for the
+    /// per-connection work; 0 or 1: all on the calling thread. The output is the same either
+    /// way. Runs with `keys` (a session's keys can come from another of its connections) or
+    /// `keep_frames` use one thread.
     pub threads: usize,
 }
 
@@ -518,7 +520,8 @@ impl Pipeline {
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
         let shards = if cfg.threads > 1 && cfg.keys.is_empty() && !cfg.keep_frames {
-            shard::Shards::start(cfg.threads, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)
+            let workers = cfg.threads - 1;
+            shard::Shards::start(workers, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)
         } else {
             None
         };
@@ -548,7 +551,10 @@ impl Pipeline {
             shards.push(frame);
             while shards.must_merge() {
                 match shards.next() {
-                    Some(m) => self.merge(m, sink),
+                    Some(m) => {
+                        let ops = self.merge(m, sink);
+                        shards.give_back(ops);
+                    }
                     None => break,
                 }
             }
@@ -603,8 +609,25 @@ impl Pipeline {
         }
     }
 
-    /// A frame's result from the workers, in frame order: what `push_frame` does on one thread.
-    fn merge<S: RecordSink>(&mut self, m: shard::Merged, sink: &mut S) {
+    /// The workers' results, in frame order: what `push_frame` does on one thread. Gives the
+    /// frame's list of ops back emptied (see [`shard::Shards::give_back`]).
+    fn merge<S: RecordSink>(
+        &mut self,
+        step: shard::Step,
+        sink: &mut S,
+    ) -> Vec<(ConnId, streams::WorkerOp)> {
+        let mut m = match step {
+            shard::Step::Frame(m) => m,
+            shard::Step::Quiet(q) => {
+                // What `begin_frame` and the delivery after each of them come to.
+                self.layer.stats.frames += q.frames;
+                self.layer.cut_frame = None;
+                self.layer.last_frame = q.last.0;
+                self.last_ts = q.last.1;
+                self.layer.outbox.drain(q.latest, sink);
+                return Vec::new();
+            }
+        };
         self.begin_frame(m.number, m.ts, m.cut);
         if m.undecoded {
             self.layer.stats.undecoded_frames += 1;
@@ -612,10 +635,11 @@ impl Pipeline {
         if let Some(e) = &m.link_error {
             self.link_error(m.number, e, sink);
         }
-        for (conn, op) in m.ops {
+        for (conn, op) in m.ops.drain(..) {
             self.layer.apply(conn, op, m.number, m.ts);
         }
         self.layer.outbox.drain(m.ts, sink);
+        m.ops
     }
 
     /// End of input: flush held records and report what stayed incomplete, and once per
@@ -660,7 +684,8 @@ impl Pipeline {
         sink: &mut S,
     ) -> Vec<MemoryUse> {
         while let Some(m) = shards.next() {
-            self.merge(m, sink);
+            let ops = self.merge(m, sink);
+            shards.give_back(ops);
         }
         let end = (*shards).finish();
         let ts = self.last_ts;

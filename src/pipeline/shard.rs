@@ -1,32 +1,42 @@
-//! `PipelineConfig::threads` (`--threads N`): one capture over N worker threads.
+//! `PipelineConfig::threads` (`--threads N`): one capture on N threads, the reading thread and
+//! N - 1 workers.
 //!
-//! The thread that reads the capture finds each frame's connection from its addresses and
-//! ports (both directions alike) and hands the frame to worker `hash(connection) % N`, in
-//! batches. A worker runs everything that belongs to one connection: link, IP and TCP decoding,
-//! reassembly, SMB2 framing (each its own share of the memory budget). For every frame it
-//! returns what that frame did to its connections — opened, framed messages, closed — as
-//! [`WorkerOp`]s. The reading thread takes those results back in the order it dispatched the
-//! frames (frame n from worker w(n): a worker answers its frames in order, so no sorting) and
-//! applies them to the one session-wide stage (matching, sessions over channels, the outbox,
-//! statistics), exactly as the single-threaded layer would have at that frame. Connection
-//! numbers are given there, in the order connections appear, so they are the single thread's.
+//! A worker runs everything that belongs to its connections: link, IP and TCP decoding,
+//! reassembly, SMB2 framing (each its own share of the memory budget). The reading thread reads
+//! the frames, hands them out in batches, and takes the workers' answers back in frame order
+//! into the one session-wide stage (matching, sessions over channels, the outbox, statistics),
+//! exactly as the single-threaded layer would have at each frame. Connection numbers are given
+//! there, in the order connections appear, so they are the single thread's.
+//!
+//! A worker answers a batch with what its frames did, in order: each frame that did something
+//! downstream (opened, framed messages, closed, moved a share; see [`WorkerOp`]) on its own,
+//! the others — nearly every frame of a bulk transfer, and its ACKs — as runs ([`Quiet`]),
+//! which the merge takes at once. With one worker (N = 2) it is given every frame as it is read,
+//! nothing decoded on the reading thread, and its answers are the merge. With several, the
+//! reading thread finds each frame's connection from its addresses and ports (both directions
+//! alike; a run of the last connection's frames by 12 bytes at fixed offsets), sends it to
+//! worker `hash(connection) % (N - 1)`, and keeps a line of the frames it dispatched: frame n
+//! comes from worker w(n), whose frames are answered in order, so no sorting.
 //!
 //! A frame read from a memory-mapped file reaches its worker where it lies: the batch says
 //! where in the map ([`SharedMap`], shared with the workers once), and the reader keeps the
 //! map's pages until the frame is merged back. Frames from elsewhere (a buffer the reader
-//! reuses) are copied into the batch.
+//! reuses) are copied into the batch. Batches and answers go back and forth emptied, so that
+//! nothing is allocated on one thread to be freed on the other per batch.
 //!
-//! Memory stays bounded: a batch holds at most [`BATCH_BYTES`] of frames, and at most
-//! [`IN_FLIGHT_PER_WORKER`] batches per worker are out before the reading thread stops reading
-//! to merge (backpressure, not growth). The workers' shares add up to the budget's: output is
-//! the single thread's byte for byte as long as no share fills; when one does, what is dropped
-//! is chosen within the worker's share (its connections), not over all connections. The
-//! shares' peaks (`sqos stats`) are the single thread's too: each frame's result says how far
-//! it moved the worker's shares ([`Swing`]), and the reading thread adds them up in frame order.
+//! Memory stays bounded: a batch holds at most [`BATCH_BYTES`] of copied frames (about
+//! [`MAPPED_OUT`] of a map is out over all batches), and at most [`IN_FLIGHT_PER_WORKER`]
+//! batches per worker are out before the reading thread stops reading to merge (backpressure,
+//! not growth). The workers' shares add up to the budget's: output is the single thread's byte
+//! for byte as long as no share fills; when one does, what is dropped is chosen within the
+//! worker's share (its connections), not over all connections (with one worker, the share is
+//! the whole). The shares' peaks (`sqos stats`) are the single thread's too: each frame's result
+//! says how far it moved the worker's shares ([`Swing`]), and the reading thread adds them up in
+//! frame order.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -40,9 +50,20 @@ use crate::net::{
 use crate::smb2::crypto::{Decryptor, KeyRing};
 use crate::smb2::FramerEvent;
 
-/// Frame bytes (and frames) a batch for one worker collects before it is sent.
+/// Frame bytes (and frames) a batch for one worker collects before it is sent. Frames that lie
+/// in a shared map are not copied: their batches may span more of the map (what the reader
+/// keeps mapped until they are merged back), and fewer batches mean fewer wake-ups.
 const BATCH_BYTES: usize = 128 << 10;
-const BATCH_FRAMES: usize = 512;
+const BATCH_FRAMES: usize = 1024;
+/// At most this much of a shared map is out in batches (sent or being filled) over all
+/// workers: the reader keeps those pages mapped (peak RSS).
+const MAPPED_OUT: usize = 2 << 20;
+/// Frames ahead of the one it works on whose headers a worker asks the CPU for, and how far
+/// into a frame they go (Ethernet, IPv4 and TCP without options).
+const PREFETCH_AHEAD: usize = 4;
+const HEADERS: usize = 14 + 20 + 20;
+/// How far the merge lets a shared map's kept pages lag behind the frames merged back.
+const KEEP_STEP: usize = 256 << 10;
 /// Batches per worker sent and not yet merged back, at most.
 const IN_FLIGHT_PER_WORKER: usize = 3;
 
@@ -50,6 +71,8 @@ struct FrameIn {
     number: u64,
     ts: Timestamp,
     link_type: u32,
+    /// Its length on the wire (it was cut by the snaplen if its bytes are fewer).
+    orig_len: u32,
     /// Its bytes: in the batch's `data` or in one of the shared maps.
     at: Place,
 }
@@ -74,6 +97,10 @@ struct Batch {
     /// Bytes of its frames, wherever they are.
     bytes: usize,
     frames: Vec<FrameIn>,
+    /// Room for the answer (its items and ops come back in it, and it back in the next
+    /// batch): what crosses between the threads is not allocated on one and freed on the other.
+    items: VecDeque<Item>,
+    ops: VecDeque<(ConnId, WorkerOp)>,
 }
 
 enum ToWorker {
@@ -105,17 +132,42 @@ struct Swing {
 /// What a worker's connection stage did in one step, its connections numbered its own way.
 type Ops = Vec<(ConnId, WorkerOp)>;
 
-/// What a worker did with one frame.
-#[derive(Default)]
+/// What a worker did with one frame that did something the session stage sees (or was cut).
 struct FrameOut {
+    /// The frame's place among the frames its worker was given (0, 1, ...).
+    seq: u64,
+    number: u64,
+    ts: Timestamp,
+    cut: Option<(u64, usize, u32)>,
     undecoded: bool,
-    ops: Vec<(ConnId, WorkerOp)>,
-    /// None when it moved no share (most frames): the answer stays small.
-    swings: Option<Box<[Swing; SHARES]>>,
+    /// The first frame whose link layer does not decode (a sole worker is given every frame).
+    link_error: Option<LinkError>,
+    /// How many of the answer's ops are this frame's (the next ones in line).
+    ops: usize,
+    /// None when it moved no share.
+    swings: Option<[Swing; SHARES]>,
+}
+
+/// A worker's answer to a batch, in frame order: the frames that did something one by one, the
+/// others as runs. Most frames (a bulk transfer's segments, ACKs) do nothing the session stage
+/// sees; a run of them costs the merge what one frame does.
+struct Answer {
+    items: VecDeque<Item>,
+    /// The ops of the frames in `items`, in order.
+    ops: VecDeque<(ConnId, WorkerOp)>,
+    /// Frames of the worker up to (not including) this place are answered.
+    through: u64,
+    /// The batch, emptied: the next one to fill (no allocation per batch on either side).
+    spent: Batch,
+}
+
+enum Item {
+    Quiet(Quiet),
+    Frame(FrameOut),
 }
 
 enum FromWorker {
-    Frames(Vec<FrameOut>),
+    Frames(Answer),
     Finished(Box<WorkerEnd>),
 }
 
@@ -209,14 +261,37 @@ struct Accounts {
 }
 
 impl Accounts {
+    /// The step's swings; None when it moved no share (most frames: a few compares).
+    fn moved(
+        &mut self,
+        reassembler: &mut Reassembler,
+        stage: &mut ConnStage,
+    ) -> Option<[Swing; SHARES]> {
+        let now = Self::now(reassembler, stage);
+        let still = now
+            .iter()
+            .zip(&self.used)
+            .all(|(&(used, peak), &before)| used == before && peak <= before);
+        (!still).then(|| self.swings(now))
+    }
+
     fn step(&mut self, reassembler: &mut Reassembler, stage: &mut ConnStage) -> [Swing; SHARES] {
+        let now = Self::now(reassembler, stage);
+        self.swings(now)
+    }
+
+    /// Each share's (used, peak since the last step).
+    fn now(reassembler: &mut Reassembler, stage: &mut ConnStage) -> [(usize, usize); SHARES] {
         let [conns, held] = reassembler.take_peaks();
-        let now = [
+        [
             conns,
             held,
             stage.framers.take_peak(),
             stage.crypto.take_peak(),
-        ];
+        ]
+    }
+
+    fn swings(&mut self, now: [(usize, usize); SHARES]) -> [Swing; SHARES] {
         let mut swings = [Swing::default(); SHARES];
         for ((swing, (used, peak)), before) in swings.iter_mut().zip(now).zip(&mut self.used) {
             *swing = Swing {
@@ -238,12 +313,28 @@ fn work(
     let mut last = (0, Timestamp::default());
     let mut accounts = Accounts { used: [0; SHARES] };
     let mut maps = Vec::new();
+    let mut seq = 0;
+    let mut link_error_seen = false;
     while let Ok(msg) = rx.recv() {
         match msg {
             ToWorker::Maps(shared) => maps = shared,
-            ToWorker::Frames(batch) => {
-                let mut outs = Vec::with_capacity(batch.frames.len());
-                for f in &batch.frames {
+            ToWorker::Frames(mut batch) => {
+                let mut items = std::mem::take(&mut batch.items);
+                let mut ops = std::mem::take(&mut batch.ops);
+                let mut quiet: Option<Quiet> = None;
+                for (i, f) in batch.frames.iter().enumerate() {
+                    // The reading thread touched the frames' first lines last, on its core:
+                    // fetch the ones a few frames on before they are needed here.
+                    if let Some(&FrameIn {
+                        at: Place::Map { map, start, .. },
+                        ..
+                    }) = batch.frames.get(i + PREFETCH_AHEAD)
+                    {
+                        if let Some(m) = maps.get(map) {
+                            m.prefetch(start);
+                            m.prefetch(start + HEADERS);
+                        }
+                    }
                     let data = match f.at {
                         Place::Batch { start, end } => batch.data.get(start..end),
                         Place::Map { map, start, end } => maps
@@ -252,25 +343,58 @@ fn work(
                     }
                     .unwrap_or(&[]);
                     let mut undecoded = false;
-                    // The reading thread decoded the link layer already: it cannot fail here.
-                    if let Ok(l3) = decode_link(f.link_type, data) {
-                        match reassembler.push_packet(f.number, f.ts, l3, &mut stage) {
+                    let mut link_error = None;
+                    match decode_link(f.link_type, data) {
+                        Ok(l3) => match reassembler.push_packet(f.number, f.ts, l3, &mut stage) {
                             Ok(true) => last = (f.number, f.ts),
                             Ok(false) => {}
                             Err(_) => undecoded = true,
+                        },
+                        // Only a sole worker is given frames before their link layer is
+                        // decoded: its first error is the capture's.
+                        Err(e) if !link_error_seen => {
+                            link_error_seen = true;
+                            link_error = Some(e);
                         }
+                        Err(_) => undecoded = true,
                     }
-                    let ops = std::mem::take(&mut stage.ops);
-                    let swings = accounts.step(&mut reassembler, &mut stage);
-                    let moved = swings.iter().any(|s| s.delta != 0 || s.rise != 0);
-                    let swings = moved.then(|| Box::new(swings));
-                    outs.push(FrameOut {
-                        undecoded,
-                        ops,
-                        swings,
-                    });
+                    let swings = accounts.moved(&mut reassembler, &mut stage);
+                    let moved = swings.is_some();
+                    let cut = (data.len() < f.orig_len as usize).then_some((
+                        f.number,
+                        data.len(),
+                        f.orig_len,
+                    ));
+                    let did = undecoded || moved || link_error.is_some() || !stage.ops.is_empty();
+                    if did || cut.is_some() {
+                        items.extend(quiet.take().map(Item::Quiet));
+                        items.push_back(Item::Frame(FrameOut {
+                            seq,
+                            number: f.number,
+                            ts: f.ts,
+                            cut,
+                            undecoded,
+                            link_error,
+                            ops: stage.ops.len(),
+                            swings,
+                        }));
+                        ops.extend(stage.ops.drain(..));
+                    } else {
+                        Quiet::add(&mut quiet, f.number, f.ts);
+                    }
+                    seq += 1;
                 }
-                if tx.send(FromWorker::Frames(outs)).is_err() {
+                items.extend(quiet.take().map(Item::Quiet));
+                batch.frames.clear();
+                batch.data.clear();
+                batch.bytes = 0;
+                let answer = Answer {
+                    items,
+                    ops,
+                    through: seq,
+                    spent: batch,
+                };
+                if tx.send(FromWorker::Frames(answer)).is_err() {
                     return;
                 }
             }
@@ -309,24 +433,31 @@ fn work(
 }
 
 /// Where a dispatched frame's result comes from.
+#[derive(Clone, Copy)]
 enum Route {
     Worker(usize),
-    /// Not TCP over IP: nothing to do.
-    Nothing,
-    /// IP or TCP headers that do not decode.
-    Undecoded,
-    /// The first frame whose link layer does not decode (later ones are `Undecoded`).
-    LinkError(LinkError),
+    /// Settled on the reading thread: not TCP over IP, or headers that do not decode.
+    Here,
 }
 
+/// A dispatched frame, as the merge needs it: most frames are merged from this alone.
+#[derive(Clone, Copy)]
 struct Dispatched {
     number: u64,
     ts: Timestamp,
-    /// Lies in shared map `.0`, up to `.1`: once merged, the map's pages before are free.
-    in_map: Option<(usize, usize)>,
+    route: Route,
+    /// It has a [`Special`] (the next one in line).
+    special: bool,
+}
+
+/// What little frames have that most do not: kept aside, so that the line of dispatched frames
+/// stays small.
+struct Special {
     /// Cut by the snaplen: (number, captured, on the wire).
     cut: Option<(u64, usize, u32)>,
-    route: Route,
+    undecoded: bool,
+    /// The first frame whose link layer does not decode (later ones are `undecoded`).
+    link_error: Option<LinkError>,
 }
 
 /// One frame's result, merged back in frame order, connections numbered for the run.
@@ -339,6 +470,42 @@ pub(super) struct Merged {
     pub(super) ops: Vec<(ConnId, WorkerOp)>,
 }
 
+/// Frames in a row that changed nothing downstream but the frame count and the capture time.
+pub(super) struct Quiet {
+    pub(super) frames: u64,
+    /// The last of them, and its time.
+    pub(super) last: (u64, Timestamp),
+    /// The latest time among them. Nothing was queued between them, so delivering once at the
+    /// latest time delivers what delivering after each of them would have.
+    pub(super) latest: Timestamp,
+}
+
+impl Quiet {
+    /// Frame `number` at `ts` joins the run (or begins one).
+    fn add(run: &mut Option<Quiet>, number: u64, ts: Timestamp) {
+        match run {
+            Some(q) => {
+                q.frames += 1;
+                q.last = (number, ts);
+                q.latest = q.latest.max(ts);
+            }
+            None => {
+                *run = Some(Quiet {
+                    frames: 1,
+                    last: (number, ts),
+                    latest: ts,
+                })
+            }
+        }
+    }
+}
+
+/// What the merge gives back next, in frame order.
+pub(super) enum Step {
+    Quiet(Quiet),
+    Frame(Merged),
+}
+
 /// The end of the capture, from every worker, in the single thread's order.
 pub(super) struct Ended {
     /// The last TCP frame and its time: where the end's deliveries happen.
@@ -349,6 +516,38 @@ pub(super) struct Ended {
     pub(super) memory: Vec<MemoryUse>,
 }
 
+/// A worker's answers being merged: the frames of it that did something, and how far it has
+/// answered.
+struct Answered {
+    items: VecDeque<Item>,
+    ops: VecDeque<(ConnId, WorkerOp)>,
+    through: u64,
+    /// Its frames merged so far (the place of the next one to merge).
+    merged: u64,
+}
+
+impl Answered {
+    /// The next frame that did something. (With several workers the line of dispatched frames
+    /// says which frames were quiet: the runs are not needed.)
+    fn peek_frame(&mut self) -> Option<&FrameOut> {
+        while let Some(Item::Quiet(_)) = self.items.front() {
+            self.items.pop_front();
+        }
+        match self.items.front() {
+            Some(Item::Frame(out)) => Some(out),
+            _ => None,
+        }
+    }
+
+    fn take_frame(&mut self) -> Option<FrameOut> {
+        self.peek_frame()?;
+        match self.items.pop_front() {
+            Some(Item::Frame(out)) => Some(out),
+            _ => None,
+        }
+    }
+}
+
 /// The reading thread's side: dispatch, merge back, number connections.
 pub(super) struct Shards {
     senders: Vec<SyncSender<ToWorker>>,
@@ -357,11 +556,17 @@ pub(super) struct Shards {
     /// Per worker: the batch being filled, batches sent and not yet answered, the answers
     /// being merged.
     pending: Vec<Batch>,
+    /// Batches answered, emptied, to fill again; lists of ops merged, emptied.
+    spare: Vec<Batch>,
+    spare_ops: Vec<Vec<(ConnId, WorkerOp)>>,
     sent: Vec<usize>,
-    current: Vec<std::vec::IntoIter<FrameOut>>,
+    answered: Vec<Answered>,
     in_flight: usize,
     max_in_flight: usize,
+    /// Bytes of a shared map a batch may span ([`MAPPED_OUT`] shared out).
+    batch_mapped_bytes: usize,
     order: VecDeque<Dispatched>,
+    specials: VecDeque<Special>,
     /// (worker, its connection number) → the run's.
     ids: HashMap<(usize, ConnId), ConnId>,
     next_id: u32,
@@ -369,6 +574,13 @@ pub(super) struct Shards {
     /// Maps frames may lie in, shared with the workers; the last one a frame was found in.
     maps: Vec<SharedMap>,
     last_map: usize,
+    /// Per map, where its last mark was set; the marks: once frame `.0` is merged, the pages
+    /// of map `.1` before `.2` are free.
+    marked: Vec<usize>,
+    marks: VecDeque<(u64, usize, usize)>,
+    /// The last connection's ends as they lie in an IPv4 header (addresses, then ports), and its
+    /// worker: the frames of a transfer come in runs, and a run needs no hashing.
+    last_conn: Option<([u8; 12], usize)>,
     /// A frame was pushed: too late to share maps.
     pushed: bool,
     /// The worker-held shares over all workers, added up in frame order: used now, and peak.
@@ -392,15 +604,29 @@ impl Shards {
             handles: Vec::with_capacity(n),
             pending: (0..n).map(|_| Batch::default()).collect(),
             sent: vec![0; n],
-            current: (0..n).map(|_| Vec::new().into_iter()).collect(),
+            spare: Vec::new(),
+            spare_ops: Vec::new(),
+            answered: (0..n)
+                .map(|_| Answered {
+                    items: VecDeque::new(),
+                    ops: VecDeque::new(),
+                    through: 0,
+                    merged: 0,
+                })
+                .collect(),
             in_flight: 0,
             max_in_flight,
+            batch_mapped_bytes: (MAPPED_OUT / (max_in_flight + n).max(1)).max(64 << 10),
             order: VecDeque::new(),
+            specials: VecDeque::new(),
             ids: HashMap::new(),
             next_id: 0,
             link_error_seen: false,
             maps: Vec::new(),
             last_map: 0,
+            marked: Vec::new(),
+            marks: VecDeque::new(),
+            last_conn: None,
             pushed: false,
             used: [0; SHARES],
             peak: [0; SHARES],
@@ -455,6 +681,7 @@ impl Shards {
                 self.worker_died(w);
             }
         }
+        self.marked = vec![0; maps.len()];
         self.maps = maps;
     }
 
@@ -472,22 +699,73 @@ impl Shards {
         Some(found)
     }
 
+    /// The worker of a frame's connection; None if it is settled here. A plain IPv4 segment of
+    /// the last frame's connection (either way round) is known by its 12 bytes of addresses and
+    /// ports, without building or hashing its ends.
+    fn route(&mut self, l3: L3Packet<'_>) -> Result<Option<usize>, ()> {
+        let plain = match l3 {
+            L3Packet::Ipv4(d) => ipv4_key(d),
+            _ => None,
+        };
+        if let (Some(key), Some((last, w))) = (plain, self.last_conn) {
+            if key == last || key == swapped(&last) {
+                return Ok(Some(w));
+            }
+        }
+        let w = match connection_ends(l3) {
+            Ends::Tcp(a, b) => worker_of(a, b, self.senders.len()),
+            Ends::NotTcp => return Ok(None),
+            Ends::Undecoded => return Err(()),
+        };
+        if let Some(key) = plain {
+            self.last_conn = Some((key, w));
+        }
+        Ok(Some(w))
+    }
+
+    /// The route of a frame whose link layer is decoded here (several workers).
+    fn route_decoded(&mut self, frame: &Frame<'_>, special: &mut Special) -> Route {
+        match decode_link(frame.link_type, frame.data) {
+            Err(e) => {
+                if self.link_error_seen {
+                    special.undecoded = true;
+                } else {
+                    self.link_error_seen = true;
+                    special.link_error = Some(e);
+                }
+                Route::Here
+            }
+            Ok(l3) => match self.route(l3) {
+                Ok(Some(w)) => Route::Worker(w),
+                Ok(None) => Route::Here,
+                Err(()) => {
+                    special.undecoded = true;
+                    Route::Here
+                }
+            },
+        }
+    }
+
     /// Take a frame: to the worker of its connection, or settled here.
     pub(super) fn push(&mut self, frame: &Frame<'_>) {
-        let route = match decode_link(frame.link_type, frame.data) {
-            Err(e) if !self.link_error_seen => {
-                self.link_error_seen = true;
-                Route::LinkError(e)
-            }
-            Err(_) => Route::Undecoded,
-            Ok(l3) => match connection_ends(l3) {
-                Ends::Tcp(a, b) => Route::Worker(worker_of(a, b, self.senders.len())),
-                Ends::NotTcp => Route::Nothing,
-                Ends::Undecoded => Route::Undecoded,
-            },
+        let mut special = Special {
+            cut: frame
+                .is_truncated()
+                .then_some((frame.number, frame.data.len(), frame.orig_len)),
+            undecoded: false,
+            link_error: None,
+        };
+        let route = if self.senders.len() == 1 {
+            // A sole worker is given every frame: nothing to decode here.
+            Route::Worker(0)
+        } else {
+            self.route_decoded(frame, &mut special)
         };
         self.pushed = true;
         let in_map = self.locate(frame.data);
+        if let Some((map, _, end)) = in_map {
+            self.mark(frame.number, map, end);
+        }
         if let Route::Worker(w) = route {
             if let Some(batch) = self.pending.get_mut(w) {
                 let at = match in_map {
@@ -506,22 +784,45 @@ impl Shards {
                     number: frame.number,
                     ts: frame.ts,
                     link_type: frame.link_type,
+                    orig_len: frame.orig_len,
                     at,
                 });
-                if batch.bytes >= BATCH_BYTES || batch.frames.len() >= BATCH_FRAMES {
+                let full = if in_map.is_some() {
+                    batch.bytes >= self.batch_mapped_bytes
+                } else {
+                    batch.data.len() >= BATCH_BYTES
+                };
+                if full || batch.frames.len() >= BATCH_FRAMES {
                     self.send(w);
                 }
             }
         }
+        if self.sole() {
+            // Its worker's answers say what every frame did, in order: no line to keep.
+            return;
+        }
+        let is_special = special.cut.is_some() || special.undecoded || special.link_error.is_some();
+        if is_special {
+            self.specials.push_back(special);
+        }
         self.order.push_back(Dispatched {
             number: frame.number,
             ts: frame.ts,
-            in_map: in_map.map(|(map, _, end)| (map, end)),
-            cut: frame
-                .is_truncated()
-                .then_some((frame.number, frame.data.len(), frame.orig_len)),
             route,
+            special: is_special,
         });
+    }
+
+    /// A frame that lies in map `map` up to `end` went out: every [`KEEP_STEP`] of the map, a
+    /// mark says that its pages before `end` are free once the frame is merged back.
+    fn mark(&mut self, number: u64, map: usize, end: usize) {
+        let Some(marked) = self.marked.get_mut(map) else {
+            return;
+        };
+        if end >= marked.saturating_add(KEEP_STEP) {
+            *marked = end;
+            self.marks.push_back((number, map, end));
+        }
     }
 
     /// True while too much is out: merge before reading on.
@@ -529,37 +830,155 @@ impl Shards {
         self.in_flight >= self.max_in_flight || self.order.len() > self.max_in_flight * BATCH_FRAMES
     }
 
-    /// The oldest frame not yet merged, with its result (waiting for its worker); None when
-    /// every frame taken is merged.
-    pub(super) fn next(&mut self) -> Option<Merged> {
-        let d = self.order.pop_front()?;
-        if let Some(map) = d.in_map.and_then(|(i, end)| Some((self.maps.get(i)?, end))) {
-            // Merged: the worker is done with the bytes before its end.
-            map.0.keep_from(map.1);
+    /// What the oldest frames not yet merged did (waiting for their workers): a run of frames
+    /// that did nothing downstream at once, else one frame. None when every frame taken is
+    /// merged.
+    pub(super) fn next(&mut self) -> Option<Step> {
+        if self.sole() {
+            return self.next_sole();
         }
+        let mut quiet: Option<Quiet> = None;
+        while let Some(&d) = self.order.front() {
+            let did = match d.route {
+                // With quiet frames to give back, give them back rather than wait.
+                Route::Worker(w) => match self.did_something(w, quiet.is_none()) {
+                    Some(did) => did,
+                    None => break,
+                },
+                Route::Here => false,
+            };
+            if did || d.special {
+                if quiet.is_some() {
+                    // This frame comes after the quiet ones: next time.
+                    break;
+                }
+                self.order.pop_front();
+                self.merged_through(d.number);
+                return Some(Step::Frame(self.merge_one(d, did)));
+            }
+            self.order.pop_front();
+            if let Route::Worker(w) = d.route {
+                if let Some(a) = self.answered.get_mut(w) {
+                    a.merged += 1;
+                }
+            }
+            self.merged_through(d.number);
+            Quiet::add(&mut quiet, d.number, d.ts);
+        }
+        quiet.map(Step::Quiet)
+    }
+
+    /// One worker: it was given every frame, and its answers are the merge, in order.
+    fn next_sole(&mut self) -> Option<Step> {
+        loop {
+            match self.answered.first_mut().and_then(|a| a.items.pop_front()) {
+                Some(Item::Quiet(q)) => {
+                    self.merged_through(q.last.0);
+                    return Some(Step::Quiet(q));
+                }
+                Some(Item::Frame(out)) => {
+                    self.merged_through(out.number);
+                    let mut m = Merged {
+                        number: out.number,
+                        ts: out.ts,
+                        cut: out.cut,
+                        undecoded: false,
+                        link_error: None,
+                        ops: Vec::new(),
+                    };
+                    self.take_out(0, out, &mut m);
+                    return Some(Step::Frame(m));
+                }
+                None => {
+                    if !self.receive(0, true)? {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A merged frame's list of ops, applied and emptied: the next frame's.
+    pub(super) fn give_back(&mut self, ops: Vec<(ConnId, WorkerOp)>) {
+        if ops.capacity() > 0 && self.spare_ops.len() < 4 {
+            self.spare_ops.push(ops);
+        }
+    }
+
+    /// All frames were given to one worker (nothing is decoded on the reading thread).
+    fn sole(&self) -> bool {
+        self.senders.len() == 1
+    }
+
+    /// Frame `number` is merged: the map pages before its marks are free.
+    fn merged_through(&mut self, number: u64) {
+        while let Some(&(marked, map, end)) = self.marks.front() {
+            if marked > number {
+                break;
+            }
+            if let Some(m) = self.maps.get(map) {
+                m.keep_from(end);
+            }
+            self.marks.pop_front();
+        }
+    }
+
+    /// The frame `d` (taken off the line), which did something or has a [`Special`].
+    fn merge_one(&mut self, d: Dispatched, did: bool) -> Merged {
+        let special = if d.special {
+            self.specials.pop_front()
+        } else {
+            None
+        };
         let mut m = Merged {
             number: d.number,
             ts: d.ts,
-            cut: d.cut,
+            cut: None,
             undecoded: false,
             link_error: None,
             ops: Vec::new(),
         };
-        match d.route {
-            Route::Worker(w) => {
-                let out = self.result(w);
-                if let Some(swings) = &out.swings {
-                    self.account(swings);
-                }
-                m.undecoded = out.undecoded;
-                m.ops = out.ops;
-                self.number(w, &mut m.ops);
-            }
-            Route::Nothing => {}
-            Route::Undecoded => m.undecoded = true,
-            Route::LinkError(e) => m.link_error = Some(e),
+        if let Some(s) = special {
+            m.cut = s.cut;
+            m.undecoded = s.undecoded;
+            m.link_error = s.link_error;
         }
-        Some(m)
+        if let Route::Worker(w) = d.route {
+            let out = match self.answered.get_mut(w) {
+                Some(a) => {
+                    a.merged += 1;
+                    if did {
+                        a.take_frame()
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            };
+            if let Some(out) = out {
+                // (Its cut is the line's, kept aside here.)
+                self.take_out(w, out, &mut m);
+            }
+        }
+        m
+    }
+
+    /// What worker `w` did with frame `m`, added to it.
+    fn take_out(&mut self, w: usize, out: FrameOut, m: &mut Merged) {
+        if let Some(swings) = &out.swings {
+            self.account(swings);
+        }
+        m.undecoded |= out.undecoded;
+        if m.link_error.is_none() {
+            m.link_error = out.link_error;
+        }
+        let mut ops = self.spare_ops.pop().unwrap_or_default();
+        if let Some(a) = self.answered.get_mut(w) {
+            let n = out.ops.min(a.ops.len());
+            ops.extend(a.ops.drain(..n));
+        }
+        self.number(w, &mut ops);
+        m.ops = ops;
     }
 
     /// Every frame is merged: the workers' ends of the capture, in the single thread's order.
@@ -633,36 +1052,58 @@ impl Shards {
         }
     }
 
-    /// Worker `w`'s result for its oldest frame not yet merged.
-    fn result(&mut self, w: usize) -> FrameOut {
+    /// Whether worker `w`'s oldest frame not yet merged did something downstream (its answer
+    /// has it). When the answer is not in yet: waits for it if `wait`, else None.
+    fn did_something(&mut self, w: usize, wait: bool) -> Option<bool> {
         loop {
-            if let Some(out) = self.current.get_mut(w).and_then(Iterator::next) {
-                return out;
+            let a = self.answered.get_mut(w)?;
+            if a.merged < a.through {
+                let merged = a.merged;
+                return Some(a.peek_frame().is_some_and(|out| out.seq == merged));
             }
-            if self.sent.get(w) == Some(&0) {
-                if self.pending.get(w).is_none_or(|b| b.frames.is_empty()) {
-                    // Nothing out for this worker: cannot happen (the frame was dispatched).
-                    return FrameOut::default();
-                }
-                self.send(w);
-            }
-            match self.receivers.get(w).map(Receiver::recv) {
-                Some(Ok(FromWorker::Frames(outs))) => {
-                    self.sent[w] -= 1;
-                    self.in_flight -= 1;
-                    self.current[w] = outs.into_iter();
-                }
-                _ => self.worker_died(w),
+            if !self.receive(w, wait)? {
+                // Nothing out for this worker: cannot happen (the frame was dispatched).
+                return Some(false);
             }
         }
     }
 
-    fn send(&mut self, w: usize) {
-        let batch = std::mem::take(&mut self.pending[w]);
-        if batch.frames.is_empty() {
-            return;
+    /// Worker `w`'s next answer, sending its batch being filled first if nothing else is out:
+    /// Some(false) if nothing is out at all, None if it is not in and not to be waited for.
+    fn receive(&mut self, w: usize, wait: bool) -> Option<bool> {
+        if self.sent.get(w) == Some(&0) {
+            if self.pending.get(w).is_none_or(|b| b.frames.is_empty()) {
+                return Some(false);
+            }
+            self.send(w);
         }
-        self.pending[w] = Batch {
+        let answer = match self.receivers.get(w) {
+            Some(rx) if wait => rx.recv().ok(),
+            Some(rx) => match rx.try_recv() {
+                Ok(answer) => Some(answer),
+                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Disconnected) => None,
+            },
+            None => None,
+        };
+        match answer {
+            Some(FromWorker::Frames(answer)) => {
+                self.sent[w] -= 1;
+                self.in_flight -= 1;
+                let a = &mut self.answered[w];
+                let mut spent = answer.spent;
+                spent.items = std::mem::replace(&mut a.items, answer.items);
+                spent.ops = std::mem::replace(&mut a.ops, answer.ops);
+                a.through = answer.through;
+                self.spare.push(spent);
+                Some(true)
+            }
+            _ => self.worker_died(w),
+        }
+    }
+
+    fn send(&mut self, w: usize) {
+        let next = self.spare.pop().unwrap_or_else(|| Batch {
             // Frames that lie in a shared map are not copied: no room needed for them.
             data: Vec::with_capacity(if self.maps.is_empty() {
                 BATCH_BYTES + 2048
@@ -671,7 +1112,13 @@ impl Shards {
             }),
             bytes: 0,
             frames: Vec::with_capacity(BATCH_FRAMES),
-        };
+            items: VecDeque::new(),
+            ops: VecDeque::new(),
+        });
+        let batch = std::mem::replace(&mut self.pending[w], next);
+        if batch.frames.is_empty() {
+            return;
+        }
         if self.senders[w].send(ToWorker::Frames(batch)).is_err() {
             self.worker_died(w);
         }
@@ -791,6 +1238,33 @@ fn ipv4_ends(d: &[u8]) -> Option<(SocketAddr, SocketAddr)> {
     ))
 }
 
+/// A plain IPv4 TCP segment's addresses and ports as they lie in its headers (what
+/// [`ipv4_ends`] reads, unbuilt).
+#[inline]
+fn ipv4_key(d: &[u8]) -> Option<[u8; 12]> {
+    let first = *d.first()?;
+    let ihl = usize::from(first & 0x0f) * 4;
+    let fragment = port_at(d, 6)? & 0x3fff != 0;
+    if first >> 4 != 4 || ihl < 20 || *d.get(9)? != 6 || fragment {
+        return None;
+    }
+    let mut key = [0; 12];
+    key[..8].copy_from_slice(d.get(12..20)?);
+    key[8..].copy_from_slice(d.get(ihl..ihl + 4)?);
+    Some(key)
+}
+
+/// The same connection's key the other way round.
+#[inline]
+fn swapped(key: &[u8; 12]) -> [u8; 12] {
+    let mut out = [0; 12];
+    out[..4].copy_from_slice(&key[4..8]);
+    out[4..8].copy_from_slice(&key[..4]);
+    out[8..10].copy_from_slice(&key[10..12]);
+    out[10..].copy_from_slice(&key[8..10]);
+    out
+}
+
 fn ipv6_ends(d: &[u8]) -> Option<(SocketAddr, SocketAddr)> {
     if d.first()? >> 4 != 6 || *d.get(6)? != 6 {
         return None;
@@ -841,6 +1315,7 @@ mod tests {
 
     #[test]
     fn the_fixed_offsets_give_the_ends_the_decoder_gives() {
+        let v4_seg = v4;
         let v4 = v4([10, 0, 0, 11], [10, 0, 0, 100], (50_112, 445), b"data");
         let l3 = L3Packet::Ipv4(&v4);
         assert_eq!(ipv4_ends(&v4), decoded(l3));
@@ -851,6 +1326,13 @@ mod tests {
         // Cut inside the TCP header: the ports are there, the segment is not (any worker
         // counts it as undecoded alike).
         assert!(ipv4_ends(&v4[..24]).is_some() && decoded(L3Packet::Ipv4(&v4[..24])).is_none());
+
+        // The run key: addresses then ports as they lie, and the same connection the other way.
+        let key = ipv4_key(&v4).expect("a plain segment");
+        assert_eq!(key, [10, 0, 0, 11, 10, 0, 0, 100, 0xc3, 0xc0, 0x01, 0xbd]);
+        let back = v4_seg([10, 0, 0, 100], [10, 0, 0, 11], (445, 50_112), b"");
+        assert_eq!(ipv4_key(&back), Some(swapped(&key)));
+        assert_eq!(ipv4_key(&v4[..22]), None, "ports cut off");
 
         let v6 = v6((445, 49_999));
         assert_eq!(ipv6_ends(&v6), decoded(L3Packet::Ipv6(&v6)));
