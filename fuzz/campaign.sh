@@ -1,0 +1,85 @@
+#!/bin/bash
+# The long AddressSanitizer campaign of issue 16 (docs/robustness.md, "ASan campaigns: the
+# ledger"), which adds up across sessions and machines:
+#   fuzz/campaign.sh build           ASan + libFuzzer binaries of this checkout (needs nightly:
+#                                    rustup toolchain install nightly)
+#   fuzz/campaign.sh run SECS T...   targets T one after another, SECS of wall time each; run
+#                                    several at once for several lanes
+#   touch "$DIR/PAUSE"; rm ...       stop / resume the running fuzzers (for benchmarks)
+#   touch "$DIR/STOP"                end the lanes (each writes its final stats)
+# Corpora, logs, artifacts and summary.log live in $SQOS_CAMPAIGN_DIR (default
+# ~/.cache/sqos-campaign), outside the checkout; the seeds are fuzz/seeds. The lanes run at nice
+# 19 in a scheduling group of their own: under autogroup scheduling `nice` alone does not yield
+# to another session's builds.
+set -u
+FUZZ=$(cd "$(dirname "$0")" && pwd)
+DIR=${SQOS_CAMPAIGN_DIR:-$HOME/.cache/sqos-campaign}
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+BIN=$DIR/target/$HOST/release
+mkdir -p "$DIR/logs"
+
+build() {
+  # The smoke's flags (fuzz/sancov.flags) and what cargo fuzz adds for a campaign.
+  RUSTFLAGS="$(cat "$FUZZ/sancov.flags") -Cllvm-args=-sanitizer-coverage-stack-depth -Zsanitizer=address -Coverflow_checks" \
+    RUSTC_WRAPPER=$FUZZ/ours-only-rustc.sh \
+    nice -n 10 cargo +nightly build --manifest-path "$FUZZ/Cargo.toml" --release --bins \
+    --target "$HOST" --target-dir "$DIR/target"
+}
+
+# One target for $1 seconds of wall time (paused time included).
+one() {
+  local secs=$1 t=$2 seeds=$2
+  [ "$t" = faces ] && seeds=pipeline # the same captures
+  mkdir -p "$DIR/corpus/$t" "$DIR/artifacts/$t" "$FUZZ/seeds/$seeds"
+  local start log
+  start=$(date -u +%H:%M:%S)
+  log=$DIR/logs/$t-$(date -u +%Y%m%dT%H%M%S).log
+  # Allocation stacks and use-after-return's fake stacks cost ~23 % of a run; a finding is run
+  # again with ASan's defaults for its full report.
+  ASAN_OPTIONS=malloc_context_size=0:detect_stack_use_after_return=0 \
+    nice -n 19 /usr/bin/time -f "TIME user=%U sys=%S wall=%e maxrss_kb=%M" \
+    "$BIN/$t" -max_len=4096 -runs=10000000 -max_total_time="$secs" -print_final_stats=1 \
+    -artifact_prefix="$DIR/artifacts/$t/" "$DIR/corpus/$t" "$FUZZ/seeds/$seeds" >"$log" 2>&1 &
+  local timer=$! fuzzer="" stopped=0
+  while kill -0 "$timer" 2>/dev/null; do
+    [ -z "$fuzzer" ] && fuzzer=$(pgrep -P "$timer" | head -n 1)
+    if [ -n "$fuzzer" ]; then
+      if [ -e "$DIR/STOP" ]; then
+        kill -CONT "$fuzzer"
+        kill -INT "$fuzzer"
+      elif [ -e "$DIR/PAUSE" ] && [ $stopped = 0 ]; then
+        kill -STOP "$fuzzer" && stopped=1
+      elif [ ! -e "$DIR/PAUSE" ] && [ $stopped = 1 ]; then
+        kill -CONT "$fuzzer" && stopped=0
+      fi
+    fi
+    sleep 2
+  done
+  wait "$timer"
+  local rc=$?
+  {
+    echo "== $t $(git -C "$FUZZ" rev-parse --short HEAD) $(date -u +%F) $start-$(date -u +%H:%M:%S) rc=$rc"
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^TIME|DONE" "$log" | tail -n 4
+  } >>"$DIR/summary.log"
+}
+
+case "${1:-}" in
+build) build ;;
+run)
+  [ $# -ge 3 ] || { echo "usage: $0 run SECS TARGET..." >&2; exit 2; }
+  secs=$2
+  shift 2
+  for t in "$@"; do
+    [ -x "$BIN/$t" ] || { echo "no binary $BIN/$t: run '$0 build' first" >&2; exit 2; }
+  done
+  echo 19 >/proc/self/autogroup 2>/dev/null
+  for t in "$@"; do
+    [ -e "$DIR/STOP" ] && break
+    one "$secs" "$t"
+  done
+  ;;
+*)
+  echo "usage: $0 build | run SECS TARGET..." >&2
+  exit 2
+  ;;
+esac
