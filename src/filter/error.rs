@@ -42,6 +42,8 @@ pub enum FilterError {
     },
     #[error("bad regular expression: {msg}")]
     BadRegex { msg: String, at: Span },
+    #[error("`(` and `not` nest deeper than {max} levels here")]
+    TooDeep { max: usize, at: Span },
     #[error("{option} {value:?}: {why}")]
     Option {
         option: &'static str,
@@ -60,7 +62,8 @@ impl FilterError {
             | FilterError::Expected { at, .. }
             | FilterError::UnknownField { at, .. }
             | FilterError::NotHere { at, .. }
-            | FilterError::BadRegex { at, .. } => Some(*at),
+            | FilterError::BadRegex { at, .. }
+            | FilterError::TooDeep { at, .. } => Some(*at),
         }
     }
 

@@ -141,11 +141,18 @@ impl Expr {
     }
 }
 
+/// How deeply `(` and `not` may nest. The parser recurses once a level, so it has to stop
+/// somewhere; a filter someone writes never comes near (a fuzzed one 3,700 levels deep
+/// overflowed the stack).
+pub const MAX_NESTING: usize = 100;
+
 struct Parser<'a> {
     src: &'a str,
     toks: Vec<Token>,
     pos: usize,
     ctx: Context,
+    /// `unary`s under way: the nesting level.
+    depth: usize,
 }
 
 /// Parse a `-Y` expression for a command that lists `ctx`.
@@ -159,6 +166,7 @@ pub fn parse(src: &str, ctx: Context) -> Result<Expr, FilterError> {
         toks,
         pos: 0,
         ctx,
+        depth: 0,
     };
     let e = p.or()?;
     if let Some(t) = p.peek() {
@@ -232,6 +240,22 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<Expr, FilterError> {
+        if self.depth > MAX_NESTING {
+            if let Some(t) = self.peek() {
+                return Err(FilterError::TooDeep {
+                    max: MAX_NESTING,
+                    at: t.span,
+                });
+            }
+        }
+        self.depth += 1;
+        let e = self.nested();
+        self.depth -= 1;
+        e
+    }
+
+    /// `not X`, `( X )` or a test: what `unary` parses, one level down.
+    fn nested(&mut self) -> Result<Expr, FilterError> {
         if self.eat(&["not", "!"]) {
             return Ok(Expr::Not(Box::new(self.unary()?)));
         }
@@ -388,6 +412,37 @@ mod tests {
             Err(e) => e,
             Ok(e) => panic!("{s} parsed as {e:?}"),
         }
+    }
+
+    #[test]
+    fn nesting_stops_at_its_bound_with_an_error_not_a_stack_overflow() {
+        let deep = |n: usize| format!("{}limit > 1{}", "(".repeat(n), ")".repeat(n));
+        assert!(parse(&deep(MAX_NESTING), Context::Messages).is_ok());
+        let nots = format!("{}limit > 1", "! ".repeat(MAX_NESTING));
+        assert!(parse(&nots, Context::Messages).is_ok());
+        // The fuzzed input's shape, and far deeper: the error names the first level too many.
+        let mixed = "!(".repeat(20_000);
+        let e = err(&mixed);
+        assert_eq!(
+            e.span(),
+            Some(Span {
+                start: 101,
+                end: 102
+            }),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "`(` and `not` nest deeper than 100 levels here"
+        );
+        let e = err(&deep(MAX_NESTING + 1));
+        assert_eq!(
+            e.span(),
+            Some(Span {
+                start: 101,
+                end: 106
+            })
+        );
     }
 
     #[test]
