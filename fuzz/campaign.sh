@@ -23,7 +23,9 @@ build() {
   RUSTFLAGS="$(cat "$FUZZ/sancov.flags") -Cllvm-args=-sanitizer-coverage-stack-depth -Zsanitizer=address -Coverflow_checks" \
     RUSTC_WRAPPER=$FUZZ/ours-only-rustc.sh \
     nice -n 10 cargo +nightly build --manifest-path "$FUZZ/Cargo.toml" --release --bins \
-    --target "$HOST" --target-dir "$DIR/target"
+    --target "$HOST" --target-dir "$DIR/target" || return
+  # The ledger names the commit the binaries are of, not the checkout's when a run ends.
+  git -C "$FUZZ" describe --always --dirty >"$DIR/target/built-from"
 }
 
 # One target for $1 seconds of wall time (paused time included).
@@ -40,13 +42,13 @@ one() {
     nice -n 19 /usr/bin/time -f "TIME user=%U sys=%S wall=%e maxrss_kb=%M" \
     "$BIN/$t" -max_len=4096 -runs=10000000 -max_total_time="$secs" -print_final_stats=1 \
     -artifact_prefix="$DIR/artifacts/$t/" "$DIR/corpus/$t" "$FUZZ/seeds/$seeds" >"$log" 2>&1 &
-  local timer=$! fuzzer="" stopped=0
+  local timer=$! fuzzer="" stopped=0 ended=0
   while kill -0 "$timer" 2>/dev/null; do
     [ -z "$fuzzer" ] && fuzzer=$(pgrep -P "$timer" | head -n 1)
     if [ -n "$fuzzer" ]; then
       if [ -e "$DIR/STOP" ]; then
-        kill -CONT "$fuzzer"
-        kill -INT "$fuzzer"
+        # Once: libFuzzer writes its final stats on the first SIGINT.
+        [ $ended = 0 ] && kill -CONT "$fuzzer" && kill -INT "$fuzzer" && ended=1
       elif [ -e "$DIR/PAUSE" ] && [ $stopped = 0 ]; then
         kill -STOP "$fuzzer" && stopped=1
       elif [ ! -e "$DIR/PAUSE" ] && [ $stopped = 1 ]; then
@@ -58,7 +60,7 @@ one() {
   wait "$timer"
   local rc=$?
   {
-    echo "== $t $(git -C "$FUZZ" rev-parse --short HEAD) $(date -u +%F) $start-$(date -u +%H:%M:%S) rc=$rc"
+    echo "== $t $(cat "$DIR/target/built-from" 2>/dev/null || echo unknown-build) $(date -u +%F) $start-$(date -u +%H:%M:%S) rc=$rc"
     grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^TIME|DONE" "$log" | tail -n 4
   } >>"$DIR/summary.log"
 }
