@@ -7,6 +7,7 @@
 #                                    several at once for several lanes
 #   touch "$DIR/PAUSE"; rm ...       stop / resume the running fuzzers (for benchmarks)
 #   touch "$DIR/STOP"                end the lanes (each writes its final stats)
+#   fuzz/campaign.sh ledger [SINCE]  runs, executions and CPU s per target from summary.log
 # Corpora, logs, artifacts and summary.log live in $SQOS_CAMPAIGN_DIR (default
 # ~/.cache/sqos-campaign), outside the checkout; the seeds are fuzz/seeds. The lanes run at nice
 # 19 in a scheduling group of their own: under autogroup scheduling `nice` alone does not yield
@@ -65,8 +66,24 @@ one() {
   } >>"$DIR/summary.log"
 }
 
+# Per target, the runs summary.log holds (from SINCE on, e.g. 2026-11-28T08:30): runs,
+# executions, CPU seconds (user + system) and executions per CPU second; for the ledger in
+# docs/robustness.md, which adds up across machines (a machine's summary.log has its own runs only).
+ledger() {
+  printf "%-12s %5s %12s %9s %10s\n" target runs executions "CPU s" "per CPU s"
+  awk -v since="${1:-}" '
+    /^== / { t = $2; when = $4 "T" substr($5, 1, 8); on = (when >= since); if (on) runs[t]++; next }
+    on && /stat::number_of_executed_units/ { execs[t] += $2 }
+    on && /^TIME / { split($2, u, "="); split($3, s, "="); cpu[t] += u[2] + s[2] }
+    END {
+      for (t in runs)
+        printf "%-12s %5d %12d %9.0f %10.0f\n", t, runs[t], execs[t], cpu[t], (cpu[t] > 0 ? execs[t] / cpu[t] : 0)
+    }' "$DIR/summary.log" | sort
+}
+
 case "${1:-}" in
 build) build ;;
+ledger) ledger "${2:-}" ;;
 run)
   [ $# -ge 3 ] || { echo "usage: $0 run SECS TARGET..." >&2; exit 2; }
   secs=$2
@@ -81,7 +98,7 @@ run)
   done
   ;;
 *)
-  echo "usage: $0 build | run SECS TARGET..." >&2
+  echo "usage: $0 build | run SECS TARGET... | ledger [SINCE]" >&2
   exit 2
   ;;
 esac
