@@ -31,9 +31,8 @@ build() {
 
 # One target for $1 seconds of wall time (paused time included).
 one() {
-  local secs=$1 t=$2 seeds=$2
-  [ "$t" = faces ] && seeds=pipeline # the same captures
-  mkdir -p "$DIR/corpus/$t" "$DIR/artifacts/$t" "$FUZZ/seeds/$seeds"
+  local secs=$1 t=$2
+  mkdir -p "$DIR/corpus/$t" "$DIR/artifacts/$t" "$FUZZ/seeds/$t"
   local start log
   start=$(date -u +%H:%M:%S)
   log=$DIR/logs/$t-$(date -u +%Y%m%dT%H%M%S).log
@@ -42,7 +41,7 @@ one() {
   ASAN_OPTIONS=malloc_context_size=0:detect_stack_use_after_return=0 \
     nice -n 19 /usr/bin/time -f "TIME user=%U sys=%S wall=%e maxrss_kb=%M" \
     "$BIN/$t" -max_len=4096 -runs=10000000 -max_total_time="$secs" -print_final_stats=1 \
-    -artifact_prefix="$DIR/artifacts/$t/" "$DIR/corpus/$t" "$FUZZ/seeds/$seeds" >"$log" 2>&1 &
+    -artifact_prefix="$DIR/artifacts/$t/" "$DIR/corpus/$t" "$FUZZ/seeds/$t" >"$log" 2>&1 &
   local timer=$! fuzzer="" stopped=0 ended=0
   while kill -0 "$timer" 2>/dev/null; do
     [ -z "$fuzzer" ] && fuzzer=$(pgrep -P "$timer" | head -n 1)
