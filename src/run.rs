@@ -7,8 +7,10 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use crate::capture::{
-    CaptureError, CaptureFormat, CaptureReader, Frame, MergedCaptures, SharedMap, Timestamp,
+    CaptureError, CaptureFormat, CaptureReader, Frame, FrameRun, MergedCaptures, SharedMap,
+    Timestamp,
 };
+use crate::net::ReassemblyStats;
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
 
 /// A record sink that also wants to know when the capture starts (for relative times), and can
@@ -34,6 +36,16 @@ pub trait FrameSource {
     fn shared_maps(&self) -> Vec<SharedMap> {
         Vec::new()
     }
+    /// The frames that come next, handed over as one run while `take` says yes to each (link
+    /// type, bytes), at most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a
+    /// source that does not walk its records in place.
+    fn take_run(
+        &mut self,
+        _max: u64,
+        _take: &mut dyn FnMut(u32, &[u8]) -> bool,
+    ) -> Option<FrameRun> {
+        None
+    }
 }
 
 impl FrameSource for CaptureReader {
@@ -45,6 +57,9 @@ impl FrameSource for CaptureReader {
     }
     fn shared_maps(&self) -> Vec<SharedMap> {
         self.shared_map().into_iter().collect()
+    }
+    fn take_run(&mut self, max: u64, take: &mut dyn FnMut(u32, &[u8]) -> bool) -> Option<FrameRun> {
+        CaptureReader::take_run(self, max, take)
     }
 }
 
@@ -111,6 +126,8 @@ impl std::error::Error for Unusable {
 
 pub struct RunResult {
     pub stats: Stats,
+    /// What reassembly on the reading thread counted (nothing with worker threads).
+    pub reassembly: ReassemblyStats,
     pub ending: Ending,
 }
 
@@ -130,6 +147,10 @@ pub fn open(path: &Path) -> Result<CaptureReader, Unusable> {
     })
 }
 
+/// Most frames pushed as one run ([`Pipeline::push_run`]): the progress display and a closed
+/// output are looked at between runs.
+const MAX_RUN: u64 = 4096;
+
 /// Read every frame of `source` through a fresh pipeline into `sink`. `progress` is called
 /// after every frame (cheaply: it decides itself how often to draw).
 pub fn run_capture<F, S>(
@@ -146,6 +167,20 @@ where
     pipeline.share_maps(source.shared_maps());
     let mut frames = 0;
     let ending = loop {
+        if frames > 0 {
+            if let Some(n) = pipeline.push_run(|take| source.take_run(MAX_RUN, take), sink) {
+                frames += n;
+                let at = Progress {
+                    frames,
+                    input_bytes: source.input_bytes_read(),
+                    stats: pipeline.stats(),
+                };
+                if sink.done() || progress(&at).is_break() {
+                    break Ending::Stopped;
+                }
+                continue;
+            }
+        }
         match source.next_frame() {
             Ok(Some(frame)) => {
                 frames += 1;
@@ -171,6 +206,7 @@ where
     }
     RunResult {
         stats: pipeline.stats().clone(),
+        reassembly: pipeline.reassembly_stats().clone(),
         ending,
     }
 }

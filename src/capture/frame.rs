@@ -18,6 +18,36 @@ impl Timestamp {
     }
 }
 
+/// Frames in a row that a reader handed over as one run (their bytes looked at in place and
+/// nothing more wanted of them): how many, the last one and its time, the latest time among
+/// them (captures are not always in time order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRun {
+    pub frames: u64,
+    pub last: (u64, Timestamp),
+    pub latest: Timestamp,
+}
+
+impl FrameRun {
+    /// Frame `number` at `ts` joins the run (or begins one).
+    pub fn add(run: &mut Option<FrameRun>, number: u64, ts: Timestamp) {
+        match run {
+            Some(r) => {
+                r.frames += 1;
+                r.last = (number, ts);
+                r.latest = r.latest.max(ts);
+            }
+            None => {
+                *run = Some(FrameRun {
+                    frames: 1,
+                    last: (number, ts),
+                    latest: ts,
+                })
+            }
+        }
+    }
+}
+
 /// One captured frame, borrowed from the reader's buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct Frame<'a> {

@@ -55,6 +55,7 @@ pub enum LinkError {
 }
 
 /// Decode the link-layer header(s) of `data` for `link_type` (pcap LINKTYPE_*).
+#[inline]
 pub fn decode_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
     match link_type {
         linktype::ETHERNET => ethernet(data),

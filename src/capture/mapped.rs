@@ -142,15 +142,17 @@ impl Map {
     /// CPU's own prefetchers to follow: unasked, each frame waited for memory.
     #[inline]
     pub(crate) fn prefetch(&self, at: usize) {
-        if at >= self.len {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `at < len`: an address inside the map; a prefetch reads nothing into the
-        // program and cannot fault.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>((self.ptr as *const i8).add(at));
+        self.view().prefetch(at)
+    }
+
+    /// What a walk over the map reads on every record, loaded once for a run of them (the
+    /// map's fields sit behind an `Arc`, whose atomics make the compiler load them anew after
+    /// every call it cannot see into).
+    #[inline]
+    pub(crate) fn view(&self) -> MapView<'_> {
+        MapView {
+            bytes: self.bytes(),
+            shrunk: &self.slot.shrunk,
         }
     }
 
@@ -179,6 +181,36 @@ impl Map {
             );
         }
         self.released.store(upto, Ordering::Relaxed);
+    }
+}
+
+/// A [`Map`] as a walk over its records uses it: its bytes and the flag of a shrunk file.
+#[derive(Clone, Copy)]
+pub(crate) struct MapView<'m> {
+    pub(crate) bytes: &'m [u8],
+    shrunk: &'m AtomicBool,
+}
+
+impl MapView<'_> {
+    /// See [`Map::shrunk`].
+    #[inline]
+    pub(crate) fn shrunk(&self) -> bool {
+        self.shrunk.load(Ordering::Acquire)
+    }
+
+    /// See [`Map::prefetch`].
+    #[inline]
+    pub(crate) fn prefetch(&self, at: usize) {
+        if let Some(byte) = self.bytes.get(at) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch reads nothing into the program and cannot fault.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(byte as *const u8 as *const i8);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = byte;
+        }
     }
 }
 

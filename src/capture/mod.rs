@@ -38,7 +38,7 @@ impl SharedMap {
     }
 }
 
-pub use frame::{Frame, FrameCopy, Timestamp};
+pub use frame::{Frame, FrameCopy, FrameRun, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
 #[cfg(target_os = "linux")]
 pub use mapped::SharedMap;

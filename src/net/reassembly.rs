@@ -23,6 +23,9 @@ use super::stats::ReassemblyStats;
 use super::stream::{Emit, HalfStream};
 use super::{decode_tcp, ConnId, ConnKey, Dir, NetError, TcpFlags, TcpSegment};
 
+mod lane;
+pub use lane::BulkLane;
+
 #[derive(Clone, Debug)]
 pub struct ReassemblyConfig {
     /// Server ports (445, and 139 where SMB2 runs over NetBIOS sessions as Wireshark also
@@ -98,6 +101,11 @@ pub trait StreamSink {
     /// [`Reassembler::push_packet`] asks first).
     fn skip_data(&mut self, _conn: ConnId, _dir: Dir, _frame: u64, _len: usize) -> bool {
         false
+    }
+    /// The most bytes of one direction `skip_data` would count off now, in one call or in
+    /// several adding up to it (the bulk lane takes a run of segments within it).
+    fn skip_room(&mut self, _conn: ConnId, _dir: Dir) -> u64 {
+        0
     }
     /// `missing` bytes of one direction will never arrive; data resumes after them.
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64);
@@ -291,7 +299,7 @@ impl Reassembler {
     ) -> bool {
         let Some(Last {
             slot,
-            wire: Some([to_server, to_client]),
+            wire: Some(ends),
             ..
         }) = self.last
         else {
@@ -300,11 +308,7 @@ impl Reassembler {
         let Some(seg) = PlainSegment::of(packet) else {
             return false;
         };
-        let dir = if seg.ends == to_server {
-            Dir::ToServer
-        } else if seg.ends == to_client {
-            Dir::ToClient
-        } else {
+        let Some(dir) = seg.dir_in(&ends) else {
             return false;
         };
         let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {

@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use etherparse::{ip_number, IpNumber, Ipv4HeaderSlice, LaxIpv4Slice, LaxIpv6Slice, TcpSlice};
 use thiserror::Error;
 
+use super::Dir;
 use crate::capture::L3Packet;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -113,6 +114,21 @@ impl<'a> PlainSegment<'a> {
             ack: word(IP + 8),
             payload,
         })
+    }
+}
+
+impl PlainSegment<'_> {
+    /// Its direction on the connection whose plain segments to the server and to the client
+    /// bear `ends` (`None`: another connection's).
+    #[inline]
+    pub(crate) fn dir_in(&self, ends: &[WireEnds; 2]) -> Option<Dir> {
+        if self.ends == ends[0] {
+            Some(Dir::ToServer)
+        } else if self.ends == ends[1] {
+            Some(Dir::ToClient)
+        } else {
+            None
+        }
     }
 }
 

@@ -8,6 +8,8 @@ pub struct ReassemblyStats {
     pub segments: u64,
     /// Of those, taken by the bulk path ([`crate::net::Reassembler::push_packet`]).
     pub bulk_segments: u64,
+    /// Of those, taken in runs by the bulk lane (`Reassembler::bulk_lane`).
+    pub lane_segments: u64,
     /// Segments whose data had all been delivered already.
     pub retransmissions: u64,
     /// Segments buffered because bytes before them were missing.

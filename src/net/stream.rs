@@ -345,9 +345,14 @@ impl HalfStream {
     /// Where the peer's acknowledgements show the receiver got data up to, if that is beyond
     /// what we have. A 1-byte excess with nothing buffered is the ACK of a FIN we did not see.
     pub(crate) fn acked_hole_end(&self) -> Option<u64> {
+        self.hole_end(self.acked)
+    }
+
+    /// [`HalfStream::acked_hole_end`] were the peer's acknowledgements up to `acked`.
+    fn hole_end(&self, acked: u64) -> Option<u64> {
         let acked = match self.fin {
-            Some(f) => self.acked.min(f),
-            None => self.acked,
+            Some(f) => acked.min(f),
+            None => acked,
         };
         if acked <= self.next || (acked == self.next + 1 && self.ooo.is_empty()) {
             None
@@ -356,20 +361,46 @@ impl HalfStream {
         }
     }
 
+    /// What `acked` becomes when the peer acknowledges everything before `ack`.
+    fn acked_after(&self, ack: u32) -> u64 {
+        match u64::try_from(self.offset_of(ack)) {
+            Ok(off) => self.acked.max(off),
+            Err(_) => self.acked,
+        }
+    }
+
+    /// [`HalfStream::on_peer_ack`] of `ack` when it finds no acknowledged hole (true); false,
+    /// nothing changed, when it would (the bulk lane leaves such a segment to the full path).
+    #[inline]
+    pub(crate) fn on_peer_ack_in_order(&mut self, ack: u32) -> bool {
+        let acked = self.acked_after(ack);
+        if !self.started || self.hole_end(acked).is_some() {
+            return false;
+        }
+        self.acked = acked;
+        self.acked_hole_since = None;
+        true
+    }
+
     /// The peer acknowledged everything before `ack` (a sequence number of this direction).
     /// `now` is the connection's segment count.
     pub(crate) fn on_peer_ack(&mut self, ack: u32, now: u64) {
         if !self.started {
             return;
         }
-        if let Ok(off) = u64::try_from(self.offset_of(ack)) {
-            self.acked = self.acked.max(off);
-        }
+        self.acked = self.acked_after(ack);
         match (self.acked_hole_end(), self.acked_hole_since) {
             (None, _) => self.acked_hole_since = None,
             (Some(_), None) => self.acked_hole_since = Some(now),
             (Some(_), Some(_)) => {}
         }
+    }
+
+    /// Nothing held, no FIN, no acknowledged hole waiting, started: a segment of this
+    /// direction changes nothing but the next offset and the peer's acknowledgement (the
+    /// bulk lane's precondition, [`crate::net::Reassembler::bulk_lane`]).
+    pub(crate) fn is_plain(&self) -> bool {
+        self.started && self.ooo.is_empty() && self.fin.is_none() && self.acked_hole_since.is_none()
     }
 
     /// The peer acknowledged bytes that did not arrive: `resolve_acked_hole` has work.

@@ -29,7 +29,7 @@ pub mod streams;
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
-use crate::capture::{decode_link, Frame, FrameCopy, LinkError, SharedMap, Timestamp};
+use crate::capture::{decode_link, Frame, FrameCopy, FrameRun, LinkError, SharedMap, Timestamp};
 use crate::net::{ConnId, Reassembler, ReassemblyConfig, ReassemblyStats};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
@@ -584,6 +584,41 @@ impl Pipeline {
         self.layer.outbox.drain(frame.ts, sink);
     }
 
+    /// A run of the frames that come next, taken in one go when they are plain segments of
+    /// the last segment's connection that change nothing but counts (the bulk lane,
+    /// [`crate::net::BulkLane`]): `take_run` walks them where they lie and asks the lane about
+    /// each (as [`crate::capture::CaptureReader::take_run`] does). The result is what
+    /// [`Pipeline::push_frame`] of each would give. `None`: not one was taken; push the next
+    /// frame. One thread only (workers take their frames from the reading thread).
+    pub fn push_run<S: RecordSink>(
+        &mut self,
+        take_run: impl FnOnce(&mut dyn FnMut(u32, &[u8]) -> bool) -> Option<FrameRun>,
+        sink: &mut S,
+    ) -> Option<u64> {
+        if self.shards.is_some() || self.keep_frames {
+            return None;
+        }
+        let mut lane = self.reassembler.bulk_lane()?;
+        let layer = &mut self.layer;
+        let run = take_run(&mut |link, data| {
+            decode_link(link, data).is_ok_and(|packet| lane.take(packet, layer))
+        })?;
+        lane.close(&run, &mut self.layer);
+        self.quiet_run(&run, sink);
+        Some(run.frames)
+    }
+
+    /// Frames that changed nothing downstream but the frame count and the capture time: what
+    /// `begin_frame` and the delivery after each of them come to. Nothing was queued between
+    /// them, so delivering once at the latest time delivers what delivering after each would.
+    fn quiet_run<S: RecordSink>(&mut self, run: &FrameRun, sink: &mut S) {
+        self.layer.stats.frames += run.frames;
+        self.layer.cut_frame = None;
+        self.layer.last_frame = run.last.0;
+        self.last_ts = run.last.1;
+        self.layer.outbox.drain(run.latest, sink);
+    }
+
     /// A frame begins (`cut`: the snaplen cut it). Returns the outbox position of its records.
     fn begin_frame(&mut self, number: u64, ts: Timestamp, cut: Option<(u64, usize, u32)>) -> u64 {
         let stats = &mut self.layer.stats;
@@ -619,12 +654,7 @@ impl Pipeline {
         let mut m = match step {
             shard::Step::Frame(m) => m,
             shard::Step::Quiet(q) => {
-                // What `begin_frame` and the delivery after each of them come to.
-                self.layer.stats.frames += q.frames;
-                self.layer.cut_frame = None;
-                self.layer.last_frame = q.last.0;
-                self.last_ts = q.last.1;
-                self.layer.outbox.drain(q.latest, sink);
+                self.quiet_run(&q, sink);
                 return Vec::new();
             }
         };

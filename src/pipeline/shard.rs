@@ -10,7 +10,7 @@
 //!
 //! A worker answers a batch with what its frames did, in order: each frame that did something
 //! downstream (opened, framed messages, closed, moved a share; see [`WorkerOp`]) on its own,
-//! the others — nearly every frame of a bulk transfer, and its ACKs — as runs ([`Quiet`]),
+//! the others — nearly every frame of a bulk transfer, and its ACKs — as runs ([`FrameRun`]s),
 //! which the merge takes at once. With one worker (N = 2) it is given every frame as it is read,
 //! nothing decoded on the reading thread, and its answers are the merge. With several, the
 //! reading thread finds each frame's connection from its addresses and ports (both directions
@@ -43,7 +43,7 @@ use std::thread::JoinHandle;
 use super::streams::{Framers, WorkerOp};
 use super::Limits;
 use crate::budget::{Kind, MemoryUse, Share};
-use crate::capture::{decode_link, Frame, L3Packet, LinkError, SharedMap, Timestamp};
+use crate::capture::{decode_link, Frame, FrameRun, L3Packet, LinkError, SharedMap, Timestamp};
 use crate::net::{
     decode_tcp, CloseKind, ConnId, ConnKey, Dir, NetNote, Reassembler, ReassemblyConfig, StreamSink,
 };
@@ -162,7 +162,7 @@ struct Answer {
 }
 
 enum Item {
-    Quiet(Quiet),
+    Quiet(FrameRun),
     Frame(FrameOut),
 }
 
@@ -321,7 +321,7 @@ fn work(
             ToWorker::Frames(mut batch) => {
                 let mut items = std::mem::take(&mut batch.items);
                 let mut ops = std::mem::take(&mut batch.ops);
-                let mut quiet: Option<Quiet> = None;
+                let mut quiet: Option<FrameRun> = None;
                 for (i, f) in batch.frames.iter().enumerate() {
                     // The reading thread touched the frames' first lines last, on its core:
                     // fetch the ones a few frames on before they are needed here.
@@ -380,7 +380,7 @@ fn work(
                         }));
                         ops.extend(stage.ops.drain(..));
                     } else {
-                        Quiet::add(&mut quiet, f.number, f.ts);
+                        FrameRun::add(&mut quiet, f.number, f.ts);
                     }
                     seq += 1;
                 }
@@ -470,39 +470,9 @@ pub(super) struct Merged {
     pub(super) ops: Vec<(ConnId, WorkerOp)>,
 }
 
-/// Frames in a row that changed nothing downstream but the frame count and the capture time.
-pub(super) struct Quiet {
-    pub(super) frames: u64,
-    /// The last of them, and its time.
-    pub(super) last: (u64, Timestamp),
-    /// The latest time among them. Nothing was queued between them, so delivering once at the
-    /// latest time delivers what delivering after each of them would have.
-    pub(super) latest: Timestamp,
-}
-
-impl Quiet {
-    /// Frame `number` at `ts` joins the run (or begins one).
-    fn add(run: &mut Option<Quiet>, number: u64, ts: Timestamp) {
-        match run {
-            Some(q) => {
-                q.frames += 1;
-                q.last = (number, ts);
-                q.latest = q.latest.max(ts);
-            }
-            None => {
-                *run = Some(Quiet {
-                    frames: 1,
-                    last: (number, ts),
-                    latest: ts,
-                })
-            }
-        }
-    }
-}
-
 /// What the merge gives back next, in frame order.
 pub(super) enum Step {
-    Quiet(Quiet),
+    Quiet(FrameRun),
     Frame(Merged),
 }
 
@@ -837,7 +807,7 @@ impl Shards {
         if self.sole() {
             return self.next_sole();
         }
-        let mut quiet: Option<Quiet> = None;
+        let mut quiet: Option<FrameRun> = None;
         while let Some(&d) = self.order.front() {
             let did = match d.route {
                 // With quiet frames to give back, give them back rather than wait.
@@ -863,7 +833,7 @@ impl Shards {
                 }
             }
             self.merged_through(d.number);
-            Quiet::add(&mut quiet, d.number, d.ts);
+            FrameRun::add(&mut quiet, d.number, d.ts);
         }
         quiet.map(Step::Quiet)
     }

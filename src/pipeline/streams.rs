@@ -120,6 +120,14 @@ impl Framers {
         !self.bytes.over() && self.get_mut(conn, dir).is_some_and(|f| f.skip_within(len))
     }
 
+    /// The most bytes [`Framers::skip`] would count off for (conn, dir) now.
+    pub(super) fn skip_room(&mut self, conn: ConnId, dir: Dir) -> u64 {
+        if self.bytes.over() {
+            return 0;
+        }
+        self.get_mut(conn, dir).map_or(0, |f| f.skip_room())
+    }
+
     /// Feed in-order stream bytes to the framer of (conn, dir) (see [`Framers::with`]).
     pub(super) fn push(
         &mut self,
@@ -763,6 +771,10 @@ impl StreamSink for Smb2Layer {
             self.last_frame = self.last_frame.max(frame);
         }
         skipped
+    }
+
+    fn skip_room(&mut self, conn: ConnId, dir: Dir) -> u64 {
+        self.framers.skip_room(conn, dir)
     }
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {

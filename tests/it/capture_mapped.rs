@@ -6,7 +6,7 @@ use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use sqos::capture::{CaptureReader, PcapOptions, PcapWriter, Timestamp, TsPrecision};
+use sqos::capture::{CaptureReader, PcapOptions, PcapWriter, PcapngWriter, Timestamp, TsPrecision};
 
 /// A file in a directory removed when the value drops.
 struct TempFile(PathBuf, #[allow(dead_code)] tempfile::TempDir);
@@ -173,6 +173,97 @@ fn mapped_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
         }
     }
     assert_eq!(checked, 8);
+}
+
+/// Every frame with its interface and link type, and the ending.
+fn frames_on(r: &mut CaptureReader) -> (Vec<(Read1, u32, u32)>, Option<String>) {
+    let mut out = Vec::new();
+    loop {
+        match r.next_frame() {
+            Ok(Some(f)) => out.push((
+                (f.number, f.ts.0, f.data.to_vec()),
+                f.interface,
+                f.link_type,
+            )),
+            Ok(None) => return (out, None),
+            Err(e) => return (out, Some(e.to_string())),
+        }
+    }
+}
+
+/// pcapng as the mapped reader walks it (enhanced packet blocks where they lie, anything else
+/// through pcap-parser): two sections in both byte orders, interfaces of several link types
+/// and time resolutions, padding, simple and custom blocks among the packets, and damage (a
+/// trailing length that disagrees, captured bytes past the block, a packet for an interface
+/// the section did not describe, a cut): the frames and ending of the stream.
+#[test]
+fn mapped_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
+    let mut w = PcapngWriter::new(Vec::new()).unwrap();
+    let eth = w.add_interface(1, 0, 6).unwrap();
+    let raw = w.add_interface_with_offset(101, 0, 9, 1_000).unwrap();
+    let t = |i: i64| Timestamp(1_700_000_000_123_456_789 + i * 1_000);
+    w.write_epb(eth, t(0), &[1; 60], 60).unwrap();
+    w.write_epb(raw, t(1), &[2; 101], 101).unwrap();
+    w.write_block(0x0000_0BAD, &[0; 8]).unwrap();
+    w.write_epb(eth, t(2), &[], 0).unwrap();
+    w.write_spb(&[3; 64], 64).unwrap();
+    // The block whose damage the cases below make: the fifth packet.
+    let fifth = w.bytes() as usize;
+    w.write_epb(eth, t(3), &[4; 1514], 1514).unwrap();
+    w.write_epb(raw, t(4), &[5; 40], 1500).unwrap();
+    let whole_le = w.into_inner();
+    let mut w = PcapngWriter::with_byte_order(whole_le.clone(), true).unwrap();
+    let sll = w.add_interface(113, 0, 0x80 | 20).unwrap();
+    w.write_epb(sll, t(5), &[6; 77], 77).unwrap();
+    let whole = w.into_inner();
+
+    let word = |v: u32| v.to_le_bytes();
+    let mut trailer = whole.clone();
+    let fifth_len = 28 + 1516 + 4;
+    trailer[fifth + fifth_len - 4..fifth + fifth_len].copy_from_slice(&word(9));
+    let mut caplen = whole.clone();
+    caplen[fifth + 20..fifth + 24].copy_from_slice(&word(4000));
+    let mut interface = whole.clone();
+    interface[fifth + 8..fifth + 12].copy_from_slice(&word(7));
+    let cases = [
+        ("whole", whole.clone(), 7),
+        ("trailing length", trailer, 4),
+        ("captured bytes past the block", caplen, 4),
+        ("undescribed interface", interface, 4),
+        ("cut in a block", whole[..fifth + 700].to_vec(), 4),
+    ];
+    for (what, bytes, frames) in cases {
+        let file = TempFile::new("layout.pcapng");
+        std::fs::write(&file.0, &bytes).unwrap();
+        let mut mapped = CaptureReader::open(&file.0).unwrap();
+        assert!(mapped.is_mapped());
+        let (m, m_end) = frames_on(&mut mapped);
+        let (s, s_end) = frames_on(&mut streamed(&file.0));
+        assert_eq!(m, s, "{what}");
+        assert_eq!(m_end, s_end, "{what}");
+        assert_eq!(m.len(), frames, "{what}: {m_end:?}");
+        assert_eq!(m_end.is_some(), frames < 7, "{what}: {m_end:?}");
+    }
+    // What the walk read: interfaces, link types, padding, times with their resolution and
+    // offset, the big-endian section's interface.
+    let file = TempFile::new("whole.pcapng");
+    std::fs::write(&file.0, &whole).unwrap();
+    let (m, _) = frames_on(&mut CaptureReader::open(&file.0).unwrap());
+    let sizes: Vec<_> = m.iter().map(|f| (f.0 .2.len(), f.1, f.2)).collect();
+    assert_eq!(
+        sizes,
+        [
+            (60, 0, 1),
+            (101, 1, 101),
+            (0, 0, 1),
+            (64, 0, 1),
+            (1514, 0, 1),
+            (40, 1, 101),
+            (77, 0, 113)
+        ]
+    );
+    assert_eq!(m[1].0 .1, t(1).0);
+    assert_eq!(m[4].0 .1, t(3).0 / 1000 * 1000, "microseconds");
 }
 
 #[test]

@@ -59,12 +59,20 @@ fn every_committed_capture_gives_the_same_output_on_several_threads() {
     same_output_with_threads(&committed());
 }
 
-/// Committed capture `name` (gzipped) unpacked into `dir`: a regular file, memory-mapped.
+/// Committed capture `name` (gzipped, in captures/) unpacked into `dir`: a regular file,
+/// memory-mapped.
 fn unpacked(dir: &Path, name: &str) -> PathBuf {
+    gunzipped(dir, &repo().join("captures").join(name))
+}
+
+/// Capture `gz` unpacked into `dir` under its name without `.gz`.
+pub(crate) fn gunzipped(dir: &Path, gz: &Path) -> PathBuf {
+    let name = gz.file_name().expect("a file").to_string_lossy();
     let path = dir.join(name.trim_end_matches(".gz"));
-    let gz = std::fs::File::open(repo().join("captures").join(name)).expect("capture");
+    let file = std::fs::File::open(gz).expect("capture");
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut bytes).expect("gunzip");
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(file), &mut bytes)
+        .expect("gunzip");
     std::fs::write(&path, bytes).expect("write");
     path
 }

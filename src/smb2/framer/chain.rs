@@ -256,19 +256,23 @@ impl InMessage {
         }
     }
 
-    /// [`super::Framer::skip_within`] for a message: `len` bytes that the current part skips
-    /// and that end before both it and the message (no state but the counts changes).
-    pub(super) fn skip_within(&mut self, len: u64) -> bool {
-        if len >= self.remaining {
-            return false;
-        }
-        match &mut self.part {
-            PartState::Skip { n, .. } if len < *n => *n -= len,
-            PartState::Rest => {}
-            _ => return false,
+    /// [`super::Framer::skip_room`] for a message: bytes that the current part skips and that
+    /// end before both it and the message (no state but the counts changes).
+    pub(super) fn skip_room(&self) -> u64 {
+        let part = match &self.part {
+            PartState::Skip { n, .. } => *n,
+            PartState::Rest => u64::MAX,
+            _ => return 0,
+        };
+        part.min(self.remaining).saturating_sub(1)
+    }
+
+    /// Counts off `len` bytes, at most [`Self::skip_room`].
+    pub(super) fn skip(&mut self, len: u64) {
+        if let PartState::Skip { n, .. } = &mut self.part {
+            *n -= len;
         }
         self.remaining -= len;
-        true
     }
 
     /// The bytes wanted for the current phase are there: decide what comes next.

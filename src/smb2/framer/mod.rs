@@ -253,19 +253,30 @@ impl Framer {
     /// Counts `len` in-order bytes off when they lie inside data the framer skips anyway (the
     /// middle of a READ or WRITE payload, of a part it does not keep, of an NBSS packet that is
     /// not a session message) and end before it: exactly what [`Framer::push`] would do with
-    /// them, without looking at them. False (nothing done): they need `push`.
+    /// them, without looking at them. False (nothing done): they need `push`. Counting off
+    /// `a` then `b` bytes is counting off `a + b`: the bulk lane counts a run off at once.
     pub fn skip_within(&mut self, len: usize) -> bool {
-        if !self.replay.is_empty() {
+        let len = len as u64;
+        if len == 0 || len > self.skip_room() {
             return false;
         }
-        let len = len as u64;
         match &mut self.state {
-            State::SkipNbss { remaining } if len < *remaining => {
-                *remaining -= len;
-                true
-            }
-            State::Message(m) => m.skip_within(len),
-            _ => false,
+            State::SkipNbss { remaining } => *remaining -= len,
+            State::Message(m) => m.skip(len),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The most bytes [`Framer::skip_within`] would count off now (0: none).
+    pub fn skip_room(&self) -> u64 {
+        if !self.replay.is_empty() {
+            return 0;
+        }
+        match &self.state {
+            State::SkipNbss { remaining } => remaining.saturating_sub(1),
+            State::Message(m) => m.skip_room(),
+            _ => 0,
         }
     }
 

@@ -278,6 +278,8 @@ pub fn add_smb2_cmds(m: &mut BTreeMap<String, u64>, cell: &str) {
 #[derive(Default)]
 pub struct Everything(pub Vec<String>);
 
+impl CaptureSink for Everything {}
+
 impl RecordSink for Everything {
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.0.push(format!("{rec:?}"));

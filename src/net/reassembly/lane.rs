@@ -1,0 +1,126 @@
+//! The bulk lane: a run of the last connection's plain segments taken in one go, for a reader
+//! that walks the capture's records where they lie ([`crate::capture::CaptureReader::take_run`]).
+//! Each segment is one the bulk path ([`Reassembler::push_packet`]) would take, on a connection
+//! whose two directions hold nothing, have no FIN and wait for no acknowledged hole: then a
+//! segment changes nothing but its direction's next offset, the peer's acknowledgement and the
+//! counts, and its bytes are counted off by the sink ([`StreamSink::skip_room`]) — what
+//! `push_packet` does, without a frame, a connection lookup or the shared tail each.
+
+use super::{ConnState, Dir, PlainSegment, Reassembler, ReassemblyStats, StreamSink, WireEnds};
+use crate::capture::{FrameRun, L3Packet, Timestamp};
+
+/// The last segment's connection, lent for a run (see the module).
+pub struct BulkLane<'r> {
+    conn: &'r mut super::Conn,
+    /// The header bytes of its plain segments to the server and to the client.
+    ends: [WireEnds; 2],
+    /// Bytes of each direction the sink would still count off unseen (asked when the first
+    /// segment with data in that direction comes).
+    room: [Option<u64>; 2],
+    /// Bytes of each direction taken.
+    taken: [u64; 2],
+    segments: u64,
+    stats: &'r mut ReassemblyStats,
+    last_frame: &'r mut u64,
+    last_ts: &'r mut Timestamp,
+}
+
+fn at(dir: Dir) -> usize {
+    match dir {
+        Dir::ToServer => 0,
+        Dir::ToClient => 1,
+    }
+}
+
+impl Reassembler {
+    /// The lane for the last segment's connection, when the bulk path is on and that
+    /// connection is open with both directions plain and the reassembly share within bounds.
+    pub fn bulk_lane(&mut self) -> Option<BulkLane<'_>> {
+        if !self.cfg.bulk_path || self.held.over() {
+            return None;
+        }
+        let super::Last {
+            slot,
+            wire: Some(ends),
+            ..
+        } = self.last?
+        else {
+            return None;
+        };
+        let conn = self.slots.get_mut(slot)?.as_mut()?;
+        if conn.state != ConnState::Open || !conn.to_server.is_plain() || !conn.to_client.is_plain()
+        {
+            return None;
+        }
+        Some(BulkLane {
+            conn,
+            ends,
+            room: [None; 2],
+            taken: [0; 2],
+            segments: 0,
+            stats: &mut self.stats,
+            last_frame: &mut self.last_frame,
+            last_ts: &mut self.last_ts,
+        })
+    }
+}
+
+impl BulkLane<'_> {
+    /// Takes `packet` when it is such a segment (true), else changes nothing. `sink` is the
+    /// one `close` will give the bytes to.
+    #[inline]
+    pub fn take<S: StreamSink>(&mut self, packet: L3Packet<'_>, sink: &mut S) -> bool {
+        let L3Packet::Ipv4(bytes) = packet else {
+            return false;
+        };
+        let Some(seg) = PlainSegment::of(bytes) else {
+            return false;
+        };
+        let Some(dir) = seg.dir_in(&self.ends) else {
+            return false;
+        };
+        let len = seg.payload.len();
+        let conn = &mut *self.conn;
+        let room = match self.room[at(dir)] {
+            Some(room) => room,
+            None if len == 0 => 0,
+            None => *self.room[at(dir)].insert(sink.skip_room(conn.id, dir)),
+        };
+        // What `push_plain` and `after_data` do with it (the count-off left to `close`),
+        // changing nothing unless all of it applies: the acknowledgement last.
+        if len as u64 > room
+            || !conn.half(dir).takes_next(seg.seq, len)
+            || !conn.half(dir.reverse()).on_peer_ack_in_order(seg.ack)
+        {
+            return false;
+        }
+        conn.segments += 1;
+        conn.half(dir).advance(len);
+        if len > 0 {
+            self.room[at(dir)] = Some(room - len as u64);
+            self.taken[at(dir)] += len as u64;
+        }
+        self.segments += 1;
+        true
+    }
+
+    /// The run's segments were `run`'s frames: the counts and the last frame, and the bytes
+    /// counted off by the sink in one call a direction (counting off adds up).
+    pub fn close<S: StreamSink>(self, run: &FrameRun, sink: &mut S) {
+        debug_assert_eq!(run.frames, self.segments);
+        let (frame, ts) = run.last;
+        self.stats.segments += self.segments;
+        self.stats.bulk_segments += self.segments;
+        self.stats.lane_segments += self.segments;
+        self.conn.last_frame = frame;
+        *self.last_frame = frame;
+        *self.last_ts = ts;
+        for dir in [Dir::ToServer, Dir::ToClient] {
+            let len = self.taken[at(dir)];
+            if len > 0 {
+                let counted = sink.skip_data(self.conn.id, dir, frame, len as usize);
+                debug_assert!(counted, "the sink counts off the room it gave");
+            }
+        }
+    }
+}
