@@ -18,9 +18,15 @@ impl Tap<Analyzer> for Notes {
 }
 
 /// The run's statistics and the finished analysis; `None` when the bytes are no capture.
+#[allow(dead_code)] // not every target that includes this module uses it
 pub fn run(data: &[u8]) -> Option<(Stats, Analysis)> {
-    let mut reader =
-        CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec()))).ok()?;
+    let reader = CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec()))).ok()?;
+    let (stats, analysis, _) = run_reader(reader)?;
+    Some((stats, analysis))
+}
+
+/// [`run`] from a reader opened any way; also how the run ended (the error's text).
+pub fn run_reader(mut reader: CaptureReader) -> Option<(Stats, Analysis, Option<String>)> {
     let mut faces = Feed {
         analysis: Analyzer::default(),
         tap: Notes(0),
@@ -31,14 +37,16 @@ pub fn run(data: &[u8]) -> Option<(Stats, Analysis)> {
         &mut faces,
         &mut no_progress,
     );
-    if matches!(result.ending, Ending::Stopped) {
-        return None;
-    }
+    let ending = match result.ending {
+        Ending::Stopped => return None,
+        Ending::Clean => None,
+        Ending::Damaged(e) => Some(e.to_string()),
+    };
     for m in &result.stats.memory {
         assert!(
             m.peak_bytes <= m.limit_bytes + (1 << 20),
             "{m:?} over its share"
         );
     }
-    Some((result.stats, faces.analysis.finish()))
+    Some((result.stats, faces.analysis.finish(), ending))
 }

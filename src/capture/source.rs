@@ -1271,7 +1271,9 @@ fn describe(e: &PcapError<&[u8]>) -> String {
         PcapError::NomError(_, kind) | PcapError::OwnedNomError(_, kind) => {
             format!("malformed record ({kind:?})")
         }
-        PcapError::Incomplete(_) | PcapError::UnexpectedEof => {
+        // Called on whole records: "more bytes needed" means the record's contents claim more
+        // than its length, whichever reader (streamed: the buffer is too small) says so.
+        PcapError::Incomplete(_) | PcapError::UnexpectedEof | PcapError::BufferTooSmall => {
             "record shorter than its contents claim".to_string()
         }
         other => format!("{other:?}"),

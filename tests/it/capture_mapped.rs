@@ -223,12 +223,17 @@ fn mapped_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
     trailer[fifth + fifth_len - 4..fifth + fifth_len].copy_from_slice(&word(9));
     let mut caplen = whole.clone();
     caplen[fifth + 20..fifth + 24].copy_from_slice(&word(4000));
+    // Past what a streaming reader's buffer holds (a case the `mapped` fuzz target found: the
+    // stream called it BufferTooSmall, the map a short record).
+    let mut huge = whole.clone();
+    huge[fifth + 20..fifth + 24].copy_from_slice(&word(0xff00_004e));
     let mut interface = whole.clone();
     interface[fifth + 8..fifth + 12].copy_from_slice(&word(7));
     let cases = [
         ("whole", whole.clone(), 7),
         ("trailing length", trailer, 4),
         ("captured bytes past the block", caplen, 4),
+        ("captured bytes past any buffer", huge, 4),
         ("undescribed interface", interface, 4),
         ("cut in a block", whole[..fifth + 700].to_vec(), 4),
     ];

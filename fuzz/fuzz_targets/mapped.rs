@@ -1,0 +1,38 @@
+//! The same capture bytes read as a stream and as a memory-mapped file give the same run: the
+//! mapped reader walks packet records where they lie and hands runs of quiet frames to the
+//! bulk lane (`Pipeline::push_run`), paths only a regular file takes, which must change
+//! nothing but the speed. Statistics (the memory shares' peaks included), notes and ending
+//! are compared.
+#![no_main]
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd};
+
+use libfuzzer_sys::fuzz_target;
+use sqos::capture::CaptureReader;
+
+#[path = "capture_run.rs"]
+mod capture_run;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(streamed) = CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())))
+    else {
+        return;
+    };
+    // An anonymous regular file in memory, opened again by path: mapped as a capture file is.
+    // SAFETY: memfd_create with a valid name; the descriptor is owned by the File from here on.
+    let fd = unsafe { libc::memfd_create(c"sqos-fuzz".as_ptr(), 0) };
+    assert!(fd >= 0, "memfd_create");
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(data).expect("write the memfd");
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let Ok(mapped) = CaptureReader::open(std::path::Path::new(&path)) else {
+        panic!("the stream opened, the file did not");
+    };
+    let a = capture_run::run_reader(streamed);
+    let b = capture_run::run_reader(mapped);
+    let outcome = |r: Option<(sqos::pipeline::Stats, _, Option<String>)>| {
+        r.map(|(stats, _, ending)| (serde_json::to_string(&stats).expect("stats"), ending))
+    };
+    assert_eq!(outcome(a), outcome(b), "streamed and mapped runs differ");
+});
