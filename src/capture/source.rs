@@ -302,7 +302,7 @@ fn walk_record(
     map: MapView<'_>,
     at: usize,
     walk: Walk<'_>,
-    recent: &mut RecentLengths,
+    recent: Option<&mut RecentLengths>,
 ) -> Option<Walked> {
     let data = map.bytes.get(at..)?;
     let (meta, len) = match walk {
@@ -345,10 +345,13 @@ fn walk_record(
         map.prefetch(after + next_len - 1);
     }
     // Where a record begins is known only from the header before it, so walking them is a
-    // chain of waits for memory once a frame needs little work (the bulk lane): ask for the
-    // line where the record `GUESS_AHEAD` further on probably begins, as far past the next
-    // one as the last records were long (README, Performance).
-    map.prefetch(after + recent.add(len));
+    // chain of waits for memory once a frame needs little work (the bulk lane's runs): ask for
+    // the line where the record `GUESS_AHEAD` further on probably begins, as far past the next
+    // one as the last records were long (README, Performance). A frame pushed alone does
+    // enough work to cover the wait: no guess (`recent` none).
+    if let Some(recent) = recent {
+        map.prefetch(after + recent.add(len));
+    }
     Some(Walked { meta, len })
 }
 
@@ -650,7 +653,7 @@ impl CaptureReader {
             let view = map.map().view();
             let (mut at, mut run) = (start, None);
             for _ in 0..max {
-                let Some(w) = walk_record(view, at, walk, &mut self.recent) else {
+                let Some(w) = walk_record(view, at, walk, Some(&mut self.recent)) else {
                     break;
                 };
                 let Some(data) = view.bytes.get(at + w.meta.start..at + w.meta.end) else {
@@ -688,7 +691,7 @@ impl CaptureReader {
                 r.consume_noshift(self.pending);
                 self.pending = 0;
             }
-            walk_record(map.map().view(), r.consumed(), walk, &mut self.recent)
+            walk_record(map.map().view(), r.consumed(), walk, None)
         }
         #[cfg(not(target_os = "linux"))]
         None

@@ -496,6 +496,11 @@ impl Default for Limits {
     }
 }
 
+/// Most frames pushed one by one after a try of the bulk lane that took none or a short run.
+const MAX_LANE_PAUSE: u32 = 64;
+/// The shortest run of the bulk lane that pays for its try.
+const MIN_LANE_RUN: u64 = 4;
+
 /// Frames in, records out: link → IP/TCP → reassembly → SMB2 framing → matching → records.
 ///
 /// Records reach the sink in frame order; SQOS requests are held back until answered (see
@@ -510,6 +515,10 @@ pub struct Pipeline {
     /// `reassembler` and the layer's framers stay unused).
     /// (Boxed: it is taken out and put back for every frame, see `push_frame`.)
     shards: Option<Box<shard::Shards>>,
+    /// Frames to push one by one before the bulk lane is tried again, and how many the next
+    /// failed try adds (see `push_run`).
+    lane_pause: u32,
+    lane_backoff: u32,
 }
 
 impl Pipeline {
@@ -534,6 +543,8 @@ impl Pipeline {
             last_ts: Timestamp::default(),
             keep_frames: cfg.keep_frames,
             shards,
+            lane_pause: 0,
+            lane_backoff: 0,
         }
     }
 
@@ -598,11 +609,27 @@ impl Pipeline {
         if self.shards.is_some() || self.keep_frames {
             return None;
         }
+        if self.lane_pause > 0 {
+            self.lane_pause -= 1;
+            return None;
+        }
         let mut lane = self.reassembler.bulk_lane()?;
         let layer = &mut self.layer;
         let run = take_run(&mut |link, data| {
             decode_link(link, data).is_ok_and(|packet| lane.take(packet, layer))
-        })?;
+        });
+        // A try that took nothing walked a record for nothing, and a run of a frame or two
+        // costs more than pushing them (traffic the framer cannot count off, such as sealed
+        // messages it decrypts, leaves only the ACKs between them): wait 1, 2, 4 … 64 frames
+        // before the next try, until one takes a longer run. Which path a frame takes changes
+        // no result, only the time.
+        if run.is_some_and(|r| r.frames >= MIN_LANE_RUN) {
+            self.lane_backoff = 0;
+        } else {
+            self.lane_backoff = (self.lane_backoff * 2).clamp(1, MAX_LANE_PAUSE);
+            self.lane_pause = self.lane_backoff;
+        }
+        let run = run?;
         lane.close(&run, &mut self.layer);
         self.quiet_run(&run, sink);
         Some(run.frames)
