@@ -92,7 +92,12 @@ fn ethernet(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
     let Some(h) = data.first_chunk::<LEN>() else {
         return Err(truncated(LEN, data));
     };
-    after_ethertype(u16::from_be_bytes([h[12], h[13]]), data, LEN)
+    let ethertype = u16::from_be_bytes([h[12], h[13]]);
+    // Nearly every frame: untagged IPv4, told before the loop over tags.
+    if ethertype == ETHERTYPE_IPV4 {
+        return Ok(L3Packet::Ipv4(&data[LEN..]));
+    }
+    after_ethertype(ethertype, data, LEN)
 }
 
 fn sll(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {

@@ -159,12 +159,19 @@ impl Map {
     /// The reader has moved on to `offset`: give the pages before it back (every
     /// [`RELEASE_STEP`] bytes, and not those other threads have still to read), so that
     /// resident memory does not grow with the file.
+    #[inline]
     pub(crate) fn release_before(&self, offset: usize) {
         let offset = offset.min(self.kept_from.load(Ordering::Acquire));
         let released = self.released.load(Ordering::Relaxed);
+        // Called for every record: the usual answer, "not yet", without a call.
         if offset < released + RELEASE_STEP {
             return;
         }
+        self.release(offset, released);
+    }
+
+    /// `release_before`'s work: the pages from `released` up to `offset`'s page.
+    fn release(&self, offset: usize, released: usize) {
         let page = PAGE.load(Ordering::Relaxed);
         let upto = offset.min(self.len) / page * page;
         if upto <= released {

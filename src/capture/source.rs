@@ -668,7 +668,9 @@ impl CaptureReader {
                 map.map().release_before(at);
                 FrameRun::add(&mut run, self.frames + 1, w.meta.ts);
                 self.frames += 1;
-                self.last_ts = w.meta.ts;
+            }
+            if let Some(taken) = &run {
+                self.last_ts = taken.last.1;
             }
             r.consume_noshift(at - start);
             run
