@@ -167,30 +167,24 @@ where
     pipeline.share_maps(source.shared_maps());
     let mut frames = 0;
     let ending = loop {
-        if frames > 0 {
-            if let Some(n) = pipeline.push_run(|take| source.take_run(MAX_RUN, take), sink) {
-                frames += n;
-                let at = Progress {
-                    frames,
-                    input_bytes: source.input_bytes_read(),
-                    stats: pipeline.stats(),
-                };
-                if sink.done() || progress(&at).is_break() {
-                    break Ending::Stopped;
+        // A run of quiet frames taken in one go (after the first frame: a run continues a
+        // connection), else the next frame.
+        let run = (frames > 0)
+            .then(|| pipeline.push_run(|take| source.take_run(MAX_RUN, take), sink))
+            .flatten();
+        match run {
+            Some(n) => frames += n,
+            None => match source.next_frame() {
+                Ok(Some(frame)) => {
+                    frames += 1;
+                    if frames == 1 {
+                        sink.on_first_frame(frame.ts);
+                    }
+                    pipeline.push_frame(&frame, sink);
                 }
-                continue;
-            }
-        }
-        match source.next_frame() {
-            Ok(Some(frame)) => {
-                frames += 1;
-                if frames == 1 {
-                    sink.on_first_frame(frame.ts);
-                }
-                pipeline.push_frame(&frame, sink);
-            }
-            Ok(None) => break Ending::Clean,
-            Err(e) => break Ending::Damaged(e),
+                Ok(None) => break Ending::Clean,
+                Err(e) => break Ending::Damaged(e),
+            },
         }
         let at = Progress {
             frames,

@@ -29,15 +29,15 @@ fn pcap(n: u64) -> Vec<u8> {
     w.into_inner()
 }
 
-/// A frame's number, timestamp and bytes.
-type Read1 = (u64, i64, Vec<u8>);
+/// A frame's number, timestamp, bytes, interface and link type.
+type Read1 = (u64, i64, Vec<u8>, u32, u32);
 
 /// Every frame, and how reading ended (the error's text).
 fn frames(r: &mut CaptureReader) -> (Vec<Read1>, Option<String>) {
     let mut out = Vec::new();
     loop {
         match r.next_frame() {
-            Ok(Some(f)) => out.push((f.number, f.ts.0, f.data.to_vec())),
+            Ok(Some(f)) => out.push((f.number, f.ts.0, f.data.to_vec(), f.interface, f.link_type)),
             Ok(None) => return (out, None),
             Err(e) => return (out, Some(e.to_string())),
         }
@@ -46,6 +46,16 @@ fn frames(r: &mut CaptureReader) -> (Vec<Read1>, Option<String>) {
 
 fn streamed(path: &Path) -> CaptureReader {
     CaptureReader::from_reader(Box::new(std::fs::File::open(path).unwrap())).unwrap()
+}
+
+/// `bytes` written to a file named `name` and read mapped, then streamed: the frames and
+/// endings of each.
+fn mapped_and_streamed(name: &str, bytes: &[u8]) -> [(Vec<Read1>, Option<String>); 2] {
+    let file = TempFile::new(name);
+    std::fs::write(&file.0, bytes).unwrap();
+    let mut mapped = CaptureReader::open(&file.0).unwrap();
+    assert!(mapped.is_mapped());
+    [frames(&mut mapped), frames(&mut streamed(&file.0))]
 }
 
 #[test]
@@ -145,12 +155,7 @@ fn mapped_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
             ("oversized", oversized, Some("corrupt capture at frame 3")),
         ];
         for (what, bytes, ending) in cases {
-            let file = TempFile::new("layout.pcap");
-            std::fs::write(&file.0, &bytes).unwrap();
-            let mut mapped = CaptureReader::open(&file.0).unwrap();
-            assert!(mapped.is_mapped());
-            let (m, m_end) = frames(&mut mapped);
-            let (s, s_end) = frames(&mut streamed(&file.0));
+            let [(m, m_end), (s, s_end)] = mapped_and_streamed("layout.pcap", &bytes);
             assert_eq!(m, s, "{what}, big endian {big_endian}");
             assert_eq!(m_end, s_end, "{what}, big endian {big_endian}");
             assert_eq!(m.len(), if ending.is_none() { 4 } else { 2 }, "{what}");
@@ -173,22 +178,6 @@ fn mapped_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
         }
     }
     assert_eq!(checked, 8);
-}
-
-/// Every frame with its interface and link type, and the ending.
-fn frames_on(r: &mut CaptureReader) -> (Vec<(Read1, u32, u32)>, Option<String>) {
-    let mut out = Vec::new();
-    loop {
-        match r.next_frame() {
-            Ok(Some(f)) => out.push((
-                (f.number, f.ts.0, f.data.to_vec()),
-                f.interface,
-                f.link_type,
-            )),
-            Ok(None) => return (out, None),
-            Err(e) => return (out, Some(e.to_string())),
-        }
-    }
 }
 
 /// pcapng as the mapped reader walks it (enhanced packet blocks where they lie, anything else
@@ -237,24 +226,17 @@ fn mapped_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
         ("undescribed interface", interface, 4),
         ("cut in a block", whole[..fifth + 700].to_vec(), 4),
     ];
-    for (what, bytes, frames) in cases {
-        let file = TempFile::new("layout.pcapng");
-        std::fs::write(&file.0, &bytes).unwrap();
-        let mut mapped = CaptureReader::open(&file.0).unwrap();
-        assert!(mapped.is_mapped());
-        let (m, m_end) = frames_on(&mut mapped);
-        let (s, s_end) = frames_on(&mut streamed(&file.0));
+    for (what, bytes, count) in cases {
+        let [(m, m_end), (s, s_end)] = mapped_and_streamed("layout.pcapng", &bytes);
         assert_eq!(m, s, "{what}");
         assert_eq!(m_end, s_end, "{what}");
-        assert_eq!(m.len(), frames, "{what}: {m_end:?}");
-        assert_eq!(m_end.is_some(), frames < 7, "{what}: {m_end:?}");
+        assert_eq!(m.len(), count, "{what}: {m_end:?}");
+        assert_eq!(m_end.is_some(), count < 7, "{what}: {m_end:?}");
     }
     // What the walk read: interfaces, link types, padding, times with their resolution and
     // offset, the big-endian section's interface.
-    let file = TempFile::new("whole.pcapng");
-    std::fs::write(&file.0, &whole).unwrap();
-    let (m, _) = frames_on(&mut CaptureReader::open(&file.0).unwrap());
-    let sizes: Vec<_> = m.iter().map(|f| (f.0 .2.len(), f.1, f.2)).collect();
+    let [(m, _), _] = mapped_and_streamed("whole.pcapng", &whole);
+    let sizes: Vec<_> = m.iter().map(|f| (f.2.len(), f.3, f.4)).collect();
     assert_eq!(
         sizes,
         [
@@ -267,8 +249,8 @@ fn mapped_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
             (77, 0, 113)
         ]
     );
-    assert_eq!(m[1].0 .1, t(1).0);
-    assert_eq!(m[4].0 .1, t(3).0 / 1000 * 1000, "microseconds");
+    assert_eq!(m[1].1, t(1).0);
+    assert_eq!(m[4].1, t(3).0 / 1000 * 1000, "microseconds");
 }
 
 #[test]
@@ -303,7 +285,7 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     // The frames wholly before the cut are read, intact; the one across it is not.
     let whole = (CUT as usize - 24) / 1016;
     assert_eq!(before.len() + after.len(), whole);
-    for (i, (n, _, data)) in after.iter().enumerate() {
+    for (i, (n, _, data, _, _)) in after.iter().enumerate() {
         assert_eq!(*n, 11 + i as u64);
         assert_eq!(data.len(), 1000);
         assert!(
