@@ -36,13 +36,13 @@ pub trait FrameSource {
     fn shared_maps(&self) -> Vec<SharedMap> {
         Vec::new()
     }
-    /// The frames that come next, handed over as one run while `take` says yes to each (link
-    /// type, bytes), at most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a
-    /// source that does not walk its records in place.
+    /// The frames that come next, handed over as one run while `take` says yes to each, at
+    /// most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a source that does
+    /// not walk its records in place.
     fn take_run(
         &mut self,
         _max: u64,
-        _take: &mut dyn FnMut(u32, &[u8]) -> bool,
+        _take: &mut dyn FnMut(&Frame<'_>) -> bool,
     ) -> Option<FrameRun> {
         None
     }
@@ -58,7 +58,7 @@ impl FrameSource for CaptureReader {
     fn shared_maps(&self) -> Vec<SharedMap> {
         self.shared_map().into_iter().collect()
     }
-    fn take_run(&mut self, max: u64, take: &mut dyn FnMut(u32, &[u8]) -> bool) -> Option<FrameRun> {
+    fn take_run(&mut self, max: u64, take: &mut dyn FnMut(&Frame<'_>) -> bool) -> Option<FrameRun> {
         CaptureReader::take_run(self, max, take)
     }
 }

@@ -1,8 +1,8 @@
 //! The same capture bytes read as a stream and as a memory-mapped file give the same run: the
 //! mapped reader walks packet records where they lie and hands runs of quiet frames to the
 //! bulk lane (`Pipeline::push_run`), paths only a regular file takes, which must change
-//! nothing but the speed. Statistics (the memory shares' peaks included), notes and ending
-//! are compared.
+//! nothing but the speed. Statistics (the memory shares' peaks included), the flows'
+//! analysis (`flows --format json`) and the ending are compared.
 #![no_main]
 
 use std::io::Write;
@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 
 use libfuzzer_sys::fuzz_target;
 use sqos::capture::CaptureReader;
+use sqos::output::flows;
 
 #[path = "capture_run.rs"]
 mod capture_run;
@@ -31,8 +32,16 @@ fuzz_target!(|data: &[u8]| {
     };
     let a = capture_run::run_reader(streamed);
     let b = capture_run::run_reader(mapped);
-    let outcome = |r: Option<(sqos::pipeline::Stats, _, Option<String>)>| {
-        r.map(|(stats, _, ending)| (serde_json::to_string(&stats).expect("stats"), ending))
+    // What the faces show: the statistics and the flows' analysis, and how the run ended.
+    let outcome = |r: Option<(
+        sqos::pipeline::Stats,
+        sqos::analysis::Analysis,
+        Option<String>,
+    )>| {
+        r.map(|(stats, analysis, ending)| {
+            let stats = serde_json::to_string(&stats).expect("stats");
+            (stats, flows::flows_json(&analysis).to_string(), ending)
+        })
     };
     assert_eq!(outcome(a), outcome(b), "streamed and mapped runs differ");
 });

@@ -626,15 +626,14 @@ impl CaptureReader {
         Some(walked.meta)
     }
 
-    /// Frames handed over as one run without a [`Frame`] each: while the next record is one
-    /// `next_mapped` takes, whole (not cut by the snaplen), and `take` says yes to its link
-    /// type and bytes, it is consumed and counted — at most `max` of them. The record `take`
-    /// refused is the next one `next_frame` returns. `None`: not one was taken (or the file is
-    /// not mapped).
+    /// Frames handed over as one run, each shown to `take` where it lies and not handed out:
+    /// while the next record is one `next_mapped` takes and `take` says yes to its frame, it
+    /// is consumed and counted — at most `max` of them. The frame `take` refused is the next
+    /// one `next_frame` returns. `None`: not one was taken (or the file is not mapped).
     pub fn take_run(
         &mut self,
         max: u64,
-        take: &mut dyn FnMut(u32, &[u8]) -> bool,
+        take: &mut dyn FnMut(&Frame<'_>) -> bool,
     ) -> Option<FrameRun> {
         #[cfg(target_os = "linux")]
         {
@@ -659,14 +658,21 @@ impl CaptureReader {
                 let Some(data) = view.bytes.get(at + w.meta.start..at + w.meta.end) else {
                     break;
                 };
-                if data.len() as u64 != u64::from(w.meta.orig_len) || !take(w.meta.link_type, data)
-                {
+                let frame = Frame {
+                    number: self.frames + 1,
+                    ts: w.meta.ts,
+                    interface: w.meta.interface,
+                    link_type: w.meta.link_type,
+                    data,
+                    orig_len: w.meta.orig_len,
+                };
+                if !take(&frame) {
                     break;
                 }
                 at += w.len;
                 // As the reader's own moves do: resident memory stays flat within a run too.
                 map.map().release_before(at);
-                FrameRun::add(&mut run, self.frames + 1, w.meta.ts);
+                FrameRun::add(&mut run, frame.number, frame.ts);
                 self.frames += 1;
             }
             if let Some(taken) = &run {

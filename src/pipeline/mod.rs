@@ -603,7 +603,7 @@ impl Pipeline {
     /// frame. One thread only (workers take their frames from the reading thread).
     pub fn push_run<S: RecordSink>(
         &mut self,
-        take_run: impl FnOnce(&mut dyn FnMut(u32, &[u8]) -> bool) -> Option<FrameRun>,
+        take_run: impl FnOnce(&mut dyn FnMut(&Frame<'_>) -> bool) -> Option<FrameRun>,
         sink: &mut S,
     ) -> Option<u64> {
         if self.shards.is_some() || self.keep_frames {
@@ -615,8 +615,11 @@ impl Pipeline {
         }
         let mut lane = self.reassembler.bulk_lane()?;
         let layer = &mut self.layer;
-        let run = take_run(&mut |link, data| {
-            decode_link(link, data).is_ok_and(|packet| lane.take(packet, layer))
+        // A frame cut by the snaplen is not quiet: `begin_frame` counts and marks it.
+        let run = take_run(&mut |frame| {
+            !frame.is_truncated()
+                && decode_link(frame.link_type, frame.data)
+                    .is_ok_and(|packet| lane.take(packet, layer))
         });
         // A try that took nothing walked a record for nothing, and a run of a frame or two
         // costs more than pushing them (traffic the framer cannot count off, such as sealed

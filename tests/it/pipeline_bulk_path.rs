@@ -2,23 +2,32 @@
 //! being decoded in full) changes nothing: every record, note and statistic (the memory
 //! shares' peaks included) is the same with it off, on one thread and on workers, on every
 //! committed capture and on generated ones that exercise what it must hand to the full path:
-//! retransmissions, reordering, gaps, snaplen cuts, VLAN tags, IPv6, many connections.
+//! retransmissions, reordering, gaps, snaplen cuts, VLAN tags, IPv6, many connections, and
+//! encrypted sessions decrypted with their keys.
 
 use std::path::Path;
 
 use sqos::pipeline::PipelineConfig;
 use sqos::run::{no_progress, run_capture, Ending};
+use sqos::smb2::crypto::Cipher;
 use sqos::synth::{Scenario, SynthConfig};
 
 use crate::support::{scratch, Everything};
 
 /// What the pipeline gives on `path` read as the commands read it (records, statistics as
 /// JSON) and the segments the bulk path and, of those, the bulk lane took on the calling thread.
-fn outcome(path: &Path, bulk: bool, threads: usize) -> (Vec<String>, String, u64, u64) {
-    let mut cfg = PipelineConfig {
-        threads,
-        ..PipelineConfig::default()
+/// With `keys`, decrypting (on one thread whatever `threads` says).
+fn outcome(
+    path: &Path,
+    keys: Option<&Path>,
+    bulk: bool,
+    threads: usize,
+) -> (Vec<String>, String, u64, u64) {
+    let mut cfg = match keys {
+        Some(k) => crate::support::with_keys(&[k]),
+        None => PipelineConfig::default(),
     };
+    cfg.threads = threads;
     cfg.reassembly.bulk_path = bulk;
     let mut reader = sqos::run::open(path).expect("capture opens");
     let mut out = Everything::default();
@@ -32,15 +41,20 @@ fn outcome(path: &Path, bulk: bool, threads: usize) -> (Vec<String>, String, u64
 /// The same with the bulk path on and off, on 1 and 2 threads; returns the segments it took
 /// on one thread.
 fn same_either_way(path: &Path) -> (u64, u64) {
-    let (full, full_stats, none, no_lane) = outcome(path, false, 1);
+    same_either_way_with(path, None)
+}
+
+/// [`same_either_way`], decrypting with `keys` if given.
+fn same_either_way_with(path: &Path, keys: Option<&Path>) -> (u64, u64) {
+    let (full, full_stats, none, no_lane) = outcome(path, keys, false, 1);
     assert_eq!((none, no_lane), (0, 0), "{}: bulk path off", path.display());
     assert!(!full.is_empty(), "{}: no records", path.display());
-    let (bulk, bulk_stats, taken, in_lane) = outcome(path, true, 1);
+    let (bulk, bulk_stats, taken, in_lane) = outcome(path, keys, true, 1);
     assert!(in_lane <= taken, "{}", path.display());
     assert_eq!(bulk, full, "{}", path.display());
     assert_eq!(bulk_stats, full_stats, "{}", path.display());
     for bulk in [false, true] {
-        let (two, two_stats, _, _) = outcome(path, bulk, 2);
+        let (two, two_stats, _, _) = outcome(path, keys, bulk, 2);
         assert_eq!(two, full, "{}: 2 threads, bulk {bulk}", path.display());
         assert_eq!(two_stats, full_stats, "{}: 2 threads", path.display());
     }
@@ -114,4 +128,31 @@ fn generated_captures_of_loss_reordering_cuts_vlan_ipv6_and_many_connections() {
         }
     }
     assert_eq!(plain, 7);
+}
+
+/// Encrypted sessions decrypted with their keys (one thread): the bulk path and the lane see
+/// sealed messages the framer opens, and the ACKs between them, and change nothing.
+#[test]
+fn an_encrypted_capture_with_its_keys_gives_the_same_output_without_the_bulk_path() {
+    let dir = scratch("sqos-bulk-sealed-");
+    let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join("sealed.pcap"));
+    cfg.duration = Some(3.0);
+    cfg.big_io = true;
+    cfg.encrypt = Some(Cipher::Aes128Gcm);
+    let keys = dir.path().join("sealed.keys");
+    cfg.keys_out = Some(keys.clone());
+    sqos::synth::run(&cfg).expect("synth");
+    let (records, stats, _, _) = outcome(&cfg.output, Some(&keys), true, 1);
+    assert!(
+        stats.contains("\"decrypted_messages\":") && !stats.contains("\"decrypted_messages\":0,"),
+        "nothing decrypted: {stats}"
+    );
+    assert!(
+        records.iter().any(|r| r.contains("SqosRecord")),
+        "no SQOS record"
+    );
+    let (taken, in_lane) = same_either_way_with(&cfg.output, Some(&keys));
+    // Mostly the ACKs between sealed messages: lone ones, which the lane leaves (its back-off).
+    assert!(taken > 1000, "the bulk path took {taken} segments");
+    assert!(in_lane > 0, "the lane took no segment");
 }
