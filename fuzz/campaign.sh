@@ -33,8 +33,10 @@ build() {
 one() {
   local secs=$1 t=$2
   mkdir -p "$DIR/corpus/$t" "$DIR/artifacts/$t" "$FUZZ/seeds/$t"
-  local start log
+  local start log built
   start=$(date -u +%H:%M:%S)
+  # The build this run's binary is of, read now: a build made while it runs must not rename it.
+  built=$(cat "$DIR/target/built-from" 2>/dev/null || echo unknown-build)
   log=$DIR/logs/$t-$(date -u +%Y%m%dT%H%M%S).log
   # Allocation stacks and use-after-return's fake stacks cost ~23 % of a run; a finding is run
   # again with ASan's defaults for its full report.
@@ -60,7 +62,7 @@ one() {
   wait "$timer"
   local rc=$?
   {
-    echo "== $t $(cat "$DIR/target/built-from" 2>/dev/null || echo unknown-build) $(date -u +%F) $start-$(date -u +%H:%M:%S) rc=$rc"
+    echo "== $t $built $(date -u +%F) $start-$(date -u +%H:%M:%S) rc=$rc"
     grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^TIME|DONE" "$log" | tail -n 4
   } >>"$DIR/summary.log"
 }
