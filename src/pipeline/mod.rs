@@ -32,7 +32,7 @@ use crate::budget::{merged, Budget, Kind, MemoryUse};
 use crate::capture::{decode_link, Frame, FrameCopy, FrameRun, LinkError, SharedMap, Timestamp};
 use crate::net::{ConnId, Reassembler, ReassemblyConfig, ReassemblyStats};
 use crate::smb2::crypto::KeyRing;
-use crate::smb2::FramerConfig;
+use crate::smb2::{Command, FramerConfig};
 use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub use crate::smb2::FileId;
@@ -315,6 +315,25 @@ impl PipelineConfig {
 }
 
 /// Capture statistics (`sqos stats`).
+/// Adds one to `map[cmd]` (keyed by the command's name), allocating the key only the first time:
+/// counting a message must cost no allocation.
+pub(crate) fn count_command(map: &mut BTreeMap<String, u64>, cmd: Command) {
+    match cmd.name() {
+        Some(name) => count_key(map, name),
+        None => count_key(map, &cmd.to_string()),
+    }
+}
+
+/// Adds one to `map[key]`, allocating the key only when it is new.
+pub(crate) fn count_key(map: &mut BTreeMap<String, u64>, key: &str) {
+    match map.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(key.to_owned(), 1);
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
     pub frames: u64,

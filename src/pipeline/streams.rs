@@ -10,7 +10,7 @@ use foldhash::fast::FixedState;
 use super::exchange::{Chain, Exchange};
 use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
-use super::{CaptureNote, ChannelEnd, Limits, Stats};
+use super::{count_command, count_key, CaptureNote, ChannelEnd, Limits, Stats};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
@@ -250,6 +250,14 @@ impl Framers {
     }
 }
 
+/// "connection N (a ⇄ b)", as the statistics and notes name a connection.
+fn conn_label(conns: &BTreeMap<ConnId, ConnKey>, conn: ConnId) -> String {
+    match conns.get(&conn) {
+        Some(k) => format!("connection {} ({k})", conn.0),
+        None => format!("connection {}", conn.0),
+    }
+}
+
 pub struct Smb2Layer {
     framers: Framers,
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
@@ -262,6 +270,8 @@ pub struct Smb2Layer {
     crypto: Decryptor,
     /// Sessions already given a note about why their messages were not decrypted (bounded).
     sessions_noted: HashSet<u64>,
+    /// The label of each connection listed in `Stats::encrypted_by_connection`.
+    encrypted_labels: BTreeMap<ConnId, String>,
     pub exchange: Exchange,
     pub outbox: Outbox,
     pub stats: Stats,
@@ -290,6 +300,7 @@ impl Smb2Layer {
                 Share::new(Kind::Sessions, limits.max_session_bytes),
             ),
             sessions_noted: HashSet::new(),
+            encrypted_labels: BTreeMap::new(),
             exchange: Exchange::new(&limits),
             outbox: Outbox::new(&limits),
             stats: Stats::default(),
@@ -361,10 +372,7 @@ impl Smb2Layer {
     }
 
     fn conn_label(&self, conn: ConnId) -> String {
-        match self.conns.get(&conn) {
-            Some(k) => format!("connection {} ({k})", conn.0),
-            None => format!("connection {}", conn.0),
-        }
+        conn_label(&self.conns, conn)
     }
 
     /// "connection N, a → b": the direction the bytes travel.
@@ -499,17 +507,19 @@ impl Smb2Layer {
     ) {
         self.stats.encrypted_messages += 1;
         self.stats.key_file_sessions = self.crypto.key_sessions() as u64;
-        let mut label = self.conn_label(conn);
+        // Bounded: past MAX_LISTED_CONNECTIONS entries, the rest are counted together. A
+        // connection's label is made once, when its entry is (`encrypted_labels` holds exactly
+        // the connections listed), not for every message.
         let map = &mut self.stats.encrypted_by_connection;
-        // Bounded: past MAX_LISTED_CONNECTIONS entries, the rest are counted together.
-        if !map.contains_key(&label) && map.len() >= MAX_LISTED_CONNECTIONS {
-            label = OTHER_CONNECTIONS.to_string();
-        }
-        *map.entry(label).or_insert(0) += 1;
-        let session = match session_id {
-            Some(s) => format!("0x{s:016x}"),
-            None => "(unknown)".to_string(),
+        let label = match self.encrypted_labels.get(&conn) {
+            Some(label) => label.as_str(),
+            None if map.len() >= MAX_LISTED_CONNECTIONS => OTHER_CONNECTIONS,
+            None => {
+                let label = conn_label(&self.conns, conn);
+                self.encrypted_labels.entry(conn).or_insert(label).as_str()
+            }
         };
+        count_key(map, label);
         if let SealOutcome::Decrypted { authenticated, .. } = outcome {
             self.stats.decrypted_messages += 1;
             if !authenticated {
@@ -517,6 +527,10 @@ impl Smb2Layer {
             }
             return;
         }
+        let session = match session_id {
+            Some(s) => format!("0x{s:016x}"),
+            None => "(unknown)".to_string(),
+        };
         let map = &mut self.stats.undecrypted_by_session;
         let key = if !map.contains_key(&session) && map.len() >= MAX_LISTED_CONNECTIONS {
             OTHER_SESSIONS.to_string()
@@ -608,17 +622,13 @@ impl Smb2Layer {
         let mut chain = Chain::default();
         for part in &m.parts {
             self.stats.smb2_messages += 1;
-            *self
-                .stats
-                .by_command
-                .entry(part.header.command.to_string())
-                .or_insert(0) += 1;
+            count_command(&mut self.stats.by_command, part.header.command);
             self.exchange
                 .on_part(&ctx, part, &mut chain, &mut self.outbox, &mut self.stats);
         }
         for (cmd, _) in &m.overflow {
             self.stats.smb2_messages += 1;
-            *self.stats.by_command.entry(cmd.to_string()).or_insert(0) += 1;
+            count_command(&mut self.stats.by_command, *cmd);
         }
         if !m.overflow.is_empty() {
             self.note(NoteKind::Malformed, frame, |_| {

@@ -152,7 +152,9 @@ fn an_encrypted_capture_with_its_keys_gives_the_same_output_without_the_bulk_pat
         "no SQOS record"
     );
     let (taken, in_lane) = same_either_way_with(&cfg.output, Some(&keys));
-    // Mostly the ACKs between sealed messages: lone ones, which the lane leaves (its back-off).
+    eprintln!("sealed: bulk path {taken} segments, lane {in_lane}");
+    // A sealed READ/WRITE's data is streamed, never decrypted: the framer counts it off, so
+    // the lane takes its segments as it takes a plain one's.
     assert!(taken > 1000, "the bulk path took {taken} segments");
-    assert!(in_lane > 0, "the lane took no segment");
+    assert!(in_lane * 2 > taken, "the lane took {in_lane} of {taken} segments");
 }

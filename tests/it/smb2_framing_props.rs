@@ -1,8 +1,15 @@
 //! Properties of the framer: any bytes, any chunking, any gaps — no panic, bounded memory; and a
 //! valid stream frames the same however it is cut into segments.
 
+use std::sync::Arc;
+
 use crate::smb2_build::*;
 use proptest::prelude::*;
+use sqos::smb2::crypto::cipher::seal;
+use sqos::smb2::crypto::{Cipher, Decryptor, KeyRing, SessionKeys};
+use sqos::smb2::framer::SealCtx;
+use sqos::smb2::netbios::session_message_header;
+use sqos::smb2::transform::TRANSFORM_HEADER_LEN;
 use sqos::smb2::{Framer, FramerConfig, FramerEvent};
 
 fn msg_strategy() -> impl Strategy<Value = Vec<u8>> {
@@ -196,4 +203,117 @@ fn skip_within_takes_the_middle_of_read_data_only() {
         })
         .collect();
     assert_eq!(ids, [7, 8]);
+}
+
+/// The session every sealed test message belongs to (`Msg::request`'s).
+const SEALED_SESSION: u64 = 0x1122_3344_5566_7788;
+
+/// `framed` messages sealed as an SMB3 client or server does (one key both ways, so a framer of
+/// either direction opens them).
+fn sealed(cipher: Cipher, key: &[u8], msgs: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let mut body = m[4..].to_vec();
+        let mut nonce = [0u8; 16];
+        nonce[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+        let th = seal(cipher, key, nonce, SEALED_SESSION, &mut body).expect("seal");
+        out.extend_from_slice(&session_message_header(TRANSFORM_HEADER_LEN + body.len()));
+        out.extend_from_slice(&th.to_bytes());
+        out.extend_from_slice(&body);
+    }
+    out
+}
+
+fn decryptor(key: &[u8]) -> Decryptor {
+    let mut ring = KeyRing::default();
+    ring.insert(SessionKeys {
+        session_id: SEALED_SESSION,
+        session_key: Vec::new(),
+        server_to_client: key.to_vec(),
+        client_to_server: key.to_vec(),
+    });
+    Decryptor::new(Arc::new(ring))
+}
+
+fn ctx(d: &mut Decryptor) -> SealCtx<'_> {
+    SealCtx {
+        crypto: Some(d),
+        conn: 0,
+        to_server: false,
+    }
+}
+
+proptest! {
+    #[test]
+    fn counting_off_sealed_bytes_is_pushing_them(
+        msgs in proptest::collection::vec(msg_strategy(), 1..8),
+        cipher in prop::sample::select(&Cipher::ALL[..]),
+        cuts in proptest::collection::vec(1usize..3000, 1..40),
+        gaps in proptest::collection::vec((0usize..40, 0u64..3000), 0..3),
+    ) {
+        // As the plain property above, through encrypted messages: a sealed READ's data is
+        // streamed (never decrypted), which is what `skip_within` may count off.
+        let key = vec![0x5a; cipher.key_len()];
+        let stream = sealed(cipher, &key, &msgs);
+        let (mut da, mut db) = (decryptor(&key), decryptor(&key));
+        let mut a = Framer::new(framer_config());
+        let mut b = Framer::new(framer_config());
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        let mut rest = stream.as_slice();
+        let mut i = 0;
+        while !rest.is_empty() {
+            for (_, missing) in gaps.iter().filter(|(at, _)| *at == i) {
+                a.gap_sealed(*missing, &mut ctx(&mut da), &mut out_a);
+                b.gap_sealed(*missing, &mut ctx(&mut db), &mut out_b);
+            }
+            let n = cuts[i % cuts.len()].min(rest.len());
+            a.push_sealed(&rest[..n], &mut ctx(&mut da), &mut out_a);
+            if !b.skip_within(n) {
+                b.push_sealed(&rest[..n], &mut ctx(&mut db), &mut out_b);
+            }
+            prop_assert_eq!(a.buffered(), b.buffered());
+            prop_assert_eq!(a.in_message(), b.in_message());
+            prop_assert_eq!(&out_a, &out_b);
+            rest = &rest[n..];
+            i += 1;
+        }
+        a.finish_sealed(&mut ctx(&mut da), &mut out_a);
+        b.finish_sealed(&mut ctx(&mut db), &mut out_b);
+        prop_assert_eq!(out_a, out_b);
+    }
+}
+
+/// A sealed READ response's data is counted off once its header has been read through the
+/// keystream; the message's last byte and the next message are pushed.
+#[test]
+fn skip_within_takes_the_middle_of_sealed_read_data() {
+    let key = [0x5a; 16];
+    let read = framed(&Msg::response(READ, 7, 0, read_response(20_000, 0xab)));
+    let echo = framed(&Msg::request(ECHO, 8, echo()));
+    let stream = sealed(Cipher::Aes128Gcm, &key, &[read, echo]);
+    let first = 4 + TRANSFORM_HEADER_LEN + 20_000 + 64 + 16;
+    let mut d = decryptor(&key);
+    let mut f = Framer::new(framer_config());
+    let mut out = Vec::new();
+    // The transform header, the probe and the READ's header and fixed body: looked at.
+    let head = 4 + TRANSFORM_HEADER_LEN + 200;
+    assert!(!f.skip_within(head));
+    f.push_sealed(&stream[..head], &mut ctx(&mut d), &mut out);
+    let left = first - head;
+    assert!(f.skip_within(1000));
+    assert!(f.skip_within(left - 1001));
+    assert!(!f.skip_within(1), "the message's last byte completes it");
+    f.push_sealed(&stream[head + left - 1..], &mut ctx(&mut d), &mut out);
+    let ids: Vec<(u64, bool)> = out
+        .iter()
+        .filter_map(|e| match e {
+            FramerEvent::Message(m) => Some((
+                m.parts[0].header.message_id,
+                m.sealed.is_some_and(|s| s.authenticated),
+            )),
+            _ => None,
+        })
+        .collect();
+    // The READ streamed (headers only, unauthenticated), the ECHO opened whole.
+    assert_eq!(ids, [(7, false), (8, true)]);
 }

@@ -259,18 +259,27 @@ impl InMessage {
     /// [`super::Framer::skip_room`] for a message: bytes that the current part skips and that
     /// end before both it and the message (no state but the counts changes).
     pub(super) fn skip_room(&self) -> u64 {
+        self.skippable().saturating_sub(1)
+    }
+
+    /// Bytes from here on that the current part skips by count, up to the message's end.
+    pub(super) fn skippable(&self) -> u64 {
         let part = match &self.part {
             PartState::Skip { n, .. } => *n,
             PartState::Rest => u64::MAX,
+            // An encrypted message's bulk data is counted off through it.
+            PartState::Sealed(s) => s.skippable(),
             _ => return 0,
         };
-        part.min(self.remaining).saturating_sub(1)
+        part.min(self.remaining)
     }
 
     /// Counts off `len` bytes, at most [`Self::skip_room`].
     pub(super) fn skip(&mut self, len: u64) {
-        if let PartState::Skip { n, .. } = &mut self.part {
-            *n -= len;
+        match &mut self.part {
+            PartState::Skip { n, .. } => *n -= len,
+            PartState::Sealed(s) => s.skip(len),
+            _ => {}
         }
         self.remaining -= len;
     }

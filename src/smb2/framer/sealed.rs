@@ -168,6 +168,25 @@ impl Sealed {
         }
     }
 
+    /// Ciphertext bytes from here on that [`Sealed::step`] takes without looking at them (see
+    /// [`InMessage::skippable`]): a streamed message's bulk data, never decrypted (one
+    /// ciphertext byte a plaintext byte), and whatever follows giving up on the message.
+    pub(super) fn skippable(&self) -> u64 {
+        match &self.phase {
+            Phase::Stream { inner, .. } => inner.skippable().min(self.len.saturating_sub(self.pos)),
+            Phase::Skip => u64::MAX,
+            _ => 0,
+        }
+    }
+
+    /// Counts off `len` bytes, fewer than [`Sealed::skippable`]: what `step` does with them.
+    pub(super) fn skip(&mut self, len: u64) {
+        if let Phase::Stream { inner, .. } = &mut self.phase {
+            inner.skip(len);
+            self.pos += len;
+        }
+    }
+
     /// Consume message bytes (after the NBSS header); returns how many.
     pub(super) fn step(
         &mut self,
