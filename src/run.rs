@@ -73,6 +73,9 @@ impl FrameSource for MergedCaptures {
     fn shared_maps(&self) -> Vec<SharedMap> {
         MergedCaptures::shared_maps(self)
     }
+    fn take_run(&mut self, max: u64, take: &mut dyn FnMut(&Frame<'_>) -> bool) -> Option<FrameRun> {
+        MergedCaptures::take_run(self, max, take)
+    }
 }
 
 /// Where a run stands, for the progress callback (called after every frame).

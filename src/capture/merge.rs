@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CaptureError, CaptureReader, Frame, Timestamp};
+use super::{CaptureError, CaptureReader, Frame, FrameRun, Timestamp};
 
 /// The next frame of one file, as far as the merge knows.
 #[derive(Clone, Copy)]
@@ -93,6 +93,48 @@ impl MergedCaptures {
             Ok(None) => Ok(None),
             Err(e) => Err(in_file(path, e)),
         }
+    }
+
+    /// [`CaptureReader::take_run`] over all files: the frames that come next from the file the
+    /// last frame came from, while each comes before every other file's next frame (the order
+    /// `next_frame` would give them in: by time, ties to the file named first) and `take` says
+    /// yes. Rotated captures follow one another in time, so a run goes on as in one file.
+    pub fn take_run(
+        &mut self,
+        max: u64,
+        take: &mut dyn FnMut(&Frame<'_>) -> bool,
+    ) -> Option<FrameRun> {
+        // After `next_frame`, only the file it read from has its next frame not looked at.
+        let mut from = None;
+        let mut bound: Option<(Timestamp, usize)> = None;
+        for (i, input) in self.inputs.iter().enumerate() {
+            match input.head {
+                Head::Unknown if from.is_none() => from = Some(i),
+                Head::Unknown => return None,
+                Head::Ready(ts) => {
+                    if bound.is_none_or(|(t, _)| ts < t) {
+                        bound = Some((ts, i));
+                    }
+                }
+                Head::Ended => {}
+            }
+        }
+        let from = from?;
+        let base = self.frames;
+        let mut number = base;
+        let mut before_bound = |frame: &Frame<'_>| {
+            let first = bound.is_none_or(|(t, j)| frame.ts < t || (frame.ts == t && from < j));
+            number += 1;
+            first && take(&Frame { number, ..*frame })
+        };
+        let mut run = self
+            .inputs
+            .get_mut(from)?
+            .reader
+            .take_run(max, &mut before_bound)?;
+        self.frames = base + run.frames;
+        run.last.0 = self.frames;
+        Some(run)
     }
 
     /// Bytes read from all files so far.

@@ -5,10 +5,11 @@
 //! retransmissions, reordering, gaps, snaplen cuts, VLAN tags, IPv6, many connections, and
 //! encrypted sessions decrypted with their keys.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use sqos::capture::{CaptureReader, Frame, PcapWriter, Timestamp};
 use sqos::pipeline::PipelineConfig;
-use sqos::run::{no_progress, run_capture, Ending};
+use sqos::run::{no_progress, open_merged, run_capture, Ending, FrameSource};
 use sqos::smb2::crypto::Cipher;
 use sqos::synth::{Scenario, SynthConfig};
 
@@ -23,16 +24,26 @@ fn outcome(
     bulk: bool,
     threads: usize,
 ) -> (Vec<String>, String, u64, u64) {
+    let mut reader = sqos::run::open(path).expect("capture opens");
+    outcome_of(&mut reader, keys, bulk, threads)
+}
+
+/// [`outcome`] of frames from `source` (one capture, or several merged).
+fn outcome_of<F: FrameSource>(
+    source: &mut F,
+    keys: Option<&Path>,
+    bulk: bool,
+    threads: usize,
+) -> (Vec<String>, String, u64, u64) {
     let mut cfg = match keys {
         Some(k) => crate::support::with_keys(&[k]),
         None => PipelineConfig::default(),
     };
     cfg.threads = threads;
     cfg.reassembly.bulk_path = bulk;
-    let mut reader = sqos::run::open(path).expect("capture opens");
     let mut out = Everything::default();
-    let result = run_capture(&mut reader, cfg, &mut out, &mut no_progress);
-    assert!(matches!(result.ending, Ending::Clean), "{}", path.display());
+    let result = run_capture(source, cfg, &mut out, &mut no_progress);
+    assert!(matches!(result.ending, Ending::Clean));
     let stats = serde_json::to_string(&result.stats).expect("stats serialise");
     let r = result.reassembly;
     (out.0, stats, r.bulk_segments, r.lane_segments)
@@ -156,5 +167,86 @@ fn an_encrypted_capture_with_its_keys_gives_the_same_output_without_the_bulk_pat
     // A sealed READ/WRITE's data is streamed, never decrypted: the framer counts it off, so
     // the lane takes its segments as it takes a plain one's.
     assert!(taken > 1000, "the bulk path took {taken} segments");
-    assert!(in_lane * 2 > taken, "the lane took {in_lane} of {taken} segments");
+    assert!(
+        in_lane * 2 > taken,
+        "the lane took {in_lane} of {taken} segments"
+    );
+}
+
+/// Writes `capture`'s frames into `sides` files (`NAME-0.pcap`, …), each frame to the file
+/// `side` says, its time passed through `time` with its number.
+fn deal(
+    capture: &Path,
+    name: &str,
+    sides: usize,
+    side: fn(&Frame<'_>) -> usize,
+    time: fn(Timestamp, u64) -> Timestamp,
+) -> Vec<PathBuf> {
+    let dir = capture.parent().expect("a folder");
+    let mut r = CaptureReader::open(capture).expect("open");
+    let mut w: Vec<Option<PcapWriter<Vec<u8>>>> = (0..sides).map(|_| None).collect();
+    while let Some(f) = r.next_frame().expect("read") {
+        let writer = w[side(&f) % sides]
+            .get_or_insert_with(|| PcapWriter::new(Vec::new(), f.link_type).unwrap());
+        writer
+            .write_packet(time(f.ts, f.number), f.data)
+            .expect("write");
+    }
+    w.into_iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let path = dir.join(format!("{name}-{i}.pcap"));
+            std::fs::write(&path, w.expect("frames on every side").into_inner()).expect("write");
+            path
+        })
+        .collect()
+}
+
+/// Captures read as one timeline (`MergedCaptures`) take the lane's runs too, from the file the
+/// last frame came from and only while its frames come before the other files' next ones (by
+/// time, ties to the file named first): the output is the same with the bulk path on and off,
+/// and that of the one capture the files were dealt from.
+#[test]
+fn merged_captures_take_runs_in_the_merged_order() {
+    let dir = scratch("sqos-bulk-merged-");
+    let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join("synth.pcap"));
+    cfg.duration = Some(3.0);
+    cfg.big_io = true;
+    cfg.hosts = Some(2);
+    sqos::synth::run(&cfg).expect("synth");
+    // The two hosts' connections (clients 10.0.0.11 and .12, server .100): the last bytes of
+    // the IPv4 addresses tell them apart, either way.
+    let by_connection: fn(&Frame<'_>) -> usize = |f| usize::from((f.data[29] ^ f.data[33]) & 1);
+    let by_block: fn(&Frame<'_>) -> usize = |f| ((f.number - 1) / 37 % 2) as usize;
+    // Times made distinct (a microsecond a frame on): the merge's order is then the file's.
+    let distinct = |t: Timestamp, n: u64| Timestamp(t.0 + n as i64 * 1000);
+    let one = deal(&cfg.output, "one", 1, |_| 0, distinct);
+    let (whole, whole_stats, _, _) = outcome(&one[0], None, true, 1);
+    for (name, side) in [("conns", by_connection), ("blocks", by_block)] {
+        let files = deal(&one[0], name, 2, side, |t, _| t);
+        let merged = |bulk| outcome_of(&mut open_merged(&files).expect("open"), None, bulk, 1);
+        let (bulk, bulk_stats, taken, in_lane) = merged(true);
+        eprintln!("{name}: bulk path {taken} segments, lane {in_lane}");
+        assert_eq!(bulk, whole, "{name}");
+        assert_eq!(bulk_stats, whole_stats, "{name}");
+        assert_eq!(merged(false).0, whole, "{name}");
+        assert!(
+            in_lane * 2 > taken,
+            "{name}: the lane took {in_lane} of {taken}"
+        );
+    }
+    // Ties: times cut to the millisecond, so the two connections' frames share times; the
+    // merge puts file 0's first, and a run of file 1 stops before a tie.
+    let ms = |t: Timestamp, _| Timestamp(t.0 / 1_000_000 * 1_000_000);
+    let files = deal(&cfg.output, "ties", 2, by_connection, ms);
+    let merged = |bulk| outcome_of(&mut open_merged(&files).expect("open"), None, bulk, 1);
+    let (bulk, bulk_stats, taken, in_lane) = merged(true);
+    let (full, full_stats, _, _) = merged(false);
+    eprintln!("ties: bulk path {taken} segments, lane {in_lane}");
+    assert_eq!(bulk, full);
+    assert_eq!(bulk_stats, full_stats);
+    assert!(
+        in_lane * 2 > taken,
+        "ties: the lane took {in_lane} of {taken}"
+    );
 }
