@@ -1,8 +1,9 @@
-//! The same capture bytes read as a stream and as a memory-mapped file give the same run: the
-//! mapped reader walks packet records where they lie and hands runs of quiet frames to the
-//! bulk lane (`Pipeline::push_run`), paths only a regular file takes, which must change
-//! nothing but the speed. Statistics (the memory shares' peaks included), the flows'
-//! analysis (`flows --format json`) and the ending are compared.
+//! The same capture bytes read as a stream by the general path alone (`set_walk(false)`), as
+//! a memory-mapped file and as a stream give the same run: the mapped and streamed readers
+//! walk packet records where they lie (in the map, in the stream's buffer) and hand runs of
+//! quiet frames to the bulk lane (`Pipeline::push_run`), which must change nothing but the
+//! speed. Statistics (the memory shares' peaks included), the flows' analysis (`flows --format
+//! json`) and the ending are compared.
 #![no_main]
 
 use std::io::Write;
@@ -16,10 +17,13 @@ use sqos::output::flows;
 mod capture_run;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(streamed) = CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())))
-    else {
+    let stream = || CaptureReader::from_reader(Box::new(std::io::Cursor::new(data.to_vec())));
+    let Ok(mut streamed) = stream() else {
         return;
     };
+    // The reference: every record through the general path, none walked where it lies.
+    streamed.set_walk(false);
+    let walked = stream().expect("the same bytes open again");
     // An anonymous regular file in memory, opened again by path: mapped as a capture file is.
     // SAFETY: memfd_create with a valid name; the descriptor is owned by the File from here on.
     let fd = unsafe { libc::memfd_create(c"sqos-fuzz".as_ptr(), 0) };
@@ -32,6 +36,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let a = capture_run::run_reader(streamed);
     let b = capture_run::run_reader(mapped);
+    let c = capture_run::run_reader(walked);
     // What the faces show: the statistics and the flows' analysis, and how the run ended.
     let outcome = |r: Option<(
         sqos::pipeline::Stats,
@@ -43,5 +48,7 @@ fuzz_target!(|data: &[u8]| {
             (stats, flows::flows_json(&analysis).to_string(), ending)
         })
     };
-    assert_eq!(outcome(a), outcome(b), "streamed and mapped runs differ");
+    let reference = outcome(a);
+    assert_eq!(reference, outcome(b), "streamed and mapped runs differ");
+    assert_eq!(reference, outcome(c), "the stream's walk changes the run");
 });

@@ -198,7 +198,27 @@ pub(crate) struct MapView<'m> {
     shrunk: &'m AtomicBool,
 }
 
-impl MapView<'_> {
+/// The flag of a buffer that is no map: it never shrinks under its reader.
+static NEVER_SHRUNK: AtomicBool = AtomicBool::new(false);
+
+impl<'m> MapView<'m> {
+    /// A stream's buffer, walked as a map is.
+    pub(crate) fn of_buffer(bytes: &'m [u8]) -> MapView<'m> {
+        MapView {
+            bytes,
+            shrunk: &NEVER_SHRUNK,
+        }
+    }
+
+    /// The bytes from `pos` on (none past the end).
+    #[inline]
+    pub(crate) fn from(self, pos: usize) -> MapView<'m> {
+        MapView {
+            bytes: self.bytes.get(pos..).unwrap_or_default(),
+            shrunk: self.shrunk,
+        }
+    }
+
     /// See [`Map::shrunk`].
     #[inline]
     pub(crate) fn shrunk(&self) -> bool {

@@ -296,6 +296,17 @@ struct Walked {
 /// lines the next record's walk touches asked for. `None` leaves the record to `step`, which
 /// finds it again and decides (file and section headers, interfaces, other blocks, the end, a
 /// cut or corrupt record, a file that shrank). For such a record `step` gives the same packet.
+/// The bytes not read yet, as the record walk reads them: in the file's map (with its flag of
+/// a file that shrank) or in a stream's buffer.
+#[cfg(target_os = "linux")]
+#[inline]
+fn unread<'a>(rdr: &'a Records, mapped: &'a Option<SharedMap>) -> MapView<'a> {
+    match mapped {
+        Some(map) => map.map().view().from(rdr.consumed()),
+        None => MapView::of_buffer(rdr.data()),
+    }
+}
+
 #[cfg(target_os = "linux")]
 #[inline(always)]
 fn walk_record(
@@ -473,6 +484,8 @@ pub struct CaptureReader {
     /// The lengths of the last records walked in the map, to guess where a record a few ahead
     /// begins (see `walk_record`).
     recent: RecentLengths,
+    /// Whole packet records are read where they lie (`walk_record`); off, by `step` alone.
+    walk: bool,
 }
 
 impl CaptureReader {
@@ -564,7 +577,16 @@ impl CaptureReader {
             mapped: None,
             ready: None,
             recent: RecentLengths::default(),
+            walk: true,
         }
+    }
+
+    /// Whether whole packet records are read where they lie, in the map or the stream's buffer
+    /// (on by default: the fast path, and the only one that takes runs); off, every record goes
+    /// through the general path. Both give the same frames and endings: off is the reference
+    /// that tests and the `mapped` fuzz target compare the walk with.
+    pub fn set_walk(&mut self, walk: bool) {
+        self.walk = walk;
     }
 
     /// Follow a growing input (`tail -f`): at the end of the input, a partly written record is
@@ -579,7 +601,7 @@ impl CaptureReader {
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
         let meta = match self.ready.take() {
             Some(m) => m,
-            None => match self.next_mapped() {
+            None => match self.next_walked() {
                 Some(m) => m,
                 None => match self.step()? {
                     Some(m) => m,
@@ -613,13 +635,13 @@ impl CaptureReader {
         Ok(self.ready.as_ref().map(|m| m.ts))
     }
 
-    /// The next packet of a memory-mapped file when it is in a whole, sane packet record
-    /// (nearly every record), taken without the general path's layers (`step`): one look at
-    /// the record where it lies in the map (`walk_record`). `None` leaves the record to `step`,
+    /// The next packet when it is in a whole, sane packet record (nearly every record), taken
+    /// without the general path's layers (`step`): one look at the record where it lies in the
+    /// map or the stream's buffer (`walk_record`). `None` leaves the record to `step`,
     /// which then finds the same record and decides.
     #[inline]
-    fn next_mapped(&mut self) -> Option<PacketMeta> {
-        let walked = self.peek_mapped()?;
+    fn next_walked(&mut self) -> Option<PacketMeta> {
+        let walked = self.peek_walked()?;
         self.pending = walked.len;
         self.frames += 1;
         self.last_ts = walked.meta.ts;
@@ -627,9 +649,10 @@ impl CaptureReader {
     }
 
     /// Frames handed over as one run, each shown to `take` where it lies and not handed out:
-    /// while the next record is one `next_mapped` takes and `take` says yes to its frame, it
+    /// while the next record is one `next_walked` takes and `take` says yes to its frame, it
     /// is consumed and counted — at most `max` of them. The frame `take` refused is the next
-    /// one `next_frame` returns. `None`: not one was taken (or the file is not mapped).
+    /// one `next_frame` returns. `None`: not one was taken. A stream's run ends where its
+    /// buffer does (the next `next_frame` reads on).
     pub fn take_run(
         &mut self,
         max: u64,
@@ -637,20 +660,18 @@ impl CaptureReader {
     ) -> Option<FrameRun> {
         #[cfg(target_os = "linux")]
         {
-            let walk = self.format.walk()?;
-            let (Records::Mapped(r), Some(map), false, None) =
-                (&mut self.rdr, &self.mapped, self.done, &self.ready)
-            else {
+            let walk = self.format.walk().filter(|_| self.walk)?;
+            if self.done || self.ready.is_some() {
                 return None;
-            };
+            }
             if self.pending > 0 {
-                r.consume_noshift(self.pending);
+                self.rdr.consume_noshift(self.pending);
                 self.pending = 0;
             }
             // The records where they lie, walked with a local offset; the reader moves once.
-            let start = r.consumed();
-            let view = map.map().view();
-            let (mut at, mut run) = (start, None);
+            let start = self.rdr.consumed();
+            let view = unread(&self.rdr, &self.mapped);
+            let (mut at, mut run) = (0, None);
             for _ in 0..max {
                 let Some(w) = walk_record(view, at, walk, Some(&mut self.recent)) else {
                     break;
@@ -671,35 +692,36 @@ impl CaptureReader {
                 }
                 at += w.len;
                 // As the reader's own moves do: resident memory stays flat within a run too.
-                map.map().release_before(at);
+                if let Some(map) = &self.mapped {
+                    map.map().release_before(start + at);
+                }
                 FrameRun::add(&mut run, frame.number, frame.ts);
                 self.frames += 1;
             }
             if let Some(taken) = &run {
                 self.last_ts = taken.last.1;
             }
-            r.consume_noshift(at - start);
+            self.rdr.consume_noshift(at);
             run
         }
         #[cfg(not(target_os = "linux"))]
         None
     }
 
-    /// The record `next_mapped` would take, not taken yet.
+    /// The record `next_walked` would take, not taken yet.
     #[inline]
-    fn peek_mapped(&mut self) -> Option<Walked> {
+    fn peek_walked(&mut self) -> Option<Walked> {
         #[cfg(target_os = "linux")]
         {
-            let walk = self.format.walk()?;
-            let (Records::Mapped(r), Some(map), false) = (&mut self.rdr, &self.mapped, self.done)
-            else {
+            let walk = self.format.walk().filter(|_| self.walk)?;
+            if self.done {
                 return None;
-            };
+            }
             if self.pending > 0 {
-                r.consume_noshift(self.pending);
+                self.rdr.consume_noshift(self.pending);
                 self.pending = 0;
             }
-            walk_record(map.map().view(), r.consumed(), walk, None)
+            walk_record(unread(&self.rdr, &self.mapped), 0, walk, None)
         }
         #[cfg(not(target_os = "linux"))]
         None

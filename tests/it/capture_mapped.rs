@@ -44,18 +44,33 @@ fn frames(r: &mut CaptureReader) -> (Vec<Read1>, Option<String>) {
     }
 }
 
+/// The file streamed and read by the general path alone (`set_walk(false)`): the reference
+/// the record walk, in a map or a stream's buffer, is compared with.
 fn streamed(path: &Path) -> CaptureReader {
+    let mut r = streamed_walked(path);
+    r.set_walk(false);
+    r
+}
+
+/// The file streamed as a pipe is read: whole records walked where they lie in the buffer.
+fn streamed_walked(path: &Path) -> CaptureReader {
     CaptureReader::from_reader(Box::new(std::fs::File::open(path).unwrap())).unwrap()
 }
 
-/// `bytes` written to a file named `name` and read mapped, then streamed: the frames and
-/// endings of each.
+/// `bytes` written to a file named `name` and read mapped, then streamed by the general path:
+/// the frames and endings of each. Streamed with the walk, they are the general path's.
 fn mapped_and_streamed(name: &str, bytes: &[u8]) -> [(Vec<Read1>, Option<String>); 2] {
     let file = TempFile::new(name);
     std::fs::write(&file.0, bytes).unwrap();
     let mut mapped = CaptureReader::open(&file.0).unwrap();
     assert!(mapped.is_mapped());
-    [frames(&mut mapped), frames(&mut streamed(&file.0))]
+    let reference = frames(&mut streamed(&file.0));
+    assert_eq!(
+        frames(&mut streamed_walked(&file.0)),
+        reference,
+        "{name}: walked in the stream's buffer"
+    );
+    [frames(&mut mapped), reference]
 }
 
 #[test]

@@ -74,8 +74,8 @@ fn same_either_way_with(path: &Path, keys: Option<&Path>) -> (u64, u64) {
 
 #[test]
 fn every_committed_capture_gives_the_same_output_without_the_bulk_path() {
-    // Gzipped captures are streamed; unpacked, legacy pcap files are mapped and walked by the
-    // bulk lane (`Pipeline::push_run`) too.
+    // Gzipped captures are streamed (the bulk lane, `Pipeline::push_run`, walks the records
+    // in the stream's buffer); unpacked, they are mapped and walked in the map.
     let dir = scratch("sqos-bulk-committed-");
     let (mut taken, mut in_lane) = (0, 0);
     for capture in crate::threads::committed() {
