@@ -671,6 +671,9 @@ impl CaptureReader {
             // The records where they lie, walked with a local offset; the reader moves once.
             let start = self.rdr.consumed();
             let view = unread(&self.rdr, &self.mapped);
+            // Loaded once a run, not once a frame: the map to give pages back to and the count.
+            let map = self.mapped.as_ref().map(|m| m.map());
+            let mut frames = self.frames;
             let (mut at, mut run) = (0, None);
             for _ in 0..max {
                 let Some(w) = walk_record(view, at, walk, Some(&mut self.recent)) else {
@@ -680,7 +683,7 @@ impl CaptureReader {
                     break;
                 };
                 let frame = Frame {
-                    number: self.frames + 1,
+                    number: frames + 1,
                     ts: w.meta.ts,
                     interface: w.meta.interface,
                     link_type: w.meta.link_type,
@@ -692,12 +695,13 @@ impl CaptureReader {
                 }
                 at += w.len;
                 // As the reader's own moves do: resident memory stays flat within a run too.
-                if let Some(map) = &self.mapped {
-                    map.map().release_before(start + at);
+                if let Some(map) = map {
+                    map.release_before(start + at);
                 }
                 FrameRun::add(&mut run, frame.number, frame.ts);
-                self.frames += 1;
+                frames += 1;
             }
+            self.frames = frames;
             if let Some(taken) = &run {
                 self.last_ts = taken.last.1;
             }
