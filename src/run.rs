@@ -39,10 +39,10 @@ pub trait FrameSource {
     /// The frames that come next, handed over as one run while `take` says yes to each, at
     /// most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a source that does
     /// not walk its records in place.
-    fn take_run(
+    fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
         _max: u64,
-        _take: &mut dyn FnMut(&Frame<'_>) -> bool,
+        _take: &mut T,
     ) -> Option<FrameRun> {
         None
     }
@@ -58,7 +58,11 @@ impl FrameSource for CaptureReader {
     fn shared_maps(&self) -> Vec<SharedMap> {
         self.shared_map().into_iter().collect()
     }
-    fn take_run(&mut self, max: u64, take: &mut dyn FnMut(&Frame<'_>) -> bool) -> Option<FrameRun> {
+    fn take_run<T: FnMut(&Frame<'_>) -> bool>(
+        &mut self,
+        max: u64,
+        take: &mut T,
+    ) -> Option<FrameRun> {
         CaptureReader::take_run(self, max, take)
     }
 }
@@ -73,7 +77,11 @@ impl FrameSource for MergedCaptures {
     fn shared_maps(&self) -> Vec<SharedMap> {
         MergedCaptures::shared_maps(self)
     }
-    fn take_run(&mut self, max: u64, take: &mut dyn FnMut(&Frame<'_>) -> bool) -> Option<FrameRun> {
+    fn take_run<T: FnMut(&Frame<'_>) -> bool>(
+        &mut self,
+        max: u64,
+        take: &mut T,
+    ) -> Option<FrameRun> {
         MergedCaptures::take_run(self, max, take)
     }
 }
@@ -173,7 +181,12 @@ where
         // A run of quiet frames taken in one go (after the first frame: a run continues a
         // connection), else the next frame.
         let run = (frames > 0)
-            .then(|| pipeline.push_run(|take| source.take_run(MAX_RUN, take), sink))
+            .then(|| {
+                pipeline.push_run(
+                    |lane| source.take_run(MAX_RUN, &mut |frame| lane.take(frame)),
+                    sink,
+                )
+            })
             .flatten();
         match run {
             Some(n) => frames += n,

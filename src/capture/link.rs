@@ -24,6 +24,8 @@ pub mod linktype {
 /// VLAN tags peeled at most; deeper stacks are reported as non-IP rather than walked forever.
 const MAX_VLAN_TAGS: usize = 8;
 
+/// Destination, source, EtherType.
+const ETHERNET_LEN: usize = 14;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 /// 802.1Q, 802.1ad, and the pre-standard QinQ tag types.
@@ -55,8 +57,21 @@ pub enum LinkError {
 }
 
 /// Decode the link-layer header(s) of `data` for `link_type` (pcap LINKTYPE_*).
-#[inline]
+#[inline(always)]
 pub fn decode_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
+    // Nearly every frame: untagged IPv4 on Ethernet, told where the frame is decoded (inlined
+    // into the bulk lane's loop); everything else in the general function.
+    if link_type == linktype::ETHERNET {
+        if let Some(h) = data.first_chunk::<ETHERNET_LEN>() {
+            if u16::from_be_bytes([h[12], h[13]]) == ETHERTYPE_IPV4 {
+                return Ok(L3Packet::Ipv4(&data[ETHERNET_LEN..]));
+            }
+        }
+    }
+    decode_any_link(link_type, data)
+}
+
+fn decode_any_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
     match link_type {
         linktype::ETHERNET => ethernet(data),
         linktype::LINUX_SLL => sll(data),
@@ -84,20 +99,12 @@ pub fn decode_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkErro
     }
 }
 
-/// Destination, source, EtherType: read in place (every frame of an Ethernet capture comes
-/// through here).
-#[inline]
+/// Destination, source, EtherType (untagged IPv4 is told in `decode_link` already).
 fn ethernet(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
-    const LEN: usize = 14;
-    let Some(h) = data.first_chunk::<LEN>() else {
-        return Err(truncated(LEN, data));
+    let Some(h) = data.first_chunk::<ETHERNET_LEN>() else {
+        return Err(truncated(ETHERNET_LEN, data));
     };
-    let ethertype = u16::from_be_bytes([h[12], h[13]]);
-    // Nearly every frame: untagged IPv4, told before the loop over tags.
-    if ethertype == ETHERTYPE_IPV4 {
-        return Ok(L3Packet::Ipv4(&data[LEN..]));
-    }
-    after_ethertype(ethertype, data, LEN)
+    after_ethertype(u16::from_be_bytes([h[12], h[13]]), data, ETHERNET_LEN)
 }
 
 fn sll(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {

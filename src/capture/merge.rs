@@ -99,10 +99,10 @@ impl MergedCaptures {
     /// last frame came from, while each comes before every other file's next frame (the order
     /// `next_frame` would give them in: by time, ties to the file named first) and `take` says
     /// yes. Rotated captures follow one another in time, so a run goes on as in one file.
-    pub fn take_run(
+    pub fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
         max: u64,
-        take: &mut dyn FnMut(&Frame<'_>) -> bool,
+        take: &mut T,
     ) -> Option<FrameRun> {
         // After `next_frame`, only the file it read from has its next frame not looked at.
         let mut from = None;

@@ -653,10 +653,10 @@ impl CaptureReader {
     /// is consumed and counted — at most `max` of them. The frame `take` refused is the next
     /// one `next_frame` returns. `None`: not one was taken. A stream's run ends where its
     /// buffer does (the next `next_frame` reads on).
-    pub fn take_run(
+    pub fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
         max: u64,
-        take: &mut dyn FnMut(&Frame<'_>) -> bool,
+        take: &mut T,
     ) -> Option<FrameRun> {
         #[cfg(target_os = "linux")]
         {

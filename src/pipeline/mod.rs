@@ -520,6 +520,27 @@ const MAX_LANE_PAUSE: u32 = 64;
 /// The shortest run of the bulk lane that pays for its try.
 const MIN_LANE_RUN: u64 = 4;
 
+/// The bulk lane lent for a run, with the SMB2 layer that counts off its bytes: what
+/// [`Pipeline::push_run`] hands the walk of the records. A concrete type, so that the walk's
+/// loop calls `take` directly (a quiet frame costs a few hundred instructions: a call through a
+/// `dyn FnMut` and the link layer out of line were a tenth of them).
+pub struct LaneTake<'p> {
+    lane: crate::net::reassembly::BulkLane<'p>,
+    layer: &'p mut Smb2Layer,
+}
+
+impl LaneTake<'_> {
+    /// Whether the lane takes `frame`: a frame the bulk path would take and that changes
+    /// nothing but counts. A frame cut by the snaplen is not quiet: `begin_frame` counts and
+    /// marks it.
+    #[inline]
+    pub fn take(&mut self, frame: &Frame<'_>) -> bool {
+        !frame.is_truncated()
+            && decode_link(frame.link_type, frame.data)
+                .is_ok_and(|packet| self.lane.take(packet, self.layer))
+    }
+}
+
 /// Frames in, records out: link → IP/TCP → reassembly → SMB2 framing → matching → records.
 ///
 /// Records reach the sink in frame order; SQOS requests are held back until answered (see
@@ -616,13 +637,13 @@ impl Pipeline {
 
     /// A run of the frames that come next, taken in one go when they are plain segments of
     /// the last segment's connection that change nothing but counts (the bulk lane,
-    /// [`crate::net::BulkLane`]): `take_run` walks them where they lie and asks the lane about
+    /// [`crate::net::reassembly::BulkLane`]): `take_run` walks them where they lie and asks the lane about
     /// each (as [`crate::capture::CaptureReader::take_run`] does). The result is what
     /// [`Pipeline::push_frame`] of each would give. `None`: not one was taken; push the next
     /// frame. One thread only (workers take their frames from the reading thread).
     pub fn push_run<S: RecordSink>(
         &mut self,
-        take_run: impl FnOnce(&mut dyn FnMut(&Frame<'_>) -> bool) -> Option<FrameRun>,
+        take_run: impl FnOnce(&mut LaneTake<'_>) -> Option<FrameRun>,
         sink: &mut S,
     ) -> Option<u64> {
         if self.shards.is_some() || self.keep_frames {
@@ -632,14 +653,11 @@ impl Pipeline {
             self.lane_pause -= 1;
             return None;
         }
-        let mut lane = self.reassembler.bulk_lane()?;
-        let layer = &mut self.layer;
-        // A frame cut by the snaplen is not quiet: `begin_frame` counts and marks it.
-        let run = take_run(&mut |frame| {
-            !frame.is_truncated()
-                && decode_link(frame.link_type, frame.data)
-                    .is_ok_and(|packet| lane.take(packet, layer))
-        });
+        let mut lane = LaneTake {
+            lane: self.reassembler.bulk_lane()?,
+            layer: &mut self.layer,
+        };
+        let run = take_run(&mut lane);
         // A try that took nothing walked a record for nothing, and a run of a frame or two
         // costs more than pushing them (traffic the framer cannot count off, such as sealed
         // messages it decrypts, leaves only the ACKs between them): wait 1, 2, 4 … 64 frames
@@ -652,7 +670,7 @@ impl Pipeline {
             self.lane_pause = self.lane_backoff;
         }
         let run = run?;
-        lane.close(&run, &mut self.layer);
+        lane.lane.close(&run, lane.layer);
         self.quiet_run(&run, sink);
         Some(run.frames)
     }
