@@ -117,39 +117,7 @@ proptest! {
         noise in proptest::collection::vec((0usize..40, proptest::collection::vec(any::<u8>(), 0..600)), 0..4),
         gaps in proptest::collection::vec((0usize..40, 0u64..3000), 0..4),
     ) {
-        // Framer A pushes every chunk; framer B counts a chunk off whenever `skip_within` takes
-        // it: the events and held bytes stay the same at every step.
-        let stream: Vec<u8> = msgs.concat();
-        let mut a = Framer::new(framer_config());
-        let mut b = Framer::new(framer_config());
-        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
-        let mut rest = stream.as_slice();
-        let mut i = 0;
-        while !rest.is_empty() {
-            for (_, bytes) in noise.iter().filter(|(at, _)| *at == i) {
-                a.push(bytes, &mut out_a);
-                if !b.skip_within(bytes.len()) {
-                    b.push(bytes, &mut out_b);
-                }
-            }
-            for (_, missing) in gaps.iter().filter(|(at, _)| *at == i) {
-                a.gap(*missing, &mut out_a);
-                b.gap(*missing, &mut out_b);
-            }
-            let n = cuts[i % cuts.len()].min(rest.len());
-            a.push(&rest[..n], &mut out_a);
-            if !b.skip_within(n) {
-                b.push(&rest[..n], &mut out_b);
-            }
-            prop_assert_eq!(a.buffered(), b.buffered());
-            prop_assert_eq!(a.in_message(), b.in_message());
-            prop_assert_eq!(&out_a, &out_b);
-            rest = &rest[n..];
-            i += 1;
-        }
-        a.finish(&mut out_a);
-        b.finish(&mut out_b);
-        prop_assert_eq!(out_a, out_b);
+        counting_off_is_pushing(&msgs.concat(), None, &cuts, &noise, &gaps)?;
     }
 
     #[test]
@@ -235,9 +203,10 @@ fn decryptor(key: &[u8]) -> Decryptor {
     Decryptor::new(Arc::new(ring))
 }
 
-fn ctx(d: &mut Decryptor) -> SealCtx<'_> {
+/// What the framer opens sealed messages with (`None`: counts them only).
+fn ctx(crypto: Option<&mut Decryptor>) -> SealCtx<'_> {
     SealCtx {
-        crypto: Some(d),
+        crypto,
         conn: 0,
         to_server: false,
     }
@@ -254,33 +223,84 @@ proptest! {
         // As the plain property above, through encrypted messages: a sealed READ's data is
         // streamed (never decrypted), which is what `skip_within` may count off.
         let key = vec![0x5a; cipher.key_len()];
-        let stream = sealed(cipher, &key, &msgs);
-        let (mut da, mut db) = (decryptor(&key), decryptor(&key));
-        let mut a = Framer::new(framer_config());
-        let mut b = Framer::new(framer_config());
-        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
-        let mut rest = stream.as_slice();
-        let mut i = 0;
-        while !rest.is_empty() {
-            for (_, missing) in gaps.iter().filter(|(at, _)| *at == i) {
-                a.gap_sealed(*missing, &mut ctx(&mut da), &mut out_a);
-                b.gap_sealed(*missing, &mut ctx(&mut db), &mut out_b);
-            }
-            let n = cuts[i % cuts.len()].min(rest.len());
-            a.push_sealed(&rest[..n], &mut ctx(&mut da), &mut out_a);
-            if !b.skip_within(n) {
-                b.push_sealed(&rest[..n], &mut ctx(&mut db), &mut out_b);
-            }
-            prop_assert_eq!(a.buffered(), b.buffered());
-            prop_assert_eq!(a.in_message(), b.in_message());
-            prop_assert_eq!(&out_a, &out_b);
-            rest = &rest[n..];
-            i += 1;
-        }
-        a.finish_sealed(&mut ctx(&mut da), &mut out_a);
-        b.finish_sealed(&mut ctx(&mut db), &mut out_b);
-        prop_assert_eq!(out_a, out_b);
+        counting_off_is_pushing(&sealed(cipher, &key, &msgs), Some(&key), &cuts, &[], &gaps)?;
     }
+}
+
+/// One framer of a comparison, with the decryptor of its sealed messages (none: in clear).
+struct Side {
+    framer: Framer,
+    crypto: Option<Decryptor>,
+    out: Vec<FramerEvent>,
+}
+
+impl Side {
+    fn new(key: Option<&[u8]>) -> Side {
+        Side {
+            framer: Framer::new(framer_config()),
+            crypto: key.map(decryptor),
+            out: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let ctx = &mut ctx(self.crypto.as_mut());
+        self.framer.push_sealed(bytes, ctx, &mut self.out);
+    }
+
+    /// Counts `bytes` off when `skip_within` takes them, else pushes them.
+    fn count_off_or_push(&mut self, bytes: &[u8]) {
+        if !self.framer.skip_within(bytes.len()) {
+            self.push(bytes);
+        }
+    }
+
+    fn gap(&mut self, missing: u64) {
+        let ctx = &mut ctx(self.crypto.as_mut());
+        self.framer.gap_sealed(missing, ctx, &mut self.out);
+    }
+
+    fn finish(&mut self) {
+        let ctx = &mut ctx(self.crypto.as_mut());
+        self.framer.finish_sealed(ctx, &mut self.out);
+    }
+}
+
+/// Framer A pushes every chunk of `stream` (cut by `cuts`, with `noise` pushed and `gaps`
+/// missing before the chunk of their index); framer B counts a chunk off whenever
+/// `skip_within` takes it: the events and held bytes stay the same at every step.
+fn counting_off_is_pushing(
+    stream: &[u8],
+    key: Option<&[u8]>,
+    cuts: &[usize],
+    noise: &[(usize, Vec<u8>)],
+    gaps: &[(usize, u64)],
+) -> Result<(), TestCaseError> {
+    let (mut a, mut b) = (Side::new(key), Side::new(key));
+    let mut rest = stream;
+    let mut i = 0;
+    while !rest.is_empty() {
+        for (_, bytes) in noise.iter().filter(|(at, _)| *at == i) {
+            a.push(bytes);
+            b.count_off_or_push(bytes);
+        }
+        for (_, missing) in gaps.iter().filter(|(at, _)| *at == i) {
+            a.gap(*missing);
+            b.gap(*missing);
+        }
+        let n = cuts[i % cuts.len()].min(rest.len());
+        a.push(&rest[..n]);
+        b.count_off_or_push(&rest[..n]);
+        prop_assert_eq!(a.framer.buffered(), b.framer.buffered());
+        prop_assert_eq!(a.framer.in_message(), b.framer.in_message());
+        prop_assert_eq!(&a.out, &b.out);
+        rest = &rest[n..];
+        i += 1;
+    }
+    a.finish();
+    b.finish();
+    prop_assert_eq!(a.out, b.out);
+    Ok(())
 }
 
 /// A sealed READ response's data is counted off once its header has been read through the
@@ -298,12 +318,12 @@ fn skip_within_takes_the_middle_of_sealed_read_data() {
     // The transform header, the probe and the READ's header and fixed body: looked at.
     let head = 4 + TRANSFORM_HEADER_LEN + 200;
     assert!(!f.skip_within(head));
-    f.push_sealed(&stream[..head], &mut ctx(&mut d), &mut out);
+    f.push_sealed(&stream[..head], &mut ctx(Some(&mut d)), &mut out);
     let left = first - head;
     assert!(f.skip_within(1000));
     assert!(f.skip_within(left - 1001));
     assert!(!f.skip_within(1), "the message's last byte completes it");
-    f.push_sealed(&stream[head + left - 1..], &mut ctx(&mut d), &mut out);
+    f.push_sealed(&stream[head + left - 1..], &mut ctx(Some(&mut d)), &mut out);
     let ids: Vec<(u64, bool)> = out
         .iter()
         .filter_map(|e| match e {
