@@ -39,12 +39,18 @@ cargo build --release --quiet --bin sqos --example parse_ceiling
 BIN=./target/release/sqos
 CEILING=./target/release/examples/parse_ceiling
 
-# Runs a command under GNU time (stdout to /dev/null); prints "wall cpu max_rss_kib".
+# Runs a command (stdout to /dev/null); prints "wall cpu max_rss_kib". Times come from bash's
+# `time` (milliseconds: GNU time's 10 ms steps are a sixth of a run here), the peak RSS from GNU
+# time, whose own few hundred microseconds every row carries alike.
 measure_once() {
-  local log
+  local log times
   log=$(mktemp)
-  /usr/bin/time -f '%e %U %S %M' -o "$log" "$@" >/dev/null 2>"$DIR/stderr.log" || true
-  awk '{ printf "%s %.2f %s\n", $1, $2 + $3, $4 }' "$log"
+  times=$({
+    TIMEFORMAT='%3R %3U %3S'
+    time /usr/bin/time -f '%M' -o "$log" "$@" >/dev/null 2>"$DIR/stderr.log" || true
+  } 2>&1)
+  # The last line: before it GNU time may say that the command failed.
+  tail -n 1 "$log" | awk -v t="$times" '{ split(t, v, " "); printf "%s %.3f %s\n", v[1], v[2] + v[3], $1 }'
   rm -f "$log"
 }
 # The quickest of $RUNS runs (by wall time).
@@ -93,11 +99,11 @@ table() {
     read -r wall cpu rss <<<"${results[$i]}"
     awk -v n="${names[$i]}" -v w="$wall" -v c="$cpu" -v r="$rss" -v b="$bytes" \
       -v cw="$cat_s" -v cc="$cat_c" -v tw="$tshark_s" -v tc="$tshark_c" 'BEGIN {
-        if (w <= 0) w = 0.005
-        if (c <= 0) c = 0.005
-        if (cc <= 0) cc = 0.005
+        if (w <= 0) w = 0.0005
+        if (c <= 0) c = 0.0005
+        if (cc <= 0) cc = 0.0005
         ts = tw == "" ? "-" : sprintf("%.0fx / %.0fx", tw / w, tc / c)
-        printf "%-22s %7.2f %7.2f %7.0f %8.0f %6.1f MB %6.2fx/%.2fx %13s\n", n, w, c, b / 1e6 / w, b / 1e6 / c,
+        printf "%-22s %7.3f %7.3f %7.0f %8.0f %6.1f MB %6.2fx/%.2fx %13s\n", n, w, c, b / 1e6 / w, b / 1e6 / c,
           r / 1024, cw / w, cc / c, ts
       }'
   done
