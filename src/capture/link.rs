@@ -57,23 +57,20 @@ pub enum LinkError {
 }
 
 /// Decode the link-layer header(s) of `data` for `link_type` (pcap LINKTYPE_*).
+///
+/// Inlined where frames are decoded (the bulk lane's loop calls it for every quiet frame):
+/// Ethernet's untagged IPv4, nearly every frame, is told there; the rest out of line.
 #[inline(always)]
 pub fn decode_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
-    // Nearly every frame: untagged IPv4 on Ethernet, told where the frame is decoded (inlined
-    // into the bulk lane's loop); everything else in the general function.
     if link_type == linktype::ETHERNET {
-        if let Some(h) = data.first_chunk::<ETHERNET_LEN>() {
-            if u16::from_be_bytes([h[12], h[13]]) == ETHERTYPE_IPV4 {
-                return Ok(L3Packet::Ipv4(&data[ETHERNET_LEN..]));
-            }
-        }
+        ethernet(data)
+    } else {
+        other_link(link_type, data)
     }
-    decode_any_link(link_type, data)
 }
 
-fn decode_any_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
+fn other_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
     match link_type {
-        linktype::ETHERNET => ethernet(data),
         linktype::LINUX_SLL => sll(data),
         linktype::LINUX_SLL2 => sll2(data),
         linktype::RAW | linktype::RAW_BSD12 | linktype::RAW_BSD14 => raw_ip(data),
@@ -99,12 +96,18 @@ fn decode_any_link(link_type: u32, data: &[u8]) -> Result<L3Packet<'_>, LinkErro
     }
 }
 
-/// Destination, source, EtherType (untagged IPv4 is told in `decode_link` already).
+/// Destination, source, EtherType: read in place.
+#[inline(always)]
 fn ethernet(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {
     let Some(h) = data.first_chunk::<ETHERNET_LEN>() else {
         return Err(truncated(ETHERNET_LEN, data));
     };
-    after_ethertype(u16::from_be_bytes([h[12], h[13]]), data, ETHERNET_LEN)
+    let ethertype = u16::from_be_bytes([h[12], h[13]]);
+    // Nearly every frame: untagged IPv4, told before the loop over tags.
+    if ethertype == ETHERTYPE_IPV4 {
+        return Ok(L3Packet::Ipv4(&data[ETHERNET_LEN..]));
+    }
+    after_ethertype(ethertype, data, ETHERNET_LEN)
 }
 
 fn sll(data: &[u8]) -> Result<L3Packet<'_>, LinkError> {

@@ -539,6 +539,11 @@ impl LaneTake<'_> {
             && decode_link(frame.link_type, frame.data)
                 .is_ok_and(|packet| self.lane.take(packet, self.layer))
     }
+
+    /// The run's frames were taken: see [`crate::net::reassembly::BulkLane::close`].
+    fn close(self, run: &FrameRun) {
+        self.lane.close(run, self.layer);
+    }
 }
 
 /// Frames in, records out: link → IP/TCP → reassembly → SMB2 framing → matching → records.
@@ -670,7 +675,7 @@ impl Pipeline {
             self.lane_pause = self.lane_backoff;
         }
         let run = run?;
-        lane.lane.close(&run, lane.layer);
+        lane.close(&run);
         self.quiet_run(&run, sink);
         Some(run.frames)
     }
