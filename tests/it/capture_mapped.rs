@@ -324,3 +324,42 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     assert_eq!(all.len(), 400);
     assert_eq!(clean, None);
 }
+
+/// Runs that end at a refused frame, mixed with `peek_ts` and `next_frame` in every order (a
+/// merge of captures peeks before it reads), hand out every frame once and in order, each
+/// with its own bytes: the refused record is walked once, and read by the general path when
+/// `peek_ts` comes first.
+#[test]
+fn runs_ended_by_a_refusal_hand_out_every_frame_once() {
+    let file = TempFile::new("runs.pcap");
+    std::fs::write(&file.0, pcap(200)).unwrap();
+    for how in ["mapped", "streamed"] {
+        let mut r = if how == "mapped" {
+            CaptureReader::open(&file.0).unwrap()
+        } else {
+            streamed_walked(&file.0)
+        };
+        let mut seen: Vec<(u64, u8)> = Vec::new();
+        for step in 0.. {
+            let mut take = |f: &sqos::capture::Frame<'_>| {
+                let yes = f.number % 7 != 0 && f.number % 11 != 3;
+                if yes {
+                    seen.push((f.number, f.data[999]));
+                }
+                yes
+            };
+            if step % 2 == 0 {
+                r.take_run(5, &mut take);
+            }
+            if step % 3 == 0 && r.peek_ts().unwrap().is_none() {
+                break;
+            }
+            match r.next_frame().unwrap() {
+                Some(f) => seen.push((f.number, f.data[999])),
+                None => break,
+            }
+        }
+        let want: Vec<(u64, u8)> = (0..200).map(|i| (i + 1, i as u8)).collect();
+        assert_eq!(seen, want, "{how}");
+    }
+}
