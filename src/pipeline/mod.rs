@@ -520,6 +520,42 @@ const MAX_LANE_PAUSE: u32 = 64;
 /// The shortest run of the bulk lane that pays for its try.
 const MIN_LANE_RUN: u64 = 4;
 
+/// When to try the bulk lane (on one thread, and on each worker): a try that took nothing
+/// walked a record for nothing, and a run of a frame or two costs more than pushing them
+/// (traffic the framer cannot count off, such as sealed messages it decrypts, leaves only the
+/// ACKs between them): wait 1, 2, 4 … 64 frames before the next try, until one takes a longer
+/// run. Which path a frame takes changes no result, only the time.
+#[derive(Default)]
+struct LaneBackoff {
+    /// Frames to push one by one before the lane is tried again.
+    pause: u32,
+    /// What the next failed try adds.
+    backoff: u32,
+}
+
+impl LaneBackoff {
+    /// Whether to try the lane now (else one frame of the pause is spent).
+    #[inline]
+    fn ready(&mut self) -> bool {
+        if self.pause > 0 {
+            self.pause -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// A try took `frames` frames.
+    #[inline]
+    fn tried(&mut self, frames: u64) {
+        if frames >= MIN_LANE_RUN {
+            self.backoff = 0;
+        } else {
+            self.backoff = (self.backoff * 2).clamp(1, MAX_LANE_PAUSE);
+            self.pause = self.backoff;
+        }
+    }
+}
+
 /// The bulk lane lent for a run, with the SMB2 layer that counts off its bytes: what
 /// [`Pipeline::push_run`] hands the walk of the records. A concrete type, so that the walk's
 /// loop calls `take` directly (a quiet frame costs a few hundred instructions: a call through a
@@ -560,10 +596,8 @@ pub struct Pipeline {
     /// `reassembler` and the layer's framers stay unused).
     /// (Boxed: it is taken out and put back for every frame, see `push_frame`.)
     shards: Option<Box<shard::Shards>>,
-    /// Frames to push one by one before the bulk lane is tried again, and how many the next
-    /// failed try adds (see `push_run`).
-    lane_pause: u32,
-    lane_backoff: u32,
+    /// When to try the bulk lane (see `push_run`).
+    lane_backoff: LaneBackoff,
 }
 
 impl Pipeline {
@@ -588,8 +622,7 @@ impl Pipeline {
             last_ts: Timestamp::default(),
             keep_frames: cfg.keep_frames,
             shards,
-            lane_pause: 0,
-            lane_backoff: 0,
+            lane_backoff: LaneBackoff::default(),
         }
     }
 
@@ -654,8 +687,7 @@ impl Pipeline {
         if self.shards.is_some() || self.keep_frames {
             return None;
         }
-        if self.lane_pause > 0 {
-            self.lane_pause -= 1;
+        if !self.lane_backoff.ready() {
             return None;
         }
         let mut lane = LaneTake {
@@ -663,17 +695,7 @@ impl Pipeline {
             layer: &mut self.layer,
         };
         let run = take_run(&mut lane);
-        // A try that took nothing walked a record for nothing, and a run of a frame or two
-        // costs more than pushing them (traffic the framer cannot count off, such as sealed
-        // messages it decrypts, leaves only the ACKs between them): wait 1, 2, 4 … 64 frames
-        // before the next try, until one takes a longer run. Which path a frame takes changes
-        // no result, only the time.
-        if run.is_some_and(|r| r.frames >= MIN_LANE_RUN) {
-            self.lane_backoff = 0;
-        } else {
-            self.lane_backoff = (self.lane_backoff * 2).clamp(1, MAX_LANE_PAUSE);
-            self.lane_pause = self.lane_backoff;
-        }
+        self.lane_backoff.tried(run.as_ref().map_or(0, |r| r.frames));
         let run = run?;
         lane.close(&run);
         self.quiet_run(&run, sink);
