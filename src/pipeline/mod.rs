@@ -287,11 +287,12 @@ pub struct PipelineConfig {
     pub memory: Budget,
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
-    /// Threads for the capture (`--threads`; see `shard`), the calling thread included: N > 1
-    /// is the calling thread (reading, the session-wide stage) and N - 1 workers for the
-    /// per-connection work; 0 or 1: all on the calling thread. The output is the same either
-    /// way. Runs with `keys` (a session's keys can come from another of its connections) or
-    /// `keep_frames` use one thread.
+    /// Threads for the capture (`--threads`), the calling thread included: 0 or 1, all on the
+    /// calling thread; 2, the calling thread and a pager mapping a mapped file's pages ahead of
+    /// it ([`SharedMap::pager`]); N > 2, those and N - 2 workers for the per-connection work
+    /// (`shard`; the calling thread reads and runs the session-wide stage). The output is the
+    /// same either way. Runs with `keys` (a session's keys can come from another of its
+    /// connections) or `keep_frames` have no workers.
     pub threads: usize,
 }
 
@@ -598,6 +599,11 @@ pub struct Pipeline {
     shards: Option<Box<shard::Shards>>,
     /// When to try the bulk lane (see `push_run`).
     lane_backoff: LaneBackoff,
+    /// `PipelineConfig::threads`.
+    threads: usize,
+    /// With two threads or more, the thread that maps a file's pages ahead of the reader
+    /// ([`SharedMap::pager`]); it ends when the pipeline drops.
+    pager: Option<crate::capture::Pager>,
 }
 
 impl Pipeline {
@@ -607,8 +613,9 @@ impl Pipeline {
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
-        let shards = if cfg.threads > 1 && cfg.keys.is_empty() && !cfg.keep_frames {
-            let workers = cfg.threads - 1;
+        // N threads: the reading thread, a pager (`share_maps`) and N - 2 workers.
+        let shards = if cfg.threads > 2 && cfg.keys.is_empty() && !cfg.keep_frames {
+            let workers = cfg.threads - 2;
             shard::Shards::start(workers, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)
         } else {
             None
@@ -623,6 +630,8 @@ impl Pipeline {
             keep_frames: cfg.keep_frames,
             shards,
             lane_backoff: LaneBackoff::default(),
+            threads: cfg.threads,
+            pager: None,
         }
     }
 
@@ -630,6 +639,13 @@ impl Pipeline {
     /// with worker threads, frames found in one of them reach their worker where they lie
     /// instead of copied. Before the first frame; later calls change nothing.
     pub fn share_maps(&mut self, maps: Vec<SharedMap>) {
+        // One file's map: a pager per file of several merged would map each file's first
+        // pages at once, and more threads than asked for.
+        if let [map] = &maps[..] {
+            if self.threads > 1 {
+                self.pager = map.pager();
+            }
+        }
         if let Some(shards) = &mut self.shards {
             shards.share_maps(maps);
         }
@@ -678,7 +694,7 @@ impl Pipeline {
     /// [`crate::net::reassembly::BulkLane`]): `take_run` walks them where they lie and asks the lane about
     /// each (as [`crate::capture::CaptureReader::take_run`] does). The result is what
     /// [`Pipeline::push_frame`] of each would give. `None`: not one was taken; push the next
-    /// frame. One thread only (workers take their frames from the reading thread).
+    /// frame. Not with workers: they take their own frames in runs (`shard`).
     pub fn push_run<S: RecordSink>(
         &mut self,
         take_run: impl FnOnce(&mut LaneTake<'_>) -> Option<FrameRun>,
@@ -695,7 +711,8 @@ impl Pipeline {
             layer: &mut self.layer,
         };
         let run = take_run(&mut lane);
-        self.lane_backoff.tried(run.as_ref().map_or(0, |r| r.frames));
+        self.lane_backoff
+            .tried(run.as_ref().map_or(0, |r| r.frames));
         let run = run?;
         lane.close(&run);
         self.quiet_run(&run, sink);

@@ -1,5 +1,5 @@
-//! `PipelineConfig::threads` (`--threads N`): one capture on N threads, the reading thread and
-//! N - 1 workers.
+//! `PipelineConfig::threads` (`--threads N`, N > 2): one capture on N threads, the reading
+//! thread, the pager (`SharedMap::pager`) and N - 2 workers.
 //!
 //! A worker runs everything that belongs to its connections: link, IP and TCP decoding,
 //! reassembly, SMB2 framing (each its own share of the memory budget). The reading thread reads
@@ -11,7 +11,8 @@
 //! A worker answers a batch with what its frames did, in order: each frame that did something
 //! downstream (opened, framed messages, closed, moved a share; see [`WorkerOp`]) on its own,
 //! the others — nearly every frame of a bulk transfer, and its ACKs — as runs ([`FrameRun`]s),
-//! which the merge takes at once. With one worker (N = 2) it is given every frame as it is read,
+//! which the merge takes at once. Those frames a worker takes in runs through its bulk lane,
+//! as one thread does (`Pipeline::push_run`). With one worker (N = 3) it is given every frame as it is read,
 //! nothing decoded on the reading thread, and its answers are the merge. With several, the
 //! reading thread finds each frame's connection from its addresses and ports (both directions
 //! alike; a run of the last connection's frames by 12 bytes at fixed offsets), sends it to
