@@ -16,12 +16,11 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Threads for one capture when `--threads` is not given: the reading thread and, with a
-/// second core, the pager that maps the file's pages ahead of it (1.2x quicker on 2 cores).
-/// Not workers: on the machines measured so far they did not make a capture faster (README
-/// "Performance").
-fn default_per_capture(cores: usize) -> usize {
-    cores.clamp(1, 2)
+/// Threads for one capture when `--threads` is not given: one. On the machines measured so
+/// far, workers did not make a capture faster, and the pager (`--threads 2`) only a file whose
+/// pages the page cache holds in small pieces (README "Performance").
+fn default_per_capture(_cores: usize) -> usize {
+    1
 }
 
 /// `captures` to read, `given` the `--threads` of the command line (the whole run's budget;
@@ -73,11 +72,10 @@ mod tests {
     }
 
     #[test]
-    fn without_threads_one_file_has_the_pager_when_there_is_a_second_core() {
+    fn without_threads_one_file_is_read_on_one_thread() {
         assert_eq!(share_of(None, 1, 1), (1, 1));
-        assert_eq!(share_of(None, 1, 2), (1, 2));
-        assert_eq!(share_of(None, 1, 16), (1, 2));
-        // Two files on two cores: one thread each.
+        assert_eq!(share_of(None, 1, 2), (1, 1));
+        assert_eq!(share_of(None, 1, 16), (1, 1));
         assert_eq!(share_of(None, 2, 2), (2, 1));
     }
 }
