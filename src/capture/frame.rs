@@ -46,6 +46,18 @@ impl FrameRun {
             }
         }
     }
+
+    /// The frames of `next`, which follow, join the run (or begin it).
+    pub fn append(run: &mut Option<FrameRun>, next: FrameRun) {
+        match run {
+            Some(r) => {
+                r.frames += next.frames;
+                r.last = next.last;
+                r.latest = r.latest.max(next.latest);
+            }
+            None => *run = Some(next),
+        }
+    }
 }
 
 /// One captured frame, borrowed from the reader's buffer.

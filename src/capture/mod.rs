@@ -36,12 +36,19 @@ impl SharedMap {
     pub(crate) fn prefetch(&self, _: usize) {
         match *self {}
     }
+    pub fn pager(&self) -> Option<Pager> {
+        match *self {}
+    }
 }
+
+/// Elsewhere there is no map to page ahead of the reader.
+#[cfg(not(target_os = "linux"))]
+pub enum Pager {}
 
 pub use frame::{Frame, FrameCopy, FrameRun, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
 #[cfg(target_os = "linux")]
-pub use mapped::SharedMap;
+pub use mapped::{Pager, SharedMap};
 pub use merge::MergedCaptures;
 pub use source::{CaptureError, CaptureFormat, CaptureReader};
 pub use writer::{PcapOptions, PcapWriter, PcapngWriter, TsPrecision};

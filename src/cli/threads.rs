@@ -17,7 +17,8 @@ pub fn cores() -> usize {
 }
 
 /// Threads for one capture when `--threads` is not given: one. On the machines measured so
-/// far, workers did not make a capture faster (README "Performance").
+/// far, workers did not make a capture faster, and the pager (`--threads 2`) only a file whose
+/// pages the page cache holds in small pieces (README "Performance").
 fn default_per_capture(_cores: usize) -> usize {
     1
 }
@@ -68,5 +69,13 @@ mod tests {
         assert_eq!(share_of(None, 5, 2).0, 2);
         assert_eq!(share_of(None, 3, 16).0, 3);
         assert_eq!(share_of(None, 1, 16).0, 1);
+    }
+
+    #[test]
+    fn without_threads_one_file_is_read_on_one_thread() {
+        assert_eq!(share_of(None, 1, 1), (1, 1));
+        assert_eq!(share_of(None, 1, 2), (1, 1));
+        assert_eq!(share_of(None, 1, 16), (1, 1));
+        assert_eq!(share_of(None, 2, 2), (2, 1));
     }
 }

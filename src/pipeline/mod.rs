@@ -287,11 +287,12 @@ pub struct PipelineConfig {
     pub memory: Budget,
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
-    /// Threads for the capture (`--threads`; see `shard`), the calling thread included: N > 1
-    /// is the calling thread (reading, the session-wide stage) and N - 1 workers for the
-    /// per-connection work; 0 or 1: all on the calling thread. The output is the same either
-    /// way. Runs with `keys` (a session's keys can come from another of its connections) or
-    /// `keep_frames` use one thread.
+    /// Threads for the capture (`--threads`), the calling thread included: 0 or 1, all on the
+    /// calling thread; 2, the calling thread and a pager mapping a mapped file's pages ahead of
+    /// it ([`SharedMap::pager`]); N > 2, those and N - 2 workers for the per-connection work
+    /// (`shard`; the calling thread reads and runs the session-wide stage). The output is the
+    /// same either way. Runs with `keys` (a session's keys can come from another of its
+    /// connections) or `keep_frames` have no workers.
     pub threads: usize,
 }
 
@@ -520,6 +521,42 @@ const MAX_LANE_PAUSE: u32 = 64;
 /// The shortest run of the bulk lane that pays for its try.
 const MIN_LANE_RUN: u64 = 4;
 
+/// When to try the bulk lane (on one thread, and on each worker): a try that took nothing
+/// walked a record for nothing, and a run of a frame or two costs more than pushing them
+/// (traffic the framer cannot count off, such as sealed messages it decrypts, leaves only the
+/// ACKs between them): wait 1, 2, 4 … 64 frames before the next try, until one takes a longer
+/// run. Which path a frame takes changes no result, only the time.
+#[derive(Default)]
+struct LaneBackoff {
+    /// Frames to push one by one before the lane is tried again.
+    pause: u32,
+    /// What the next failed try adds.
+    backoff: u32,
+}
+
+impl LaneBackoff {
+    /// Whether to try the lane now (else one frame of the pause is spent).
+    #[inline]
+    fn ready(&mut self) -> bool {
+        if self.pause > 0 {
+            self.pause -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// A try took `frames` frames.
+    #[inline]
+    fn tried(&mut self, frames: u64) {
+        if frames >= MIN_LANE_RUN {
+            self.backoff = 0;
+        } else {
+            self.backoff = (self.backoff * 2).clamp(1, MAX_LANE_PAUSE);
+            self.pause = self.backoff;
+        }
+    }
+}
+
 /// The bulk lane lent for a run, with the SMB2 layer that counts off its bytes: what
 /// [`Pipeline::push_run`] hands the walk of the records. A concrete type, so that the walk's
 /// loop calls `take` directly (a quiet frame costs a few hundred instructions: a call through a
@@ -560,10 +597,13 @@ pub struct Pipeline {
     /// `reassembler` and the layer's framers stay unused).
     /// (Boxed: it is taken out and put back for every frame, see `push_frame`.)
     shards: Option<Box<shard::Shards>>,
-    /// Frames to push one by one before the bulk lane is tried again, and how many the next
-    /// failed try adds (see `push_run`).
-    lane_pause: u32,
-    lane_backoff: u32,
+    /// When to try the bulk lane (see `push_run`).
+    lane_backoff: LaneBackoff,
+    /// `PipelineConfig::threads`.
+    threads: usize,
+    /// With two threads or more, the thread that maps a file's pages ahead of the reader
+    /// ([`SharedMap::pager`]); it ends when the pipeline drops.
+    pager: Option<crate::capture::Pager>,
 }
 
 impl Pipeline {
@@ -573,8 +613,9 @@ impl Pipeline {
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
-        let shards = if cfg.threads > 1 && cfg.keys.is_empty() && !cfg.keep_frames {
-            let workers = cfg.threads - 1;
+        // N threads: the reading thread, a pager (`share_maps`) and N - 2 workers.
+        let shards = if cfg.threads > 2 && cfg.keys.is_empty() && !cfg.keep_frames {
+            let workers = cfg.threads - 2;
             shard::Shards::start(workers, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)
         } else {
             None
@@ -588,8 +629,9 @@ impl Pipeline {
             last_ts: Timestamp::default(),
             keep_frames: cfg.keep_frames,
             shards,
-            lane_pause: 0,
-            lane_backoff: 0,
+            lane_backoff: LaneBackoff::default(),
+            threads: cfg.threads,
+            pager: None,
         }
     }
 
@@ -597,6 +639,13 @@ impl Pipeline {
     /// with worker threads, frames found in one of them reach their worker where they lie
     /// instead of copied. Before the first frame; later calls change nothing.
     pub fn share_maps(&mut self, maps: Vec<SharedMap>) {
+        // One file's map: a pager per file of several merged would map each file's first
+        // pages at once, and more threads than asked for.
+        if let [map] = &maps[..] {
+            if self.threads > 1 {
+                self.pager = map.pager();
+            }
+        }
         if let Some(shards) = &mut self.shards {
             shards.share_maps(maps);
         }
@@ -645,7 +694,7 @@ impl Pipeline {
     /// [`crate::net::reassembly::BulkLane`]): `take_run` walks them where they lie and asks the lane about
     /// each (as [`crate::capture::CaptureReader::take_run`] does). The result is what
     /// [`Pipeline::push_frame`] of each would give. `None`: not one was taken; push the next
-    /// frame. One thread only (workers take their frames from the reading thread).
+    /// frame. Not with workers: they take their own frames in runs (`shard`).
     pub fn push_run<S: RecordSink>(
         &mut self,
         take_run: impl FnOnce(&mut LaneTake<'_>) -> Option<FrameRun>,
@@ -654,8 +703,7 @@ impl Pipeline {
         if self.shards.is_some() || self.keep_frames {
             return None;
         }
-        if self.lane_pause > 0 {
-            self.lane_pause -= 1;
+        if !self.lane_backoff.ready() {
             return None;
         }
         let mut lane = LaneTake {
@@ -663,17 +711,8 @@ impl Pipeline {
             layer: &mut self.layer,
         };
         let run = take_run(&mut lane);
-        // A try that took nothing walked a record for nothing, and a run of a frame or two
-        // costs more than pushing them (traffic the framer cannot count off, such as sealed
-        // messages it decrypts, leaves only the ACKs between them): wait 1, 2, 4 … 64 frames
-        // before the next try, until one takes a longer run. Which path a frame takes changes
-        // no result, only the time.
-        if run.is_some_and(|r| r.frames >= MIN_LANE_RUN) {
-            self.lane_backoff = 0;
-        } else {
-            self.lane_backoff = (self.lane_backoff * 2).clamp(1, MAX_LANE_PAUSE);
-            self.lane_pause = self.lane_backoff;
-        }
+        self.lane_backoff
+            .tried(run.as_ref().map_or(0, |r| r.frames));
         let run = run?;
         lane.close(&run);
         self.quiet_run(&run, sink);

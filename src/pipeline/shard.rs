@@ -1,5 +1,5 @@
-//! `PipelineConfig::threads` (`--threads N`): one capture on N threads, the reading thread and
-//! N - 1 workers.
+//! `PipelineConfig::threads` (`--threads N`, N > 2): one capture on N threads, the reading
+//! thread, the pager (`SharedMap::pager`) and N - 2 workers.
 //!
 //! A worker runs everything that belongs to its connections: link, IP and TCP decoding,
 //! reassembly, SMB2 framing (each its own share of the memory budget). The reading thread reads
@@ -11,7 +11,8 @@
 //! A worker answers a batch with what its frames did, in order: each frame that did something
 //! downstream (opened, framed messages, closed, moved a share; see [`WorkerOp`]) on its own,
 //! the others — nearly every frame of a bulk transfer, and its ACKs — as runs ([`FrameRun`]s),
-//! which the merge takes at once. With one worker (N = 2) it is given every frame as it is read,
+//! which the merge takes at once. Those frames a worker takes in runs through its bulk lane,
+//! as one thread does (`Pipeline::push_run`). With one worker (N = 3) it is given every frame as it is read,
 //! nothing decoded on the reading thread, and its answers are the merge. With several, the
 //! reading thread finds each frame's connection from its addresses and ports (both directions
 //! alike; a run of the last connection's frames by 12 bytes at fixed offsets), sends it to
@@ -41,7 +42,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::streams::{Framers, WorkerOp};
-use super::Limits;
+use super::{LaneBackoff, Limits};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::{decode_link, Frame, FrameRun, L3Packet, LinkError, SharedMap, Timestamp};
 use crate::net::{
@@ -215,6 +216,10 @@ impl StreamSink for ConnStage {
         self.framers.skip(conn, dir, len)
     }
 
+    fn skip_room(&mut self, conn: ConnId, dir: Dir) -> u64 {
+        self.framers.skip_room(conn, dir)
+    }
+
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, _ts: Timestamp, data: &[u8]) {
         if self.framers.skip(conn, dir, data.len()) {
             return;
@@ -315,6 +320,7 @@ fn work(
     let mut maps = Vec::new();
     let mut seq = 0;
     let mut link_error_seen = false;
+    let mut backoff = LaneBackoff::default();
     while let Ok(msg) = rx.recv() {
         match msg {
             ToWorker::Maps(shared) => maps = shared,
@@ -322,26 +328,64 @@ fn work(
                 let mut items = std::mem::take(&mut batch.items);
                 let mut ops = std::mem::take(&mut batch.ops);
                 let mut quiet: Option<FrameRun> = None;
-                for (i, f) in batch.frames.iter().enumerate() {
-                    // The reading thread touched the frames' first lines last, on its core:
-                    // fetch the ones a few frames on before they are needed here.
+                let frames = &batch.frames;
+                let bytes = |f: &FrameIn| {
+                    match f.at {
+                        Place::Batch { start, end } => batch.data.get(start..end),
+                        Place::Map { map, start, end } => maps
+                            .get(map)
+                            .and_then(|m: &SharedMap| m.bytes().get(start..end)),
+                    }
+                    .unwrap_or(&[])
+                };
+                // The reading thread touched the frames' first lines last, on its core: fetch
+                // the ones a few frames on before they are needed here.
+                let prefetch = |i: usize| {
                     if let Some(&FrameIn {
                         at: Place::Map { map, start, .. },
                         ..
-                    }) = batch.frames.get(i + PREFETCH_AHEAD)
+                    }) = frames.get(i + PREFETCH_AHEAD)
                     {
                         if let Some(m) = maps.get(map) {
                             m.prefetch(start);
                             m.prefetch(start + HEADERS);
                         }
                     }
-                    let data = match f.at {
-                        Place::Batch { start, end } => batch.data.get(start..end),
-                        Place::Map { map, start, end } => maps
-                            .get(map)
-                            .and_then(|m: &SharedMap| m.bytes().get(start..end)),
+                };
+                let mut i = 0;
+                loop {
+                    // A run of frames the bulk lane takes, as on one thread (`push_run`): each
+                    // is a quiet frame, what the full path below would make of it.
+                    if backoff.ready() {
+                        if let Some(mut lane) = reassembler.bulk_lane() {
+                            let mut run = None;
+                            while let Some(f) = frames.get(i) {
+                                prefetch(i);
+                                let data = bytes(f);
+                                let taken = data.len() >= f.orig_len as usize
+                                    && decode_link(f.link_type, data)
+                                        .is_ok_and(|l3| lane.take(l3, &mut stage));
+                                if !taken {
+                                    break;
+                                }
+                                FrameRun::add(&mut run, f.number, f.ts);
+                                i += 1;
+                            }
+                            backoff.tried(run.as_ref().map_or(0, |r| r.frames));
+                            if let Some(run) = run {
+                                lane.close(&run, &mut stage);
+                                last = run.last;
+                                seq += run.frames;
+                                FrameRun::append(&mut quiet, run);
+                            }
+                        }
                     }
-                    .unwrap_or(&[]);
+                    let Some(f) = frames.get(i) else {
+                        break;
+                    };
+                    i += 1;
+                    prefetch(i - 1);
+                    let data = bytes(f);
                     let mut undecoded = false;
                     let mut link_error = None;
                     match decode_link(f.link_type, data) {

@@ -325,6 +325,42 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     assert_eq!(clean, None);
 }
 
+/// The same with the pager (`--threads 2`) mapping the pages ahead of the reader from another
+/// thread: a cut behind what it mapped, and ahead, is still a cut, and the pager ends.
+#[test]
+fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
+    // 12,000 records: about 12 MB, three times what the pager maps ahead.
+    let bytes = pcap(12_000);
+    let file = TempFile::new("paged.pcap");
+    std::fs::write(&file.0, &bytes).unwrap();
+    let mut r = CaptureReader::open(&file.0).unwrap();
+    let map = r.shared_map().expect("mapped");
+    let pager = map.pager().expect("a pager starts");
+    assert!(map.pager().is_none(), "one pager a map");
+    for i in 0..5_000u64 {
+        let f = r.next_frame().unwrap().unwrap();
+        assert_eq!(f.data[999], i as u8);
+    }
+    // Cut 1 MiB past the reader (inside what the pager has mapped by now).
+    const CUT: u64 = 6 << 20;
+    OpenOptions::new()
+        .write(true)
+        .open(&file.0)
+        .unwrap()
+        .set_len(CUT)
+        .unwrap();
+    let (after, end) = frames(&mut r);
+    assert!(end
+        .expect("an error")
+        .contains("shrank while it was being read"));
+    let whole = (CUT as usize - 24) / 1016;
+    assert_eq!(5_000 + after.len(), whole);
+    for (n, _, data, _, _) in &after {
+        assert!(data[14..].iter().all(|b| *b == (*n - 1) as u8), "frame {n}");
+    }
+    drop(pager);
+}
+
 /// Runs that end at a refused frame, mixed with `peek_ts` and `next_frame` in every order (a
 /// merge of captures peeks before it reads), hand out every frame once and in order, each
 /// with its own bytes: the refused record is walked once, and read by the general path when
