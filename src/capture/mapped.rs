@@ -82,6 +82,8 @@ pub(crate) struct Map {
     kept_from: AtomicUsize,
     /// The [`Pager`]'s thread, woken when the reader gives pages back (it has moved on).
     pager: OnceLock<Thread>,
+    /// Set by the first [`SharedMap::pager`]: one pager a map.
+    pager_started: AtomicBool,
     /// Set when the pager is to end.
     pager_ends: AtomicBool,
 }
@@ -134,6 +136,7 @@ impl Map {
             released: AtomicUsize::new(0),
             kept_from: AtomicUsize::new(usize::MAX),
             pager: OnceLock::new(),
+            pager_started: AtomicBool::new(false),
             pager_ends: AtomicBool::new(false),
         })
     }
@@ -303,17 +306,16 @@ impl SharedMap {
     /// one-thread run, and on a second core it is done beside the reading. `None`: a pager
     /// runs already, or no thread could be started.
     pub fn pager(&self) -> Option<Pager> {
+        if self.0.pager_started.swap(true, Ordering::AcqRel) {
+            return None;
+        }
         let map = self.clone();
         let thread = std::thread::Builder::new()
             .name("sqos-pager".into())
             .spawn(move || page_ahead(map.map()))
             .ok()?;
-        if self.0.pager.set(thread.thread().clone()).is_err() {
-            self.0.pager_ends.store(true, Ordering::Release);
-            thread.thread().unpark();
-            let _ = thread.join();
-            return None;
-        }
+        // Woken from here on; until then it maps the first pages unasked.
+        let _ = self.0.pager.set(thread.thread().clone());
         Some(Pager {
             map: self.clone(),
             thread: Some(thread),
@@ -348,8 +350,7 @@ fn page_ahead(map: &Map) {
             .saturating_add(PAGE_AHEAD)
             .min(map.len)
             .div_ceil(page)
-            .saturating_mul(page)
-            .min(map.len.div_ceil(page) * page);
+            * page;
         if from < upto {
             // SAFETY: a page-aligned range inside the map, which `map` keeps alive; populating
             // maps the file's pages and changes no byte. Past a shrunk file's end it fails

@@ -568,13 +568,11 @@ pub struct LaneTake<'p> {
 
 impl LaneTake<'_> {
     /// Whether the lane takes `frame`: a frame the bulk path would take and that changes
-    /// nothing but counts. A frame cut by the snaplen is not quiet: `begin_frame` counts and
-    /// marks it.
+    /// nothing but counts (see [`crate::net::reassembly::BulkLane::take_frame`]).
     #[inline]
     pub fn take(&mut self, frame: &Frame<'_>) -> bool {
-        !frame.is_truncated()
-            && decode_link(frame.link_type, frame.data)
-                .is_ok_and(|packet| self.lane.take(packet, self.layer))
+        self.lane
+            .take_frame(frame.link_type, frame.data, frame.orig_len, self.layer)
     }
 
     /// The run's frames were taken: see [`crate::net::reassembly::BulkLane::close`].

@@ -362,10 +362,7 @@ fn work(
                             while let Some(f) = frames.get(i) {
                                 prefetch(i);
                                 let data = bytes(f);
-                                let taken = data.len() >= f.orig_len as usize
-                                    && decode_link(f.link_type, data)
-                                        .is_ok_and(|l3| lane.take(l3, &mut stage));
-                                if !taken {
+                                if !lane.take_frame(f.link_type, data, f.orig_len, &mut stage) {
                                     break;
                                 }
                                 FrameRun::add(&mut run, f.number, f.ts);

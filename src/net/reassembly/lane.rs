@@ -66,6 +66,21 @@ impl Reassembler {
 }
 
 impl BulkLane<'_> {
+    /// Takes a frame of `link_type` whose captured bytes are `data` (`orig_len` on the wire)
+    /// when its packet is such a segment: a frame cut by the snaplen is not quiet (the full
+    /// path counts and marks it). One thread's runs and a worker's ask this alike.
+    #[inline]
+    pub fn take_frame<S: StreamSink>(
+        &mut self,
+        link_type: u32,
+        data: &[u8],
+        orig_len: u32,
+        sink: &mut S,
+    ) -> bool {
+        data.len() as u64 >= u64::from(orig_len)
+            && crate::capture::decode_link(link_type, data).is_ok_and(|p| self.take(p, sink))
+    }
+
     /// Takes `packet` when it is such a segment (true), else changes nothing. `sink` is the
     /// one `close` will give the bytes to.
     #[inline]
