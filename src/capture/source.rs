@@ -290,12 +290,6 @@ struct Walked {
     len: usize,
 }
 
-/// The packet record at offset `at` of a mapped file — a legacy pcap record, or a pcapng
-/// enhanced packet block of an interface the section described — when it is whole and sane:
-/// its last byte touched, then the map asked whether the file shrank (as `step` does), and the
-/// lines the next record's walk touches asked for. `None` leaves the record to `step`, which
-/// finds it again and decides (file and section headers, interfaces, other blocks, the end, a
-/// cut or corrupt record, a file that shrank). For such a record `step` gives the same packet.
 /// The bytes not read yet, as the record walk reads them: in the file's map (with its flag of
 /// a file that shrank) or in a stream's buffer.
 #[cfg(target_os = "linux")]
@@ -307,6 +301,12 @@ fn unread<'a>(rdr: &'a Records, mapped: &'a Option<SharedMap>) -> MapView<'a> {
     }
 }
 
+/// The packet record at offset `at` of a mapped file — a legacy pcap record, or a pcapng
+/// enhanced packet block of an interface the section described — when it is whole and sane:
+/// its last byte touched, then the map asked whether the file shrank (as `step` does), and the
+/// lines the next record's walk touches asked for. `None` leaves the record to `step`, which
+/// finds it again and decides (file and section headers, interfaces, other blocks, the end, a
+/// cut or corrupt record, a file that shrank). For such a record `step` gives the same packet.
 #[cfg(target_os = "linux")]
 #[inline(always)]
 fn walk_record(
