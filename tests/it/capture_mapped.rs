@@ -268,6 +268,24 @@ fn mapped_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
     assert_eq!(m[4].1, t(3).0 / 1000 * 1000, "microseconds");
 }
 
+/// Another writer cuts `path` to `len` bytes while `r` reads it: the frames `r` reads on, and
+/// its end, the error that says the file shrank.
+fn read_on_after_cut(r: &mut CaptureReader, path: &Path, len: u64) -> Vec<Read1> {
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    let (after, end) = frames(r);
+    let end = end.expect("the read ends with an error");
+    assert!(
+        end.contains("shrank while it was being read"),
+        "the error says the file shrank: {end}"
+    );
+    after
+}
+
 #[test]
 fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     // 400 records of 1,016 bytes after the 24-byte header: about 400 KB over ~100 pages.
@@ -285,18 +303,7 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     // Another writer cuts the file at a page boundary (64 KiB) while we read it: every page
     // from there on is gone from under the map.
     const CUT: u64 = 64 * 1024;
-    OpenOptions::new()
-        .write(true)
-        .open(&file.0)
-        .unwrap()
-        .set_len(CUT)
-        .unwrap();
-    let (after, end) = frames(&mut r);
-    let end = end.expect("the read ends with an error");
-    assert!(
-        end.contains("shrank while it was being read"),
-        "the error says the file shrank: {end}"
-    );
+    let after = read_on_after_cut(&mut r, &file.0, CUT);
     // The frames wholly before the cut are read, intact; the one across it is not.
     let whole = (CUT as usize - 24) / 1016;
     assert_eq!(before.len() + after.len(), whole);
@@ -343,16 +350,7 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     }
     // Cut 1 MiB past the reader (inside what the pager has mapped by now).
     const CUT: u64 = 6 << 20;
-    OpenOptions::new()
-        .write(true)
-        .open(&file.0)
-        .unwrap()
-        .set_len(CUT)
-        .unwrap();
-    let (after, end) = frames(&mut r);
-    assert!(end
-        .expect("an error")
-        .contains("shrank while it was being read"));
+    let after = read_on_after_cut(&mut r, &file.0, CUT);
     let whole = (CUT as usize - 24) / 1016;
     assert_eq!(5_000 + after.len(), whole);
     for (n, _, data, _, _) in &after {
