@@ -30,24 +30,18 @@ pub struct FrameRun {
 
 impl FrameRun {
     /// Frame `number` at `ts` joins the run (or begins one).
+    #[inline]
     pub fn add(run: &mut Option<FrameRun>, number: u64, ts: Timestamp) {
-        match run {
-            Some(r) => {
-                r.frames += 1;
-                r.last = (number, ts);
-                r.latest = r.latest.max(ts);
-            }
-            None => {
-                *run = Some(FrameRun {
-                    frames: 1,
-                    last: (number, ts),
-                    latest: ts,
-                })
-            }
-        }
+        let one = FrameRun {
+            frames: 1,
+            last: (number, ts),
+            latest: ts,
+        };
+        FrameRun::append(run, one);
     }
 
     /// The frames of `next`, which follow, join the run (or begin it).
+    #[inline]
     pub fn append(run: &mut Option<FrameRun>, next: FrameRun) {
         match run {
             Some(r) => {
@@ -79,8 +73,15 @@ pub struct Frame<'a> {
 impl Frame<'_> {
     /// True when the capture kept fewer bytes than were on the wire (snaplen).
     pub fn is_truncated(&self) -> bool {
-        (self.data.len() as u64) < u64::from(self.orig_len)
+        is_cut(self.data.len(), self.orig_len)
     }
+}
+
+/// True when a frame of which `captured` bytes were kept was `orig_len` on the wire: cut by
+/// the snaplen. For frames known by their bytes and length only (a worker's batch, the lane).
+#[inline]
+pub fn is_cut(captured: usize, orig_len: u32) -> bool {
+    (captured as u64) < u64::from(orig_len)
 }
 
 /// A frame copied out of the reader's buffer, kept beside a record that needs its bytes

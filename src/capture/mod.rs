@@ -45,7 +45,7 @@ impl SharedMap {
 #[cfg(not(target_os = "linux"))]
 pub enum Pager {}
 
-pub use frame::{Frame, FrameCopy, FrameRun, Timestamp};
+pub use frame::{is_cut, Frame, FrameCopy, FrameRun, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
 #[cfg(target_os = "linux")]
 pub use mapped::{Pager, SharedMap};

@@ -597,8 +597,8 @@ pub struct Pipeline {
     shards: Option<Box<shard::Shards>>,
     /// When to try the bulk lane (see `push_run`).
     lane_backoff: LaneBackoff,
-    /// `PipelineConfig::threads`.
-    threads: usize,
+    /// A thread to spare for a pager (`PipelineConfig::threads` > 1).
+    page_ahead: bool,
     /// With two threads or more, the thread that maps a file's pages ahead of the reader
     /// ([`SharedMap::pager`]); it ends when the pipeline drops.
     pager: Option<crate::capture::Pager>,
@@ -628,7 +628,7 @@ impl Pipeline {
             keep_frames: cfg.keep_frames,
             shards,
             lane_backoff: LaneBackoff::default(),
-            threads: cfg.threads,
+            page_ahead: cfg.threads > 1,
             pager: None,
         }
     }
@@ -640,7 +640,7 @@ impl Pipeline {
         // One file's map: a pager per file of several merged would map each file's first
         // pages at once, and more threads than asked for.
         if let [map] = &maps[..] {
-            if self.threads > 1 {
+            if self.page_ahead && self.pager.is_none() {
                 self.pager = map.pager();
             }
         }

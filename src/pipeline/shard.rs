@@ -44,7 +44,9 @@ use std::thread::JoinHandle;
 use super::streams::{Framers, WorkerOp};
 use super::{LaneBackoff, Limits};
 use crate::budget::{Kind, MemoryUse, Share};
-use crate::capture::{decode_link, Frame, FrameRun, L3Packet, LinkError, SharedMap, Timestamp};
+use crate::capture::{
+    decode_link, is_cut, Frame, FrameRun, L3Packet, LinkError, SharedMap, Timestamp,
+};
 use crate::net::{
     decode_tcp, CloseKind, ConnId, ConnKey, Dir, NetNote, Reassembler, ReassemblyConfig, StreamSink,
 };
@@ -401,7 +403,7 @@ fn work(
                     }
                     let swings = accounts.moved(&mut reassembler, &mut stage);
                     let moved = swings.is_some();
-                    let cut = (data.len() < f.orig_len as usize).then_some((
+                    let cut = is_cut(data.len(), f.orig_len).then_some((
                         f.number,
                         data.len(),
                         f.orig_len,

@@ -77,7 +77,7 @@ impl BulkLane<'_> {
         orig_len: u32,
         sink: &mut S,
     ) -> bool {
-        data.len() as u64 >= u64::from(orig_len)
+        !crate::capture::is_cut(data.len(), orig_len)
             && crate::capture::decode_link(link_type, data).is_ok_and(|p| self.take(p, sink))
     }
 
