@@ -24,7 +24,7 @@ use crate::sqos::{self, FSCTL_STORAGE_QOS_CONTROL};
 #[derive(Debug)]
 enum Awaiting {
     Create {
-        name: Option<String>,
+        name: Option<Arc<str>>,
     },
     Close,
     Io {
@@ -55,14 +55,15 @@ struct PendingReq {
     ts: Timestamp,
     command: Command,
     file_id: Option<FileId>,
-    file_name: Option<String>,
+    file_name: Option<Arc<str>>,
     awaiting: Awaiting,
 }
 
 impl PendingReq {
     /// Bytes it holds beyond its entry: names, and a decoded SQOS request.
     fn heap_bytes(&self) -> usize {
-        let name = |n: &Option<String>| n.as_ref().map_or(0, String::len);
+        // Shared with the open table, but counted here as when each request held a copy.
+        let name = |n: &Option<Arc<str>>| n.as_ref().map_or(0, |n| n.len());
         let awaiting = match &self.awaiting {
             Awaiting::Create { name: n } => name(n),
             Awaiting::TreeConnect { path: Some(p) } => p.len(),
@@ -83,7 +84,7 @@ impl PendingReq {
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
     file_id: Option<FileId>,
-    name: Option<String>,
+    name: Option<Arc<str>>,
     /// TreeId of the chain's last request with a real one (related requests carry 0xFFFFFFFF).
     tree_id: Option<u32>,
 }
@@ -146,23 +147,28 @@ impl Exchange {
     }
 
     /// The name an open gets: the share path of its tree before the CREATE name.
-    fn open_name(&self, h: &Header, chain: &Chain, name: Option<String>) -> Option<String> {
+    fn open_name(&self, h: &Header, chain: &Chain, name: Option<String>) -> Option<Arc<str>> {
         let name = name?;
         let tree = match h.tree_id() {
             Some(RELATED_TREE_ID) if h.flags.is_related() => chain.tree_id,
             t => t,
         };
         let dfs = h.flags.0 & crate::smb2::HeaderFlags::DFS_OPERATIONS != 0;
-        Some(
+        Some(Arc::from(
             match tree.and_then(|t| self.sessions.share(h.session_id, t)) {
                 Some(share) => full_path(share, &name, dfs),
                 None => name,
             },
-        )
+        ))
     }
 
     /// The file a FileId names: related placeholders resolve to the chain's file.
-    fn resolve(&self, h: &Header, fid: FileId, chain: &Chain) -> (Option<FileId>, Option<String>) {
+    fn resolve(
+        &self,
+        h: &Header,
+        fid: FileId,
+        chain: &Chain,
+    ) -> (Option<FileId>, Option<Arc<str>>) {
         if fid.is_related_placeholder() {
             if h.flags.is_related() {
                 (chain.file_id, chain.name.clone())
@@ -173,7 +179,7 @@ impl Exchange {
             let name = self
                 .opens
                 .name(h.session_id, fid)
-                .map(str::to_owned)
+                .cloned()
                 .or_else(|| chain.name.clone().filter(|_| chain.file_id == Some(fid)));
             (Some(fid), name)
         }
@@ -399,7 +405,7 @@ impl Exchange {
                         session_id: session,
                         tree_id: h.tree_id(),
                         file_id: c.file_id,
-                        file_name: name,
+                        file_name: name.to_string(),
                     }));
                 }
             }
@@ -538,7 +544,7 @@ impl Exchange {
         fid: FileId,
         chain: &Chain,
         req: Option<&PendingReq>,
-    ) -> (Option<FileId>, Option<String>) {
+    ) -> (Option<FileId>, Option<Arc<str>>) {
         let (id, name) = self.resolve(h, fid, chain);
         let from_req = req.map(|r| (r.file_id, r.file_name.clone()));
         match (id, from_req) {
@@ -555,7 +561,7 @@ impl Exchange {
         ctx: &MsgCtx,
         part: &Part,
         io: Option<&crate::smb2::body::IoctlResponse>,
-        file: (Option<FileId>, Option<String>),
+        file: (Option<FileId>, Option<Arc<str>>),
         req: Option<PendingReq>,
         outbox: &mut Outbox,
         stats: &mut Stats,
@@ -598,7 +604,7 @@ impl Exchange {
                     q.file_id = fid;
                 }
                 if q.file_name.is_none() {
-                    q.file_name = name;
+                    q.file_name = name.map(|n| n.to_string());
                 }
             });
         }

@@ -319,9 +319,32 @@ impl PipelineConfig {
 /// Adds one to `map[cmd]` (keyed by the command's name), allocating the key only the first time:
 /// counting a message must cost no allocation.
 pub(crate) fn count_command(map: &mut BTreeMap<String, u64>, cmd: Command) {
-    match cmd.name() {
-        Some(name) => count_key(map, name),
-        None => count_key(map, &cmd.to_string()),
+    update_by_command(map, cmd, || 0, |n| *n += 1);
+}
+
+/// Applies `f` to `map[cmd]` (keyed by the command's name; made by `new` the first time), the
+/// key allocated only then: a message's figures cost no allocation.
+pub(crate) fn update_by_command<V>(
+    map: &mut BTreeMap<String, V>,
+    cmd: Command,
+    new: impl FnOnce() -> V,
+    f: impl FnOnce(&mut V),
+) {
+    let unnamed;
+    let key = match cmd.name() {
+        Some(name) => name,
+        None => {
+            unnamed = cmd.to_string();
+            &unnamed
+        }
+    };
+    match map.get_mut(key) {
+        Some(v) => f(v),
+        None => {
+            let mut v = new();
+            f(&mut v);
+            map.insert(key.to_owned(), v);
+        }
     }
 }
 

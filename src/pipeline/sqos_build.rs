@@ -7,6 +7,7 @@ use crate::net::ConnId;
 use crate::smb2::body::{IoctlRequest, IoctlResponse, Located};
 use crate::smb2::{FileId, Header, NtStatus, Part};
 use crate::sqos;
+use std::sync::Arc;
 
 /// Where and when a message was seen.
 #[derive(Clone, Copy, Debug)]
@@ -24,7 +25,7 @@ fn base(
     ctx: &MsgCtx,
     h: &Header,
     direction: Direction,
-    file: (Option<FileId>, Option<String>),
+    file: (Option<FileId>, Option<Arc<str>>),
 ) -> SqosRecord {
     SqosRecord {
         frame: ctx.frame,
@@ -40,7 +41,7 @@ fn base(
         tree_id: h.tree_id(),
         async_id: h.async_id(),
         file_id: file.0,
-        file_name: file.1,
+        file_name: file.1.map(|n| n.to_string()),
         nt_status: None,
         interim: false,
         request_frame: None,
@@ -66,7 +67,7 @@ pub fn request_record(
     ctx: &MsgCtx,
     part: &Part,
     req: &IoctlRequest,
-    file: (Option<FileId>, Option<String>),
+    file: (Option<FileId>, Option<Arc<str>>),
 ) -> SqosRecord {
     let mut rec = base(ctx, &part.header, Direction::Request, file);
     take_buffer(&mut rec, req.input(&part.bytes), part);
@@ -111,7 +112,7 @@ pub fn response_record(
     ctx: &MsgCtx,
     part: &Part,
     resp: Option<&IoctlResponse>,
-    file: (Option<FileId>, Option<String>),
+    file: (Option<FileId>, Option<Arc<str>>),
     request: Option<&sqos::Request>,
 ) -> SqosRecord {
     let h = &part.header;

@@ -46,13 +46,11 @@ pub fn record(table: &mut BTreeMap<String, Srt>, command: Command, secs: f64) {
     if !is_timed(command) {
         return;
     }
-    table
-        .entry(command.to_string())
-        .or_insert_with(|| Srt {
-            code: command.0,
-            ..Srt::default()
-        })
-        .add(secs);
+    let new = || Srt {
+        code: command.0,
+        ..Srt::default()
+    };
+    super::update_by_command(table, command, new, |s| s.add(secs));
 }
 
 /// The table's rows in command-code order (tshark's order).

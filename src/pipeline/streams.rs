@@ -609,8 +609,13 @@ impl Smb2Layer {
 
     fn on_message(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, m: &Smb2Message) {
         let (src, dst) = self.endpoints(conn, dir);
-        // Later messages of the same push began in this frame.
-        let first_frame = self.next_start.replace(frame);
+        // Later messages of the same push began in this frame (tracked for `keep_frames`
+        // only: untracked, `end_push` would hash the connection for every message).
+        let first_frame = if self.track_message_starts {
+            self.next_start.replace(frame)
+        } else {
+            None
+        };
         let ctx = MsgCtx {
             conn,
             frame,
@@ -675,7 +680,9 @@ impl Smb2Layer {
         given: Option<Vec<FramerEvent>>,
     ) {
         self.start_push(conn, dir, frame);
-        self.starts.remove(&(conn, dir));
+        if self.track_message_starts {
+            self.starts.remove(&(conn, dir));
+        }
         let flushed = match given {
             Some(events) => {
                 self.events = events;

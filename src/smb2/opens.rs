@@ -5,13 +5,16 @@
 //! at their cost plus the names' bytes): the oldest open is forgotten when full.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::file_id::FileId;
 use crate::budget::{Kind, Share};
 
 #[derive(Debug)]
 pub struct OpenTable {
-    names: HashMap<(u64, FileId), String>,
+    /// Shared, not copied, with the requests and records that name the file: a READ or
+    /// WRITE of an open file costs no allocation for its name.
+    names: HashMap<(u64, FileId), Arc<str>>,
     order: VecDeque<(u64, FileId)>,
     share: Share,
 }
@@ -27,7 +30,8 @@ impl OpenTable {
     }
 
     /// Remember an open; returns how many older opens had to be forgotten to make room.
-    pub fn open(&mut self, session: u64, file_id: FileId, name: String) -> usize {
+    pub fn open(&mut self, session: u64, file_id: FileId, name: impl Into<Arc<str>>) -> usize {
+        let name = name.into();
         let key = (session, file_id);
         match self.names.remove(&key) {
             Some(old) => self.share.release(1, old.len()),
@@ -60,12 +64,12 @@ impl OpenTable {
         evicted
     }
 
-    pub fn name(&self, session: u64, file_id: FileId) -> Option<&str> {
-        self.names.get(&(session, file_id)).map(String::as_str)
+    pub fn name(&self, session: u64, file_id: FileId) -> Option<&Arc<str>> {
+        self.names.get(&(session, file_id))
     }
 
     /// The open ended (CLOSE); returns its name.
-    pub fn close(&mut self, session: u64, file_id: FileId) -> Option<String> {
+    pub fn close(&mut self, session: u64, file_id: FileId) -> Option<Arc<str>> {
         let name = self.names.remove(&(session, file_id))?;
         self.share.release(1, name.len());
         Some(name)
@@ -102,12 +106,12 @@ mod tests {
     #[test]
     fn open_close_and_bound() {
         let mut t = OpenTable::new(2 * Kind::Opens.entry_cost() + 12);
-        assert_eq!(t.open(9, fid(1), "a.vhdx".into()), 0);
-        assert_eq!(t.open(9, fid(2), "b.vhdx".into()), 0);
-        assert_eq!(t.name(9, fid(1)), Some("a.vhdx"));
-        assert_eq!(t.name(8, fid(1)), None);
-        assert_eq!(t.open(9, fid(3), "c.vhdx".into()), 1);
-        assert_eq!(t.name(9, fid(1)), None);
+        assert_eq!(t.open(9, fid(1), "a.vhdx"), 0);
+        assert_eq!(t.open(9, fid(2), "b.vhdx"), 0);
+        assert_eq!(t.name(9, fid(1)).map(|n| &**n), Some("a.vhdx"));
+        assert_eq!(t.name(8, fid(1)).map(|n| &**n), None);
+        assert_eq!(t.open(9, fid(3), "c.vhdx"), 1);
+        assert_eq!(t.name(9, fid(1)).map(|n| &**n), None);
         assert_eq!(t.close(9, fid(2)), Some("b.vhdx".into()));
         assert_eq!(t.len(), 1);
         assert_eq!(t.share().used(), Kind::Opens.entry_cost() + 6);
@@ -116,8 +120,8 @@ mod tests {
     #[test]
     fn a_long_name_costs_its_bytes() {
         let mut t = OpenTable::new(3 * Kind::Opens.entry_cost());
-        t.open(1, fid(1), "a".into());
-        t.open(1, fid(2), "b".into());
+        t.open(1, fid(1), "a");
+        t.open(1, fid(2), "b");
         let long = "x".repeat(Kind::Opens.entry_cost());
         assert_eq!(t.open(1, fid(3), long), 2);
         assert_eq!(t.len(), 1);
