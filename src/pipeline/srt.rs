@@ -80,4 +80,22 @@ mod tests {
         let rows: Vec<&str> = by_code(&t).into_iter().map(|(n, _)| n).collect();
         assert_eq!(rows, ["CREATE", "READ"]);
     }
+
+    #[test]
+    fn a_command_without_a_name_is_keyed_by_its_code_and_counted_once_per_call() {
+        let mut t = BTreeMap::new();
+        record(&mut t, Command(0x99), 0.25);
+        record(&mut t, Command(0x99), 0.75);
+        record(&mut t, Command::READ, 0.5);
+        let u = &t["UNKNOWN_0x0099"];
+        assert_eq!((u.code, u.calls), (0x99, 2));
+        assert_eq!((u.min, u.max), (0.25, 0.75));
+        let mut counts = BTreeMap::new();
+        for cmd in [Command::READ, Command(0x99), Command::READ] {
+            crate::pipeline::count_command(&mut counts, cmd);
+        }
+        assert_eq!(counts.get("READ"), Some(&2));
+        assert_eq!(counts.get("UNKNOWN_0x0099"), Some(&1));
+        assert_eq!(counts.len(), 2);
+    }
 }

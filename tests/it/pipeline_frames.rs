@@ -93,7 +93,11 @@ impl Tcp {
     }
 
     fn run(&self) -> (Sink, sqos::pipeline::Stats) {
-        let mut p = Pipeline::new(PipelineConfig::default());
+        self.run_with(PipelineConfig::default())
+    }
+
+    fn run_with(&self, cfg: PipelineConfig) -> (Sink, sqos::pipeline::Stats) {
+        let mut p = Pipeline::new(cfg);
         let mut sink = Sink::default();
         for (i, (data, orig_len)) in self.frames.iter().enumerate() {
             let frame = Frame {
@@ -118,6 +122,50 @@ enum Flag {
 }
 
 const F: [u8; 16] = [5, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
+
+/// Where a message began is kept for `dissect -x`/`-w` (`keep_frames`) only: otherwise no
+/// record says it, and nothing is looked up for it per message.
+#[test]
+fn the_frame_a_message_began_in_only_with_kept_frames() {
+    let mut t = Tcp::new();
+    t.send(
+        true,
+        &framed(&Msg::request(CREATE, 1, create_request("d.vhdx"))),
+        1448,
+    );
+    t.send(
+        false,
+        &framed(&Msg::response(CREATE, 1, 0, create_response(F))),
+        1448,
+    );
+    // One request over three segments (frames 6-8), then two in one segment (frame 9).
+    let sqos = |id| {
+        framed(&Msg::request(
+            IOCTL,
+            id,
+            ioctl_request(FSCTL_SQOS, F, &[7; 120], 96, 0),
+        ))
+    };
+    assert_eq!(t.send(true, &sqos(2), 100), vec![6, 7, 8]);
+    let two: Vec<u8> = [sqos(3), sqos(4)].concat();
+    assert_eq!(t.send(true, &two, 1448), vec![9]);
+    let began = |keep_frames| {
+        let cfg = PipelineConfig {
+            keep_frames,
+            ..PipelineConfig::default()
+        };
+        let (sink, _) = t.run_with(cfg);
+        sink.sqos
+            .iter()
+            .map(|r| (r.msg_id, r.frame, r.first_frame))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        began(true),
+        [(2, 8, Some(6)), (3, 9, Some(9)), (4, 9, Some(9))]
+    );
+    assert_eq!(began(false), [(2, 8, None), (3, 9, None), (4, 9, None)]);
+}
 
 #[test]
 fn frame_numbers_through_reassembly() {
