@@ -152,7 +152,7 @@ enum State {
         skipped: u64,
     },
     NbHeader {
-        buf: Vec<u8>,
+        buf: NbBytes,
     },
     /// An NBSS packet that is not a session message.
     SkipNbss {
@@ -161,7 +161,36 @@ enum State {
     Message(Box<InMessage>),
 }
 
+/// An NBSS header's bytes as they arrive (one split across segments), held without an
+/// allocation: a message's framing begins here.
+#[derive(Clone, Copy, Debug, Default)]
+struct NbBytes {
+    bytes: [u8; NBSS_HEADER_LEN],
+    len: usize,
+}
+
+impl NbBytes {
+    /// Takes what the header still lacks from the start of `data`; returns how many bytes.
+    fn fill(&mut self, data: &[u8]) -> usize {
+        let take = (NBSS_HEADER_LEN - self.len).min(data.len());
+        self.bytes[self.len..self.len + take].copy_from_slice(&data[..take]);
+        self.len += take;
+        take
+    }
+
+    /// The header, once all of it is there.
+    fn whole(&self) -> Option<[u8; NBSS_HEADER_LEN]> {
+        (self.len == NBSS_HEADER_LEN).then_some(self.bytes)
+    }
+}
+
 impl State {
+    fn nb_header() -> State {
+        State::NbHeader {
+            buf: NbBytes::default(),
+        }
+    }
+
     fn fresh_scan() -> State {
         State::Scan {
             carry: Vec::new(),
@@ -178,6 +207,9 @@ pub struct Framer {
     /// Bytes handed back by a step (a false start) to be looked at again before new input.
     replay: Vec<u8>,
     giveback: Vec<u8>,
+    /// The last message's walker, kept for the next: a message then costs no allocation for
+    /// it (one per message before).
+    spare: Option<Box<InMessage>>,
 }
 
 impl Framer {
@@ -187,9 +219,10 @@ impl Framer {
     pub fn new(cfg: FramerConfig) -> Self {
         Framer {
             cfg,
-            state: State::NbHeader { buf: Vec::new() },
+            state: State::nb_header(),
             replay: Vec::new(),
             giveback: Vec::new(),
+            spare: None,
         }
     }
 
@@ -197,7 +230,7 @@ impl Framer {
     pub fn buffered(&self) -> usize {
         let state = match &self.state {
             State::Scan { carry, .. } => carry.len(),
-            State::NbHeader { buf } => buf.len(),
+            State::NbHeader { buf } => buf.len,
             State::SkipNbss { .. } => 0,
             State::Message(m) => m.buffered(),
         };
@@ -209,7 +242,7 @@ impl Framer {
         !self.replay.is_empty()
             || match &self.state {
                 State::Message(_) => true,
-                State::NbHeader { buf } => !buf.is_empty(),
+                State::NbHeader { buf } => buf.len > 0,
                 State::Scan { .. } | State::SkipNbss { .. } => false,
             }
     }
@@ -306,8 +339,8 @@ impl Framer {
             State::Message(mut m) if missing <= m.remaining => {
                 let in_step = m.gap_inside(missing, &self.cfg, ctx, out);
                 if m.remaining == 0 {
-                    m.finish(&self.cfg, out, ctx);
-                    (State::NbHeader { buf: Vec::new() }, in_step)
+                    self.finish_keeping(m, out, ctx);
+                    (State::nb_header(), in_step)
                 } else {
                     (State::Message(m), in_step)
                 }
@@ -335,6 +368,18 @@ impl Framer {
         });
     }
 
+    /// `m` is done: its message handed out, its box kept for the next one (an empty walker,
+    /// which allocates nothing, in its place until then).
+    fn finish_keeping(
+        &mut self,
+        mut m: Box<InMessage>,
+        out: &mut Vec<FramerEvent>,
+        ctx: &mut SealCtx<'_>,
+    ) {
+        std::mem::replace(&mut *m, InMessage::new([0; 4], 0)).finish(&self.cfg, out, ctx);
+        self.spare = Some(m);
+    }
+
     /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
     /// through `self.giveback`.
     fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) -> usize {
@@ -342,15 +387,14 @@ impl Framer {
         let (next, used) = match state {
             State::Scan { carry, skipped } => self.scan(carry, skipped, data, out),
             State::NbHeader { mut buf } => {
-                let take = (NBSS_HEADER_LEN - buf.len()).min(data.len());
-                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
+                let take = buf.fill(data);
                 (self.after_nb_bytes(buf, out), take)
             }
             State::SkipNbss { remaining } => {
                 let take = remaining.min(data.len() as u64);
                 let left = remaining - take;
                 let next = if left == 0 {
-                    State::NbHeader { buf: Vec::new() }
+                    State::nb_header()
                 } else {
                     State::SkipNbss { remaining: left }
                 };
@@ -367,8 +411,8 @@ impl Framer {
                         used,
                     )
                 } else if m.remaining == 0 {
-                    m.finish(&self.cfg, out, ctx);
-                    (State::NbHeader { buf: Vec::new() }, used)
+                    self.finish_keeping(m, out, ctx);
+                    (State::nb_header(), used)
                 } else {
                     (State::Message(m), used)
                 }
@@ -378,8 +422,8 @@ impl Framer {
         used
     }
 
-    fn after_nb_bytes(&mut self, buf: Vec<u8>, out: &mut Vec<FramerEvent>) -> State {
-        let Ok(nb) = <[u8; 4]>::try_from(buf.as_slice()) else {
+    fn after_nb_bytes(&mut self, buf: NbBytes, out: &mut Vec<FramerEvent>) -> State {
+        let Some(nb) = buf.whole() else {
             return State::NbHeader { buf };
         };
         match parse_nbss_header(nb) {
@@ -394,9 +438,16 @@ impl Framer {
                     };
                 }
                 if h.length == 0 {
-                    return State::NbHeader { buf: Vec::new() };
+                    return State::nb_header();
                 }
-                State::Message(Box::new(InMessage::new(nb, h.length)))
+                let next = InMessage::new(nb, h.length);
+                State::Message(match self.spare.take() {
+                    Some(mut spare) => {
+                        *spare = next;
+                        spare
+                    }
+                    None => Box::new(next),
+                })
             }
             Some(h) if h.length <= MAX_CONTROL_LEN => {
                 out.push(FramerEvent::SessionControl {
@@ -404,7 +455,7 @@ impl Framer {
                     len: h.length,
                 });
                 if h.length == 0 {
-                    State::NbHeader { buf: Vec::new() }
+                    State::nb_header()
                 } else {
                     State::SkipNbss {
                         remaining: u64::from(h.length),
@@ -460,7 +511,7 @@ impl Framer {
             if skipped > 0 {
                 out.push(FramerEvent::Resynced { skipped });
             }
-            State::NbHeader { buf: Vec::new() }
+            State::nb_header()
         };
         // Candidates starting in the carried tail need the first bytes of `data` to be judged.
         if !carry.is_empty() {
