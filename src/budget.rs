@@ -93,7 +93,8 @@ impl Kind {
     pub const fn entry_cost(self) -> usize {
         match self {
             // Reassembly's connection (two directions, two index entries) and the SMB2 layer's
-            // (endpoints, two framers and a message in progress).
+            // (endpoints, two framers, each with its message walker: in progress, or kept for
+            // the next message).
             Kind::Connections => 1536,
             // A B-tree entry, the chunk and its allocation header.
             Kind::Reassembly => 96,

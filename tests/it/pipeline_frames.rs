@@ -75,6 +75,22 @@ impl Tcp {
         self.frames.push((out, len));
     }
 
+    /// A connection on which d.vhdx (FileId `F`) was opened (frames 1-5).
+    fn with_open_file() -> Tcp {
+        let mut t = Tcp::new();
+        t.send(
+            true,
+            &framed(&Msg::request(CREATE, 1, create_request("d.vhdx"))),
+            1448,
+        );
+        t.send(
+            false,
+            &framed(&Msg::response(CREATE, 1, 0, create_response(F))),
+            1448,
+        );
+        t
+    }
+
     /// Send `bytes` in segments of at most `mss`; returns the frame numbers used.
     fn send(&mut self, to_server: bool, bytes: &[u8], mss: usize) -> Vec<u64> {
         let mut nums = Vec::new();
@@ -127,17 +143,7 @@ const F: [u8; 16] = [5, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
 /// record says it, and nothing is looked up for it per message.
 #[test]
 fn the_frame_a_message_began_in_only_with_kept_frames() {
-    let mut t = Tcp::new();
-    t.send(
-        true,
-        &framed(&Msg::request(CREATE, 1, create_request("d.vhdx"))),
-        1448,
-    );
-    t.send(
-        false,
-        &framed(&Msg::response(CREATE, 1, 0, create_response(F))),
-        1448,
-    );
+    let mut t = Tcp::with_open_file();
     // One request over three segments (frames 6-8), then two in one segment (frame 9).
     let sqos = |id| {
         framed(&Msg::request(
@@ -169,17 +175,7 @@ fn the_frame_a_message_began_in_only_with_kept_frames() {
 
 #[test]
 fn frame_numbers_through_reassembly() {
-    let mut t = Tcp::new();
-    t.send(
-        true,
-        &framed(&Msg::request(CREATE, 1, create_request("d.vhdx"))),
-        1448,
-    );
-    t.send(
-        false,
-        &framed(&Msg::response(CREATE, 1, 0, create_response(F))),
-        1448,
-    );
+    let mut t = Tcp::with_open_file();
     let input: Vec<u8> = (0..120u8).collect();
     // The request in three segments: the message completes in the third.
     let req = t.send(
