@@ -315,29 +315,39 @@ impl PipelineConfig {
     }
 }
 
-/// Capture statistics (`sqos stats`).
 /// Adds one to `map[cmd]` (keyed by the command's name), allocating the key only the first time:
 /// counting a message must cost no allocation.
 pub(crate) fn count_command(map: &mut BTreeMap<String, u64>, cmd: Command) {
     update_by_command(map, cmd, || 0, |n| *n += 1);
 }
 
-/// Applies `f` to `map[cmd]` (keyed by the command's name; made by `new` the first time), the
-/// key allocated only then: a message's figures cost no allocation.
+/// [`update_key`] of `map[cmd]`, keyed by the command's name (formatted only for a command
+/// without one).
 pub(crate) fn update_by_command<V>(
     map: &mut BTreeMap<String, V>,
     cmd: Command,
     new: impl FnOnce() -> V,
     f: impl FnOnce(&mut V),
 ) {
-    let unnamed;
-    let key = match cmd.name() {
-        Some(name) => name,
-        None => {
-            unnamed = cmd.to_string();
-            &unnamed
-        }
-    };
+    match cmd.name() {
+        Some(name) => update_key(map, name, new, f),
+        None => update_key(map, &cmd.to_string(), new, f),
+    }
+}
+
+/// Adds one to `map[key]`, allocating the key only when it is new.
+pub(crate) fn count_key(map: &mut BTreeMap<String, u64>, key: &str) {
+    update_key(map, key, || 0, |n| *n += 1);
+}
+
+/// Applies `f` to `map[key]` (made by `new` the first time), the key allocated only then: a
+/// message's figures cost no allocation.
+fn update_key<V>(
+    map: &mut BTreeMap<String, V>,
+    key: &str,
+    new: impl FnOnce() -> V,
+    f: impl FnOnce(&mut V),
+) {
     match map.get_mut(key) {
         Some(v) => f(v),
         None => {
@@ -348,16 +358,7 @@ pub(crate) fn update_by_command<V>(
     }
 }
 
-/// Adds one to `map[key]`, allocating the key only when it is new.
-pub(crate) fn count_key(map: &mut BTreeMap<String, u64>, key: &str) {
-    match map.get_mut(key) {
-        Some(n) => *n += 1,
-        None => {
-            map.insert(key.to_owned(), 1);
-        }
-    }
-}
-
+/// Capture statistics (`sqos stats`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
     pub frames: u64,

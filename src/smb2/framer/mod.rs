@@ -345,11 +345,8 @@ impl Framer {
                     (State::Message(m), in_step)
                 }
             }
-            State::Message(mut m) => {
-                m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
-                m.remaining = 0;
-                m.take_current_part(&self.cfg);
-                m.finish(&self.cfg, out, ctx);
+            State::Message(m) => {
+                self.finish_short(m, out, ctx);
                 (State::fresh_scan(), false)
             }
             State::Scan { skipped, .. } => (
@@ -378,6 +375,20 @@ impl Framer {
     ) {
         std::mem::replace(&mut *m, InMessage::new([0; 4], 0)).finish(&self.cfg, out, ctx);
         self.spare = Some(m);
+    }
+
+    /// `m` ends short of its length (a gap it cannot span, the end of the stream): the bytes it
+    /// still lacked are counted lost, its part so far kept, and it is handed out.
+    fn finish_short(
+        &mut self,
+        mut m: Box<InMessage>,
+        out: &mut Vec<FramerEvent>,
+        ctx: &mut SealCtx<'_>,
+    ) {
+        m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
+        m.remaining = 0;
+        m.take_current_part(&self.cfg);
+        self.finish_keeping(m, out, ctx);
     }
 
     /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
@@ -484,12 +495,7 @@ impl Framer {
         self.replay.clear();
         let state = std::mem::replace(&mut self.state, State::fresh_scan());
         match state {
-            State::Message(mut m) => {
-                m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
-                m.remaining = 0;
-                m.take_current_part(&self.cfg);
-                m.finish(&self.cfg, out, ctx);
-            }
+            State::Message(m) => self.finish_short(m, out, ctx),
             State::Scan { carry, skipped } if skipped + carry.len() as u64 > 0 => {
                 out.push(FramerEvent::Unsynced {
                     skipped: skipped + carry.len() as u64,
