@@ -189,6 +189,13 @@ impl Map {
         self.release(offset, released);
     }
 
+    /// The least offset at which `release_before` gives pages back (it may give none there
+    /// when other threads still read them).
+    #[inline]
+    pub(crate) fn next_release(&self) -> usize {
+        self.released.load(Ordering::Relaxed) + RELEASE_STEP
+    }
+
     /// `release_before`'s work: the pages from `released` up to `offset`'s page.
     fn release(&self, offset: usize, released: usize) {
         let page = PAGE.load(Ordering::Relaxed);

@@ -290,6 +290,67 @@ struct Walked {
     len: usize,
 }
 
+/// A run's walk over the records where they lie (`CaptureReader::take_run`), its state in
+/// locals: the loop's every frame costs instructions, and fields reached through the reader
+/// are loaded and stored anew around each call of `take`.
+#[cfg(target_os = "linux")]
+struct RunWalk<'m> {
+    view: MapView<'m>,
+    /// Where `view` begins in the map.
+    start: usize,
+    map: Option<&'m super::mapped::Map>,
+    frames: u64,
+    recent: RecentLengths,
+}
+
+#[cfg(target_os = "linux")]
+impl RunWalk<'_> {
+    /// Shows `take` each whole, sane record from the start of the view (at most `max`) until
+    /// it refuses one; returns the bytes taken and the run.
+    #[inline(always)]
+    fn run<T: FnMut(&Frame<'_>) -> bool>(
+        &mut self,
+        walk: Walk<'_>,
+        max: u64,
+        take: &mut T,
+    ) -> (usize, Option<FrameRun>) {
+        let view = self.view;
+        let (mut at, mut run) = (0, None);
+        // Resident memory stays flat within a run too: the pages behind are given back once
+        // the walk passes the map's next release point (asked again after each release).
+        let mut release_at = self.map.map_or(usize::MAX, |m| m.next_release());
+        for _ in 0..max {
+            let Some(w) = walk_record(view, at, walk, Some(&mut self.recent)) else {
+                break;
+            };
+            let Some(data) = view.bytes.get(at + w.meta.start..at + w.meta.end) else {
+                break;
+            };
+            let frame = Frame {
+                number: self.frames + 1,
+                ts: w.meta.ts,
+                interface: w.meta.interface,
+                link_type: w.meta.link_type,
+                data,
+                orig_len: w.meta.orig_len,
+            };
+            if !take(&frame) {
+                break;
+            }
+            at += w.len;
+            self.frames += 1;
+            FrameRun::add(&mut run, frame.number, frame.ts);
+            if self.start + at >= release_at {
+                if let Some(map) = self.map {
+                    map.release_before(self.start + at);
+                    release_at = map.next_release();
+                }
+            }
+        }
+        (at, run)
+    }
+}
+
 /// The bytes not read yet, as the record walk reads them: in the file's map (with its flag of
 /// a file that shrank) or in a stream's buffer.
 #[cfg(target_os = "linux")]
@@ -423,7 +484,7 @@ impl Epb {
 const GUESS_AHEAD: usize = 4;
 
 /// The lengths of the last `GUESS_AHEAD` records and their sum.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct RecentLengths {
     lens: [usize; GUESS_AHEAD],
     at: usize,
@@ -670,38 +731,35 @@ impl CaptureReader {
             }
             // The records where they lie, walked with a local offset; the reader moves once.
             let start = self.rdr.consumed();
-            let view = unread(&self.rdr, &self.mapped);
-            // Loaded once a run, not once a frame: the map to give pages back to and the count.
-            let map = self.mapped.as_ref().map(|m| m.map());
-            let mut frames = self.frames;
-            let (mut at, mut run) = (0, None);
-            for _ in 0..max {
-                let Some(w) = walk_record(view, at, walk, Some(&mut self.recent)) else {
-                    break;
-                };
-                let Some(data) = view.bytes.get(at + w.meta.start..at + w.meta.end) else {
-                    break;
-                };
-                let frame = Frame {
-                    number: frames + 1,
-                    ts: w.meta.ts,
-                    interface: w.meta.interface,
-                    link_type: w.meta.link_type,
-                    data,
-                    orig_len: w.meta.orig_len,
-                };
-                if !take(&frame) {
-                    break;
-                }
-                at += w.len;
-                // As the reader's own moves do: resident memory stays flat within a run too.
-                if let Some(map) = map {
-                    map.release_before(start + at);
-                }
-                FrameRun::add(&mut run, frame.number, frame.ts);
-                frames += 1;
-            }
-            self.frames = frames;
+            let mut walker = RunWalk {
+                view: unread(&self.rdr, &self.mapped),
+                start,
+                map: self.mapped.as_ref().map(|m| m.map()),
+                frames: self.frames,
+                recent: self.recent,
+            };
+            // One copy of the loop per layout, each knowing its layout's kind and byte order.
+            let (at, run) = match walk {
+                Walk::Pcap {
+                    big_endian: false,
+                    header_len,
+                    nanosecond,
+                    link_type,
+                } => walker.run(
+                    Walk::Pcap {
+                        big_endian: false,
+                        header_len,
+                        nanosecond,
+                        link_type,
+                    },
+                    max,
+                    take,
+                ),
+                Walk::Pcap { .. } => walker.run(walk, max, take),
+                Walk::Ng { .. } => walker.run(walk, max, take),
+            };
+            self.frames = walker.frames;
+            self.recent = walker.recent;
             if let Some(taken) = &run {
                 self.last_ts = taken.last.1;
             }

@@ -548,8 +548,8 @@ const MIN_LANE_RUN: u64 = 4;
 /// When to try the bulk lane (on one thread, and on each worker): a try that took nothing
 /// walked a record for nothing, and a run of a frame or two costs more than pushing them
 /// (traffic the framer cannot count off, such as sealed messages it decrypts, leaves only the
-/// ACKs between them): wait 1, 2, 4 … 64 frames before the next try, until one takes a longer
-/// run. Which path a frame takes changes no result, only the time.
+/// ACKs between them): after a second short try in a row wait 1, 2, 4 … 64 frames before the
+/// next, until one takes a longer run. Which path a frame takes changes no result, only the time.
 #[derive(Default)]
 struct LaneBackoff {
     /// Frames to push one by one before the lane is tried again.
@@ -575,8 +575,11 @@ impl LaneBackoff {
         if frames >= MIN_LANE_RUN {
             self.backoff = 0;
         } else {
-            self.backoff = (self.backoff * 2).clamp(1, MAX_LANE_PAUSE);
+            // The first short try after a run waits for nothing: the frame it stopped at (a
+            // message's first segment, usually) is pushed, and the frames after it are the
+            // next message's body, which the lane takes.
             self.pause = self.backoff;
+            self.backoff = (self.backoff * 2).clamp(1, MAX_LANE_PAUSE);
         }
     }
 }
@@ -909,5 +912,37 @@ impl Pipeline {
     /// Bytes held by the SMB2 framers right now.
     pub fn framer_bytes(&self) -> usize {
         self.layer.framer_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The frames `backoff` pauses for before its next try.
+    fn pause_after(backoff: &mut LaneBackoff) -> u32 {
+        let mut pause = 0;
+        while !backoff.ready() {
+            pause += 1;
+        }
+        pause
+    }
+
+    #[test]
+    fn the_lane_is_tried_again_at_once_after_one_short_try_then_after_1_2_4_to_64_frames() {
+        let mut backoff = LaneBackoff::default();
+        backoff.tried(MIN_LANE_RUN);
+        let mut pauses = Vec::new();
+        for _ in 0..9 {
+            backoff.tried(1);
+            pauses.push(pause_after(&mut backoff));
+        }
+        assert_eq!(pauses, [0, 1, 2, 4, 8, 16, 32, 64, 64]);
+        // A run that pays for its try starts the count again.
+        backoff.tried(MIN_LANE_RUN);
+        backoff.tried(0);
+        assert_eq!(pause_after(&mut backoff), 0);
+        backoff.tried(0);
+        assert_eq!(pause_after(&mut backoff), 1);
     }
 }
