@@ -29,26 +29,48 @@ pub struct FrameRun {
 }
 
 impl FrameRun {
-    /// Frame `number` at `ts` joins the run (or begins one).
+    /// A run of no frames yet, for frames to [`join`](FrameRun::join) (see [`FrameRun::taken`]).
+    pub const EMPTY: FrameRun = FrameRun {
+        frames: 0,
+        last: (0, Timestamp(i64::MIN)),
+        latest: Timestamp(i64::MIN),
+    };
+
+    /// The run of frame `number` at `ts` alone.
     #[inline]
-    pub fn add(run: &mut Option<FrameRun>, number: u64, ts: Timestamp) {
-        let one = FrameRun {
+    pub fn one(number: u64, ts: Timestamp) -> FrameRun {
+        FrameRun {
             frames: 1,
             last: (number, ts),
             latest: ts,
-        };
-        FrameRun::append(run, one);
+        }
+    }
+
+    /// The frames of `next`, which follow, join the run.
+    #[inline]
+    pub fn join(&mut self, next: FrameRun) {
+        self.frames += next.frames;
+        self.last = next.last;
+        self.latest = self.latest.max(next.latest);
+    }
+
+    /// The run, if a frame joined it.
+    #[inline]
+    pub fn taken(self) -> Option<FrameRun> {
+        (self.frames > 0).then_some(self)
+    }
+
+    /// Frame `number` at `ts` joins the run (or begins one).
+    #[inline]
+    pub fn add(run: &mut Option<FrameRun>, number: u64, ts: Timestamp) {
+        FrameRun::append(run, FrameRun::one(number, ts));
     }
 
     /// The frames of `next`, which follow, join the run (or begin it).
     #[inline]
     pub fn append(run: &mut Option<FrameRun>, next: FrameRun) {
         match run {
-            Some(r) => {
-                r.frames += next.frames;
-                r.last = next.last;
-                r.latest = r.latest.max(next.latest);
-            }
+            Some(r) => r.join(next),
             None => *run = Some(next),
         }
     }
