@@ -61,10 +61,12 @@ one() {
   done
   wait "$timer"
   local rc=$?
-  {
-    echo "== $t $built $(date -u +%F) $start-$(date -u +%H:%M:%S) rc=$rc"
-    grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^TIME|DONE" "$log" | tail -n 4
-  } >>"$DIR/summary.log"
+  local block
+  block="== $t $built $(date -u +%F) $start-$(date -u +%H:%M:%S) rc=$rc
+$(grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^TIME|DONE" "$log" | tail -n 4)"
+  # In one write (cat's; bash's printf writes a line at a time): two lanes that ended in the
+  # same second wrote their lines interleaved, and the ledger gave one target both bodies.
+  cat <<<"$block" >>"$DIR/summary.log"
 }
 
 # Per target, the runs summary.log holds (from SINCE on, e.g. 2026-11-28T08:30): runs,
