@@ -399,41 +399,92 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     drop(pager);
 }
 
+/// `n` frames like `pcap`'s in each layout a run's walk has a loop of its own for (legacy pcap
+/// little-endian in µs, big-endian in ns, pcapng), every fifth a second earlier than the one
+/// before (captures are not always in time order).
+fn layouts(n: u64) -> [(&'static str, Vec<u8>); 3] {
+    let frame = |i: u64| {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x88, 0xcc];
+        f.resize(1000, i as u8);
+        f
+    };
+    let ts = |i: u64| Timestamp(i as i64 * 1_000_000 - if i % 5 == 4 { 1_000_000_000 } else { 0 });
+    let be = PcapOptions {
+        big_endian: true,
+        precision: TsPrecision::Nano,
+        ..PcapOptions::default()
+    };
+    let mut le = PcapWriter::new(Vec::new(), 1).unwrap();
+    let mut bn = PcapWriter::with_options(Vec::new(), be).unwrap();
+    let mut ng = PcapngWriter::new(Vec::new()).unwrap();
+    let eth = ng.add_interface(1, 0, 6).unwrap();
+    for i in 0..n {
+        le.write_packet(ts(i), &frame(i)).unwrap();
+        bn.write_packet(ts(i), &frame(i)).unwrap();
+        ng.write_epb(eth, ts(i), &frame(i), 1000).unwrap();
+    }
+    [
+        ("pcap", le.into_inner()),
+        ("big-endian pcap", bn.into_inner()),
+        ("pcapng", ng.into_inner()),
+    ]
+}
+
 /// Runs that end at a refused frame, mixed with `peek_ts` and `next_frame` in every order (a
 /// merge of captures peeks before it reads), hand out every frame once and in order, each
 /// with its own bytes: the refused record is walked once, and read by the general path when
-/// `peek_ts` comes first.
+/// `peek_ts` comes first. Each run says how many frames it took, its last and the latest time
+/// among them, in each layout.
 #[test]
 fn runs_ended_by_a_refusal_hand_out_every_frame_once() {
-    let file = TempFile::new("runs.pcap");
-    std::fs::write(&file.0, pcap(200)).unwrap();
-    for how in ["mapped", "streamed"] {
-        let mut r = if how == "mapped" {
-            CaptureReader::open(&file.0).unwrap()
-        } else {
-            streamed_walked(&file.0)
-        };
-        let mut seen: Vec<(u64, u8)> = Vec::new();
-        for step in 0.. {
-            let mut take = |f: &sqos::capture::Frame<'_>| {
-                let yes = f.number % 7 != 0 && f.number % 11 != 3;
-                if yes {
-                    seen.push((f.number, f.data[999]));
-                }
-                yes
+    for (layout, bytes) in layouts(200) {
+        let file = TempFile::new("runs.cap");
+        std::fs::write(&file.0, &bytes).unwrap();
+        for how in ["mapped", "streamed"] {
+            let what = format!("{layout}, {how}");
+            let mut r = if how == "mapped" {
+                CaptureReader::open(&file.0).unwrap()
+            } else {
+                streamed_walked(&file.0)
             };
-            if step % 2 == 0 {
-                r.take_run(5, &mut take);
+            let mut seen: Vec<(u64, u8)> = Vec::new();
+            let mut runs = 0;
+            for step in 0.. {
+                let mut taken: Vec<(u64, i64)> = Vec::new();
+                let mut take = |f: &sqos::capture::Frame<'_>| {
+                    let yes = f.number % 7 != 0 && f.number % 11 != 3;
+                    if yes {
+                        seen.push((f.number, f.data[999]));
+                        taken.push((f.number, f.ts.0));
+                    }
+                    yes
+                };
+                if step % 2 == 0 {
+                    let run = r.take_run(5, &mut take);
+                    match (run, taken.last()) {
+                        (None, None) => {}
+                        (Some(run), Some(&(last, last_ts))) => {
+                            runs += 1;
+                            assert_eq!(run.frames, taken.len() as u64, "{what}");
+                            assert_eq!((run.last.0, run.last.1 .0), (last, last_ts), "{what}");
+                            let latest = taken.iter().map(|t| t.1).max();
+                            assert_eq!(Some(run.latest.0), latest, "{what}");
+                        }
+                        (run, last) => panic!("{what}: run {run:?}, last taken {last:?}"),
+                    }
+                }
+                if step % 3 == 0 && r.peek_ts().unwrap().is_none() {
+                    break;
+                }
+                match r.next_frame().unwrap() {
+                    Some(f) => seen.push((f.number, f.data[999])),
+                    None => break,
+                }
             }
-            if step % 3 == 0 && r.peek_ts().unwrap().is_none() {
-                break;
-            }
-            match r.next_frame().unwrap() {
-                Some(f) => seen.push((f.number, f.data[999])),
-                None => break,
-            }
+            let want: Vec<(u64, u8)> = (0..200).map(|i| (i + 1, i as u8)).collect();
+            assert_eq!(seen, want, "{what}");
+            // Runs were taken in every layout and both ways of reading (not all refused).
+            assert!(runs > 20, "{what}: {runs} runs");
         }
-        let want: Vec<(u64, u8)> = (0..200).map(|i| (i + 1, i as u8)).collect();
-        assert_eq!(seen, want, "{how}");
     }
 }
