@@ -386,11 +386,15 @@ impl Decryptor {
         if !k.session_key.is_empty() {
             match dialect {
                 Some(DIALECT_311) => {
-                    let ciphers: Vec<Cipher> = match known {
-                        Some(c) => vec![c],
-                        None => Cipher::ALL.to_vec(),
+                    let one;
+                    let ciphers: &[Cipher] = match known {
+                        Some(c) => {
+                            one = [c];
+                            &one
+                        }
+                        None => &Cipher::ALL,
                     };
-                    for c in ciphers {
+                    for &c in ciphers {
                         if let Some(d) = self.derived_311(sid, &k.session_key, c) {
                             let b = if to_server {
                                 &d.client_to_server

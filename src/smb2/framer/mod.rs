@@ -161,28 +161,59 @@ enum State {
     Message(Box<InMessage>),
 }
 
-/// An NBSS header's bytes as they arrive (one split across segments), held without an
-/// allocation: a message's framing begins here.
-#[derive(Clone, Copy, Debug, Default)]
-struct NbBytes {
-    bytes: [u8; NBSS_HEADER_LEN],
+/// The bytes of a fixed-size field as they arrive (one split across segments), held without an
+/// allocation: an NBSS header (where a message's framing begins), the first ciphertext bytes of
+/// an encrypted message.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Gathered<const N: usize> {
+    bytes: [u8; N],
     len: usize,
 }
 
-impl NbBytes {
-    /// Takes what the header still lacks from the start of `data`; returns how many bytes.
-    fn fill(&mut self, data: &[u8]) -> usize {
-        let take = (NBSS_HEADER_LEN - self.len).min(data.len());
+impl<const N: usize> Default for Gathered<N> {
+    fn default() -> Self {
+        Gathered {
+            bytes: [0; N],
+            len: 0,
+        }
+    }
+}
+
+impl<const N: usize> Gathered<N> {
+    /// Takes what the first `want` bytes (at most `N`) still lack from the start of `data`;
+    /// returns how many bytes.
+    pub(super) fn fill_to(&mut self, want: usize, data: &[u8]) -> usize {
+        let take = want.min(N).saturating_sub(self.len).min(data.len());
         self.bytes[self.len..self.len + take].copy_from_slice(&data[..take]);
         self.len += take;
         take
     }
 
-    /// The header, once all of it is there.
-    fn whole(&self) -> Option<[u8; NBSS_HEADER_LEN]> {
-        (self.len == NBSS_HEADER_LEN).then_some(self.bytes)
+    /// [`Gathered::fill_to`] all `N` bytes.
+    fn fill(&mut self, data: &[u8]) -> usize {
+        self.fill_to(N, data)
+    }
+
+    /// All `N` bytes, once they are there.
+    fn whole(&self) -> Option<[u8; N]> {
+        (self.len == N).then_some(self.bytes)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(super) fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    pub(super) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes[..self.len]
     }
 }
+
+/// An NBSS header's bytes as they arrive.
+type NbBytes = Gathered<NBSS_HEADER_LEN>;
 
 impl State {
     fn nb_header() -> State {
@@ -553,5 +584,27 @@ impl Framer {
             carry.drain(..drop);
         }
         (State::Scan { carry, skipped }, data.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Gathered;
+
+    #[test]
+    fn a_gathered_field_takes_what_it_lacks_from_each_piece_and_no_more() {
+        let mut g = Gathered::<6>::default();
+        assert_eq!(g.fill(&[1, 2]), 2);
+        assert_eq!(g.whole(), None);
+        // Wanting fewer than all: only up to that many.
+        assert_eq!(g.fill_to(4, &[3, 4, 5]), 2);
+        assert_eq!(g.as_slice(), [1, 2, 3, 4]);
+        assert_eq!(g.fill_to(4, &[9]), 0);
+        // More than N wanted is N; a piece longer than what is lacking is taken in part.
+        assert_eq!(g.fill_to(100, &[5, 6, 7, 8]), 2);
+        assert_eq!(g.whole(), Some([1, 2, 3, 4, 5, 6]));
+        assert_eq!(g.fill(&[0]), 0);
+        g.as_mut_slice()[0] = 0xff;
+        assert_eq!((g.len(), g.as_slice()[0]), (6, 0xff));
     }
 }

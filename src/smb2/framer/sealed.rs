@@ -15,7 +15,7 @@
 //! with the session they were sealed for.
 
 use super::chain::InMessage;
-use super::{FramerConfig, FramerEvent, SealCtx};
+use super::{FramerConfig, FramerEvent, Gathered, SealCtx};
 use crate::smb2::crypto::{cipher, Candidates, Cipher, KeySource, Keystream, Missing};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, HEADER_LEN};
@@ -29,6 +29,10 @@ pub const STREAM_MIN: u64 = 4096;
 const MIN_INNER_LEN: u64 = crate::smb2::compress::layout::UNCHAINED_LEN as u64;
 /// Ciphertext bytes looked at to tell the right key and the kind of message.
 const PROBE_LEN: u64 = HEADER_LEN as u64;
+
+/// The first ciphertext bytes, as they arrive and as a candidate key decrypts them (no
+/// allocation: every encrypted message has them looked at).
+type Probe = Gathered<HEADER_LEN>;
 
 /// What became of an encrypted message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +65,7 @@ enum Phase {
     Probe {
         th: TransformHeader,
         cands: Candidates,
-        buf: Vec<u8>,
+        buf: Probe,
     },
     Whole {
         th: TransformHeader,
@@ -138,7 +142,8 @@ impl Sealed {
 
     pub(super) fn buffered(&self) -> usize {
         match &self.phase {
-            Phase::Header(b) | Phase::Probe { buf: b, .. } | Phase::Whole { buf: b, .. } => b.len(),
+            Phase::Header(b) | Phase::Whole { buf: b, .. } => b.len(),
+            Phase::Probe { buf, .. } => buf.len(),
             Phase::Stream { inner, .. } => inner.buffered(),
             Phase::Skip => 0,
         }
@@ -233,8 +238,7 @@ impl Sealed {
             }
             Phase::Probe { buf, .. } => {
                 let want = PROBE_LEN.min(self.len) as usize;
-                let take = (want - buf.len()).min(data.len());
-                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
+                let take = buf.fill_to(want, data);
                 self.pos += take as u64;
                 if buf.len() >= want {
                     self.after_probe(cfg, ctx, out);
@@ -313,7 +317,7 @@ impl Sealed {
                 self.phase = Phase::Probe {
                     th,
                     cands,
-                    buf: Vec::with_capacity(PROBE_LEN as usize),
+                    buf: Probe::default(),
                 }
             }
             Err(Missing::NoKeys) => self.give_up(SealOutcome::NoKeys, out),
@@ -336,9 +340,9 @@ impl Sealed {
             let Some(mut ks) = Keystream::new(c.cipher, c.key.as_slice(), &th.nonce) else {
                 continue;
             };
-            let mut plain = buf.clone();
-            ks.apply_at(0, &mut plain);
-            if plausible(&plain, th.session_id) {
+            let mut plain = buf;
+            ks.apply_at(0, plain.as_mut_slice());
+            if plausible(plain.as_slice(), th.session_id) {
                 found = Some((i, ks, plain));
                 break;
             }
@@ -347,10 +351,10 @@ impl Sealed {
             let tried = cands.iter().map(|c| c.source).collect();
             return self.give_up(SealOutcome::AuthFailed { tried }, out);
         };
-        let bulk = is_bulk(&plain) && self.len > STREAM_MIN;
+        let bulk = is_bulk(plain.as_slice()) && self.len > STREAM_MIN;
         if !bulk && self.len <= cfg.max_keep as u64 {
             let mut whole = Vec::with_capacity(self.len as usize);
-            whole.extend_from_slice(&buf);
+            whole.extend_from_slice(buf.as_slice());
             self.phase = Phase::Whole {
                 th,
                 cands,
@@ -379,7 +383,7 @@ impl Sealed {
         );
         // Too large to authenticate within the bound and not bulk data: headers only.
         let mut inner = Box::new(InMessage::sealed(self.len as u32, !bulk, info));
-        inner.walk(&plain, cfg, ctx, out);
+        inner.walk(plain.as_slice(), cfg, ctx, out);
         self.phase = Phase::Stream {
             ks,
             inner,
