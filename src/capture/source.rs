@@ -740,7 +740,8 @@ impl CaptureReader {
                 frames: self.frames,
                 recent: self.recent,
             };
-            // One copy of the loop per layout, each knowing its layout's kind and byte order.
+            // One copy of the loop per layout (`run` is inlined into each arm, the arms only
+            // look alike): each copy knows its layout's kind, and the first its byte order.
             let (at, run) = match walk {
                 Walk::Pcap {
                     big_endian: false,
