@@ -156,6 +156,10 @@ pub struct Decryptor {
     share: Share,
     /// The frame being read (for the share's first drop).
     frame: u64,
+    /// The last candidates found for a message to the server and one to the client, with
+    /// their session: every message of a session asks the same until `observe` or a new
+    /// cipher's `confirm` changes what they are (three key lookups a message saved).
+    recent: [Option<(u64, Candidates)>; 2],
 }
 
 impl Default for Decryptor {
@@ -178,6 +182,7 @@ impl Decryptor {
             setups: HashMap::new(),
             share,
             frame: 0,
+            recent: [None; 2],
         }
     }
 
@@ -233,6 +238,8 @@ impl Decryptor {
         if self.keys.is_empty() {
             return;
         }
+        // A NEGOTIATE or SESSION_SETUP may set a session's dialect, cipher or preauth hash.
+        self.recent = [None; 2];
         let msg = whole.then_some(bytes);
         match (h.command, h.is_response()) {
             (Command::NEGOTIATE, false) => {
@@ -344,13 +351,31 @@ impl Decryptor {
     /// The message of session `sid` authenticated with `cipher`: later ones try it first.
     pub fn confirm(&mut self, sid: u64, cipher: Cipher) {
         if let Some(s) = self.session(sid) {
-            s.cipher = Some(cipher);
+            if s.cipher != Some(cipher) {
+                s.cipher = Some(cipher);
+                self.recent = [None; 2];
+            }
         }
     }
 
     /// The (cipher, key) pairs that may open a message of session `sid` travelling to the
     /// server (`to_server`) or to the client.
     pub fn candidates(&mut self, sid: u64, to_server: bool) -> Result<Candidates, Missing> {
+        let slot = usize::from(!to_server);
+        if let Some((s, c)) = self.recent[slot] {
+            if s == sid {
+                return Ok(c);
+            }
+        }
+        let found = self.find_candidates(sid, to_server);
+        if let Ok(c) = found {
+            self.recent[slot] = Some((sid, c));
+        }
+        found
+    }
+
+    /// [`Decryptor::candidates`], looked up.
+    fn find_candidates(&mut self, sid: u64, to_server: bool) -> Result<Candidates, Missing> {
         let keys = Arc::clone(&self.keys);
         let Some(k) = keys.get(sid) else {
             return Err(Missing::NoKeys);
@@ -482,6 +507,52 @@ mod tests {
             }
         }
         out.split_off(4)
+    }
+
+    #[test]
+    fn candidates_are_asked_again_once_a_setup_or_a_new_cipher_changes_them() {
+        let mut ring = KeyRing::default();
+        ring.insert(SessionKeys {
+            session_id: 5,
+            session_key: vec![7; 16],
+            server_to_client: Vec::new(),
+            client_to_server: Vec::new(),
+        });
+        let mut d = Decryptor::new(Arc::new(ring));
+        let first = |d: &mut Decryptor, to_server| {
+            let c = d.candidates(5, to_server).expect("candidates");
+            c.get(0).map(|c| (c.cipher, c.source))
+        };
+        // No NEGOTIATE seen: SMB 3.0's derivation is guessed.
+        assert_eq!(
+            first(&mut d, true),
+            Some((Cipher::Aes128Ccm, KeySource::Smb30Guess))
+        );
+        assert_eq!(d.recent[0].map(|r| r.0), Some(5));
+        // A confirmed cipher the session did not have forgets what was found; the same one
+        // again keeps it.
+        d.confirm(5, Cipher::Aes128Ccm);
+        assert_eq!(d.recent, [None, None]);
+        assert!(first(&mut d, true).is_some());
+        d.confirm(5, Cipher::Aes128Ccm);
+        assert!(d.recent[0].is_some());
+        d.sessions.get_mut(&5).expect("session").dialect = Some(DIALECT_311);
+        assert_eq!(
+            first(&mut d, true),
+            Some((Cipher::Aes128Ccm, KeySource::Smb30Guess)),
+            "found before the dialect changed"
+        );
+        d.confirm(5, Cipher::Aes256Gcm);
+        assert_eq!(d.recent, [None, None]);
+        // SMB 3.1.1 without a preauth hash: only direction keys would open it.
+        assert_eq!(d.candidates(5, false), Err(Missing::NeedDirectionKeys));
+        // A SESSION_SETUP of the session forgets what was found for either direction.
+        d.sessions.get_mut(&5).expect("session").dialect = None;
+        assert!(first(&mut d, false).is_some());
+        let bytes = setup_response(5);
+        let h = parse_header(&bytes).expect("header");
+        d.observe(1, &h, &bytes, true);
+        assert_eq!(d.recent, [None, None]);
     }
 
     #[test]
