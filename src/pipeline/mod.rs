@@ -646,7 +646,9 @@ impl Pipeline {
             None
         };
         let mut layer = Smb2Layer::new(limits, cfg.keys);
-        layer.track_message_starts = cfg.keep_frames;
+        if cfg.keep_frames {
+            layer.track_message_starts();
+        }
         Pipeline {
             reassembler: Reassembler::new(cfg.reassembly),
             layer,

@@ -276,14 +276,21 @@ pub struct Smb2Layer {
     pub outbox: Outbox,
     pub stats: Stats,
     pub last_frame: u64,
-    /// Follow the frame each message begins in (`PipelineConfig::keep_frames`).
-    pub track_message_starts: bool,
-    /// When tracking: the frame the message in progress on (conn, dir) began in.
-    starts: HashMap<(ConnId, Dir), u64>,
-    /// When tracking, while one push is handled: the first frame of the next message.
-    next_start: Option<u64>,
+    /// The frames messages begin in, followed for `PipelineConfig::keep_frames` only (see
+    /// [`Smb2Layer::track_message_starts`]); `None`: not followed.
+    starts: Option<MessageStarts>,
     /// The frame being pushed when the capture's snaplen cut it: (number, captured, on the wire).
     pub cut_frame: Option<(u64, usize, u32)>,
+}
+
+/// Where messages began (`Smb2Layer::starts`): one entry a stream with a message in
+/// progress, so no more than the connections kept.
+#[derive(Debug, Default)]
+struct MessageStarts {
+    /// The frame the message in progress on (conn, dir) began in.
+    in_progress: HashMap<(ConnId, Dir), u64>,
+    /// While one push is handled: the frame its next completed message began in.
+    next: Option<u64>,
 }
 
 impl Smb2Layer {
@@ -305,27 +312,34 @@ impl Smb2Layer {
             outbox: Outbox::new(&limits),
             stats: Stats::default(),
             last_frame: 0,
-            track_message_starts: false,
-            starts: HashMap::new(),
-            next_start: None,
+            starts: None,
             cut_frame: None,
         }
     }
 
+    /// Follow the frame each message begins in (`SqosRecord::first_frame`, for `dissect
+    /// -x`/`-w`). Untracked, nothing is looked up for it per message.
+    pub fn track_message_starts(&mut self) {
+        self.starts = Some(MessageStarts::default());
+    }
+
     /// Before a push on (conn, dir) in `frame`: where its first completed message began.
     fn start_push(&mut self, conn: ConnId, dir: Dir, frame: u64) {
-        if self.track_message_starts {
-            self.next_start = Some(self.starts.get(&(conn, dir)).copied().unwrap_or(frame));
+        if let Some(s) = &mut self.starts {
+            s.next = Some(s.in_progress.get(&(conn, dir)).copied().unwrap_or(frame));
         }
     }
 
     /// After the push: remember where the message still in progress began.
     fn end_push(&mut self, conn: ConnId, dir: Dir) {
-        if let Some(start) = self.next_start.take() {
+        let Some(s) = &mut self.starts else {
+            return;
+        };
+        if let Some(start) = s.next.take() {
             if self.framers.in_message(conn, dir) {
-                self.starts.insert((conn, dir), start);
+                s.in_progress.insert((conn, dir), start);
             } else {
-                self.starts.remove(&(conn, dir));
+                s.in_progress.remove(&(conn, dir));
             }
         }
     }
@@ -609,13 +623,8 @@ impl Smb2Layer {
 
     fn on_message(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, m: &Smb2Message) {
         let (src, dst) = self.endpoints(conn, dir);
-        // Later messages of the same push began in this frame (tracked for `keep_frames`
-        // only: untracked, `end_push` would hash the connection for every message).
-        let first_frame = if self.track_message_starts {
-            self.next_start.replace(frame)
-        } else {
-            None
-        };
+        // Later messages of the same push began in this frame.
+        let first_frame = self.starts.as_mut().and_then(|s| s.next.replace(frame));
         let ctx = MsgCtx {
             conn,
             frame,
@@ -680,8 +689,8 @@ impl Smb2Layer {
         given: Option<Vec<FramerEvent>>,
     ) {
         self.start_push(conn, dir, frame);
-        if self.track_message_starts {
-            self.starts.remove(&(conn, dir));
+        if let Some(s) = &mut self.starts {
+            s.in_progress.remove(&(conn, dir));
         }
         let flushed = match given {
             Some(events) => {
@@ -695,7 +704,9 @@ impl Smb2Layer {
         if flushed {
             self.handle_events(conn, dir, frame, ts);
         }
-        self.next_start = None;
+        if let Some(s) = &mut self.starts {
+            s.next = None;
+        }
     }
 
     /// End of capture: flush every framer.

@@ -333,9 +333,9 @@ impl InMessage {
                         self.part = PartState::Compressed(Box::new(Squeezed::new(proto, len, cfg)));
                     }
                     (Some(ProtocolId::Transform), true) if !inner => {
-                        let proto = std::mem::take(buf);
+                        let sealed = Sealed::new(len, buf);
                         self.opaque = true;
-                        self.part = PartState::Sealed(Box::new(Sealed::new(len, proto)));
+                        self.part = PartState::Sealed(Box::new(sealed));
                     }
                     (Some(_), true) if !inner => {
                         out.push(FramerEvent::Smb1 { len });

@@ -162,8 +162,8 @@ enum State {
 }
 
 /// The bytes of a fixed-size field as they arrive (one split across segments), held without an
-/// allocation: an NBSS header (where a message's framing begins), the first ciphertext bytes of
-/// an encrypted message.
+/// allocation: an NBSS header (where a message's framing begins), an encrypted message's
+/// transform header and first ciphertext bytes.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Gathered<const N: usize> {
     bytes: [u8; N],
@@ -190,12 +190,12 @@ impl<const N: usize> Gathered<N> {
     }
 
     /// [`Gathered::fill_to`] all `N` bytes.
-    fn fill(&mut self, data: &[u8]) -> usize {
+    pub(super) fn fill(&mut self, data: &[u8]) -> usize {
         self.fill_to(N, data)
     }
 
     /// All `N` bytes, once they are there.
-    fn whole(&self) -> Option<[u8; N]> {
+    pub(super) fn whole(&self) -> Option<[u8; N]> {
         (self.len == N).then_some(self.bytes)
     }
 
@@ -261,7 +261,7 @@ impl Framer {
     pub fn buffered(&self) -> usize {
         let state = match &self.state {
             State::Scan { carry, .. } => carry.len(),
-            State::NbHeader { buf } => buf.len,
+            State::NbHeader { buf } => buf.len(),
             State::SkipNbss { .. } => 0,
             State::Message(m) => m.buffered(),
         };
@@ -273,7 +273,7 @@ impl Framer {
         !self.replay.is_empty()
             || match &self.state {
                 State::Message(_) => true,
-                State::NbHeader { buf } => buf.len > 0,
+                State::NbHeader { buf } => buf.len() > 0,
                 State::Scan { .. } | State::SkipNbss { .. } => false,
             }
     }

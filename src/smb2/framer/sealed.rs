@@ -61,7 +61,7 @@ pub struct SealedInfo {
 }
 
 enum Phase {
-    Header(Vec<u8>),
+    Header(Gathered<TRANSFORM_HEADER_LEN>),
     Probe {
         th: TransformHeader,
         cands: Candidates,
@@ -128,22 +128,25 @@ pub(super) fn is_bulk(plain: &[u8]) -> bool {
 }
 
 impl Sealed {
-    /// A transform message whose first four bytes (the protocol id) are `proto`.
-    pub(super) fn new(nb_len: u32, proto: Vec<u8>) -> Sealed {
+    /// A transform message whose first bytes (the protocol id) are `proto`.
+    pub(super) fn new(nb_len: u32, proto: &[u8]) -> Sealed {
+        let mut header = Gathered::default();
+        header.fill(proto);
         Sealed {
             nb_len,
             len: 0,
             pos: 0,
             session_id: None,
-            phase: Phase::Header(proto),
+            phase: Phase::Header(header),
             reported: false,
         }
     }
 
     pub(super) fn buffered(&self) -> usize {
         match &self.phase {
-            Phase::Header(b) | Phase::Whole { buf: b, .. } => b.len(),
+            Phase::Header(b) => b.len(),
             Phase::Probe { buf, .. } => buf.len(),
+            Phase::Whole { buf, .. } => buf.len(),
             Phase::Stream { inner, .. } => inner.buffered(),
             Phase::Skip => 0,
         }
@@ -228,11 +231,9 @@ impl Sealed {
         let left = self.len.saturating_sub(self.pos);
         match &mut self.phase {
             Phase::Header(buf) => {
-                let take = (TRANSFORM_HEADER_LEN - buf.len()).min(data.len());
-                buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
-                if buf.len() == TRANSFORM_HEADER_LEN {
-                    let parsed = parse_transform_header(buf);
-                    self.after_header(parsed, ctx, out);
+                let take = buf.fill(data);
+                if let Some(header) = buf.whole() {
+                    self.after_header(parse_transform_header(&header), ctx, out);
                 }
                 take
             }
