@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use crate::budget::human_bytes;
-use crate::pipeline::srt::by_code;
 use crate::pipeline::{ChannelEnd, Stats};
 
 /// The JSON object of `sqos stats --format json` (keys fixed by the issue; more may be added).
@@ -24,7 +23,7 @@ pub fn stats_text(s: &Stats) -> String {
     let _ = writeln!(out, "connections       {}", s.connections);
     sessions_text(s, &mut out);
     let _ = writeln!(out, "SMB2 messages     {}", s.smb2_messages);
-    for (cmd, n) in &s.by_command {
+    for (cmd, n) in s.by_command.by_name() {
         let _ = writeln!(out, "  {cmd:<16} {n}");
     }
     let closed = s.undecrypted();
@@ -87,7 +86,7 @@ pub fn stats_text(s: &Stats) -> String {
         }
     }
     let _ = writeln!(out, "unanswered        {}", s.unanswered_requests);
-    for (cmd, n) in &s.unanswered_by_command {
+    for (cmd, n) in s.unanswered_by_command.by_name() {
         let _ = writeln!(out, "  {cmd:<16} {n}");
     }
     srt_text(s, &mut out);
@@ -108,7 +107,9 @@ fn srt_text(s: &Stats, out: &mut String) {
         "  {:<16} {:>7} {:>10} {:>10} {:>10} {:>11}",
         "command", "calls", "min", "max", "avg", "sum"
     );
-    for (cmd, t) in by_code(&s.srt) {
+    for (cmd, t) in s.srt.by_code() {
+        // As a string: `Command`'s Display writes the name without padding.
+        let cmd = cmd.to_string();
         let _ = writeln!(
             out,
             "  {cmd:<16} {:>7} {:>10.6} {:>10.6} {:>10.6} {:>11.6}",

@@ -8,8 +8,8 @@ use super::outbox::{NoteKind, Out, Outbox, Seq};
 use super::sessions::{full_path, Sessions};
 use super::sqos_build::{request_record, response_record, MsgCtx};
 use super::{
-    count_command, CaptureNote, ChannelEnd, ChannelJoin, CloseRecord, IoKind, IoRecord, Limits,
-    OpenRecord, SessionSummary, Stats,
+    CaptureNote, ChannelEnd, ChannelJoin, CloseRecord, IoKind, IoRecord, Limits, OpenRecord,
+    SessionSummary, Stats,
 };
 use crate::budget::MemoryUse;
 use crate::capture::Timestamp;
@@ -222,7 +222,7 @@ impl Exchange {
             }
         };
         if matches!(body, Body::Error(_)) {
-            count_command(&mut stats.error_bodies_by_command, h.command);
+            stats.error_bodies_by_command.count(h.command);
         }
         if h.is_response() {
             self.on_response(ctx, part, body, chain, outbox, stats);
@@ -632,7 +632,7 @@ impl Exchange {
         }
         for ((_, id), r) in left {
             stats.unanswered_requests += 1;
-            count_command(&mut stats.unanswered_by_command, r.command);
+            stats.unanswered_by_command.count(r.command);
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.note(NoteKind::Unanswered, frame, || {
                     format!(
@@ -669,7 +669,7 @@ impl Exchange {
             .collect::<Vec<SessionSummary>>();
         stats.sessions_unlisted = self.sessions.unlisted_sessions;
         for ((_, id), r) in &left {
-            count_command(&mut stats.unanswered_by_command, r.command);
+            stats.unanswered_by_command.count(r.command);
             if matches!(r.awaiting, Awaiting::Sqos { .. }) {
                 outbox.note(NoteKind::Unanswered, r.frame, || {
                     format!(

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub mod by_command;
 mod exchange;
 pub mod outbox;
 pub mod sessions;
@@ -26,13 +27,14 @@ mod sqos_build;
 pub mod srt;
 pub mod streams;
 
+pub use by_command::ByCommand;
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
 use crate::capture::{decode_link, Frame, FrameCopy, FrameRun, LinkError, SharedMap, Timestamp};
 use crate::net::{ConnId, Reassembler, ReassemblyConfig, ReassemblyStats};
 use crate::smb2::crypto::KeyRing;
-use crate::smb2::{Command, FramerConfig};
+use crate::smb2::FramerConfig;
 use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub use crate::smb2::FileId;
@@ -315,45 +317,12 @@ impl PipelineConfig {
     }
 }
 
-/// Adds one to `map[cmd]` (keyed by the command's name), allocating the key only the first time:
-/// counting a message must cost no allocation.
-pub(crate) fn count_command(map: &mut BTreeMap<String, u64>, cmd: Command) {
-    update_by_command(map, cmd, || 0, |n| *n += 1);
-}
-
-/// [`update_key`] of `map[cmd]`, keyed by the command's name (formatted only for a command
-/// without one).
-pub(crate) fn update_by_command<V>(
-    map: &mut BTreeMap<String, V>,
-    cmd: Command,
-    new: impl FnOnce() -> V,
-    f: impl FnOnce(&mut V),
-) {
-    match cmd.name() {
-        Some(name) => update_key(map, name, new, f),
-        None => update_key(map, &cmd.to_string(), new, f),
-    }
-}
-
 /// Adds one to `map[key]`, allocating the key only when it is new.
 pub(crate) fn count_key(map: &mut BTreeMap<String, u64>, key: &str) {
-    update_key(map, key, || 0, |n| *n += 1);
-}
-
-/// Applies `f` to `map[key]` (made by `new` the first time), the key allocated only then: a
-/// message's figures cost no allocation.
-fn update_key<V>(
-    map: &mut BTreeMap<String, V>,
-    key: &str,
-    new: impl FnOnce() -> V,
-    f: impl FnOnce(&mut V),
-) {
     match map.get_mut(key) {
-        Some(v) => f(v),
+        Some(n) => *n += 1,
         None => {
-            let mut v = new();
-            f(&mut v);
-            map.insert(key.to_owned(), v);
+            map.insert(key.to_owned(), 1);
         }
     }
 }
@@ -365,7 +334,7 @@ pub struct Stats {
     pub connections: u64,
     pub smb2_messages: u64,
     /// Command name (e.g. "IOCTL") → messages, requests and responses, each compound part counted.
-    pub by_command: BTreeMap<String, u64>,
+    pub by_command: ByCommand<u64>,
     pub encrypted_messages: u64,
     /// Compressed (0xFC) messages, in clear or inside encrypted ones.
     pub compressed_messages: u64,
@@ -385,7 +354,7 @@ pub struct Stats {
     /// Responses with the SMB2 ERROR body (StructureSize 9: failures and interim responses), per
     /// command. `by_command` minus these is what Wireshark shows with a command body
     /// (e.g. `smb2.ioctl.function` occurrences for IOCTL).
-    pub error_bodies_by_command: BTreeMap<String, u64>,
+    pub error_bodies_by_command: ByCommand<u64>,
     /// Encrypted (0xFD) messages per connection.
     pub encrypted_by_connection: BTreeMap<String, u64>,
     /// Encrypted messages decrypted (their SMB2 messages are in `by_command`).
@@ -414,9 +383,9 @@ pub struct Stats {
     /// Requests without a response: connection closed or capture ended.
     pub unanswered_requests: u64,
     /// The same, per command name.
-    pub unanswered_by_command: BTreeMap<String, u64>,
+    pub unanswered_by_command: ByCommand<u64>,
     /// SMB2 service response time per command name (tshark's `-z smb2,srt`).
-    pub srt: BTreeMap<String, srt::Srt>,
+    pub srt: ByCommand<srt::Srt>,
     /// Requests forgotten because the table of outstanding requests was full or an id reused.
     pub pending_evicted: u64,
     /// Opens forgotten because the open table was full.

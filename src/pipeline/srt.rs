@@ -3,16 +3,15 @@
 //! waiting), timed between the frames that completed the two messages. CANCEL has no response
 //! and OPLOCK_BREAK acknowledgments are left out, as tshark does.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
+use super::ByCommand;
 use crate::smb2::Command;
 
 /// Response times of one command, in seconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Srt {
-    /// The command code (the table is keyed by its name).
+    /// The command code (also the table's key; kept in the JSON row).
     pub code: u16,
     pub calls: u64,
     pub min: f64,
@@ -41,8 +40,8 @@ pub fn is_timed(command: Command) -> bool {
     command != Command::CANCEL && command != Command::OPLOCK_BREAK
 }
 
-/// Add one answered request to the table (keyed by the command's name).
-pub fn record(table: &mut BTreeMap<String, Srt>, command: Command, secs: f64) {
+/// Add one answered request to the table.
+pub fn record(table: &mut ByCommand<Srt>, command: Command, secs: f64) {
     if !is_timed(command) {
         return;
     }
@@ -50,14 +49,7 @@ pub fn record(table: &mut BTreeMap<String, Srt>, command: Command, secs: f64) {
         code: command.0,
         ..Srt::default()
     };
-    super::update_by_command(table, command, new, |s| s.add(secs));
-}
-
-/// The table's rows in command-code order (tshark's order).
-pub fn by_code(table: &BTreeMap<String, Srt>) -> Vec<(&str, &Srt)> {
-    let mut rows: Vec<(&str, &Srt)> = table.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    rows.sort_by_key(|(_, s)| s.code);
-    rows
+    table.update(command, new, |s| s.add(secs));
 }
 
 #[cfg(test)]
@@ -66,36 +58,31 @@ mod tests {
 
     #[test]
     fn min_max_avg_sum_per_command_and_no_cancel_or_break() {
-        let mut t = BTreeMap::new();
+        let mut t = ByCommand::default();
         record(&mut t, Command::CREATE, 0.004);
         record(&mut t, Command::CREATE, 0.001);
         record(&mut t, Command::CREATE, 0.007);
         record(&mut t, Command::READ, 0.5);
         record(&mut t, Command::CANCEL, 1.0);
         record(&mut t, Command::OPLOCK_BREAK, 1.0);
-        let c = &t["CREATE"];
+        let c = t.get(Command::CREATE).expect("CREATE timed");
         assert_eq!((c.code, c.calls), (5, 3));
         assert_eq!((c.min, c.max), (0.001, 0.007));
         assert!((c.sum - 0.012).abs() < 1e-12 && (c.avg - 0.004).abs() < 1e-12);
-        let rows: Vec<&str> = by_code(&t).into_iter().map(|(n, _)| n).collect();
-        assert_eq!(rows, ["CREATE", "READ"]);
+        let rows: Vec<Command> = t.by_code().map(|(c, _)| c).collect();
+        assert_eq!(rows, [Command::CREATE, Command::READ]);
     }
 
     #[test]
     fn a_command_without_a_name_is_keyed_by_its_code_and_counted_once_per_call() {
-        let mut t = BTreeMap::new();
+        let mut t = ByCommand::default();
         record(&mut t, Command(0x99), 0.25);
         record(&mut t, Command(0x99), 0.75);
         record(&mut t, Command::READ, 0.5);
-        let u = &t["UNKNOWN_0x0099"];
+        let u = t.get(Command(0x99)).expect("0x99 timed");
         assert_eq!((u.code, u.calls), (0x99, 2));
         assert_eq!((u.min, u.max), (0.25, 0.75));
-        let mut counts = BTreeMap::new();
-        for cmd in [Command::READ, Command(0x99), Command::READ] {
-            crate::pipeline::count_command(&mut counts, cmd);
-        }
-        assert_eq!(counts.get("READ"), Some(&2));
-        assert_eq!(counts.get("UNKNOWN_0x0099"), Some(&1));
-        assert_eq!(counts.len(), 2);
+        let names: Vec<String> = t.by_name().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["READ", "UNKNOWN_0x0099"]);
     }
 }

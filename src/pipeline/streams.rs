@@ -10,7 +10,7 @@ use foldhash::fast::FixedState;
 use super::exchange::{Chain, Exchange};
 use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
-use super::{count_command, count_key, CaptureNote, ChannelEnd, Limits, Stats};
+use super::{count_key, CaptureNote, ChannelEnd, Limits, Stats};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
@@ -636,13 +636,13 @@ impl Smb2Layer {
         let mut chain = Chain::default();
         for part in &m.parts {
             self.stats.smb2_messages += 1;
-            count_command(&mut self.stats.by_command, part.header.command);
+            self.stats.by_command.count(part.header.command);
             self.exchange
                 .on_part(&ctx, part, &mut chain, &mut self.outbox, &mut self.stats);
         }
         for (cmd, _) in &m.overflow {
             self.stats.smb2_messages += 1;
-            count_command(&mut self.stats.by_command, *cmd);
+            self.stats.by_command.count(*cmd);
         }
         if !m.overflow.is_empty() {
             self.note(NoteKind::Malformed, frame, |_| {

@@ -72,8 +72,9 @@ fn every_cipher_decrypts_everything_the_generator_sent() {
             ],
             "{cipher:?}"
         );
-        let cmds: Vec<&String> = r.stats.by_command.keys().collect();
-        let plain_cmds: Vec<&String> = pr.stats.by_command.keys().collect();
+        let cmds: Vec<sqos::smb2::Command> = r.stats.by_command.by_code().map(|(c, _)| c).collect();
+        let plain_cmds: Vec<sqos::smb2::Command> =
+            pr.stats.by_command.by_code().map(|(c, _)| c).collect();
         assert_eq!(cmds, plain_cmds, "{cipher:?}");
         assert_eq!(r.stats.undecrypted(), 0, "{cipher:?}");
         assert_eq!(

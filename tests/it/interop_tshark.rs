@@ -35,7 +35,7 @@ fn compare_counts_with(path: &Path, theirs: &BTreeMap<String, u64>) -> Result<()
         .unwrap_or_default();
     // Both with the key file beside the capture (the encrypted Samba sessions decrypt).
     let (_, result) = run_with(path, keys_beside(path));
-    let ours: BTreeMap<String, u64> = result.stats.by_command.clone();
+    let ours: BTreeMap<String, u64> = result.stats.by_command.to_names();
     if RECOVERS_MORE.contains(&name) {
         let t: u64 = theirs.values().sum();
         let o: u64 = ours.values().sum();

@@ -210,9 +210,9 @@ fn sqos_request_is_held_until_its_response_and_linked() {
     );
     assert_eq!(stats.sqos_messages, 2);
     assert_eq!(stats.smb2_messages, 6);
-    assert_eq!(stats.by_command.get("IOCTL"), Some(&2));
-    assert_eq!(stats.by_command.get("READ"), Some(&2));
-    assert_eq!(stats.by_command.get("CREATE"), Some(&2));
+    assert_eq!(stats.by_command.get(sqos::smb2::Command::IOCTL), Some(&2));
+    assert_eq!(stats.by_command.get(sqos::smb2::Command::READ), Some(&2));
+    assert_eq!(stats.by_command.get(sqos::smb2::Command::CREATE), Some(&2));
     assert_eq!(stats.unanswered_requests, 0);
 }
 
@@ -258,7 +258,7 @@ fn related_compound_takes_file_from_the_create() {
     });
     assert_eq!(close.unwrap().file_id, FID);
     assert_eq!(stats.smb2_messages, 6);
-    assert_eq!(stats.by_command.get("CLOSE"), Some(&2));
+    assert_eq!(stats.by_command.get(sqos::smb2::Command::CLOSE), Some(&2));
 }
 
 #[test]
@@ -451,7 +451,7 @@ fn gap_and_resync_are_counted_and_noted() {
     assert_eq!(stats.resyncs, 1);
     assert_eq!(stats.resync_skipped_bytes, (b.len() - 10) as u64);
     assert_eq!(stats.smb2_messages, 1);
-    assert_eq!(stats.by_command.get("ECHO"), Some(&1));
+    assert_eq!(stats.by_command.get(sqos::smb2::Command::ECHO), Some(&1));
     assert!(c.notes().iter().any(|n| n.contains("bytes missing")));
     assert!(c.notes().iter().any(|n| n.contains("resynchronised")));
 }
@@ -485,7 +485,7 @@ fn bytes_lost_inside_an_sqos_request_mark_its_buffer_truncated() {
     assert_eq!(s[0].frame, 3, "the frame that ended the message");
     assert!(c.notes().iter().any(|n| n
         .contains("SQOS request msg id 8: buffer incomplete (100 of 200 bytes in the capture)")));
-    assert_eq!(stats.by_command.get("ECHO"), Some(&1));
+    assert_eq!(stats.by_command.get(sqos::smb2::Command::ECHO), Some(&1));
     assert_eq!(stats.resyncs, 0);
 }
 

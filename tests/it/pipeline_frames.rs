@@ -257,7 +257,7 @@ fn snaplen_cut_inside_an_sqos_request() {
         stats.resyncs, 0,
         "the cut is inside the IOCTL: framing kept"
     );
-    assert_eq!(stats.by_command.get("ECHO"), Some(&1));
+    assert_eq!(stats.by_command.get(sqos::smb2::Command::ECHO), Some(&1));
     let q = &sink.sqos[0];
     assert_eq!(q.frame, 5);
     assert!(q.buffer_truncated);
