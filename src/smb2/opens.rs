@@ -7,14 +7,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use foldhash::fast::RandomState;
+
 use super::file_id::FileId;
 use crate::budget::{Kind, Share};
 
 #[derive(Debug)]
 pub struct OpenTable {
     /// Shared, not copied, with the requests and records that name the file: a READ or
-    /// WRITE of an open file costs no allocation for its name.
-    names: HashMap<(u64, FileId), Arc<str>>,
+    /// WRITE of an open file costs no allocation for its name. Looked up by every READ and
+    /// WRITE: foldhash, seeded per run (the keys are the peers' ids), not SipHash.
+    names: HashMap<(u64, FileId), Arc<str>, RandomState>,
     order: VecDeque<(u64, FileId)>,
     share: Share,
 }
@@ -23,7 +26,7 @@ impl OpenTable {
     /// A table of at most `max_bytes` (entries at `Kind::Opens`'s cost plus their names).
     pub fn new(max_bytes: usize) -> Self {
         OpenTable {
-            names: HashMap::new(),
+            names: HashMap::default(),
             order: VecDeque::new(),
             share: Share::new(Kind::Opens, max_bytes),
         }

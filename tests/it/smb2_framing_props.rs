@@ -51,7 +51,7 @@ fn summary(ev: &[FramerEvent]) -> Vec<(u16, u64, Vec<u8>)> {
             _ => None,
         })
         .flat_map(|m| m.parts.iter())
-        .map(|p| (p.header.command.0, p.header.message_id, p.bytes.clone()))
+        .map(|p| (p.header.command.0, p.header.message_id, p.bytes.to_vec()))
         .collect()
 }
 

@@ -3,8 +3,8 @@
 
 use super::sealed::{Sealed, SealedInfo};
 use super::squeezed::Squeezed;
-use super::{FramerConfig, FramerEvent, Part, SealCtx, Smb2Message};
-use crate::smb2::body::{fixed_body_len, peek_ctl_code, MAX_FIXED_BODY_LEN};
+use super::{FramerConfig, FramerEvent, Part, PartBytes, SealCtx, Smb2Message};
+use crate::smb2::body::{fixed_body_len, peek_ctl_code};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
 use crate::smb2::names::Command;
@@ -19,10 +19,13 @@ pub(super) enum Phase {
     Whole,
 }
 
+// Large on purpose: the header being gathered is held inline (`PartBytes`), so that a message
+// costs no allocation; the state lives in a message box the framer reuses.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum PartState {
     Gather {
-        buf: Vec<u8>,
+        buf: PartBytes,
         want: usize,
         phase: Phase,
         header: Option<Header>,
@@ -62,12 +65,10 @@ pub(super) struct InMessage {
 }
 
 fn first_gather(wire_len: u64) -> PartState {
-    // Room for the header and the longest fixed body at once: gathered a phase at a time (4,
-    // 64, then 64 + the fixed body), the buffer would otherwise grow three times per part.
-    let room =
-        (HEADER_LEN + MAX_FIXED_BODY_LEN).min(usize::try_from(wire_len).unwrap_or(usize::MAX));
+    // The header and the longest fixed body fit inline: gathered a phase at a time (4, 64, then
+    // 64 + the fixed body) with no allocation; a part kept whole moves to the heap.
     PartState::Gather {
-        buf: Vec::with_capacity(room),
+        buf: PartBytes::new(),
         want: 4,
         phase: Phase::Proto,
         header: None,
@@ -93,6 +94,44 @@ impl InMessage {
             headers_only: false,
             part: first_gather(u64::from(len)),
         }
+    }
+
+    /// [`InMessage::new`] in place (a spare message reused: no copy of its inline buffers).
+    pub(super) fn reset(&mut self, nb: [u8; 4], len: u32) {
+        // Every field named, so that a new one cannot be forgotten here.
+        let InMessage {
+            nb: nb_field,
+            msg,
+            remaining,
+            kept,
+            opaque,
+            desync,
+            inner,
+            headers_only,
+            part,
+        } = self;
+        *nb_field = nb;
+        let Smb2Message {
+            len: msg_len,
+            parts,
+            overflow,
+            lost_bytes,
+            malformed,
+            sealed,
+        } = msg;
+        *msg_len = len;
+        parts.clear();
+        overflow.clear();
+        *lost_bytes = 0;
+        *malformed = None;
+        *sealed = None;
+        *remaining = u64::from(len);
+        *kept = 0;
+        *opaque = false;
+        *desync = false;
+        *inner = false;
+        *headers_only = false;
+        *part = first_gather(u64::from(len));
     }
 
     /// The `len`-byte plaintext of an encrypted message.
@@ -328,9 +367,9 @@ impl InMessage {
                     // Also in the plaintext of an encrypted message (never inside a
                     // decompressed one: `compress` checks that it holds SMB2).
                     (Some(ProtocolId::Compressed), true) => {
-                        let proto = std::mem::take(buf);
+                        let squeezed = Squeezed::new(buf, len, cfg);
                         self.opaque = true;
-                        self.part = PartState::Compressed(Box::new(Squeezed::new(proto, len, cfg)));
+                        self.part = PartState::Compressed(Box::new(squeezed));
                     }
                     (Some(ProtocolId::Transform), true) if !inner => {
                         let sealed = Sealed::new(len, buf);
@@ -474,7 +513,7 @@ impl InMessage {
         &mut self,
         cfg: &FramerConfig,
         header: Header,
-        buf: Vec<u8>,
+        buf: PartBytes,
         wire_len: u64,
         cut: bool,
     ) {
@@ -576,7 +615,7 @@ impl InMessage {
     /// The message is over: report it (unless opaque or nothing of it was understood).
     /// NEGOTIATE and SESSION_SETUP go to the decryptor first (the preauth hash).
     pub(super) fn finish(
-        mut self,
+        &mut self,
         cfg: &FramerConfig,
         out: &mut Vec<FramerEvent>,
         ctx: &mut SealCtx<'_>,
@@ -602,7 +641,7 @@ impl InMessage {
             }
         }
         if !self.msg.parts.is_empty() || !self.msg.overflow.is_empty() {
-            out.push(FramerEvent::Message(self.msg));
+            out.push(FramerEvent::Message(std::mem::take(&mut self.msg)));
         }
     }
 }

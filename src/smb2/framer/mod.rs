@@ -19,12 +19,14 @@ mod squeezed;
 
 use chain::InMessage;
 pub use sealed::{SealOutcome, SealedInfo, STREAM_MIN};
+use smallvec::SmallVec;
 pub use squeezed::CompressOutcome;
 
 use super::crypto::Decryptor;
 
+use super::body::MAX_FIXED_BODY_LEN;
 use super::error::Smb2Error;
-use super::header::Header;
+use super::header::{Header, HEADER_LEN};
 use super::names::Command;
 use super::netbios::{
     parse_nbss_header, plausible_message_start, NbssType, MAX_CONTROL_LEN, MAX_MESSAGE_LEN,
@@ -53,12 +55,16 @@ impl Default for FramerConfig {
     }
 }
 
+/// A part's kept bytes: inline up to a header and the longest fixed body (what a READ or WRITE
+/// keeps), on the heap beyond (a whole IOCTL, a CREATE's name).
+pub type PartBytes = SmallVec<[u8; HEADER_LEN + MAX_FIXED_BODY_LEN]>;
+
 /// One part of a compound chain (or the only part of a plain message).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
     pub header: Header,
     /// The kept bytes, starting at the header: header + fixed body, or the whole part.
-    pub bytes: Vec<u8>,
+    pub bytes: PartBytes,
     /// Length of the part on the wire (NextCommand, or the rest of the message).
     pub wire_len: u64,
     /// Fewer bytes were kept than wanted (bound hit, or lost to a gap).
@@ -70,7 +76,7 @@ pub struct Part {
 pub struct Smb2Message {
     /// NBSS length.
     pub len: u32,
-    pub parts: Vec<Part>,
+    pub parts: SmallVec<[Part; 1]>,
     /// Parts beyond `max_parts`: commands counted, bytes not kept.
     pub overflow: Vec<(Command, bool)>,
     /// Bytes of the message that never arrived (gap).
@@ -103,6 +109,9 @@ impl SealCtx<'_> {
     }
 }
 
+// Large on purpose: a message's parts are inline (no allocation per message); events go
+// through a Vec the layer reuses.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FramerEvent {
     Message(Smb2Message),
@@ -404,7 +413,10 @@ impl Framer {
         out: &mut Vec<FramerEvent>,
         ctx: &mut SealCtx<'_>,
     ) {
-        std::mem::replace(&mut *m, InMessage::new([0; 4], 0)).finish(&self.cfg, out, ctx);
+        m.finish(&self.cfg, out, ctx);
+        // Kept for the next message without what it held (an encrypted or compressed
+        // message's buffers are the framer's bytes only while it is in progress).
+        m.part = chain::PartState::Rest;
         self.spare = Some(m);
     }
 
@@ -482,13 +494,12 @@ impl Framer {
                 if h.length == 0 {
                     return State::nb_header();
                 }
-                let next = InMessage::new(nb, h.length);
                 State::Message(match self.spare.take() {
                     Some(mut spare) => {
-                        *spare = next;
+                        spare.reset(nb, h.length);
                         spare
                     }
-                    None => Box::new(next),
+                    None => Box::new(InMessage::new(nb, h.length)),
                 })
             }
             Some(h) if h.length <= MAX_CONTROL_LEN => {

@@ -49,10 +49,10 @@ pub(super) struct Squeezed {
 
 impl Squeezed {
     /// A compressed message of `len` bytes whose first bytes (the protocol id) are `proto`.
-    pub(super) fn new(proto: Vec<u8>, len: u32, cfg: &FramerConfig) -> Squeezed {
+    pub(super) fn new(proto: &[u8], len: u32, cfg: &FramerConfig) -> Squeezed {
         let cap = cfg.max_keep.min(len as usize).max(proto.len());
         let mut buf = Vec::with_capacity(cap.min(1 << 16));
-        buf.extend_from_slice(&proto);
+        buf.extend_from_slice(proto);
         Squeezed {
             buf,
             cap,
