@@ -329,6 +329,27 @@ mod tests {
         }
     }
 
+    /// What `Sealed::open_whole` relies on when it tries a second candidate: a failed GCM open
+    /// leaves the ciphertext as it was, a failed CCM open does not (it zeroes it).
+    #[test]
+    fn a_failed_open_leaves_the_ciphertext_under_gcm_only() {
+        for c in Cipher::ALL {
+            let key = vec![7; c.key_len()];
+            let mut sealed = message(200);
+            let th = seal(c, &key, [3; 16], 9, &mut sealed).expect("seal");
+            let mut buf = sealed.clone();
+            assert_eq!(
+                open(c, &vec![8; c.key_len()], &th, &mut buf),
+                Err(AuthFailed)
+            );
+            if c.is_gcm() {
+                assert_eq!(buf, sealed, "{c}");
+            } else {
+                assert_eq!(buf, vec![0; 200], "{c}");
+            }
+        }
+    }
+
     #[test]
     fn keys_of_the_wrong_length_make_no_cipher() {
         for c in Cipher::ALL {

@@ -427,8 +427,21 @@ impl Sealed {
                 .map(|(_, c)| c),
         );
         let mut opened = None;
-        for c in order {
-            if keyed(ctx, c).is_some_and(|k| k.open(&th, &mut buf).is_ok()) {
+        let mut order = order.peekable();
+        while let Some(c) = order.next() {
+            let Some(k) = keyed(ctx, c) else {
+                continue;
+            };
+            // CCM zeroes the bytes when its tag fails (the tag covers the plaintext): with
+            // candidates left to try, it opens a copy. GCM checks first and leaves them alone.
+            if !c.cipher.is_gcm() && order.peek().is_some() {
+                let mut copy = buf.clone();
+                if k.open(&th, &mut copy).is_ok() {
+                    buf = copy;
+                    opened = Some(c.cipher);
+                    break;
+                }
+            } else if k.open(&th, &mut buf).is_ok() {
                 opened = Some(c.cipher);
                 break;
             }
