@@ -7,7 +7,7 @@ use crate::smb2_build::*;
 use proptest::prelude::*;
 use sqos::smb2::crypto::cipher::seal;
 use sqos::smb2::crypto::{Cipher, Decryptor, KeyRing, SessionKeys};
-use sqos::smb2::framer::SealCtx;
+use sqos::smb2::framer::{SealCtx, SealOutcome};
 use sqos::smb2::netbios::session_message_header;
 use sqos::smb2::transform::TRANSFORM_HEADER_LEN;
 use sqos::smb2::{Framer, FramerConfig, FramerEvent};
@@ -181,14 +181,20 @@ const SEALED_SESSION: u64 = 0x1122_3344_5566_7788;
 fn sealed(cipher: Cipher, key: &[u8], msgs: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
-        let mut body = m[4..].to_vec();
-        let mut nonce = [0u8; 16];
-        nonce[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
-        let th = seal(cipher, key, nonce, SEALED_SESSION, &mut body).expect("seal");
-        out.extend_from_slice(&session_message_header(TRANSFORM_HEADER_LEN + body.len()));
-        out.extend_from_slice(&th.to_bytes());
-        out.extend_from_slice(&body);
+        out.extend_from_slice(&seal_one(cipher, key, SEALED_SESSION, i as u64 + 1, m));
     }
+    out
+}
+
+/// One `framed` message of session `sid`, sealed with nonce `n`.
+fn seal_one(cipher: Cipher, key: &[u8], sid: u64, n: u64, m: &[u8]) -> Vec<u8> {
+    let mut body = m[4..].to_vec();
+    let mut nonce = [0u8; 16];
+    nonce[..8].copy_from_slice(&n.to_le_bytes());
+    let th = seal(cipher, key, nonce, sid, &mut body).expect("seal");
+    let mut out = session_message_header(TRANSFORM_HEADER_LEN + body.len()).to_vec();
+    out.extend_from_slice(&th.to_bytes());
+    out.extend_from_slice(&body);
     out
 }
 
@@ -336,4 +342,86 @@ fn skip_within_takes_the_middle_of_sealed_read_data() {
         .collect();
     // The READ streamed (headers only, unauthenticated), the ECHO opened whole.
     assert_eq!(ids, [(7, false), (8, true)]);
+}
+
+/// Two sessions with keys of the same cipher, their messages interleaved on two connections
+/// that share the decryptor: every message opens with its own session's key — whole ones, and
+/// streamed READs whose keystream is read while the other session's messages go by (a cipher
+/// kept for one key must never serve the other).
+#[test]
+fn interleaved_sessions_with_different_keys_each_decrypt() {
+    let sessions = [(0xa1_u64, [0x11_u8; 16]), (0xb2, [0x22; 16])];
+    let mut ring = KeyRing::default();
+    for (sid, key) in sessions {
+        ring.insert(SessionKeys {
+            session_id: sid,
+            session_key: Vec::new(),
+            server_to_client: key.to_vec(),
+            client_to_server: key.to_vec(),
+        });
+    }
+    let mut d = Decryptor::new(Arc::new(ring));
+    // Connection `conn` alternates the sessions, starting with session `conn`; message ids
+    // say the connection, the session and the message.
+    let stream = |conn: usize| -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..6u64 {
+            let (sid, key) = sessions[(conn + i as usize) % 2];
+            let id = 100 * conn as u64 + 10 * (sid & 0xf) + i;
+            let msg = if i % 3 == 0 {
+                Msg::response(READ, id, 0, read_response(9000, 0xab))
+            } else {
+                Msg::request(ECHO, id, echo())
+            };
+            let m = framed(&Msg {
+                session_id: sid,
+                ..msg
+            });
+            out.extend_from_slice(&seal_one(Cipher::Aes128Gcm, &key, sid, id, &m));
+        }
+        out
+    };
+    let streams = [stream(0), stream(1)];
+    let mut framers = [Framer::new(framer_config()), Framer::new(framer_config())];
+    let mut outs = [Vec::new(), Vec::new()];
+    // 700-byte chunks, one connection's then the other's.
+    for at in (0..streams[0].len().max(streams[1].len())).step_by(700) {
+        for c in 0..2 {
+            let chunk = streams[c].get(at..(at + 700).min(streams[c].len()));
+            let ctx = &mut SealCtx {
+                crypto: Some(&mut d),
+                conn: c as u32,
+                to_server: false,
+            };
+            framers[c].push_sealed(chunk.unwrap_or(&[]), ctx, &mut outs[c]);
+        }
+    }
+    for c in 0..2 {
+        framers[c].finish_sealed(&mut ctx(Some(&mut d)), &mut outs[c]);
+        let failed: Vec<_> = outs[c]
+            .iter()
+            .filter(|e| {
+                matches!(e, FramerEvent::Encrypted { outcome, .. }
+                    if !matches!(outcome, SealOutcome::Decrypted { .. }))
+            })
+            .collect();
+        assert!(failed.is_empty(), "connection {c}: {failed:?}");
+        let got: Vec<(u64, u64, bool)> = outs[c]
+            .iter()
+            .filter_map(|e| match e {
+                FramerEvent::Message(m) => {
+                    let s = m.sealed?;
+                    Some((m.parts[0].header.message_id, s.session_id, s.authenticated))
+                }
+                _ => None,
+            })
+            .collect();
+        let want: Vec<(u64, u64, bool)> = (0..6u64)
+            .map(|i| {
+                let sid = sessions[(c + i as usize) % 2].0;
+                (100 * c as u64 + 10 * (sid & 0xf) + i, sid, i % 3 != 0)
+            })
+            .collect();
+        assert_eq!(got, want, "connection {c}");
+    }
 }

@@ -2,12 +2,16 @@
 //! and the CTR keystream under GCM and CCM, which reads part of a message (the header of a bulk
 //! READ/WRITE) without decrypting the rest — unauthenticated, so used only where the brief allows.
 
+use std::sync::Arc;
+
 use aes::{Aes128, Aes256};
 use aes_gcm::aead::generic_array::GenericArray;
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes128Gcm, Aes256Gcm};
 use ccm::consts::{U11, U16};
-use ctr::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+use ctr::cipher::{
+    BlockCipher, BlockEncrypt, BlockSizeUser, InnerIvInit, StreamCipher, StreamCipherSeek,
+};
 
 use crate::smb2::transform::{TransformHeader, TRANSFORM_FLAG_ENCRYPTED};
 
@@ -100,38 +104,6 @@ impl std::fmt::Display for Cipher {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AuthFailed;
 
-/// Decrypt `buf` (the ciphertext after `th`) in place and check the tag. On failure `buf` is
-/// left as it was.
-pub fn open(
-    cipher: Cipher,
-    key: &[u8],
-    th: &TransformHeader,
-    buf: &mut [u8],
-) -> Result<(), AuthFailed> {
-    if key.len() != cipher.key_len() {
-        return Err(AuthFailed);
-    }
-    let aad = th.aad();
-    let nonce = &th.nonce[..cipher.nonce_len()];
-    let tag = GenericArray::from_slice(&th.signature);
-    let n = nonce;
-    let r = match cipher {
-        Cipher::Aes128Gcm => Aes128Gcm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .decrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf, tag),
-        Cipher::Aes256Gcm => Aes256Gcm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .decrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf, tag),
-        Cipher::Aes128Ccm => Aes128Ccm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .decrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf, tag),
-        Cipher::Aes256Ccm => Aes256Ccm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .decrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf, tag),
-    };
-    r.map_err(|_| AuthFailed)
-}
-
 /// Encrypt `buf` (a whole SMB2 message) in place; returns the transform header that goes in
 /// front of it. `nonce` is the Nonce field (bytes past the cipher's nonce length must be zero).
 pub fn seal(
@@ -141,55 +113,142 @@ pub fn seal(
     session_id: u64,
     buf: &mut [u8],
 ) -> Result<TransformHeader, AuthFailed> {
-    let mut th = TransformHeader {
-        signature: [0; 16],
-        nonce,
-        original_size: u32::try_from(buf.len()).map_err(|_| AuthFailed)?,
-        reserved: 0,
-        flags: TRANSFORM_FLAG_ENCRYPTED,
-        session_id,
-    };
-    for b in th.nonce.iter_mut().skip(cipher.nonce_len()) {
-        *b = 0;
-    }
-    let aad = th.aad();
-    let n = &th.nonce[..cipher.nonce_len()];
-    let tag = match cipher {
-        Cipher::Aes128Gcm => Aes128Gcm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .encrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf),
-        Cipher::Aes256Gcm => Aes256Gcm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .encrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf),
-        Cipher::Aes128Ccm => Aes128Ccm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .encrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf),
-        Cipher::Aes256Ccm => Aes256Ccm::new_from_slice(key)
-            .map_err(|_| AuthFailed)?
-            .encrypt_in_place_detached(GenericArray::from_slice(n), &aad, buf),
-    }
-    .map_err(|_| AuthFailed)?;
-    th.signature.copy_from_slice(&tag);
-    Ok(th)
+    Keyed::new(cipher, key)
+        .ok_or(AuthFailed)?
+        .seal(nonce, session_id, buf)
 }
 
-// Boxed: the AES key schedules (software and AES-NI) make a keystream about 1 KiB.
-enum Ctr {
-    A128(Box<ctr::Ctr32BE<Aes128>>),
-    A256(Box<ctr::Ctr32BE<Aes256>>),
+/// An AES block cipher with its key schedule expanded: what the keystream encrypts counter
+/// blocks with.
+#[allow(clippy::large_enum_variant)] // one a Keyed, already on the heap: a Box adds a pointer
+enum Block {
+    Aes128(Aes128),
+    Aes256(Aes256),
+}
+
+/// The AEAD of each cipher, keyed (key schedule and, for GCM, the hash key).
+enum Aead {
+    Aes128Ccm(Aes128Ccm),
+    Aes128Gcm(Aes128Gcm),
+    Aes256Ccm(Aes256Ccm),
+    Aes256Gcm(Aes256Gcm),
+}
+
+/// `$body` with `$a` the keyed AEAD, whichever type it is: the one dispatch over the four.
+macro_rules! with_aead {
+    ($aead:expr, |$a:ident| $body:expr) => {
+        match $aead {
+            Aead::Aes128Ccm($a) => $body,
+            Aead::Aes128Gcm($a) => $body,
+            Aead::Aes256Ccm($a) => $body,
+            Aead::Aes256Gcm($a) => $body,
+        }
+    };
+}
+
+/// A cipher and key made ready once for every message sealed with them: expanding the AES key
+/// schedule (and GCM's hash key) costs about as much as decrypting a small message, and every
+/// message of a session has the same key. About 2 KiB (both AES implementations' schedules).
+pub struct Keyed {
+    cipher: Cipher,
+    block: Block,
+    aead: Aead,
+}
+
+impl Keyed {
+    /// None when the key is not of the cipher's length.
+    pub fn new(cipher: Cipher, key: &[u8]) -> Option<Keyed> {
+        // The AEAD is built from the block cipher: one key expansion for both.
+        let (aead, block) = match cipher {
+            Cipher::Aes128Ccm => {
+                let b = Aes128::new_from_slice(key).ok()?;
+                (Aead::Aes128Ccm(b.clone().into()), Block::Aes128(b))
+            }
+            Cipher::Aes128Gcm => {
+                let b = Aes128::new_from_slice(key).ok()?;
+                (Aead::Aes128Gcm(b.clone().into()), Block::Aes128(b))
+            }
+            Cipher::Aes256Ccm => {
+                let b = Aes256::new_from_slice(key).ok()?;
+                (Aead::Aes256Ccm(b.clone().into()), Block::Aes256(b))
+            }
+            Cipher::Aes256Gcm => {
+                let b = Aes256::new_from_slice(key).ok()?;
+                (Aead::Aes256Gcm(b.clone().into()), Block::Aes256(b))
+            }
+        };
+        Some(Keyed {
+            cipher,
+            block,
+            aead,
+        })
+    }
+
+    pub fn cipher(&self) -> Cipher {
+        self.cipher
+    }
+
+    /// Decrypt `buf` (the ciphertext after `th`) in place and check the tag. On failure no
+    /// plaintext is left: GCM checks the tag first and leaves `buf` as it was, CCM (its tag is
+    /// over the plaintext) zeroes it.
+    pub fn open(&self, th: &TransformHeader, buf: &mut [u8]) -> Result<(), AuthFailed> {
+        let aad = th.aad();
+        let n = &th.nonce[..self.cipher.nonce_len()];
+        let tag = GenericArray::from_slice(&th.signature);
+        with_aead!(&self.aead, |a| a.decrypt_in_place_detached(
+            GenericArray::from_slice(n),
+            &aad,
+            buf,
+            tag
+        ))
+        .map_err(|_| AuthFailed)
+    }
+
+    /// [`seal`] with this cipher and key.
+    pub fn seal(
+        &self,
+        nonce: [u8; 16],
+        session_id: u64,
+        buf: &mut [u8],
+    ) -> Result<TransformHeader, AuthFailed> {
+        let mut th = TransformHeader {
+            signature: [0; 16],
+            nonce,
+            original_size: u32::try_from(buf.len()).map_err(|_| AuthFailed)?,
+            reserved: 0,
+            flags: TRANSFORM_FLAG_ENCRYPTED,
+            session_id,
+        };
+        for b in th.nonce.iter_mut().skip(self.cipher.nonce_len()) {
+            *b = 0;
+        }
+        let aad = th.aad();
+        let n = &th.nonce[..self.cipher.nonce_len()];
+        let tag = with_aead!(&self.aead, |a| a.encrypt_in_place_detached(
+            GenericArray::from_slice(n),
+            &aad,
+            buf
+        ))
+        .map_err(|_| AuthFailed)?;
+        th.signature.copy_from_slice(&tag);
+        Ok(th)
+    }
 }
 
 /// The keystream that GCM and CCM XOR with the plaintext, positioned anywhere in the message:
 /// GCM encrypts plaintext block i with counter block `nonce(12) || BE32(2 + i)`, CCM (11-byte
 /// nonce, 4-byte counter) with `0x03 || nonce(11) || BE32(1 + i)` (NIST SP 800-38D and 800-38C).
+/// Shares the key schedule of its [`Keyed`] (no allocation a message).
 pub struct Keystream {
-    ctr: Ctr,
+    keyed: Arc<Keyed>,
+    /// The first counter block.
+    iv: [u8; 16],
 }
 
 impl Keystream {
-    pub fn new(cipher: Cipher, key: &[u8], nonce: &[u8; 16]) -> Option<Keystream> {
+    pub fn new(keyed: Arc<Keyed>, nonce: &[u8; 16]) -> Keystream {
         let mut iv = [0u8; 16];
-        if cipher.is_gcm() {
+        if keyed.cipher.is_gcm() {
             iv[..12].copy_from_slice(&nonce[..12]);
             iv[15] = 2;
         } else {
@@ -197,30 +256,28 @@ impl Keystream {
             iv[1..12].copy_from_slice(&nonce[..11]);
             iv[15] = 1;
         }
-        let ctr = match cipher.key_len() {
-            16 => Ctr::A128(Box::new(
-                ctr::Ctr32BE::<Aes128>::new_from_slices(key, &iv).ok()?,
-            )),
-            _ => Ctr::A256(Box::new(
-                ctr::Ctr32BE::<Aes256>::new_from_slices(key, &iv).ok()?,
-            )),
-        };
-        Some(Keystream { ctr })
+        Keystream { keyed, iv }
     }
 
     /// XOR `buf` with the keystream for message bytes `pos..pos + buf.len()`.
-    pub fn apply_at(&mut self, pos: u64, buf: &mut [u8]) {
-        match &mut self.ctr {
-            Ctr::A128(c) => {
-                c.seek(pos);
-                c.apply_keystream(buf);
-            }
-            Ctr::A256(c) => {
-                c.seek(pos);
-                c.apply_keystream(buf);
-            }
+    pub fn apply_at(&self, pos: u64, buf: &mut [u8]) {
+        let iv = GenericArray::from(self.iv);
+        match &self.keyed.block {
+            Block::Aes128(b) => xor_at(ctr::CtrCore::inner_iv_init(b, &iv), pos, buf),
+            Block::Aes256(b) => xor_at(ctr::CtrCore::inner_iv_init(b, &iv), pos, buf),
         }
     }
+}
+
+/// SMB3's CTR (32-bit big-endian counter) over a borrowed key schedule: making one copies only
+/// the counter block.
+fn xor_at<B>(core: ctr::CtrCore<&B, ctr::flavors::Ctr32BE>, pos: u64, buf: &mut [u8])
+where
+    B: BlockEncrypt + BlockCipher + BlockSizeUser<BlockSize = U16>,
+{
+    let mut ctr = ctr::Ctr32BE::from_core(core);
+    ctr.seek(pos);
+    ctr.apply_keystream(buf);
 }
 
 #[cfg(test)]
@@ -229,6 +286,21 @@ mod tests {
 
     fn message(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 7 + 3) as u8).collect()
+    }
+
+    fn open(c: Cipher, key: &[u8], th: &TransformHeader, buf: &mut [u8]) -> Result<(), AuthFailed> {
+        Keyed::new(c, key).ok_or(AuthFailed)?.open(th, buf)
+    }
+
+    fn keystream(c: Cipher, key: &[u8], nonce: &[u8; 16]) -> Keystream {
+        Keystream::new(Arc::new(Keyed::new(c, key).expect("key")), nonce)
+    }
+
+    /// `len` keystream bytes from message byte `at`.
+    fn bytes_at(ks: &Keystream, at: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0; len];
+        ks.apply_at(at, &mut b);
+        b
     }
 
     #[test]
@@ -244,7 +316,7 @@ mod tests {
             let mut opened = buf.clone();
             assert_eq!(open(c, &key, &th, &mut opened), Ok(()), "{c}");
             assert_eq!(opened, plain, "{c}");
-            // A wrong key, a changed header or a changed byte fails, and leaves the bytes alone.
+            // A wrong key, a changed header or a changed byte fails.
             let mut wrong = key.clone();
             wrong[0] ^= 1;
             let mut b2 = buf.clone();
@@ -257,6 +329,40 @@ mod tests {
         }
     }
 
+    /// What `Sealed::open_whole` relies on when it tries a second candidate: a failed GCM open
+    /// leaves the ciphertext as it was, a failed CCM open does not (it zeroes it).
+    #[test]
+    fn a_failed_open_leaves_the_ciphertext_under_gcm_only() {
+        for c in Cipher::ALL {
+            let key = vec![7; c.key_len()];
+            let mut sealed = message(200);
+            let th = seal(c, &key, [3; 16], 9, &mut sealed).expect("seal");
+            let mut buf = sealed.clone();
+            assert_eq!(
+                open(c, &vec![8; c.key_len()], &th, &mut buf),
+                Err(AuthFailed)
+            );
+            if c.is_gcm() {
+                assert_eq!(buf, sealed, "{c}");
+            } else {
+                assert_eq!(buf, vec![0; 200], "{c}");
+            }
+        }
+    }
+
+    #[test]
+    fn keys_of_the_wrong_length_make_no_cipher() {
+        for c in Cipher::ALL {
+            assert!(Keyed::new(c, &vec![1; c.key_len()]).is_some(), "{c}");
+            for len in [0, 15, 24, 48] {
+                assert!(Keyed::new(c, &vec![1; len]).is_none(), "{c} {len}");
+            }
+            let other = if c.key_len() == 16 { 32 } else { 16 };
+            assert!(Keyed::new(c, &vec![1; other]).is_none(), "{c}");
+            assert!(seal(c, &vec![1; other], [0; 16], 1, &mut [0; 64]).is_err());
+        }
+    }
+
     #[test]
     fn keystream_reads_any_slice_like_the_aead() {
         for c in Cipher::ALL {
@@ -264,7 +370,7 @@ mod tests {
             let plain = message(70_000);
             let mut buf = plain.clone();
             let th = seal(c, &key, [0x42; 16], 7, &mut buf).expect("seal");
-            let mut ks = Keystream::new(c, &key, &th.nonce).expect("keystream");
+            let ks = keystream(c, &key, &th.nonce);
             for (at, len) in [
                 (0usize, 64usize),
                 (64, 49),
@@ -275,6 +381,71 @@ mod tests {
                 let mut part = buf[at..at + len].to_vec();
                 ks.apply_at(at as u64, &mut part);
                 assert_eq!(part, &plain[at..at + len], "{c} at {at}");
+            }
+        }
+    }
+
+    /// The GCM paper's test cases 2 and 14 (zero key, zero IV, one zero block): the
+    /// keystream's first block is their ciphertext.
+    #[test]
+    fn gcm_keystream_is_the_published_one() {
+        let cases = [
+            (Cipher::Aes128Gcm, "0388dace60b6a392f328c2b971b2fe78"),
+            (Cipher::Aes256Gcm, "cea7403d4d606b6e074ec5d3baf39d18"),
+        ];
+        for (c, want) in cases {
+            let ks = keystream(c, &vec![0; c.key_len()], &[0; 16]);
+            let hex: String = bytes_at(&ks, 0, 16)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(hex, want, "{c}");
+        }
+    }
+
+    /// One [`Keyed`] serves every message of its key: its keystreams are those of a cipher made
+    /// for the message alone, and it opens message after message (using it changes nothing).
+    #[test]
+    fn one_keyed_cipher_serves_every_message_of_its_key() {
+        for c in Cipher::ALL {
+            let key: Vec<u8> = (0..c.key_len() as u8).map(|b| b * 3 + 1).collect();
+            let mut other = key.clone();
+            other[c.key_len() - 1] ^= 0x80;
+            let shared = Arc::new(Keyed::new(c, &key).expect("key"));
+            let foreign = Keyed::new(c, &other).expect("key");
+            for i in 0..5u8 {
+                let nonce = [i.wrapping_mul(37) ^ 0x5c; 16];
+                let ks = Keystream::new(Arc::clone(&shared), &nonce);
+                let fresh = keystream(c, &key, &nonce);
+                for at in [0, 64, 4099] {
+                    assert_eq!(bytes_at(&ks, at, 80), bytes_at(&fresh, at, 80), "{c} {i}");
+                }
+                // Another key's keystream differs from the first byte on.
+                let theirs = keystream(c, &other, &nonce);
+                assert_ne!(bytes_at(&ks, 0, 16), bytes_at(&theirs, 0, 16), "{c} {i}");
+
+                let plain = message(300 + usize::from(i) * 50);
+                let mut buf = plain.clone();
+                let th = seal(c, &key, nonce, u64::from(i), &mut buf).expect("seal");
+                let mut head = buf[..64].to_vec();
+                ks.apply_at(0, &mut head);
+                assert_eq!(head, &plain[..64], "{c} {i}");
+                let mut b2 = buf.clone();
+                assert_eq!(foreign.open(&th, &mut b2), Err(AuthFailed), "{c} {i}");
+                let zeroed = b2.iter().all(|&b| b == 0);
+                assert!(if c.is_gcm() { b2 == buf } else { zeroed }, "{c} {i}");
+                assert_eq!(shared.open(&th, &mut buf), Ok(()), "{c} {i}");
+                assert_eq!(buf, plain, "{c} {i}");
+                // Sealed by the shared cipher: the same bytes as by a fresh one.
+                let mut again = plain.clone();
+                let th2 = shared.seal(nonce, u64::from(i), &mut again).expect("seal");
+                let mut fresh_sealed = plain.clone();
+                seal(c, &key, nonce, u64::from(i), &mut fresh_sealed).expect("seal");
+                assert_eq!(
+                    (th2.signature, again),
+                    (th.signature, fresh_sealed),
+                    "{c} {i}"
+                );
             }
         }
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::budget::{Budget, Kind, MemoryUse, Share};
 
-pub use cipher::{AuthFailed, Cipher, Keystream};
+pub use cipher::{AuthFailed, Cipher, Keyed, Keystream};
 pub use keys::{KeyFileError, KeyRing, SessionKeys};
 
 use super::body::parse_negotiate_response;
@@ -32,6 +32,9 @@ use preauth::{preauth_next, PreauthHash, PREAUTH_ZERO};
 /// share bounds them first; this is the backstop. Sessions (only those with keys in the key
 /// files) and SESSION_SETUP exchanges in progress are charged to the budget's sessions share.
 const MAX_CONNS: usize = 200_000;
+
+/// Ciphers kept keyed ([`KeyedCache`]): the two directions of a few sessions.
+const KEYED_SLOTS: usize = 8;
 
 const DIALECT_311: u16 = 0x0311;
 /// SMB2_SESSION_FLAG_BINDING in a SESSION_SETUP request's Flags (MS-SMB2 2.2.5).
@@ -114,6 +117,59 @@ impl Candidates {
     }
 }
 
+/// The ciphers last used, keyed ([`Keyed`]), by (cipher, key): a session's messages reuse its
+/// key schedule instead of expanding it each (as costly as decrypting a small message). Fixed
+/// size: past `KEYED_SLOTS` keys the least recently used is made again when next needed.
+#[derive(Default)]
+struct KeyedCache {
+    slots: [Option<KeyedSlot>; KEYED_SLOTS],
+    /// Lookups so far: when each slot was last used.
+    tick: u64,
+}
+
+struct KeyedSlot {
+    key: Key,
+    keyed: Arc<Keyed>,
+    used: u64,
+}
+
+impl KeyedCache {
+    /// The cipher keyed with `key`; None when the key is not of its length.
+    fn get(&mut self, cipher: Cipher, key: &Key) -> Option<&Arc<Keyed>> {
+        self.tick += 1;
+        let hit = self.slots.iter().position(|s| {
+            s.as_ref()
+                .is_some_and(|s| s.keyed.cipher() == cipher && s.key == *key)
+        });
+        // Else made anew in an empty slot (never used: 0) or the least recently used one.
+        let i = match hit {
+            Some(i) => i,
+            None => {
+                let lru = self.slots.iter().enumerate();
+                lru.min_by_key(|(_, s)| s.as_ref().map_or(0, |s| s.used))?.0
+            }
+        };
+        let slot = self.slots.get_mut(i)?;
+        if hit.is_none() {
+            *slot = Some(KeyedSlot {
+                key: *key,
+                keyed: Arc::new(Keyed::new(cipher, key.as_slice())?),
+                used: 0,
+            });
+        }
+        let s = slot.as_mut()?;
+        s.used = self.tick;
+        Some(&s.keyed)
+    }
+}
+
+impl std::fmt::Debug for KeyedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.slots.iter().flatten().count();
+        write!(f, "KeyedCache({held} of {KEYED_SLOTS})")
+    }
+}
+
 /// Why a session's messages cannot be decrypted at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Missing {
@@ -160,6 +216,9 @@ pub struct Decryptor {
     /// their session: every message of a session asks the same until `observe` or a new
     /// cipher's `confirm` changes what they are (three key lookups a message saved).
     recent: [Option<(u64, Candidates)>; 2],
+    /// The ciphers of the keys last used, made ready (at most `KEYED_SLOTS` of about 2 KiB:
+    /// fixed whatever the capture, so not charged to the share).
+    keyed: KeyedCache,
 }
 
 impl Default for Decryptor {
@@ -183,6 +242,7 @@ impl Decryptor {
             share,
             frame: 0,
             recent: [None; 2],
+            keyed: KeyedCache::default(),
         }
     }
 
@@ -356,6 +416,11 @@ impl Decryptor {
                 self.recent = [None; 2];
             }
         }
+    }
+
+    /// The candidate's cipher keyed; None when its key is not of the cipher's length.
+    pub fn keyed(&mut self, c: &Candidate) -> Option<&Arc<Keyed>> {
+        self.keyed.get(c.cipher, &c.key)
     }
 
     /// The (cipher, key) pairs that may open a message of session `sid` travelling to the
@@ -553,6 +618,84 @@ mod tests {
         let h = parse_header(&bytes).expect("header");
         d.observe(1, &h, &bytes, true);
         assert_eq!(d.recent, [None, None]);
+    }
+
+    /// Session `sid`'s direction key: different for every session and direction.
+    fn dir_key(sid: u64, to_server: bool) -> Vec<u8> {
+        (0..16u8)
+            .map(|i| i ^ (sid as u8) ^ u8::from(to_server) << 7)
+            .collect()
+    }
+
+    #[test]
+    fn keyed_ciphers_are_kept_by_cipher_and_key_and_stay_few() {
+        let mut ring = KeyRing::default();
+        for sid in 1..=12u64 {
+            ring.insert(SessionKeys {
+                session_id: sid,
+                session_key: Vec::new(),
+                server_to_client: dir_key(sid, false),
+                client_to_server: dir_key(sid, true),
+            });
+        }
+        let mut d = Decryptor::new(Arc::new(ring));
+        let first = |d: &mut Decryptor, sid, to_server| {
+            *d.candidates(sid, to_server)
+                .expect("candidates")
+                .get(0)
+                .expect("one")
+        };
+        // A message of `sid` sealed with its key opens with the cipher kept for it.
+        let opens = |d: &mut Decryptor, sid: u64, to_server: bool, n: u8| {
+            let c = first(d, sid, to_server);
+            let plain = vec![n; 100];
+            let mut buf = plain.clone();
+            let key = dir_key(sid, to_server);
+            let th = cipher::seal(c.cipher, &key, [n; 16], sid, &mut buf).expect("seal");
+            let keyed = d.keyed(&c).expect("keyed");
+            assert_eq!(keyed.cipher(), c.cipher);
+            keyed.open(&th, &mut buf).is_ok() && buf == plain
+        };
+        // Two sessions, both directions, interleaved: each message its own key.
+        for n in 0..4 {
+            for (sid, to_server) in [(1, true), (2, true), (1, false), (2, false)] {
+                assert!(opens(&mut d, sid, to_server, n), "{sid} {to_server} {n}");
+            }
+        }
+        // The same cipher and key: the same keyed cipher, made once; the same key with the
+        // other cipher (GCM first, then CCM): another.
+        let c = first(&mut d, 1, true);
+        let kept = Arc::clone(d.keyed(&c).expect("keyed"));
+        assert!(Arc::ptr_eq(&kept, d.keyed(&c).expect("keyed")));
+        let ccm = *d
+            .candidates(1, true)
+            .expect("candidates")
+            .get(1)
+            .expect("two");
+        assert_eq!(
+            (c.cipher, ccm.cipher),
+            (Cipher::Aes128Gcm, Cipher::Aes128Ccm)
+        );
+        assert_eq!(d.keyed(&ccm).expect("keyed").cipher(), Cipher::Aes128Ccm);
+        // Twelve sessions: no more than the slots are kept, and the oldest, made anew, opens.
+        for sid in 1..=12 {
+            assert!(opens(&mut d, sid, true, 9), "{sid}");
+        }
+        assert_eq!(d.keyed.slots.iter().flatten().count(), KEYED_SLOTS);
+        assert!(opens(&mut d, 1, true, 10));
+        assert!(!Arc::ptr_eq(&kept, d.keyed(&c).expect("keyed")));
+        // A key of the wrong length makes no cipher (and takes no slot).
+        let wrong_len = Candidate {
+            key: Key::new(&[1; 32]).expect("key"),
+            ..c
+        };
+        assert!(d.keyed(&wrong_len).is_none());
+        assert!(d
+            .keyed
+            .slots
+            .iter()
+            .flatten()
+            .all(|s| s.key.as_slice().len() == 16));
     }
 
     #[test]

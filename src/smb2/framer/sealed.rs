@@ -14,9 +14,11 @@
 //! Either way the SMB2 messages inside come out as ordinary [`FramerEvent::Message`]s, tagged
 //! with the session they were sealed for.
 
+use std::sync::Arc;
+
 use super::chain::InMessage;
 use super::{FramerConfig, FramerEvent, Gathered, SealCtx};
-use crate::smb2::crypto::{cipher, Candidates, Cipher, KeySource, Keystream, Missing};
+use crate::smb2::crypto::{Candidate, Candidates, Cipher, KeySource, Keyed, Keystream, Missing};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, HEADER_LEN};
 use crate::smb2::names::Command;
@@ -105,6 +107,12 @@ pub(super) struct Sealed {
     phase: Phase,
     /// The outcome event was given.
     reported: bool,
+}
+
+/// The candidate's cipher keyed, kept by the decryptor for the next messages of its key (none
+/// without a decryptor: nothing opens then).
+fn keyed<'a>(ctx: &'a mut SealCtx<'_>, c: &Candidate) -> Option<&'a Arc<Keyed>> {
+    ctx.crypto.as_deref_mut()?.keyed(c)
 }
 
 fn plausible(plain: &[u8], session_id: u64) -> bool {
@@ -338,9 +346,10 @@ impl Sealed {
         };
         let mut found = None;
         for (i, c) in cands.iter().enumerate() {
-            let Some(mut ks) = Keystream::new(c.cipher, c.key.as_slice(), &th.nonce) else {
+            let Some(keyed) = keyed(ctx, c) else {
                 continue;
             };
+            let ks = Keystream::new(Arc::clone(keyed), &th.nonce);
             let mut plain = buf;
             ks.apply_at(0, plain.as_mut_slice());
             if plausible(plain.as_slice(), th.session_id) {
@@ -418,8 +427,21 @@ impl Sealed {
                 .map(|(_, c)| c),
         );
         let mut opened = None;
-        for c in order {
-            if cipher::open(c.cipher, c.key.as_slice(), &th, &mut buf).is_ok() {
+        let mut order = order.peekable();
+        while let Some(c) = order.next() {
+            let Some(k) = keyed(ctx, c) else {
+                continue;
+            };
+            // CCM zeroes the bytes when its tag fails (the tag covers the plaintext): with
+            // candidates left to try, it opens a copy. GCM checks first and leaves them alone.
+            if !c.cipher.is_gcm() && order.peek().is_some() {
+                let mut copy = buf.clone();
+                if k.open(&th, &mut copy).is_ok() {
+                    buf = copy;
+                    opened = Some(c.cipher);
+                    break;
+                }
+            } else if k.open(&th, &mut buf).is_ok() {
                 opened = Some(c.cipher);
                 break;
             }
