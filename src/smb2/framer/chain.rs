@@ -237,7 +237,40 @@ impl InMessage {
         self.part = PartState::Rest;
     }
 
+    /// Consumes some of `data` (possibly none, when only the state changes). A part's header
+    /// is gathered a phase at a time (4 bytes, 64, then the fixed body) and then skipped past:
+    /// while bytes are there, those phases run in this one call, not one call each (a return
+    /// to the framer costs it a state swap). Anything else returns after one phase.
     pub(super) fn step(
+        &mut self,
+        data: &[u8],
+        cfg: &FramerConfig,
+        out: &mut Vec<FramerEvent>,
+        giveback: &mut Vec<u8>,
+        ctx: &mut SealCtx<'_>,
+    ) -> usize {
+        let mut used = 0;
+        loop {
+            let n = self.step_once(data.get(used..).unwrap_or(&[]), cfg, out, giveback, ctx);
+            used += n;
+            let in_place = matches!(
+                self.part,
+                PartState::Gather { .. } | PartState::Skip { .. } | PartState::Rest
+            );
+            if n == 0
+                || !in_place
+                || used >= data.len()
+                || self.remaining == 0
+                || self.desync
+                || !giveback.is_empty()
+            {
+                return used;
+            }
+        }
+    }
+
+    /// One phase of [`InMessage::step`].
+    fn step_once(
         &mut self,
         data: &[u8],
         cfg: &FramerConfig,
