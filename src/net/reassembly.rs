@@ -162,6 +162,11 @@ enum ConnState {
     Closed(CloseKind),
 }
 
+/// A connection's reassembly state, part of its entry cost (`Kind::Connections`; checked by a
+/// test in `pipeline`).
+#[cfg(test)]
+pub(crate) const CONN_BYTES: usize = std::mem::size_of::<Conn>();
+
 struct Conn {
     id: ConnId,
     key: ConnKey,

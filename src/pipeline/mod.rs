@@ -890,6 +890,19 @@ impl Pipeline {
 mod tests {
     use super::*;
 
+    /// What a connection costs the budget covers what it holds: its reassembly state and two
+    /// framers with their message walkers, and room for its index entries and the layer's
+    /// endpoints (an inline buffer grown in a framer must be charged here).
+    #[test]
+    fn a_connections_entry_cost_covers_its_structs() {
+        let held = crate::net::reassembly::CONN_BYTES + 2 * crate::smb2::framer::FRAMER_BYTES;
+        assert!(
+            held + 192 <= Kind::Connections.entry_cost(),
+            "{held} + 192 > {}",
+            Kind::Connections.entry_cost()
+        );
+    }
+
     /// The frames `backoff` pauses for before its next try.
     fn pause_after(backoff: &mut LaneBackoff) -> u32 {
         let mut pause = 0;

@@ -239,6 +239,14 @@ impl State {
     }
 }
 
+/// Bytes a framer holds besides its message's kept bytes: itself and its boxed message walker
+/// (in progress, or kept for the next message; the header being gathered and the message's
+/// parts are inline in it), with the allocation's header. Part of a connection's entry cost
+/// (`Kind::Connections`; checked by a test in `pipeline`).
+#[cfg(test)]
+pub(crate) const FRAMER_BYTES: usize =
+    std::mem::size_of::<Framer>() + std::mem::size_of::<InMessage>() + 16;
+
 /// Frames one direction of one connection.
 #[derive(Debug)]
 pub struct Framer {
