@@ -14,6 +14,8 @@ pub mod keys;
 pub mod preauth;
 
 use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
 use std::sync::Arc;
 
 use crate::budget::{Budget, Kind, MemoryUse, Share};
@@ -205,10 +207,12 @@ struct SessionCrypto {
 #[derive(Debug)]
 pub struct Decryptor {
     keys: Arc<KeyRing>,
-    conns: HashMap<u32, ConnCrypto>,
-    sessions: HashMap<u64, SessionCrypto>,
+    conns: HashMap<u32, ConnCrypto, RandomState>,
+    /// Asked for every encrypted message (`confirm`): foldhash, seeded per run (the keys are
+    /// the peers' session ids), not SipHash; so are the other two tables.
+    sessions: HashMap<u64, SessionCrypto, RandomState>,
     /// SESSION_SETUP exchanges in progress: (connection, session id) → preauth hash so far.
-    setups: HashMap<(u32, u64), PreauthHash>,
+    setups: HashMap<(u32, u64), PreauthHash, RandomState>,
     share: Share,
     /// The frame being read (for the share's first drop).
     frame: u64,
@@ -236,9 +240,9 @@ impl Decryptor {
     pub fn with_share(keys: Arc<KeyRing>, share: Share) -> Decryptor {
         Decryptor {
             keys,
-            conns: HashMap::new(),
-            sessions: HashMap::new(),
-            setups: HashMap::new(),
+            conns: HashMap::default(),
+            sessions: HashMap::default(),
+            setups: HashMap::default(),
             share,
             frame: 0,
             recent: [None; 2],
