@@ -13,6 +13,15 @@ pub enum Dir {
 }
 
 impl Dir {
+    /// 0 to the server, 1 to the client: an index for state kept per direction.
+    #[inline]
+    pub fn index(self) -> usize {
+        match self {
+            Dir::ToServer => 0,
+            Dir::ToClient => 1,
+        }
+    }
+
     pub fn reverse(self) -> Dir {
         match self {
             Dir::ToServer => Dir::ToClient,

@@ -35,9 +35,10 @@ pub(super) struct Framers {
     /// Slot by (connection, direction): hashed with foldhash, not SipHash (the keys are our own
     /// connection numbers, nothing an attacker chooses to collide).
     index: HashMap<(ConnId, Dir), usize, FixedState>,
-    /// The last direction looked up and its slot: bulk transfers deliver many chunks in a row
-    /// on one direction, which then costs no hashing.
-    last: Option<((ConnId, Dir), usize)>,
+    /// The last connection looked up in each direction and its slot: bulk transfers deliver
+    /// chunk after chunk on one connection, its two directions in turn, which then costs no
+    /// hashing.
+    last: [Option<(ConnId, usize)>; 2],
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     bytes: Share,
 }
@@ -49,7 +50,7 @@ impl Framers {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashMap::with_hasher(FixedState::default()),
-            last: None,
+            last: [None; 2],
             bytes: Share::new(Kind::Framers, max_bytes),
         }
     }
@@ -65,11 +66,12 @@ impl Framers {
 
     /// The slot of (conn, dir)'s framer, if it has one.
     fn slot(&mut self, conn: ConnId, dir: Dir) -> Option<usize> {
-        match self.last {
-            Some((key, slot)) if key == (conn, dir) => Some(slot),
+        let last = &mut self.last[dir.index()];
+        match *last {
+            Some((c, slot)) if c == conn => Some(slot),
             _ => {
                 let slot = *self.index.get(&(conn, dir))?;
-                self.last = Some(((conn, dir), slot));
+                *last = Some((conn, slot));
                 Some(slot)
             }
         }
@@ -104,7 +106,7 @@ impl Framers {
                     }
                 };
                 self.index.insert((conn, dir), slot);
-                self.last = Some(((conn, dir), slot));
+                self.last[dir.index()] = Some((conn, slot));
                 slot
             }
         };
@@ -225,8 +227,8 @@ impl Framers {
         let Some(slot) = self.index.remove(&(conn, dir)) else {
             return false;
         };
-        if self.last.is_some_and(|(_, s)| s == slot) {
-            self.last = None;
+        if self.last[dir.index()].is_some_and(|(_, s)| s == slot) {
+            self.last[dir.index()] = None;
         }
         let Some(mut f) = self.slots.get_mut(slot).and_then(Option::take) else {
             return false;

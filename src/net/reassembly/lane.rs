@@ -25,13 +25,6 @@ pub struct BulkLane<'r> {
     last_ts: &'r mut Timestamp,
 }
 
-fn at(dir: Dir) -> usize {
-    match dir {
-        Dir::ToServer => 0,
-        Dir::ToClient => 1,
-    }
-}
-
 impl Reassembler {
     /// The lane for the last segment's connection, when the bulk path is on and that
     /// connection is open with both directions plain and the reassembly share within bounds.
@@ -96,10 +89,10 @@ impl BulkLane<'_> {
         };
         let len = seg.payload.len();
         let conn = &mut *self.conn;
-        let room = match self.room[at(dir)] {
+        let room = match self.room[dir.index()] {
             Some(room) => room,
             None if len == 0 => 0,
-            None => *self.room[at(dir)].insert(sink.skip_room(conn.id, dir)),
+            None => *self.room[dir.index()].insert(sink.skip_room(conn.id, dir)),
         };
         // What `push_plain` and `after_data` do with it (the count-off left to `close`),
         // changing nothing unless all of it applies: the acknowledgement last.
@@ -112,8 +105,8 @@ impl BulkLane<'_> {
         conn.segments += 1;
         conn.half(dir).advance(len);
         if len > 0 {
-            self.room[at(dir)] = Some(room - len as u64);
-            self.taken[at(dir)] += len as u64;
+            self.room[dir.index()] = Some(room - len as u64);
+            self.taken[dir.index()] += len as u64;
         }
         self.segments += 1;
         true
@@ -131,7 +124,7 @@ impl BulkLane<'_> {
         *self.last_frame = frame;
         *self.last_ts = ts;
         for dir in [Dir::ToServer, Dir::ToClient] {
-            let len = self.taken[at(dir)];
+            let len = self.taken[dir.index()];
             if len > 0 {
                 let counted = sink.skip_data(self.conn.id, dir, frame, len as usize);
                 debug_assert!(counted, "the sink counts off the room it gave");
