@@ -703,3 +703,41 @@ fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64, keep_ioctls: &[u32]) -> us
     };
     whole.min(wire).max(fixed.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::smb2::framer::SealCtx;
+
+    /// A spare walker reset for the next message is the walker `new` makes: `reset` states
+    /// `new`'s values a second time (to keep the inline buffers where they are), so this holds
+    /// the two together, whatever the walker held before.
+    #[test]
+    fn a_reset_walker_is_a_new_one() {
+        let cfg = FramerConfig::default();
+        // A READ request (its header and fixed body kept, the rest counted off), then a
+        // message cut short: parts, a kept count, a malformed mark, a state mid-part.
+        let mut header = vec![0u8; HEADER_LEN];
+        header[..4].copy_from_slice(&[0xFE, b'S', b'M', b'B']);
+        header[4] = 64;
+        header[12] = 0x08;
+        let mut msg = header.clone();
+        msg.extend_from_slice(&[0x31; 60]);
+        let mut m = InMessage::new([0, 0, 0, msg.len() as u8], msg.len() as u32);
+        let mut out = Vec::new();
+        m.walk(&msg, &cfg, &mut SealCtx::none(), &mut out);
+        m.finish(&cfg, &mut out, &mut SealCtx::none());
+        assert_eq!(out.len(), 1, "{out:?}");
+        m.msg.lost_bytes = 7;
+        m.msg.malformed = Some(Smb2Error::Truncated {
+            what: "test",
+            needed: 1,
+            available: 0,
+        });
+        m.msg.overflow.push((Command::READ, false));
+        (m.kept, m.opaque, m.desync, m.inner, m.headers_only) = (9, true, true, true, true);
+        m.reset([0, 0, 1, 0], 256);
+        let fresh = InMessage::new([0, 0, 1, 0], 256);
+        assert_eq!(format!("{m:?}"), format!("{fresh:?}"));
+    }
+}
