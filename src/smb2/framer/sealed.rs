@@ -115,6 +115,20 @@ fn keyed<'a>(ctx: &'a mut SealCtx<'_>, c: &Candidate) -> Option<&'a Arc<Keyed>> 
     ctx.crypto.as_deref_mut()?.keyed(c)
 }
 
+/// The probe's test of one candidate: its keystream, and the message's first bytes (`probe`)
+/// decrypted with it, when they read as an SMB2 message of the session. A candidate that fails
+/// it cannot be the one the message was sealed with.
+fn probe_with(
+    keyed: &Arc<Keyed>,
+    th: &TransformHeader,
+    probe: Probe,
+) -> Option<(Keystream, Probe)> {
+    let ks = Keystream::new(Arc::clone(keyed), &th.nonce);
+    let mut plain = probe;
+    ks.apply_at(0, plain.as_mut_slice());
+    plausible(plain.as_slice(), th.session_id).then_some((ks, plain))
+}
+
 fn plausible(plain: &[u8], session_id: u64) -> bool {
     match plain.get(..4) {
         Some([0xFE, b'S', b'M', b'B']) => plain
@@ -349,10 +363,7 @@ impl Sealed {
             let Some(keyed) = keyed(ctx, c) else {
                 continue;
             };
-            let ks = Keystream::new(Arc::clone(keyed), &th.nonce);
-            let mut plain = buf;
-            ks.apply_at(0, plain.as_mut_slice());
-            if plausible(plain.as_slice(), th.session_id) {
+            if let Some((ks, plain)) = probe_with(keyed, &th, buf) {
                 found = Some((i, ks, plain));
                 break;
             }
@@ -419,22 +430,36 @@ impl Sealed {
         else {
             return;
         };
-        let order = cands.get(first).into_iter().chain(
-            cands
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != first)
-                .map(|(_, c)| c),
-        );
+        let mut probe = Probe::default();
+        probe.fill_to(PROBE_LEN as usize, &buf);
+        // The probe found `first`; another candidate can open the message only if it passes
+        // the probe's test too (almost never), so only then is it tried, and only then does a
+        // CCM try of `first` open a copy (a failed CCM open zeroes the bytes; GCM checks first
+        // and leaves them alone).
+        let may_open = |ctx: &mut SealCtx<'_>, c: &Candidate| {
+            keyed(ctx, c).is_some_and(|k| probe_with(k, &th, probe).is_some())
+        };
+        // Tried in that order: `first`, then the others that pass the test.
+        let count = cands.iter().count();
+        let mut order = std::iter::once(first).chain((0..count).filter(move |&i| i != first));
         let mut opened = None;
-        let mut order = order.peekable();
-        while let Some(c) = order.next() {
-            let Some(k) = keyed(ctx, c) else {
+        let mut n = 0;
+        while let Some(i) = order.next() {
+            n += 1;
+            let Some(c) = cands.get(i) else {
                 continue;
             };
-            // CCM zeroes the bytes when its tag fails (the tag covers the plaintext): with
-            // candidates left to try, it opens a copy. GCM checks first and leaves them alone.
-            if !c.cipher.is_gcm() && order.peek().is_some() {
+            if n > 1 && !may_open(ctx, c) {
+                continue;
+            }
+            let Some(k) = keyed(ctx, c).map(Arc::clone) else {
+                continue;
+            };
+            let keep_ciphertext = !c.cipher.is_gcm()
+                && order
+                    .clone()
+                    .any(|j| cands.get(j).is_some_and(|o| may_open(ctx, o)));
+            if keep_ciphertext {
                 let mut copy = buf.clone();
                 if k.open(&th, &mut copy).is_ok() {
                     buf = copy;
