@@ -268,10 +268,11 @@ impl Reassembler {
     /// Decodes the TCP segment in `packet` and pushes it; `Ok(false)`: not TCP.
     ///
     /// The bulk path: a plain segment ([`PlainSegment`]) of the last segment's connection that
-    /// carries the next bytes of its direction, or none, with nothing held or closed there, and
-    /// whose bytes the sink counts off unseen ([`StreamSink::skip_data`]) — nearly every frame
-    /// of a bulk transfer, and its ACKs — is taken straight from the packet's bytes. It changes
-    /// what [`Reassembler::push`] would; anything else is decoded in full and pushed.
+    /// carries the next bytes of its direction, or none, with nothing held or closed there —
+    /// nearly every frame of a bulk transfer, and its ACKs — is taken straight from the
+    /// packet's bytes: counted off unseen when the sink can ([`StreamSink::skip_data`]), else
+    /// handed over as they are (a message's first segment). It changes what
+    /// [`Reassembler::push`] would; anything else is decoded in full and pushed.
     #[inline]
     pub fn push_packet<S: StreamSink>(
         &mut self,
@@ -320,13 +321,13 @@ impl Reassembler {
             return false;
         };
         let len = seg.payload.len();
-        if conn.state != ConnState::Open
-            || !conn.half(dir).takes_next(seg.seq, len)
-            || (len > 0 && !sink.skip_data(conn.id, dir, frame, len))
-        {
+        if conn.state != ConnState::Open || !conn.half(dir).takes_next(seg.seq, len) {
             return false;
         }
-        // Taken: what `push` does with such a segment, the data step done by `skip_data`.
+        // Taken: what `push` does with such a segment, the data step done by `skip_data` when
+        // the sink counts the bytes off, else by the half's `push` (its in-order case) — the
+        // full decode and the connection lookup were all `push` would add.
+        let counted_off = len == 0 || sink.skip_data(conn.id, dir, frame, len);
         self.last_frame = frame;
         self.last_ts = ts;
         self.stats.segments += 1;
@@ -334,7 +335,23 @@ impl Reassembler {
         let before = (conn.chunks(), conn.bytes());
         conn.segments += 1;
         conn.last_frame = frame;
-        conn.half(dir).advance(len);
+        if counted_off {
+            conn.half(dir).advance(len);
+        } else {
+            let to = At {
+                conn: conn.id,
+                frame,
+                ts,
+            };
+            let half = conn.half(dir);
+            half.push(
+                seg.seq,
+                seg.payload,
+                0,
+                &mut self.stats,
+                &mut to.sink(dir, sink),
+            );
+        }
         let flags = TcpFlags {
             ack: true,
             ..TcpFlags::default()

@@ -6,7 +6,8 @@ pub struct ReassemblyStats {
     pub connections: u64,
     /// Segments on a tracked port.
     pub segments: u64,
-    /// Of those, taken by the bulk path ([`crate::net::Reassembler::push_packet`]).
+    /// Of those, taken by the bulk path ([`crate::net::Reassembler::push_packet`]): counted off
+    /// unseen, or handed over without the full decode.
     pub bulk_segments: u64,
     /// Of those, taken in runs by the bulk lane (`Reassembler::bulk_lane`).
     pub lane_segments: u64,

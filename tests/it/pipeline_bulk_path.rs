@@ -250,3 +250,38 @@ fn merged_captures_take_runs_in_the_merged_order() {
         "ties: the lane took {in_lane} of {taken}"
     );
 }
+
+/// A message's first segment takes the bulk path too, its bytes handed to the framer as they
+/// are (no full decode, no connection lookup): on transfers without loss, only the segments
+/// that open and close connections are decoded in full — fewer than one for every SMB2
+/// message (each of which begins in a segment that the sink cannot count off unseen).
+#[test]
+fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
+    let dir = scratch("sqos-bulk-starts-");
+    let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join("steady.pcap"));
+    cfg.duration = Some(3.0);
+    cfg.big_io = true;
+    cfg.hosts = Some(1);
+    sqos::synth::run(&cfg).expect("synth");
+    let mut reader = sqos::run::open(&cfg.output).expect("capture opens");
+    let mut out = Everything::default();
+    let result = run_capture(
+        &mut reader,
+        PipelineConfig::default(),
+        &mut out,
+        &mut no_progress,
+    );
+    assert!(matches!(result.ending, Ending::Clean));
+    let (r, stats) = (result.reassembly, result.stats);
+    let full = r.segments - r.bulk_segments;
+    eprintln!(
+        "{} segments, {} in full, {} connections, {} SMB2 messages",
+        r.segments, full, stats.connections, stats.smb2_messages
+    );
+    assert!(stats.smb2_messages > 100, "{} messages", stats.smb2_messages);
+    assert!(
+        full <= 4 * stats.connections,
+        "{full} segments decoded in full on {} connections",
+        stats.connections
+    );
+}
