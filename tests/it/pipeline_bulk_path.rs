@@ -278,7 +278,11 @@ fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
         "{} segments, {} in full, {} connections, {} SMB2 messages",
         r.segments, full, stats.connections, stats.smb2_messages
     );
-    assert!(stats.smb2_messages > 100, "{} messages", stats.smb2_messages);
+    assert!(
+        stats.smb2_messages > 100,
+        "{} messages",
+        stats.smb2_messages
+    );
     assert!(
         full <= 4 * stats.connections,
         "{full} segments decoded in full on {} connections",
