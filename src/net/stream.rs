@@ -127,7 +127,13 @@ impl HalfStream {
     /// them on as they are.
     #[inline]
     fn continues_at(&self, seq: u32) -> bool {
-        self.ooo.is_empty() && self.fin.is_none() && seq == self.base.wrapping_add(self.next as u32)
+        self.ooo.is_empty() && self.fin.is_none() && self.is_next_seq(seq)
+    }
+
+    /// `seq` is the sequence number of the next byte.
+    #[inline]
+    fn is_next_seq(&self, seq: u32) -> bool {
+        seq == self.base.wrapping_add(self.next as u32)
     }
 
     /// `push` of `len` captured bytes at `seq` would change nothing but the next offset, after
@@ -369,17 +375,32 @@ impl HalfStream {
         }
     }
 
-    /// [`HalfStream::on_peer_ack`] of `ack` when it finds no acknowledged hole (true); false,
-    /// nothing changed, when it would (the bulk lane leaves such a segment to the full path).
+    /// [`HalfStream::takes_next`] of a plain half ([`HalfStream::is_plain`]: started, nothing
+    /// held, no FIN), which a bulk lane's halves stay for its run: the sequence number alone
+    /// decides. Checked against `takes_next` in debug builds.
     #[inline]
-    pub(crate) fn on_peer_ack_in_order(&mut self, ack: u32) -> bool {
+    pub(crate) fn plain_takes_next(&self, seq: u32, len: usize) -> bool {
+        debug_assert!(self.is_plain());
+        let takes = len == 0 || self.is_next_seq(seq);
+        debug_assert_eq!(takes, self.takes_next(seq, len));
+        takes
+    }
+
+    /// [`HalfStream::on_peer_ack`] of `ack` on a plain half ([`HalfStream::is_plain`]), which
+    /// a bulk lane's halves stay for its run, when it finds no acknowledged hole (true); false,
+    /// nothing changed, when it would (the lane leaves such a segment to the full path). With
+    /// nothing held and no FIN, a hole is acknowledged only past the byte after the next one;
+    /// checked against `hole_end` in debug builds.
+    #[inline]
+    pub(crate) fn plain_peer_ack(&mut self, ack: u32) -> bool {
+        debug_assert!(self.is_plain());
         let acked = self.acked_after(ack);
-        if !self.started || self.hole_end(acked).is_some() {
-            return false;
+        let in_order = acked <= self.next + 1;
+        debug_assert_eq!(in_order, self.hole_end(acked).is_none());
+        if in_order {
+            self.acked = acked;
         }
-        self.acked = acked;
-        self.acked_hole_since = None;
-        true
+        in_order
     }
 
     /// The peer acknowledged everything before `ack` (a sequence number of this direction).
@@ -478,6 +499,78 @@ impl<'a> Segment<'a> {
         }
         if miss_from < to {
             gap(to - miss_from, stats, emit);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain half whose data began at `base` and of which `next` bytes came.
+    fn plain(base: u32, next: usize) -> HalfStream {
+        let mut half = HalfStream::default();
+        half.start(base);
+        half.advance(next);
+        half
+    }
+
+    #[test]
+    fn a_plain_half_takes_the_next_bytes_or_none() {
+        let half = plain(u32::MAX - 4, 10);
+        let next = (u32::MAX - 4).wrapping_add(10);
+        assert!(half.plain_takes_next(next, 1448));
+        assert!(half.plain_takes_next(next, 1));
+        assert!(half.plain_takes_next(7, 0), "no bytes: any number");
+        assert!(!half.plain_takes_next(next + 1, 1));
+        assert!(
+            !half.plain_takes_next(next - 1, 1),
+            "a byte delivered already"
+        );
+    }
+
+    #[test]
+    fn a_plain_half_acknowledged_past_the_byte_after_the_next_has_a_hole() {
+        let mut half = plain(1000, 100);
+        assert!(half.plain_peer_ack(1050));
+        assert_eq!(half.acked, 50);
+        assert!(
+            half.plain_peer_ack(1101),
+            "the byte after the next: no hole"
+        );
+        assert_eq!(half.acked, 101);
+        assert!(
+            half.plain_peer_ack(1020),
+            "an older acknowledgement changes nothing"
+        );
+        assert_eq!(half.acked, 101);
+        let mut half = plain(1000, 100);
+        assert!(!half.plain_peer_ack(1102), "one byte not seen acknowledged");
+        assert_eq!(half.acked, 0, "nothing changed");
+    }
+
+    proptest::proptest! {
+        /// On a plain half the lane's shortcuts decide as the general rules do (each also
+        /// asserts it in debug builds, as these tests run).
+        #[test]
+        fn plain_shortcuts_are_the_general_rules(
+            base in proptest::num::u32::ANY,
+            next in 0usize..100_000,
+            acked in 0usize..100_002,
+            seq_delta in -3i64..3,
+            len in 0usize..3,
+            ack_delta in -100_003i64..100_003,
+        ) {
+            let mut half = plain(base, next);
+            half.acked = acked.min(next + 1) as u64;
+            let next_seq = base.wrapping_add(next as u32);
+            let seq = next_seq.wrapping_add(seq_delta as u32);
+            proptest::prop_assert_eq!(half.plain_takes_next(seq, len), half.takes_next(seq, len));
+            let ack = next_seq.wrapping_add(ack_delta as u32);
+            let (before, after) = (half.acked, half.acked_after(ack));
+            let no_hole = half.hole_end(after).is_none();
+            proptest::prop_assert_eq!(half.plain_peer_ack(ack), no_hole);
+            proptest::prop_assert_eq!(half.acked, if no_hole { after } else { before });
         }
     }
 }

@@ -14,12 +14,12 @@ pub struct BulkLane<'r> {
     conn: &'r mut super::Conn,
     /// The header bytes of its plain segments to the server and to the client.
     ends: [WireEnds; 2],
-    /// Bytes of each direction the sink would still count off unseen (asked when the first
-    /// segment with data in that direction comes).
-    room: [Option<u64>; 2],
-    /// Bytes of each direction taken.
-    taken: [u64; 2],
-    segments: u64,
+    /// Bytes of each direction the sink would still count off unseen: none until asked, when
+    /// the first segment with data in that direction comes (`asked`; few runs carry data
+    /// both ways).
+    room: [u64; 2],
+    /// The room each direction was given when asked (what was taken is what is gone of it).
+    asked: [Option<u64>; 2],
     stats: &'r mut ReassemblyStats,
     last_frame: &'r mut u64,
     last_ts: &'r mut Timestamp,
@@ -48,9 +48,8 @@ impl Reassembler {
         Some(BulkLane {
             conn,
             ends,
-            room: [None; 2],
-            taken: [0; 2],
-            segments: 0,
+            room: [0; 2],
+            asked: [None; 2],
             stats: &mut self.stats,
             last_frame: &mut self.last_frame,
             last_ts: &mut self.last_ts,
@@ -88,43 +87,53 @@ impl BulkLane<'_> {
             return false;
         };
         let len = seg.payload.len();
-        let conn = &mut *self.conn;
-        let room = match self.room[dir.index()] {
-            Some(room) => room,
-            None if len == 0 => 0,
-            None => *self.room[dir.index()].insert(sink.skip_room(conn.id, dir)),
-        };
+        let i = dir.index();
+        if len as u64 > self.room[i] && !self.ask_room(dir, len, sink) {
+            return false;
+        }
         // What `push_plain` and `after_data` do with it (the count-off left to `close`),
-        // changing nothing unless all of it applies: the acknowledgement last.
-        if len as u64 > room
-            || !conn.half(dir).takes_next(seg.seq, len)
-            || !conn.half(dir.reverse()).on_peer_ack_in_order(seg.ack)
+        // changing nothing unless all of it applies: the acknowledgement last. The halves
+        // were plain when the lane was lent (`bulk_lane`) and stay so: it only moves their
+        // next offsets and acknowledgements in order.
+        let conn = &mut *self.conn;
+        if !conn.half(dir).plain_takes_next(seg.seq, len)
+            || !conn.half(dir.reverse()).plain_peer_ack(seg.ack)
         {
             return false;
         }
-        conn.segments += 1;
         conn.half(dir).advance(len);
-        if len > 0 {
-            self.room[dir.index()] = Some(room - len as u64);
-            self.taken[dir.index()] += len as u64;
-        }
-        self.segments += 1;
+        self.room[i] -= len as u64;
         true
+    }
+
+    /// Asks the sink for a direction's room, once a run (a second time would find what the
+    /// lane already counts); true when `len` bytes fit.
+    #[inline(never)]
+    fn ask_room<S: StreamSink>(&mut self, dir: Dir, len: usize, sink: &mut S) -> bool {
+        let i = dir.index();
+        if self.asked[i].is_some() {
+            return false;
+        }
+        let room = sink.skip_room(self.conn.id, dir);
+        self.asked[i] = Some(room);
+        self.room[i] = room;
+        len as u64 <= room
     }
 
     /// The run's segments were `run`'s frames: the counts and the last frame, and the bytes
     /// counted off by the sink in one call a direction (counting off adds up).
     pub fn close<S: StreamSink>(self, run: &FrameRun, sink: &mut S) {
-        debug_assert_eq!(run.frames, self.segments);
         let (frame, ts) = run.last;
-        self.stats.segments += self.segments;
-        self.stats.bulk_segments += self.segments;
-        self.stats.lane_segments += self.segments;
+        self.stats.segments += run.frames;
+        self.stats.bulk_segments += run.frames;
+        self.stats.lane_segments += run.frames;
+        self.conn.segments += run.frames;
         self.conn.last_frame = frame;
         *self.last_frame = frame;
         *self.last_ts = ts;
         for dir in [Dir::ToServer, Dir::ToClient] {
-            let len = self.taken[dir.index()];
+            let i = dir.index();
+            let len = self.asked[i].map_or(0, |given| given - self.room[i]);
             if len > 0 {
                 let counted = sink.skip_data(self.conn.id, dir, frame, len as usize);
                 debug_assert!(counted, "the sink counts off the room it gave");
