@@ -399,7 +399,10 @@ fn walk_record(
             (epb.packet(ifc), epb.len)
         }
     };
-    std::hint::black_box(*data.get(len.checked_sub(1)?)?);
+    let last: &u8 = data.get(len.checked_sub(1)?)?;
+    // SAFETY: a byte of the slice, read as it is (volatile: the read is the point, not its
+    // value; `black_box` kept it too but through a store to the stack).
+    unsafe { std::ptr::read_volatile(last) };
     if map.shrunk() {
         return None;
     }
@@ -497,9 +500,12 @@ impl RecentLengths {
     /// A record of `len` bytes was walked; returns the sum of the last `GUESS_AHEAD`.
     #[inline]
     fn add(&mut self, len: usize) -> usize {
-        self.sum = self.sum - self.lens[self.at] + len;
-        self.lens[self.at] = len;
-        self.at = (self.at + 1) % GUESS_AHEAD;
+        // `at` is always below `GUESS_AHEAD`; the remainder tells the compiler so (no bounds
+        // check in the walk's loop).
+        let at = self.at % GUESS_AHEAD;
+        self.sum = self.sum - self.lens[at] + len;
+        self.lens[at] = len;
+        self.at = (at + 1) % GUESS_AHEAD;
         self.sum
     }
 }
