@@ -523,19 +523,23 @@ impl InMessage {
 
     /// The current part has all the bytes it keeps: store it and skip the rest of it.
     fn finish_part(&mut self, cfg: &FramerConfig, cut: bool) {
-        let part = std::mem::replace(&mut self.part, PartState::Rest);
+        // Its fields taken where they are: the whole state moved out was a copy of it.
         let PartState::Gather {
             buf,
-            header: Some(header),
+            header: header @ Some(_),
             wire_len,
             next,
             ..
-        } = part
+        } = &mut self.part
         else {
+            self.part = PartState::Rest;
             return;
         };
+        let (header, buf, wire_len, next) = (header.take(), std::mem::take(buf), *wire_len, *next);
         let have = buf.len() as u64;
-        self.store(cfg, header, buf, wire_len, cut);
+        if let Some(header) = header {
+            self.store(cfg, header, buf, wire_len, cut);
+        }
         self.part = PartState::Skip {
             n: wire_len.saturating_sub(have),
             next,
