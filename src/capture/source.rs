@@ -406,28 +406,37 @@ fn walk_record(
     if map.shrunk() {
         return None;
     }
-    // The next record's header follows, in the cache line just touched: ask now for the
-    // lines of its headers and of its last byte, which the next call touches.
+    // A record's walk touches the lines of its headers (the first two) and of its last byte:
+    // ask for them ahead. Where a record begins is known only from the header before it, so
+    // walking them is a chain of waits for memory once a frame needs little work (the bulk
+    // lane's runs): there, ask for the lines of the record `GUESS_AHEAD` further on, which
+    // probably begins as far past the next one as the last records were long and is probably
+    // as long as this one (README, Performance); asking for the next record's lines only (one
+    // record ahead) left each frame of a run waiting for its last byte. A frame pushed alone
+    // does enough work to cover the wait: its next record's lines, known from its header
+    // (`recent` none).
     let after = at + len;
-    let next_len = data.get(len..).and_then(|next| match walk {
-        Walk::Pcap {
-            big_endian,
-            header_len,
-            ..
-        } => RecordHeader::read(next, big_endian)?.record_len(header_len),
-        Walk::Ng { big_endian, .. } => Some(read_u32(next.get(4..8)?, big_endian) as usize),
-    });
-    if let Some(next_len) = next_len.filter(|&l| l > 0) {
-        map.prefetch(after + CACHE_LINE);
-        map.prefetch(after + next_len - 1);
-    }
-    // Where a record begins is known only from the header before it, so walking them is a
-    // chain of waits for memory once a frame needs little work (the bulk lane's runs): ask for
-    // the line where the record `GUESS_AHEAD` further on probably begins, as far past the next
-    // one as the last records were long (README, Performance). A frame pushed alone does
-    // enough work to cover the wait: no guess (`recent` none).
-    if let Some(recent) = recent {
-        map.prefetch(after + recent.add(len));
+    match recent {
+        Some(recent) => {
+            let guess = after + recent.add(len);
+            map.prefetch(guess);
+            map.prefetch(guess + CACHE_LINE);
+            map.prefetch(guess + len - 1);
+        }
+        None => {
+            let next_len = data.get(len..).and_then(|next| match walk {
+                Walk::Pcap {
+                    big_endian,
+                    header_len,
+                    ..
+                } => RecordHeader::read(next, big_endian)?.record_len(header_len),
+                Walk::Ng { big_endian, .. } => Some(read_u32(next.get(4..8)?, big_endian) as usize),
+            });
+            if let Some(next_len) = next_len.filter(|&l| l > 0) {
+                map.prefetch(after + CACHE_LINE);
+                map.prefetch(after + next_len - 1);
+            }
+        }
     }
     Some(Walked { meta, len })
 }
@@ -484,8 +493,10 @@ impl Epb {
     }
 }
 
-/// Records ahead of the next one whose start `walk_record` guesses and asks for: 4 took a
-/// C walk of the records from 84–92 to 58–62 ms on 583 MB (2: 65–69, 8: 61–70, 16: 73).
+/// Records ahead of the next one whose lines `walk_record` guesses and asks for: 4 took a
+/// C walk of the records from 84–92 to 58–62 ms on 583 MB (2: 65–69, 8: 61–70, 16: 73); with
+/// the guessed record's header and last lines asked for too, 8 was no quicker than 4 (session
+/// 20).
 const GUESS_AHEAD: usize = 4;
 
 /// The lengths of the last `GUESS_AHEAD` records and their sum.
