@@ -1,9 +1,7 @@
 //! Request ↔ response matching by (connection, MessageId), with a bounded table of requests
 //! still waiting for their (final) response.
 
-use std::collections::{HashMap, VecDeque};
-
-use foldhash::fast::RandomState;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::budget::{Kind, Share};
 use crate::net::ConnId;
@@ -23,15 +21,10 @@ pub enum Evicted {
 /// Outstanding requests, each with caller data `V` and its variable bytes. Bounded by a memory
 /// share (`Kind::Pending`: entries at their cost plus the bytes the caller charges): inserting
 /// into a full table evicts the oldest requests, which are returned so the caller can count them.
+/// Keyed in order, so the requests of one connection are found without a scan of the rest.
 #[derive(Debug)]
 pub struct PendingTable<V> {
-    /// By connection, then MessageId: the requests of a closing connection are taken at once,
-    /// without a scan of the rest. Hashed (every request and final response looks one up):
-    /// foldhash, seeded per run (the ids are the peers'), not SipHash. Nothing is iterated in
-    /// hash order: what leaves several at a time leaves oldest first (by generation).
-    conns: HashMap<ConnId, HashMap<u64, Entry<V>, RandomState>, RandomState>,
-    /// Requests in `conns`.
-    len: usize,
+    map: BTreeMap<MsgKey, Entry<V>>,
     /// Insertion order (key, generation); entries whose generation no longer matches are stale.
     order: VecDeque<(MsgKey, u64)>,
     generation: u64,
@@ -49,8 +42,7 @@ impl<V> PendingTable<V> {
     /// A table of at most `max_bytes` (entries at `Kind::Pending`'s cost plus their bytes).
     pub fn new(max_bytes: usize) -> Self {
         PendingTable {
-            conns: HashMap::default(),
-            len: 0,
+            map: BTreeMap::new(),
             order: VecDeque::new(),
             generation: 0,
             share: Share::new(Kind::Pending, max_bytes),
@@ -58,11 +50,11 @@ impl<V> PendingTable<V> {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
     /// The table's memory share (drops counted by the caller through `share_mut`).
@@ -79,20 +71,8 @@ impl<V> PendingTable<V> {
     /// when the share is full.
     pub fn insert(&mut self, key: MsgKey, value: V, bytes: usize) -> Vec<(MsgKey, V, Evicted)> {
         let mut out = Vec::new();
-        self.generation += 1;
-        let entry = Entry {
-            generation: self.generation,
-            bytes,
-            value,
-        };
-        // In the table before room is made, found by one lookup: the oldest requests are taken
-        // from `order`, which gets this one only after them, so it is never one of them.
-        match self.conns.entry(key.0).or_default().insert(key.1, entry) {
-            Some(old) => {
-                self.share.release(1, old.bytes);
-                out.push((key, old.value, Evicted::Replaced));
-            }
-            None => self.len += 1,
+        if let Some(old) = self.take(&key) {
+            out.push((key, old, Evicted::Replaced));
         }
         while !self.share.fits(1, bytes) {
             match self.pop_oldest() {
@@ -100,36 +80,35 @@ impl<V> PendingTable<V> {
                 None => break,
             }
         }
+        self.generation += 1;
         self.share.charge(1, bytes);
+        self.map.insert(
+            key,
+            Entry {
+                generation: self.generation,
+                bytes,
+                value,
+            },
+        );
         self.order.push_back((key, self.generation));
         self.compact();
         out
     }
 
     pub fn get(&self, key: &MsgKey) -> Option<&V> {
-        self.entry(key).map(|e| &e.value)
+        self.map.get(key).map(|e| &e.value)
     }
 
     pub fn get_mut(&mut self, key: &MsgKey) -> Option<&mut V> {
-        let e = self.conns.get_mut(&key.0)?.get_mut(&key.1)?;
-        Some(&mut e.value)
-    }
-
-    fn entry(&self, key: &MsgKey) -> Option<&Entry<V>> {
-        self.conns.get(&key.0)?.get(&key.1)
-    }
-
-    /// `key` holds the request `order` listed with generation `gen` (not a stale listing).
-    fn is_live(&self, key: &MsgKey, gen: u64) -> bool {
-        self.entry(key).is_some_and(|e| e.generation == gen)
+        self.map.get_mut(key).map(|e| &mut e.value)
     }
 
     /// The first outstanding request (oldest first) for which `f` holds.
     pub fn find(&self, mut f: impl FnMut(&MsgKey, &V) -> bool) -> Option<MsgKey> {
         self.order
             .iter()
-            .filter(|(key, gen)| self.is_live(key, *gen))
-            .find(|(key, _)| self.get(key).is_some_and(|v| f(key, v)))
+            .filter(|(key, gen)| self.map.get(key).is_some_and(|e| e.generation == *gen))
+            .find(|(key, _)| self.map.get(key).is_some_and(|e| f(key, &e.value)))
             .map(|(key, _)| *key)
     }
 
@@ -141,21 +120,25 @@ impl<V> PendingTable<V> {
     }
 
     fn take(&mut self, key: &MsgKey) -> Option<V> {
-        let e = self.conns.get_mut(&key.0)?.remove(&key.1)?;
-        self.len -= 1;
+        let e = self.map.remove(key)?;
         self.share.release(1, e.bytes);
         Some(e.value)
     }
 
     /// Remove every request of a connection (it closed), oldest first.
     pub fn remove_conn(&mut self, conn: ConnId) -> Vec<(MsgKey, V)> {
-        let requests = self.conns.remove(&conn).unwrap_or_default();
-        let mut out: Vec<(u64, MsgKey, V)> = Vec::with_capacity(requests.len());
-        for (id, e) in requests {
-            self.share.release(1, e.bytes);
-            out.push((e.generation, (conn, id), e.value));
+        let keys: Vec<MsgKey> = self
+            .map
+            .range((conn, 0)..=(conn, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut out: Vec<(u64, MsgKey, V)> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(e) = self.map.remove(&key) {
+                self.share.release(1, e.bytes);
+                out.push((e.generation, key, e.value));
+            }
         }
-        self.len -= out.len();
         out.sort_unstable_by_key(|(g, _, _)| *g);
         self.compact();
         out.into_iter().map(|(_, k, v)| (k, v)).collect()
@@ -168,32 +151,25 @@ impl<V> PendingTable<V> {
             out.push(kv);
         }
         self.order.clear();
-        self.conns.clear();
         out
     }
 
     fn pop_oldest(&mut self) -> Option<(MsgKey, V)> {
         while let Some((key, gen)) = self.order.pop_front() {
-            if self.is_live(&key, gen) {
+            if self.map.get(&key).is_some_and(|e| e.generation == gen) {
                 return self.take(&key).map(|v| (key, v));
             }
         }
         None
     }
 
-    /// Drop stale order entries so the queue stays proportional to the table. Inline: asked
-    /// at every insert and removal, it rarely has anything to do.
-    #[inline]
+    /// Drop stale order entries so the queue stays proportional to the table.
     fn compact(&mut self) {
-        if self.order.len() > 2 * self.len + 64 {
-            self.drop_stale();
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order
+                .retain(|(key, gen)| map.get(key).is_some_and(|e| e.generation == *gen));
         }
-    }
-
-    fn drop_stale(&mut self) {
-        let mut order = std::mem::take(&mut self.order);
-        order.retain(|(key, gen)| self.is_live(key, *gen));
-        self.order = order;
     }
 }
 
@@ -216,7 +192,7 @@ mod tests {
             t.insert((c, i), "x", 0);
             t.remove(&(c, i));
         }
-        assert!(t.order.len() <= 2 * t.len() + 65);
+        assert!(t.order.len() <= 2 * t.map.len() + 65);
         assert_eq!(t.drain(), vec![((c, 3), "c")]);
         assert_eq!(t.share().used(), 0);
     }
