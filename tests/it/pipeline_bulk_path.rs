@@ -202,6 +202,16 @@ fn deal(
         .collect()
 }
 
+/// Three seconds of `steady` traffic with big I/Os from `hosts` hosts, generated in `dir`.
+fn steady_big_io(dir: &Path, hosts: u32) -> SynthConfig {
+    let mut cfg = SynthConfig::new(Scenario::Steady, dir.join("synth.pcap"));
+    cfg.duration = Some(3.0);
+    cfg.big_io = true;
+    cfg.hosts = Some(hosts);
+    sqos::synth::run(&cfg).expect("synth");
+    cfg
+}
+
 /// Captures read as one timeline (`MergedCaptures`) take the lane's runs too, from the file the
 /// last frame came from and only while its frames come before the other files' next ones (by
 /// time, ties to the file named first): the output is the same with the bulk path on and off,
@@ -209,11 +219,7 @@ fn deal(
 #[test]
 fn merged_captures_take_runs_in_the_merged_order() {
     let dir = scratch("sqos-bulk-merged-");
-    let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join("synth.pcap"));
-    cfg.duration = Some(3.0);
-    cfg.big_io = true;
-    cfg.hosts = Some(2);
-    sqos::synth::run(&cfg).expect("synth");
+    let cfg = steady_big_io(dir.path(), 2);
     // The two hosts' connections (clients 10.0.0.11 and .12, server .100): the last bytes of
     // the IPv4 addresses tell them apart, either way.
     let by_connection: fn(&Frame<'_>) -> usize = |f| usize::from((f.data[29] ^ f.data[33]) & 1);
@@ -258,11 +264,7 @@ fn merged_captures_take_runs_in_the_merged_order() {
 #[test]
 fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
     let dir = scratch("sqos-bulk-starts-");
-    let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join("steady.pcap"));
-    cfg.duration = Some(3.0);
-    cfg.big_io = true;
-    cfg.hosts = Some(1);
-    sqos::synth::run(&cfg).expect("synth");
+    let cfg = steady_big_io(dir.path(), 1);
     let mut reader = sqos::run::open(&cfg.output).expect("capture opens");
     let mut out = Everything::default();
     let result = run_capture(
