@@ -272,6 +272,15 @@ impl<'m> MapView<'m> {
     }
 }
 
+/// Reads `byte` for the read's sake: a byte of a map past the end of a file that shrank
+/// faults there, which sets the map's `shrunk` flag (its value is not wanted; `black_box`
+/// kept the read too, but through a store to the stack on every record).
+#[inline]
+pub(crate) fn touch(byte: &u8) {
+    // SAFETY: a reference's byte, read as it is.
+    unsafe { std::ptr::read_volatile(byte) };
+}
+
 /// A capture file's memory map, shared by the reader with the threads that read its frames
 /// where they lie (`--threads`): no frame is copied to reach them.
 #[derive(Clone)]

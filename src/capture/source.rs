@@ -399,10 +399,7 @@ fn walk_record(
             (epb.packet(ifc), epb.len)
         }
     };
-    let last: &u8 = data.get(len.checked_sub(1)?)?;
-    // SAFETY: a byte of the slice, read as it is (volatile: the read is the point, not its
-    // value; `black_box` kept it too but through a store to the stack).
-    unsafe { std::ptr::read_volatile(last) };
+    super::mapped::touch(data.get(len.checked_sub(1)?)?);
     if map.shrunk() {
         return None;
     }
