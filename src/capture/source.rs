@@ -1405,6 +1405,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn recent_lengths_sum_the_last_guess_ahead_records() {
+        let mut recent = RecentLengths::default();
+        let lens = [1530, 70, 1530, 9018, 65_535, 70, 70, 70, 1_000_000, 16];
+        for (i, len) in lens.into_iter().enumerate() {
+            let last: usize = lens[(i + 1).saturating_sub(GUESS_AHEAD)..=i].iter().sum();
+            assert_eq!(recent.add(len), last, "after {} records", i + 1);
+        }
+    }
+
+    #[test]
     fn tsresol_decimal_and_binary() {
         assert_eq!(units_per_sec(6), Some(1_000_000));
         assert_eq!(units_per_sec(9), Some(1_000_000_000));
