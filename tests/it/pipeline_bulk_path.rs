@@ -265,14 +265,7 @@ fn merged_captures_take_runs_in_the_merged_order() {
 fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
     let dir = scratch("sqos-bulk-starts-");
     let cfg = steady_big_io(dir.path(), 1);
-    let mut reader = sqos::run::open(&cfg.output).expect("capture opens");
-    let mut out = Everything::default();
-    let result = run_capture(
-        &mut reader,
-        PipelineConfig::default(),
-        &mut out,
-        &mut no_progress,
-    );
+    let (_, result) = crate::support::run(&cfg.output);
     assert!(matches!(result.ending, Ending::Clean));
     let (r, stats) = (result.reassembly, result.stats);
     let full = r.segments - r.bulk_segments;

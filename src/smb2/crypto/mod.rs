@@ -14,9 +14,9 @@ pub mod keys;
 pub mod preauth;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use std::sync::Arc;
 
 use crate::budget::{Budget, Kind, MemoryUse, Share};
 

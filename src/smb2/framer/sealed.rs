@@ -433,43 +433,43 @@ impl Sealed {
         let mut probe = Probe::default();
         probe.fill_to(PROBE_LEN as usize, &buf);
         // The probe found `first`; another candidate can open the message only if it passes
-        // the probe's test too (almost never), so only then is it tried, and only then does a
-        // CCM try of `first` open a copy (a failed CCM open zeroes the bytes; GCM checks first
+        // the probe's test too (almost never), so only those are tried after it, each tested
+        // once and only when needed: after a GCM try failed, or before a CCM try (a failed CCM
+        // open zeroes the bytes, so with a candidate left it opens a copy; GCM checks first
         // and leaves them alone).
-        let may_open = |ctx: &mut SealCtx<'_>, c: &Candidate| {
-            keyed(ctx, c).is_some_and(|k| probe_with(k, &th, probe).is_some())
+        let mut others = cands
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != first)
+            .map(|(_, c)| *c);
+        let mut next_passing = |ctx: &mut SealCtx<'_>| {
+            others.find(|c| keyed(ctx, c).is_some_and(|k| probe_with(k, &th, probe).is_some()))
         };
-        // Tried in that order: `first`, then the others that pass the test.
-        let count = cands.iter().count();
-        let mut order = std::iter::once(first).chain((0..count).filter(move |&i| i != first));
         let mut opened = None;
-        let mut n = 0;
-        while let Some(i) = order.next() {
-            n += 1;
-            let Some(c) = cands.get(i) else {
-                continue;
-            };
-            if n > 1 && !may_open(ctx, c) {
-                continue;
-            }
-            let Some(k) = keyed(ctx, c).map(Arc::clone) else {
-                continue;
-            };
-            let keep_ciphertext = !c.cipher.is_gcm()
-                && order
-                    .clone()
-                    .any(|j| cands.get(j).is_some_and(|o| may_open(ctx, o)));
-            if keep_ciphertext {
-                let mut copy = buf.clone();
-                if k.open(&th, &mut copy).is_ok() {
-                    buf = copy;
+        let mut current = cands.get(first).copied();
+        while let Some(c) = current {
+            let after = (!c.cipher.is_gcm()).then(|| next_passing(ctx));
+            if let Some(k) = keyed(ctx, &c).map(Arc::clone) {
+                let open = match after {
+                    Some(Some(_)) => {
+                        let mut copy = buf.clone();
+                        let ok = k.open(&th, &mut copy).is_ok();
+                        if ok {
+                            buf = copy;
+                        }
+                        ok
+                    }
+                    _ => k.open(&th, &mut buf).is_ok(),
+                };
+                if open {
                     opened = Some(c.cipher);
                     break;
                 }
-            } else if k.open(&th, &mut buf).is_ok() {
-                opened = Some(c.cipher);
-                break;
             }
+            current = match after {
+                Some(next) => next,
+                None => next_passing(ctx),
+            };
         }
         let Some(cipher) = opened else {
             let tried = cands.iter().map(|c| c.source).collect();
