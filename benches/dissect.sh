@@ -9,6 +9,7 @@
 #   SKIP_ENCRYPTED=1                 do not time the encrypted capture (same traffic, AES-128-GCM)
 #   SKIP_COMPRESSED=1                do not time the compressed capture (same traffic, LZ77 chained)
 #   SKIP_MANY=1                      do not time the many-connection capture (see below)
+#   SKIP_SMALL=1                     do not time the small-I/O capture (see below)
 #   RUNS=N                           runs of each fast command, the quickest is kept (default 3)
 #   TSHARK_RUNS=N                    runs of tshark, the quickest is kept (default 3: tshark's
 #                                    time varies by a third from run to run on a shared machine,
@@ -28,7 +29,8 @@
 # (AES-128-GCM), decrypted with --keys (sqos and tshark alike); a third for the same traffic
 # compressed (chained LZ77, SMB 3.1.1 compression: every message that comes out smaller); a
 # fourth for traffic of many connections at once (`synth --scenario steady`, 8 hosts of 4 VMs,
-# each host's session on 2 channels: 16 connections, I/Os up to 1 MiB), about SIZE bytes.
+# each host's session on 2 channels: 16 connections, I/Os up to 1 MiB), about SIZE bytes; a
+# fifth for the same hosts with small I/Os (4-64 KiB: a message every ~6 frames).
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -196,5 +198,17 @@ if [ -z "${SKIP_MANY:-}" ]; then
   SQOS=()
   TSHARK=()
   variant "many connections (16, 8 sessions on 2 channels each)" "$DIR/many-$SIZE.pcap" ""
+fi
+
+# Small I/Os on many connections: the same hosts with `steady`'s own I/O sizes (4-64 KiB, as
+# VM disks mostly do), about 4.3 MB of capture per simulated second. Few frames follow the
+# last one's connection here, and a message every ~6 frames: the per-message and
+# per-connection work, not the bulk path, sets the pace.
+if [ -z "${SKIP_SMALL:-}" ]; then
+  seconds=$(( $(numfmt --from=auto "${SIZE%B}") / 4300000 + 1 ))
+  SYNTH=(--scenario steady --hosts 8 --vms 4 --channels 2 --duration "$seconds" --seed 1)
+  SQOS=()
+  TSHARK=()
+  variant "small I/Os (4-64 KiB) on 16 connections" "$DIR/small-$SIZE.pcap" ""
 fi
 [ -n "${SQOS_BENCH_DIR:-}" ] || rm -rf "$DIR"
