@@ -359,20 +359,25 @@ impl Reassembler {
             return false;
         };
         let last = match self.last {
-            Some(
-                last @ Last {
-                    wire: Some(ends), ..
-                },
-            ) => seg.dir_in(&ends).map(|dir| (last, dir)),
+            Some(Last {
+                slot,
+                wire: Some(ends),
+                ..
+            }) => seg.dir_in(&ends).map(|dir| (slot, dir)),
             _ => None,
         };
-        // Another recent connection's: `push` would find the same one by its key (see
-        // `remember`), and make it the last.
-        let Some((last, dir)) = last.or_else(|| self.recent.find(&seg.ends)) else {
-            return false;
+        let (slot, dir) = match last {
+            Some(hit) => hit,
+            // Another recent connection's: `push` would find the same one by its key (see
+            // `remember`), and make it the last.
+            None => {
+                let Some((recent, dir)) = self.recent.find(&seg.ends) else {
+                    return false;
+                };
+                self.last = Some(recent);
+                (recent.slot, dir)
+            }
         };
-        self.last = Some(last);
-        let slot = last.slot;
         let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return false;
         };
