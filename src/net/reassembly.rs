@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use foldhash::fast::{FixedState, RandomState};
+
 use crate::budget::{Budget, Kind, MemoryUse, Share};
 use crate::capture::{L3Packet, Timestamp};
 
@@ -219,16 +221,65 @@ impl Last {
     }
 }
 
+/// Entries of [`Recent`] (a power of two).
+const RECENT: usize = 64;
+
+/// Recently seen IPv4 connections by the 12 bytes that name their plain segments, in a
+/// direct-mapped table: a plain segment of one of them takes the bulk path without a full
+/// decode and a hash of its key (a host's channels interleave their segments, so the last
+/// connection alone misses often). An entry is the connection `by_key` gives for its key; a
+/// clash only costs a miss, whatever the addresses.
+struct Recent([Option<Last>; RECENT]);
+
+impl Recent {
+    fn index(ends: &WireEnds) -> usize {
+        ends.symmetric_hash() as usize % RECENT
+    }
+
+    /// The connection whose plain segments bear `ends`, and their direction.
+    #[inline]
+    fn find(&self, ends: &WireEnds) -> Option<(Last, Dir)> {
+        let last = (*self.0.get(Self::index(ends))?)?;
+        let dir = match last.wire {
+            Some([to_server, _]) if to_server == *ends => Dir::ToServer,
+            Some([_, to_client]) if to_client == *ends => Dir::ToClient,
+            _ => return None,
+        };
+        Some((last, dir))
+    }
+
+    fn insert(&mut self, last: Last) {
+        if let Some([to_server, _]) = last.wire {
+            if let Some(e) = self.0.get_mut(Self::index(&to_server)) {
+                *e = Some(last);
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: usize) {
+        for e in &mut self.0 {
+            if e.is_some_and(|l| l.slot == slot) {
+                *e = None;
+            }
+        }
+    }
+}
+
 pub struct Reassembler {
     cfg: ReassemblyConfig,
     stats: ReassemblyStats,
     /// Connections by slot; freed slots are reused.
     slots: Vec<Option<Conn>>,
     free: Vec<usize>,
-    by_key: HashMap<ConnKey, usize>,
-    by_id: HashMap<ConnId, usize>,
+    /// By the peers' addresses: foldhash seeded per run, not SipHash (looked up for every
+    /// segment the bulk path does not take).
+    by_key: HashMap<ConnKey, usize, RandomState>,
+    /// By our own numbers.
+    by_id: HashMap<ConnId, usize, FixedState>,
     /// The last lookup.
     last: Option<Last>,
+    /// Connections the bulk path finds by their segments' header bytes (see [`Recent`]).
+    recent: Box<Recent>,
     next_id: u32,
     /// Out-of-order chunks held over all connections (the reassembly share).
     held: Share,
@@ -253,9 +304,10 @@ impl Reassembler {
             stats: ReassemblyStats::default(),
             slots: Vec::new(),
             free: Vec::new(),
-            by_key: HashMap::new(),
-            by_id: HashMap::new(),
+            by_key: HashMap::default(),
+            by_id: HashMap::default(),
             last: None,
+            recent: Box::new(Recent([None; RECENT])),
             next_id: 0,
             held,
             tracked,
@@ -303,19 +355,28 @@ impl Reassembler {
         packet: &[u8],
         sink: &mut S,
     ) -> bool {
-        let Some(Last {
-            slot,
-            wire: Some(ends),
-            ..
-        }) = self.last
-        else {
-            return false;
-        };
         let Some(seg) = PlainSegment::of(packet) else {
             return false;
         };
-        let Some(dir) = seg.dir_in(&ends) else {
-            return false;
+        let last = match self.last {
+            Some(Last {
+                slot,
+                wire: Some(ends),
+                ..
+            }) => seg.dir_in(&ends).map(|dir| (slot, dir)),
+            _ => None,
+        };
+        let (slot, dir) = match last {
+            Some(hit) => hit,
+            // Another recent connection's: `push` would find the same one by its key (see
+            // `remember`), and make it the last.
+            None => {
+                let Some((recent, dir)) = self.recent.find(&seg.ends) else {
+                    return false;
+                };
+                self.last = Some(recent);
+                (recent.slot, dir)
+            }
         };
         let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return false;
@@ -652,7 +713,7 @@ impl Reassembler {
                     }
                 };
             if !reused {
-                self.last = Some(Last::new(*key, slot));
+                self.remember(*key, slot);
                 return Some(slot);
             }
             self.forget(slot, frame, ts, sink);
@@ -691,12 +752,24 @@ impl Reassembler {
         };
         self.by_key.insert(*key, slot);
         self.by_id.insert(id, slot);
-        self.last = Some(Last::new(*key, slot));
+        self.remember(*key, slot);
         sink.on_connection(id, key, frame, ts);
         if !seg.flags.syn {
             sink.on_note(id, frame, NetNote::MidStream);
         }
         Some(slot)
+    }
+
+    /// `slot` (the connection of `key`) is the last one looked up, and one of the recent ones
+    /// when its segments name it alone: not when both its ports are server ports, where
+    /// `orient` may take a segment for the connection of the reversed key instead.
+    fn remember(&mut self, key: ConnKey, slot: usize) {
+        let last = Last::new(key, slot);
+        self.last = Some(last);
+        let ports = &self.cfg.ports;
+        if !(ports.contains(&key.client.port()) && ports.contains(&key.server.port())) {
+            self.recent.insert(last);
+        }
     }
 
     /// Drops a connection from the table, delivering what it still holds.
@@ -729,6 +802,7 @@ impl Reassembler {
         if self.last.is_some_and(|l| l.slot == slot) {
             self.last = None;
         }
+        self.recent.remove(slot);
     }
 
     /// Makes room in a full table: forgets closed connections, then the least recently active

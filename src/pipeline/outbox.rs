@@ -16,6 +16,8 @@
 //! and 5 here), so an SQOS request shown without a response is explained.
 
 use std::collections::{HashMap, VecDeque};
+
+use foldhash::fast::FixedState;
 use std::sync::Arc;
 
 use super::{
@@ -122,7 +124,7 @@ pub struct Outbox {
     share: Share,
     /// Held requests by connection (some may have been answered since), so a closing
     /// connection releases its own without a walk of the whole queue.
-    held_by_conn: HashMap<ConnId, Vec<Seq>>,
+    held_by_conn: HashMap<ConnId, Vec<Seq>, FixedState>,
     /// Notes produced by forced releases, delivered before the released record.
     released_early: u64,
     /// Notes per kind so far (given and not given).
@@ -137,7 +139,7 @@ impl Outbox {
             hold_window_ns: i64::from(limits.hold_window_secs) * 1_000_000_000,
             max_queued: limits.max_queued.max(1),
             share: Share::new(Kind::Queued, limits.max_queued_bytes),
-            held_by_conn: HashMap::new(),
+            held_by_conn: HashMap::default(),
             released_early: 0,
             notes_by_kind: [0; NoteKind::COUNT],
         }

@@ -13,6 +13,8 @@
 //! prints takes at most a quarter of it; sessions and channels past that are counted, not listed.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use foldhash::fast::{FixedState, RandomState};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -61,16 +63,18 @@ const LISTED_CHANNEL_COST: usize = std::mem::size_of::<ChannelStats>() + 64;
 
 #[derive(Debug)]
 pub struct Sessions {
-    channels: HashMap<(u64, ConnId), Channel>,
+    /// Looked up for every message: foldhash, seeded per run where a key holds the peers'
+    /// SessionId, not SipHash.
+    channels: HashMap<(u64, ConnId), Channel, RandomState>,
     /// Sessions on each connection (for the end of a connection).
-    by_conn: HashMap<ConnId, Vec<u64>>,
+    by_conn: HashMap<ConnId, Vec<u64>, FixedState>,
     /// Channels in the order they were added, for eviction.
     order: VecDeque<(u64, ConnId)>,
-    last_server: HashMap<ConnId, LastServer>,
+    last_server: HashMap<ConnId, LastServer, FixedState>,
     /// The connection the server spoke on last, not yet written to `last_server` (most
     /// messages follow one on the same connection: one map write per switch, not per message).
     hot: Option<(ConnId, LastServer)>,
-    trees: HashMap<(u64, u32), Arc<str>>,
+    trees: HashMap<(u64, u32), Arc<str>, RandomState>,
     tree_order: VecDeque<(u64, u32)>,
     /// Listed sessions, by SessionId (`sqos stats`).
     pub listed: BTreeMap<u64, SessionSummary>,
@@ -86,12 +90,12 @@ impl Sessions {
     /// A table of at most `limit` bytes.
     pub fn new(limit: usize) -> Self {
         Sessions {
-            channels: HashMap::new(),
-            by_conn: HashMap::new(),
+            channels: HashMap::default(),
+            by_conn: HashMap::default(),
             order: VecDeque::new(),
-            last_server: HashMap::new(),
+            last_server: HashMap::default(),
             hot: None,
-            trees: HashMap::new(),
+            trees: HashMap::default(),
             tree_order: VecDeque::new(),
             listed: BTreeMap::new(),
             unlisted_sessions: 0,

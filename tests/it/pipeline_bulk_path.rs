@@ -284,3 +284,36 @@ fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
         stats.connections
     );
 }
+
+/// The same when hosts' channels interleave their segments (8 hosts, 2 channels each, small
+/// I/Os: the last segment's connection is rarely the next one's): a plain segment of any
+/// recent connection takes the bulk path, found by its header bytes, not decoded in full and
+/// looked up by its key.
+#[test]
+fn interleaved_connections_take_the_bulk_path_too() {
+    let dir = scratch("sqos-bulk-interleaved-");
+    let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join("synth.pcap"));
+    cfg.duration = Some(2.0);
+    cfg.hosts = Some(8);
+    cfg.channels = Some(2);
+    sqos::synth::run(&cfg).expect("synth");
+    let (_, result) = crate::support::run(&cfg.output);
+    assert!(matches!(result.ending, Ending::Clean));
+    let (r, stats) = (result.reassembly, result.stats);
+    let full = r.segments - r.bulk_segments;
+    eprintln!(
+        "{} segments, {} in full, {} connections, {} SMB2 messages",
+        r.segments, full, stats.connections, stats.smb2_messages
+    );
+    assert_eq!(stats.connections, 16);
+    assert!(
+        stats.smb2_messages > 500,
+        "{} messages",
+        stats.smb2_messages
+    );
+    assert!(
+        full <= 4 * stats.connections,
+        "{full} segments decoded in full on {} connections",
+        stats.connections
+    );
+}
