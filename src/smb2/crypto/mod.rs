@@ -35,8 +35,12 @@ use preauth::{preauth_next, PreauthHash, PREAUTH_ZERO};
 /// files) and SESSION_SETUP exchanges in progress are charged to the budget's sessions share.
 const MAX_CONNS: usize = 200_000;
 
-/// Ciphers kept keyed ([`KeyedCache`]): the two directions of a few sessions.
-const KEYED_SLOTS: usize = 8;
+/// Ciphers kept keyed ([`KeyedCache`]): the two directions of 32 sessions (a Scale-Out File
+/// Server's hosts each have their own, and their messages interleave).
+const KEYED_SLOTS: usize = 64;
+/// Most (session, direction) pairs whose candidates are kept ([`Decryptor::candidates`]);
+/// past it they are all forgotten and found again as needed.
+const MAX_FOUND: usize = 1024;
 
 const DIALECT_311: u16 = 0x0311;
 /// SMB2_SESSION_FLAG_BINDING in a SESSION_SETUP request's Flags (MS-SMB2 2.2.5).
@@ -76,6 +80,23 @@ impl Key {
     }
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// By its first 16 bytes (as two words: a key's bytes are random, and equal keys hash alike):
+/// looked up for every encrypted message ([`KeyedCache`]).
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (a, b) = self.bytes.split_at(8);
+        let word = |w: &[u8]| {
+            u64::from_le_bytes(
+                w.get(..8)
+                    .and_then(|w| w.try_into().ok())
+                    .unwrap_or_default(),
+            )
+        };
+        state.write_u64(word(a));
+        state.write_u64(word(b));
     }
 }
 
@@ -122,9 +143,15 @@ impl Candidates {
 /// The ciphers last used, keyed ([`Keyed`]), by (cipher, key): a session's messages reuse its
 /// key schedule instead of expanding it each (as costly as decrypting a small message). Fixed
 /// size: past `KEYED_SLOTS` keys the least recently used is made again when next needed.
-#[derive(Default)]
 struct KeyedCache {
-    slots: [Option<KeyedSlot>; KEYED_SLOTS],
+    /// `KEYED_SLOTS` of them.
+    slots: Box<[Option<KeyedSlot>]>,
+    /// The slot of each (cipher, key) held: foldhash, seeded per run (keys come from the key
+    /// file and the capture's setups).
+    index: HashMap<(Cipher, Key), usize, RandomState>,
+    /// The slots of the last lookups, looked at first (a session's requests and responses
+    /// in turn ask for its two keys, and a message's other candidates may be tried).
+    last: [usize; 4],
     /// Lookups so far: when each slot was last used.
     tick: u64,
 }
@@ -135,14 +162,31 @@ struct KeyedSlot {
     used: u64,
 }
 
+impl Default for KeyedCache {
+    fn default() -> Self {
+        KeyedCache {
+            slots: std::iter::repeat_with(|| None).take(KEYED_SLOTS).collect(),
+            index: HashMap::default(),
+            last: [0, 1, 2, 3],
+            tick: 0,
+        }
+    }
+}
+
 impl KeyedCache {
     /// The cipher keyed with `key`; None when the key is not of its length.
     fn get(&mut self, cipher: Cipher, key: &Key) -> Option<&Arc<Keyed>> {
         self.tick += 1;
-        let hit = self.slots.iter().position(|s| {
-            s.as_ref()
+        let holds = |i: usize| {
+            self.slots
+                .get(i)
+                .and_then(Option::as_ref)
                 .is_some_and(|s| s.keyed.cipher() == cipher && s.key == *key)
-        });
+        };
+        let hit = match self.last.iter().find(|&&i| holds(i)) {
+            Some(&i) => Some(i),
+            None => self.index.get(&(cipher, *key)).copied(),
+        };
         // Else made anew in an empty slot (never used: 0) or the least recently used one.
         let i = match hit {
             Some(i) => i,
@@ -153,14 +197,29 @@ impl KeyedCache {
         };
         let slot = self.slots.get_mut(i)?;
         if hit.is_none() {
+            let keyed = Arc::new(Keyed::new(cipher, key.as_slice())?);
+            if let Some(old) = slot.take() {
+                self.index.remove(&(old.keyed.cipher(), old.key));
+            }
             *slot = Some(KeyedSlot {
                 key: *key,
-                keyed: Arc::new(Keyed::new(cipher, key.as_slice())?),
+                keyed,
                 used: 0,
             });
+            self.index.insert((cipher, *key), i);
         }
         let s = slot.as_mut()?;
         s.used = self.tick;
+        // Most recent first; `i` moves to the front from where it was (or from the end).
+        let at = self
+            .last
+            .iter()
+            .position(|&l| l == i)
+            .unwrap_or(self.last.len() - 1);
+        if let Some(head) = self.last.get_mut(..=at) {
+            head.rotate_right(1);
+            head[0] = i;
+        }
         Some(&s.keyed)
     }
 }
@@ -216,9 +275,13 @@ pub struct Decryptor {
     share: Share,
     /// The frame being read (for the share's first drop).
     frame: u64,
-    /// The last candidates found for a message to the server and one to the client, with
-    /// their session: every message of a session asks the same until `observe` or a new
-    /// cipher's `confirm` changes what they are (three key lookups a message saved).
+    /// The candidates found for messages of a session to the server (true) or to the client:
+    /// every message of a session asks the same until `observe` or a new cipher's `confirm`
+    /// changes what they are (three key lookups and a derivation's look-up a message saved),
+    /// and a host's sessions interleave their messages. At most [`MAX_FOUND`].
+    found: HashMap<(u64, bool), Candidates, RandomState>,
+    /// The last of them to the server and to the client, looked at first (one session's
+    /// messages in a row ask for the same).
     recent: [Option<(u64, Candidates)>; 2],
     /// The ciphers of the keys last used, made ready (at most `KEYED_SLOTS` of about 2 KiB:
     /// fixed whatever the capture, so not charged to the share).
@@ -245,6 +308,7 @@ impl Decryptor {
             setups: HashMap::default(),
             share,
             frame: 0,
+            found: HashMap::default(),
             recent: [None; 2],
             keyed: KeyedCache::default(),
         }
@@ -303,7 +367,7 @@ impl Decryptor {
             return;
         }
         // A NEGOTIATE or SESSION_SETUP may set a session's dialect, cipher or preauth hash.
-        self.recent = [None; 2];
+        self.forget_found();
         let msg = whole.then_some(bytes);
         match (h.command, h.is_response()) {
             (Command::NEGOTIATE, false) => {
@@ -417,7 +481,7 @@ impl Decryptor {
         if let Some(s) = self.session(sid) {
             if s.cipher != Some(cipher) {
                 s.cipher = Some(cipher);
-                self.recent = [None; 2];
+                self.forget_found();
             }
         }
     }
@@ -430,17 +494,31 @@ impl Decryptor {
     /// The (cipher, key) pairs that may open a message of session `sid` travelling to the
     /// server (`to_server`) or to the client.
     pub fn candidates(&mut self, sid: u64, to_server: bool) -> Result<Candidates, Missing> {
-        let slot = usize::from(!to_server);
-        if let Some((s, c)) = self.recent[slot] {
+        let recent = &mut self.recent[usize::from(!to_server)];
+        if let Some((s, c)) = *recent {
             if s == sid {
                 return Ok(c);
             }
         }
+        if let Some(c) = self.found.get(&(sid, to_server)) {
+            *recent = Some((sid, *c));
+            return Ok(*c);
+        }
         let found = self.find_candidates(sid, to_server);
         if let Ok(c) = found {
-            self.recent[slot] = Some((sid, c));
+            if self.found.len() >= MAX_FOUND {
+                self.found.clear();
+            }
+            self.found.insert((sid, to_server), c);
+            self.recent[usize::from(!to_server)] = Some((sid, c));
         }
         found
+    }
+
+    /// What `observe` or `confirm` may change: the candidates found.
+    fn forget_found(&mut self) {
+        self.found.clear();
+        self.recent = [None; 2];
     }
 
     /// [`Decryptor::candidates`], looked up.
@@ -597,14 +675,14 @@ mod tests {
             first(&mut d, true),
             Some((Cipher::Aes128Ccm, KeySource::Smb30Guess))
         );
-        assert_eq!(d.recent[0].map(|r| r.0), Some(5));
+        assert!(d.found.contains_key(&(5, true)));
         // A confirmed cipher the session did not have forgets what was found; the same one
         // again keeps it.
         d.confirm(5, Cipher::Aes128Ccm);
-        assert_eq!(d.recent, [None, None]);
+        assert!(d.found.is_empty());
         assert!(first(&mut d, true).is_some());
         d.confirm(5, Cipher::Aes128Ccm);
-        assert!(d.recent[0].is_some());
+        assert!(d.found.contains_key(&(5, true)));
         d.sessions.get_mut(&5).expect("session").dialect = Some(DIALECT_311);
         assert_eq!(
             first(&mut d, true),
@@ -612,7 +690,7 @@ mod tests {
             "found before the dialect changed"
         );
         d.confirm(5, Cipher::Aes256Gcm);
-        assert_eq!(d.recent, [None, None]);
+        assert!(d.found.is_empty());
         // SMB 3.1.1 without a preauth hash: only direction keys would open it.
         assert_eq!(d.candidates(5, false), Err(Missing::NeedDirectionKeys));
         // A SESSION_SETUP of the session forgets what was found for either direction.
@@ -621,7 +699,7 @@ mod tests {
         let bytes = setup_response(5);
         let h = parse_header(&bytes).expect("header");
         d.observe(1, &h, &bytes, true);
-        assert_eq!(d.recent, [None, None]);
+        assert!(d.found.is_empty());
     }
 
     /// Session `sid`'s direction key: different for every session and direction.
@@ -634,7 +712,9 @@ mod tests {
     #[test]
     fn keyed_ciphers_are_kept_by_cipher_and_key_and_stay_few() {
         let mut ring = KeyRing::default();
-        for sid in 1..=12u64 {
+        // More sessions than the slots keep.
+        let sessions = KEYED_SLOTS as u64 + 4;
+        for sid in 1..=sessions {
             ring.insert(SessionKeys {
                 session_id: sid,
                 session_key: Vec::new(),
@@ -681,11 +761,17 @@ mod tests {
             (Cipher::Aes128Gcm, Cipher::Aes128Ccm)
         );
         assert_eq!(d.keyed(&ccm).expect("keyed").cipher(), Cipher::Aes128Ccm);
-        // Twelve sessions: no more than the slots are kept, and the oldest, made anew, opens.
-        for sid in 1..=12 {
+        // All the sessions: no more than the slots are kept (and found by the index), and the
+        // oldest, made anew, opens.
+        for sid in 1..=sessions {
             assert!(opens(&mut d, sid, true, 9), "{sid}");
         }
         assert_eq!(d.keyed.slots.iter().flatten().count(), KEYED_SLOTS);
+        assert_eq!(d.keyed.index.len(), KEYED_SLOTS);
+        for (i, s) in d.keyed.slots.iter().enumerate() {
+            let s = s.as_ref().expect("held");
+            assert_eq!(d.keyed.index.get(&(s.keyed.cipher(), s.key)), Some(&i));
+        }
         assert!(opens(&mut d, 1, true, 10));
         assert!(!Arc::ptr_eq(&kept, d.keyed(&c).expect("keyed")));
         // A key of the wrong length makes no cipher (and takes no slot).
