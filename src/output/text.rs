@@ -54,24 +54,14 @@ fn push_addr(out: &mut String, addr: &SocketAddr) {
 
 /// `n` in decimal right-aligned in `width` characters, as `{n:>width}` writes it: the numbers
 /// of every dissect line, without a trip through the formatting machinery for each.
-fn push_decimal(out: &mut String, mut n: u64, width: usize) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        // A digit 0..=9 (n % 10 < 10), so the cast cannot truncate.
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Pushed as they are: one byte a character, so no UTF-8 check and no character count.
-    let digits = digits.get(start..).unwrap_or_default();
+fn push_decimal(out: &mut String, n: u64, width: usize) {
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(n);
+    // Digits are ASCII: their length is their width in characters.
     for _ in digits.len()..width {
         out.push(' ');
     }
-    out.extend(digits.iter().map(|&d| char::from(d)));
+    out.push_str(digits);
 }
 
 /// `label` then `n` in decimal, as `write!(out, "{label}{n}")` writes them.
