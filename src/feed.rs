@@ -18,6 +18,11 @@ pub trait Tap<A> {
     fn before(&mut self, _analysis: &mut A, _rec: &SqosRecord) {}
     /// The same message, after the analysis took it (its view of it is current).
     fn after(&mut self, _analysis: &mut A) {}
+    /// The same message, when the analysis does not take it ([`RecordSink::takes_sqos`]): the
+    /// tap may keep it rather than a copy made in [`Tap::before`]. By default, [`Tap::after`].
+    fn after_untaken(&mut self, analysis: &mut A, _rec: SqosRecord) {
+        self.after(analysis);
+    }
     /// The records other than SQOS messages, before the analysis takes them.
     fn on_open(&mut self, _rec: &OpenRecord) {}
     fn on_close(&mut self, _rec: &CloseRecord) {}
@@ -45,8 +50,12 @@ pub struct Feed<A, T> {
 impl<A: CaptureSink, T: Tap<A>> RecordSink for Feed<A, T> {
     fn on_sqos(&mut self, rec: SqosRecord) {
         self.tap.before(&mut self.analysis, &rec);
-        self.analysis.on_sqos(rec);
-        self.tap.after(&mut self.analysis);
+        if self.analysis.takes_sqos() {
+            self.analysis.on_sqos(rec);
+            self.tap.after(&mut self.analysis);
+        } else {
+            self.tap.after_untaken(&mut self.analysis, rec);
+        }
     }
     fn on_open(&mut self, rec: &OpenRecord) {
         self.tap.on_open(rec);
@@ -135,6 +144,9 @@ pub(crate) use forward_records;
 /// An analysis followed only when it is there.
 impl<A: RecordSink> RecordSink for Option<A> {
     forward_records!(self => self.as_mut());
+    fn takes_sqos(&self) -> bool {
+        self.as_ref().is_some_and(A::takes_sqos)
+    }
 }
 
 impl<A: CaptureSink> CaptureSink for Option<A> {

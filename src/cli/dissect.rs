@@ -16,7 +16,7 @@ use sqos::filter::select::MessageSink;
 use sqos::filter::{MessageSelect, Subject};
 use sqos::output::frames::FramesOut;
 use sqos::output::json::record_json;
-use sqos::output::text::{detail_tree, frame_hex, hex_dump, summary_line_at};
+use sqos::output::text::{detail_tree, frame_hex, hex_dump, push_summary_line};
 use sqos::output::time::{TimeColumn, TimeFormat};
 use sqos::pipeline::{CaptureNote, ChannelRecord, RecordSink, SqosRecord, Stats};
 use sqos::run::{no_progress, run_capture, CaptureSink, RunResult};
@@ -225,6 +225,8 @@ struct Printer {
     frames: Option<FramesOut>,
     /// Time of the message before the one being shown (for `-t d`).
     prev_seen: Option<Timestamp>,
+    /// The text of the message being written, kept for the next (its capacity reused).
+    line: String,
 }
 
 impl Printer {
@@ -239,13 +241,15 @@ impl Printer {
         self.limit.is_none_or(|n| self.count < n) && !self.out.closed()
     }
 
-    fn text(&mut self, rec: &SqosRecord) -> String {
+    /// The text of one message, appended to `s`.
+    fn text(&mut self, rec: &SqosRecord, s: &mut String) {
         let time = self.time.shown(rec.ts, self.prev_seen);
-        let mut s = if self.verbose {
-            detail_tree(rec, self.first)
+        if self.verbose {
+            s.push_str(&detail_tree(rec, self.first));
         } else {
-            summary_line_at(rec, &time) + "\n"
-        };
+            push_summary_line(s, rec, &time);
+            s.push('\n');
+        }
         if self.hex {
             if let Some(f) = &rec.frame_copy {
                 s.push_str(&frame_hex(f, rec.first_frame));
@@ -256,7 +260,6 @@ impl Printer {
         if self.verbose || self.hex {
             s.push('\n');
         }
-        s
     }
 }
 
@@ -305,7 +308,13 @@ impl MessageSink for Printer {
             f.write(&rec);
         }
         let text = match self.format {
-            DissectFormat::Text => self.text(&rec),
+            DissectFormat::Text => {
+                // One buffer for every line, so a line costs no allocation of its own.
+                let mut s = std::mem::take(&mut self.line);
+                s.clear();
+                self.text(&rec, &mut s);
+                s
+            }
             DissectFormat::Jsonl => format!("{}\n", record_json(&rec)),
             DissectFormat::Json => {
                 let sep = if self.count == 0 { "[\n" } else { ",\n" };
@@ -329,6 +338,7 @@ impl MessageSink for Printer {
         };
         self.count += 1;
         self.write(&text);
+        self.line = text;
         self.out.end_record();
     }
 }
@@ -421,6 +431,7 @@ pub fn run(a: &DissectArgs) -> i32 {
         limit: a.count,
         frames,
         prev_seen: None,
+        line: String::new(),
     };
     let filtered = filter.is_some();
     let mut sink = MessageSelect::new(printer, filter, follow_flows);

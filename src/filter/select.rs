@@ -15,7 +15,7 @@ use crate::analysis::{Analysis, Analyzer, FlowState};
 use crate::capture::{CaptureFormat, Timestamp};
 use crate::feed::{Feed, Tap};
 use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
 
@@ -80,18 +80,9 @@ impl<S: MessageSink> MessageSelect<S> {
     }
 }
 
-impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
-    fn before(&mut self, analyzer: &mut Option<Analyzer>, rec: &SqosRecord) {
-        self.seen += 1;
-        self.inner.on_seen(rec);
-        self.start.get_or_insert(rec.ts);
-        let id = analyzer.as_ref().and_then(|a| a.flow_of(rec));
-        self.pending = Some((rec.clone(), id));
-    }
-    fn after(&mut self, analyzer: &mut Option<Analyzer>) {
-        let Some((rec, id)) = self.pending.take() else {
-            return;
-        };
+impl<S: MessageSink> Selecting<S> {
+    /// Give `rec` to the sink if the filter keeps it, with its flow `id` (None: looked up).
+    fn pass_on(&mut self, analyzer: &mut Option<Analyzer>, rec: SqosRecord, id: Option<Uuid>) {
         let start = self.start.unwrap_or(rec.ts);
         let flow = match analyzer {
             Some(a) => {
@@ -111,6 +102,28 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
             self.kept += 1;
             self.inner.on_message(rec, flow);
         }
+    }
+}
+
+impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
+    fn before(&mut self, analyzer: &mut Option<Analyzer>, rec: &SqosRecord) {
+        self.seen += 1;
+        self.inner.on_seen(rec);
+        self.start.get_or_insert(rec.ts);
+        // Without an analyzer the message itself comes to `after_untaken`: no copy (a thousand
+        // instructions a message, and as many to drop it).
+        if analyzer.takes_sqos() {
+            let id = analyzer.as_ref().and_then(|a| a.flow_of(rec));
+            self.pending = Some((rec.clone(), id));
+        }
+    }
+    fn after(&mut self, analyzer: &mut Option<Analyzer>) {
+        if let Some((rec, id)) = self.pending.take() {
+            self.pass_on(analyzer, rec, id);
+        }
+    }
+    fn after_untaken(&mut self, analyzer: &mut Option<Analyzer>, rec: SqosRecord) {
+        self.pass_on(analyzer, rec, None);
     }
     fn on_open(&mut self, rec: &OpenRecord) {
         self.inner.on_open(rec);

@@ -32,13 +32,16 @@ fn is_hostile(c: char) -> bool {
         )
 }
 
-/// Whether `s` is printable ASCII only (0x20..=0x7e), so nothing in it needs escaping: eight
-/// bytes at a time, because every line of `-V` and every note is checked (and a character-wise
-/// check costs the fuzz targets more than everything they test).
-fn printable_ascii(s: &str) -> bool {
+/// How many bytes `s` starts with that are printable ASCII (0x20..=0x7e), which nothing needs
+/// escaping: eight bytes at a time, because every line of `-V`, every dissect line and every
+/// note is checked (and a character-wise check costs the fuzz targets more than everything
+/// they test).
+fn printable_ascii_len(s: &str) -> usize {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    let mut words = s.as_bytes().chunks_exact(8);
+    let bytes = s.as_bytes();
+    let mut words = bytes.chunks_exact(8);
+    let mut len = 0;
     for w in &mut words {
         let x = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
         // A byte below 0x20 (its high bit is set by the borrow), or above 0x7e (0x7f plus one
@@ -46,15 +49,32 @@ fn printable_ascii(s: &str) -> bool {
         let below = x.wrapping_sub(ONES * 0x20) & !x;
         let above = x.wrapping_add(ONES) | x;
         if (below | above) & HIGHS != 0 {
-            return false;
+            break;
         }
+        len += 8;
     }
-    words.remainder().iter().all(|b| (0x20..0x7f).contains(b))
+    // The word that failed (if one did) and the tail, byte by byte.
+    len + bytes
+        .iter()
+        .skip(len)
+        .take_while(|b| (0x20..0x7f).contains(*b))
+        .count()
 }
 
-/// Whether `s` holds a character [`text`] escapes.
+/// Whether `s` holds a character [`text`] escapes. Runs of printable ASCII are skipped by
+/// [`printable_ascii_len`]; [`is_hostile`] judges each character between them, so a line that is
+/// ASCII but for its `→` is not checked character by character.
 fn needs_escape(s: &str) -> bool {
-    !printable_ascii(s) && s.chars().any(is_hostile)
+    let mut rest = s;
+    loop {
+        rest = rest.get(printable_ascii_len(rest)..).unwrap_or("");
+        let mut chars = rest.chars();
+        match chars.next() {
+            None => return false,
+            Some(c) if is_hostile(c) => return true,
+            Some(_) => rest = chars.as_str(),
+        }
+    }
 }
 
 /// `s` with every hostile character escaped (borrowed when there is none).
@@ -77,6 +97,18 @@ pub fn text(s: &str) -> Cow<'_, str> {
         };
     }
     Cow::Owned(out)
+}
+
+/// `out[from..]` escaped as [`text`] escapes it, in place: for a line written into a buffer
+/// that is reused line after line.
+pub fn text_from(out: &mut String, from: usize) {
+    let Some(tail) = out.get(from..) else {
+        return;
+    };
+    if let Cow::Owned(escaped) = text(tail) {
+        out.truncate(from);
+        out.push_str(&escaped);
+    }
 }
 
 /// A text of several lines, each escaped, its line breaks kept.
@@ -128,7 +160,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The eight-bytes-at-a-time check says "printable ASCII" exactly when every byte is,
+        /// The eight-bytes-at-a-time check finds the first byte that is not printable ASCII,
         /// at every alignment and length (bytes around the bounds 0x1f/0x20 and 0x7e/0x7f most).
         #[test]
         fn printable_ascii_is_exact(
@@ -140,11 +172,85 @@ mod tests {
         ) {
             let s = String::from_utf8_lossy(&bytes);
             let s = s.get(skip.min(s.len())..).unwrap_or("");
-            let expected = s.bytes().all(|b| (0x20..0x7f).contains(&b));
-            proptest::prop_assert_eq!(printable_ascii(s), expected);
+            let expected = s.bytes().take_while(|b| (0x20..0x7f).contains(b)).count();
+            proptest::prop_assert_eq!(printable_ascii_len(s), expected);
             let hostile = s.chars().any(is_hostile);
             proptest::prop_assert_eq!(matches!(text(s), Cow::Owned(_)), hostile);
         }
+    }
+
+    /// The run-skipping check agrees with judging every character, whatever surrounds the
+    /// character: each edge character alone, then at every offset of an ASCII text (inside and
+    /// across the eight-byte words) and next to other non-ASCII characters.
+    #[test]
+    fn needs_escape_agrees_with_every_character() {
+        let edges = [
+            "",
+            " ",
+            "~",
+            "\u{0}",
+            "\u{1f}",
+            "\u{7f}",
+            "\u{80}",
+            "\u{85}",
+            "\u{9f}",
+            "\u{a0}",
+            "\t",
+            "\n",
+            "\r",
+            "\u{1b}",
+            "\\",
+            "\"",
+            "→",
+            "Σ",
+            "é",
+            "\u{200d}",
+            "\u{200e}",
+            "\u{200f}",
+            "\u{202a}",
+            "\u{202e}",
+            "\u{202f}",
+            "\u{2066}",
+            "\u{2069}",
+            "\u{206a}",
+            "\u{061c}",
+            "\u{2028}",
+            "\u{2029}",
+            "\u{feff}",
+            "\u{10ffff}",
+            "😀",
+        ];
+        let slow = |s: &str| s.chars().any(is_hostile);
+        for e in edges {
+            assert_eq!(needs_escape(e), slow(e), "{e:?}");
+            for pad in 0..20 {
+                let ascii = "abcdefghijklmnopqrstu".get(..pad).unwrap_or("");
+                for s in [
+                    format!("{ascii}{e}"),
+                    format!("{e}{ascii}"),
+                    format!("{ascii}{e}{ascii}"),
+                    format!("{ascii}→{e}Σ{ascii}"),
+                    format!("{ascii}{e}→{ascii}"),
+                ] {
+                    assert_eq!(needs_escape(&s), slow(&s), "{s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn text_from_escapes_the_tail_only() {
+        let mut out = String::from("kept\u{1b} ");
+        text_from(&mut out, 5);
+        assert_eq!(out, "kept\u{1b} ");
+        out.push_str("a\u{1b}[2J → b");
+        text_from(&mut out, 6);
+        assert_eq!(out, "kept\u{1b} a\\x1b[2J → b");
+        // Past the end, or inside a character: nothing to escape there, left as it is.
+        text_from(&mut out, 100);
+        let arrow = out.find('→').unwrap_or(0);
+        text_from(&mut out, arrow + 1);
+        assert_eq!(out, "kept\u{1b} a\\x1b[2J → b");
     }
 
     #[test]

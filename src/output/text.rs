@@ -1,13 +1,13 @@
 //! tshark-like text: one summary line per SQOS message, the `-V` field tree, the `-x` hex dump.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 
 use crate::capture::{FrameCopy, Timestamp};
 use crate::pipeline::{Direction, SqosBody, SqosRecord};
 use crate::smb2::NtStatus;
-use crate::sqos::{
-    Dialect, Field, FieldValue, Finding, Options, ProtocolVersion, Request, Response,
-};
+use crate::sqos::{Field, FieldValue, Finding, Options, ProtocolVersion, Request, Response};
 
 use super::escape;
 use super::json::file_id_guid;
@@ -17,93 +17,157 @@ pub fn rel_time(ts: Timestamp, first: Timestamp) -> f64 {
     ts.secs_since(first)
 }
 
-fn short_guid(u: &uuid::Uuid) -> String {
-    let s = u.to_string();
-    s.get(..8).map(str::to_string).unwrap_or(s)
+/// The first 8 hex digits of a GUID, written from a stack buffer (no `to_string` per line).
+fn push_short_guid(out: &mut String, u: &uuid::Uuid) {
+    let mut buf = uuid::Uuid::encode_buffer();
+    let s = u.hyphenated().encode_lower(&mut buf);
+    out.push_str(s.get(..8).unwrap_or(s));
 }
 
-fn dialect_label(v: ProtocolVersion) -> String {
+fn dialect_label(v: ProtocolVersion) -> Cow<'static, str> {
     match v.dialect() {
-        Some(Dialect::V1_0) => "1.0".into(),
-        Some(Dialect::V1_1) => "1.1".into(),
-        None => format!("?0x{:04x}", v.0),
+        Some(d) => Cow::Borrowed(d.as_str()),
+        None => Cow::Owned(format!("?0x{:04x}", v.0)),
     }
 }
 
-fn request_summary(r: &Request) -> String {
-    let mut s = format!("v{} {}", dialect_label(r.protocol_version), {
-        let names = r.options.names();
-        if names.is_empty() {
-            format!("options=0x{:x}", r.options.bits())
-        } else {
-            names.join("|")
+/// `addr` as its `Display` writes it. IPv4 is written by hand: the generic formatting machinery
+/// (a `write!` for the address, one per octet, one for the port) cost a thousand instructions
+/// an address, two addresses a dissect line. IPv6 keeps `Display` (zero runs, embedded IPv4).
+fn push_addr(out: &mut String, addr: &SocketAddr) {
+    match addr {
+        SocketAddr::V4(a) => {
+            for (i, octet) in a.ip().octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                push_decimal(out, u64::from(octet), 0);
+            }
+            out.push(':');
+            push_decimal(out, u64::from(a.port()), 0);
         }
-    });
-    let _ = write!(s, " flow={}", short_guid(&r.logical_flow_id));
+        SocketAddr::V6(_) => {
+            let _ = write!(out, "{addr}");
+        }
+    }
+}
+
+/// `n` in decimal right-aligned in `width` characters, as `{n:>width}` writes it: the numbers
+/// of every dissect line, without a trip through the formatting machinery for each.
+fn push_decimal(out: &mut String, n: u64, width: usize) {
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(n);
+    // Digits are ASCII: their length is their width in characters.
+    for _ in digits.len()..width {
+        out.push(' ');
+    }
+    out.push_str(digits);
+}
+
+/// `label` then `n` in decimal, as `write!(out, "{label}{n}")` writes them.
+fn push_num(out: &mut String, label: &str, n: u64) {
+    out.push_str(label);
+    push_decimal(out, n, 0);
+}
+
+/// `s` right-aligned in `width` characters, as `{s:>width}` pads it.
+fn push_right(out: &mut String, s: &str, width: usize) {
+    for _ in s.chars().count()..width {
+        out.push(' ');
+    }
+    out.push_str(s);
+}
+
+fn push_request_summary(s: &mut String, r: &Request) {
+    s.push('v');
+    s.push_str(&dialect_label(r.protocol_version));
+    s.push(' ');
+    let names = r.options.names();
+    if names.is_empty() {
+        let _ = write!(s, "options=0x{:x}", r.options.bits());
+    } else {
+        for (i, name) in names.iter().enumerate() {
+            if i > 0 {
+                s.push('|');
+            }
+            s.push_str(name);
+        }
+    }
+    s.push_str(" flow=");
+    push_short_guid(s, &r.logical_flow_id);
     if r.options.contains(Options::SET_POLICY) || r.options.contains(Options::PROBE_POLICY) {
         if !r.policy_id.is_nil() {
-            let _ = write!(s, " policy={}", short_guid(&r.policy_id));
+            s.push_str(" policy=");
+            push_short_guid(s, &r.policy_id);
         }
-        let _ = write!(s, " limit={} resv={}", r.limit, r.reservation);
+        push_num(s, " limit=", r.limit);
+        push_num(s, " resv=", r.reservation);
         if let Some(v) = r.v1_1 {
-            let _ = write!(s, " bwlimit={}KB/s", v.bandwidth_limit);
+            push_num(s, " bwlimit=", v.bandwidth_limit);
+            s.push_str("KB/s");
         }
         if let Some(n) = &r.initiator_name {
-            let _ = write!(s, " name=\"{}\"", escape::text(n));
+            s.push_str(" name=\"");
+            s.push_str(&escape::text(n));
+            s.push('"');
         }
         if let Some(n) = &r.initiator_node_name {
-            let _ = write!(s, " node=\"{}\"", escape::text(n));
+            s.push_str(" node=\"");
+            s.push_str(&escape::text(n));
+            s.push('"');
         }
     }
     if r.options.contains(Options::UPDATE_COUNTERS) {
-        let _ = write!(
-            s,
-            " io+{} norm+{} latΣ+{:.1}ms",
-            r.io_count_increment,
-            r.normalized_io_count_increment,
-            r.latency_increment as f64 / 10_000.0
-        );
+        push_num(s, " io+", r.io_count_increment);
+        push_num(s, " norm+", r.normalized_io_count_increment);
+        let _ = write!(s, " latΣ+{:.1}ms", r.latency_increment as f64 / 10_000.0);
         if let Some(v) = r.v1_1 {
-            let _ = write!(s, " kb+{}", v.kilobyte_count_increment);
+            push_num(s, " kb+", v.kilobyte_count_increment);
         }
     }
-    s
 }
 
-fn response_summary(r: &Response) -> String {
-    let status = r
-        .status
-        .name()
-        .map(|n| {
-            n.trim_start_matches("StorageQoS")
-                .trim_start_matches("Status")
-                .to_string()
-        })
-        .unwrap_or_else(|| format!("0x{:x}", r.status.0));
-    let mut s = format!(
-        "v{} flow={} status={} max={} min={}",
-        dialect_label(r.protocol_version),
-        short_guid(&r.logical_flow_id),
-        status,
-        r.maximum_io_rate,
-        r.minimum_io_rate
-    );
-    if let Some(bw) = r.maximum_bandwidth {
-        let _ = write!(s, " maxbw={bw}KB/s");
+fn push_response_summary(s: &mut String, r: &Response) {
+    s.push('v');
+    s.push_str(&dialect_label(r.protocol_version));
+    s.push_str(" flow=");
+    push_short_guid(s, &r.logical_flow_id);
+    s.push_str(" status=");
+    match r.status.name() {
+        Some(n) => s.push_str(trim_prefix(trim_prefix(n, "StorageQoS"), "Status")),
+        None => {
+            let _ = write!(s, "0x{:x}", r.status.0);
+        }
     }
-    let _ = write!(s, " base={} ttl={}ms", r.base_io_size, r.time_to_live);
+    push_num(s, " max=", r.maximum_io_rate);
+    push_num(s, " min=", r.minimum_io_rate);
+    if let Some(bw) = r.maximum_bandwidth {
+        push_num(s, " maxbw=", bw);
+        s.push_str("KB/s");
+    }
+    push_num(s, " base=", u64::from(r.base_io_size));
+    push_num(s, " ttl=", u64::from(r.time_to_live));
+    s.push_str("ms");
+}
+
+/// `s` without the copies of `prefix` it starts with, as `s.trim_start_matches(prefix)`: that
+/// sets up a substring searcher for each call, five hundred instructions a response line.
+fn trim_prefix<'a>(mut s: &'a str, prefix: &str) -> &'a str {
+    while let Some(rest) = s.strip_prefix(prefix).filter(|_| !prefix.is_empty()) {
+        s = rest;
+    }
     s
 }
 
-fn worst_findings(findings: &[Finding]) -> String {
-    match findings.iter().map(|f| f.severity).max() {
-        None => String::new(),
-        Some(sev) => format!(
+fn push_worst_findings(s: &mut String, findings: &[Finding]) {
+    if let Some(sev) = findings.iter().map(|f| f.severity).max() {
+        let _ = write!(
+            s,
             " [{} finding{}, worst {}]",
             findings.len(),
             if findings.len() == 1 { "" } else { "s" },
             sev.as_str()
-        ),
+        );
     }
 }
 
@@ -114,23 +178,33 @@ pub fn summary_line(rec: &SqosRecord, first: Timestamp) -> String {
 
 /// One tshark-like summary line with its time column already formatted (`-t`).
 pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
-    let mut s = format!(
-        "{:>6} {:>11} {} → {} SQOS {} id={}",
-        rec.frame,
-        time,
-        rec.src,
-        rec.dst,
-        match rec.direction {
-            Direction::Request => "Request ",
-            Direction::Response => "Response",
-        },
-        rec.msg_id
-    );
+    let mut s = String::new();
+    push_summary_line(&mut s, rec, time);
+    s
+}
+
+/// [`summary_line_at`] appended to `out`: `sqos dissect` writes its lines into one buffer it
+/// reuses, instead of a string (and its growth) per line.
+pub fn push_summary_line(s: &mut String, rec: &SqosRecord, time: &str) {
+    let start = s.len();
+    push_decimal(s, rec.frame, 6);
+    s.push(' ');
+    push_right(s, time, 11);
+    s.push(' ');
+    push_addr(s, &rec.src);
+    s.push_str(" → ");
+    push_addr(s, &rec.dst);
+    s.push_str(match rec.direction {
+        Direction::Request => " SQOS Request  id=",
+        Direction::Response => " SQOS Response id=",
+    });
+    push_decimal(s, rec.msg_id, 0);
     let findings: &[Finding] = match &rec.body {
         SqosBody::Request(d) => {
             match &d.message {
                 Some(r) => {
-                    let _ = write!(s, " {}", request_summary(r));
+                    s.push(' ');
+                    push_request_summary(s, r);
                 }
                 None => s.push_str(" (undecodable)"),
             }
@@ -138,11 +212,13 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
         }
         SqosBody::Response(d) => {
             if let Some(st) = rec.nt_status {
-                let _ = write!(s, " {}", NtStatus(st).label());
+                s.push(' ');
+                s.push_str(&NtStatus(st).label());
             }
             match &d.message {
                 Some(r) => {
-                    let _ = write!(s, " {}", response_summary(r));
+                    s.push(' ');
+                    push_response_summary(s, r);
                 }
                 None => s.push_str(" (undecodable)"),
             }
@@ -150,7 +226,8 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
         }
         SqosBody::NoBuffer => {
             if let Some(st) = rec.nt_status {
-                let _ = write!(s, " {}", NtStatus(st).label());
+                s.push(' ');
+                s.push_str(&NtStatus(st).label());
             }
             if rec.interim {
                 s.push_str(" (interim)");
@@ -158,11 +235,11 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
             &[]
         }
     };
-    s.push_str(&worst_findings(findings));
+    push_worst_findings(s, findings);
     match rec.direction {
         Direction::Request => {
             if let Some(f) = rec.response_frame {
-                let _ = write!(s, " [resp in {f}");
+                push_num(s, " [resp in ", f);
                 if let Some(t) = rec.response_time {
                     let _ = write!(s, ", {:.6}s", t);
                 }
@@ -173,7 +250,7 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
         }
         Direction::Response => {
             if let Some(f) = rec.request_frame {
-                let _ = write!(s, " [req in {f}");
+                push_num(s, " [req in ", f);
                 if let Some(t) = rec.response_time {
                     let _ = write!(s, ", {:.6}s", t);
                 }
@@ -184,7 +261,7 @@ pub fn summary_line_at(rec: &SqosRecord, time: &str) -> String {
         }
     }
     // One line, whatever a finding quotes.
-    escape::text(&s).into_owned()
+    escape::text_from(s, start);
 }
 
 fn field_value(v: &FieldValue) -> String {
@@ -440,6 +517,44 @@ mod tests {
             hex_dump(&[0xa5, 0xff, b'A']),
             format!("0000  a5 ff 41 {}  ..A\n", " ".repeat(39))
         );
+    }
+
+    /// The hand-written numbers, padding and addresses of a dissect line read as `Display` and
+    /// `{:>width}` write them.
+    #[test]
+    fn pieces_read_as_display_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 65_535, 999_999, 1_000_000, u64::MAX] {
+            for width in [0, 1, 6, 11, 25] {
+                let mut s = String::from("x");
+                push_decimal(&mut s, n, width);
+                assert_eq!(s, format!("x{n:>width$}"));
+            }
+        }
+        for t in ["", "0.000864", "12:00:00.123456", "→", "1234567890.123456"] {
+            let mut s = String::new();
+            push_right(&mut s, t, 11);
+            assert_eq!(s, format!("{t:>11}"));
+        }
+        let addrs = [
+            "0.0.0.0:0",
+            "10.0.0.11:50113",
+            "255.255.255.255:65535",
+            "192.168.100.7:445",
+            "[::1]:445",
+            "[fe80::1%2]:139",
+            "[::ffff:10.0.0.1]:445",
+        ];
+        for a in addrs {
+            let Ok(addr) = a.parse::<SocketAddr>() else {
+                panic!("{a} is an address");
+            };
+            let mut s = String::new();
+            push_addr(&mut s, &addr);
+            assert_eq!(s, addr.to_string());
+        }
+        for (n, prefix) in [("StatusStatusOk", "Status"), ("Ok", "Status"), ("x", "")] {
+            assert_eq!(trim_prefix(n, prefix), n.trim_start_matches(prefix));
+        }
     }
 
     #[test]

@@ -264,6 +264,12 @@ pub struct CaptureNote {
 /// Receives the pipeline's output, in frame order.
 pub trait RecordSink {
     fn on_sqos(&mut self, rec: SqosRecord);
+    /// Whether [`RecordSink::on_sqos`] does anything with a message: not for an analysis that
+    /// is absent, so a [`crate::feed::Feed`] hands the message to its tap instead, which then
+    /// needs no copy of it.
+    fn takes_sqos(&self) -> bool {
+        true
+    }
     fn on_open(&mut self, _rec: &OpenRecord) {}
     fn on_close(&mut self, _rec: &CloseRecord) {}
     fn on_io(&mut self, _rec: &IoRecord) {}
