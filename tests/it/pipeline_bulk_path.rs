@@ -257,15 +257,11 @@ fn merged_captures_take_runs_in_the_merged_order() {
     );
 }
 
-/// A message's first segment takes the bulk path too, its bytes handed to the framer as they
-/// are (no full decode, no connection lookup): on transfers without loss, only the segments
-/// that open and close connections are decoded in full — fewer than one for every SMB2
-/// message (each of which begins in a segment that the sink cannot count off unseen).
-#[test]
-fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
-    let dir = scratch("sqos-bulk-starts-");
-    let cfg = steady_big_io(dir.path(), 1);
-    let (_, result) = crate::support::run(&cfg.output);
+/// Runs `capture` and checks that only the segments that open and close connections were
+/// decoded in full (at most 4 a connection) over at least `messages` SMB2 messages, on
+/// `connections` connections.
+fn only_opening_and_closing_segments_in_full(capture: &Path, connections: u64, messages: u64) {
+    let (_, result) = crate::support::run(capture);
     assert!(matches!(result.ending, Ending::Clean));
     let (r, stats) = (result.reassembly, result.stats);
     let full = r.segments - r.bulk_segments;
@@ -273,8 +269,9 @@ fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
         "{} segments, {} in full, {} connections, {} SMB2 messages",
         r.segments, full, stats.connections, stats.smb2_messages
     );
+    assert_eq!(stats.connections, connections);
     assert!(
-        stats.smb2_messages > 100,
+        stats.smb2_messages > messages,
         "{} messages",
         stats.smb2_messages
     );
@@ -285,10 +282,21 @@ fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
     );
 }
 
+/// A message's first segment takes the bulk path too, its bytes handed to the framer as they
+/// are (no full decode, no connection lookup): on transfers without loss, only the segments
+/// that open and close connections are decoded in full — fewer than one for every SMB2
+/// message (each of which begins in a segment that the sink cannot count off unseen).
+#[test]
+fn without_loss_only_opening_and_closing_segments_are_decoded_in_full() {
+    let dir = scratch("sqos-bulk-starts-");
+    let cfg = steady_big_io(dir.path(), 1);
+    only_opening_and_closing_segments_in_full(&cfg.output, 1, 100);
+}
+
 /// The same when hosts' channels interleave their segments (8 hosts, 2 channels each, small
 /// I/Os: the last segment's connection is rarely the next one's): a plain segment of any
 /// recent connection takes the bulk path, found by its header bytes, not decoded in full and
-/// looked up by its key.
+/// looked up by its key (452 of 4,329 segments were before).
 #[test]
 fn interleaved_connections_take_the_bulk_path_too() {
     let dir = scratch("sqos-bulk-interleaved-");
@@ -297,23 +305,5 @@ fn interleaved_connections_take_the_bulk_path_too() {
     cfg.hosts = Some(8);
     cfg.channels = Some(2);
     sqos::synth::run(&cfg).expect("synth");
-    let (_, result) = crate::support::run(&cfg.output);
-    assert!(matches!(result.ending, Ending::Clean));
-    let (r, stats) = (result.reassembly, result.stats);
-    let full = r.segments - r.bulk_segments;
-    eprintln!(
-        "{} segments, {} in full, {} connections, {} SMB2 messages",
-        r.segments, full, stats.connections, stats.smb2_messages
-    );
-    assert_eq!(stats.connections, 16);
-    assert!(
-        stats.smb2_messages > 500,
-        "{} messages",
-        stats.smb2_messages
-    );
-    assert!(
-        full <= 4 * stats.connections,
-        "{full} segments decoded in full on {} connections",
-        stats.connections
-    );
+    only_opening_and_closing_segments_in_full(&cfg.output, 16, 500);
 }

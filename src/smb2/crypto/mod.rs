@@ -40,7 +40,7 @@ const MAX_CONNS: usize = 200_000;
 const KEYED_SLOTS: usize = 64;
 /// Most (session, direction) pairs whose candidates are kept ([`Decryptor::candidates`]);
 /// past it they are all forgotten and found again as needed.
-const MAX_FOUND: usize = 1024;
+const MAX_FOUND: usize = 256;
 
 const DIALECT_311: u16 = 0x0311;
 /// SMB2_SESSION_FLAG_BINDING in a SESSION_SETUP request's Flags (MS-SMB2 2.2.5).
