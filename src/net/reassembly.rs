@@ -191,6 +191,11 @@ impl Conn {
             Dir::ToClient => &mut self.to_client,
         }
     }
+    /// Both halves plain ([`HalfStream::is_plain`]): what the bulk lane needs of a connection.
+    #[inline]
+    fn is_plain(&self) -> bool {
+        self.to_server.is_plain() && self.to_client.is_plain()
+    }
     fn chunks(&self) -> usize {
         self.to_server.chunks() + self.to_client.chunks()
     }
@@ -240,12 +245,7 @@ impl Recent {
     #[inline]
     fn find(&self, ends: &WireEnds) -> Option<(Last, Dir)> {
         let last = (*self.0.get(Self::index(ends))?)?;
-        let dir = match last.wire {
-            Some([to_server, _]) if to_server == *ends => Dir::ToServer,
-            Some([_, to_client]) if to_client == *ends => Dir::ToClient,
-            _ => return None,
-        };
-        Some((last, dir))
+        Some((last, ends.dir_in(&last.wire?)?))
     }
 
     fn insert(&mut self, last: Last) {
@@ -418,8 +418,7 @@ impl Reassembler {
         // `after_data` would only record the acknowledgement.
         if before == (0, 0)
             && !self.held.over()
-            && conn.to_server.is_plain()
-            && conn.to_client.is_plain()
+            && conn.is_plain()
             && conn.half(dir.reverse()).plain_peer_ack(seg.ack)
         {
             return true;

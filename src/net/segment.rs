@@ -64,6 +64,19 @@ impl WireEnds {
         Some(WireEnds(b))
     }
 
+    /// Its direction on the connection whose plain segments to the server and to the client
+    /// bear `ends` (`None`: another connection's).
+    #[inline]
+    pub(crate) fn dir_in(&self, ends: &[WireEnds; 2]) -> Option<Dir> {
+        if *self == ends[0] {
+            Some(Dir::ToServer)
+        } else if *self == ends[1] {
+            Some(Dir::ToClient)
+        } else {
+            None
+        }
+    }
+
     /// A hash that both directions of a connection share (their ends are the same bytes
     /// swapped); not seeded: for a table where a clash costs only a miss.
     #[inline]
@@ -134,13 +147,7 @@ impl PlainSegment<'_> {
     /// bear `ends` (`None`: another connection's).
     #[inline]
     pub(crate) fn dir_in(&self, ends: &[WireEnds; 2]) -> Option<Dir> {
-        if self.ends == ends[0] {
-            Some(Dir::ToServer)
-        } else if self.ends == ends[1] {
-            Some(Dir::ToClient)
-        } else {
-            None
-        }
+        self.ends.dir_in(ends)
     }
 }
 
