@@ -815,7 +815,9 @@ impl CaptureReader {
                 // Parsing only sliced the packet's bytes: touch its last one, so that a file
                 // cut inside it is noticed before the frame is handed out (a cut removes the
                 // end of a file: if the last byte is there, so is the rest).
-                std::hint::black_box(self.rdr.data().get(meta.end.saturating_sub(1)).copied());
+                if let Some(last) = self.rdr.data().get(meta.end.saturating_sub(1)) {
+                    super::mapped::touch(last);
+                }
             }
             if map.map().shrunk() && !self.done {
                 // What was read past the file's new end is zeros, not capture: drop it.
