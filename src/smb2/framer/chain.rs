@@ -309,12 +309,21 @@ impl InMessage {
             }
             PartState::Gather { buf, want, .. } => {
                 let need = (*want).saturating_sub(buf.len()) as u64;
+                if buf.is_empty() && need <= avail {
+                    let here = data.get(..avail as usize).unwrap_or(&[]);
+                    return self.gather_in_place(here, cfg, out, giveback);
+                }
                 let take = need.min(avail) as usize;
                 buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
                 self.remaining -= take as u64;
                 let (have, want) = (buf.len(), *want);
                 if have >= want {
-                    self.advance(cfg, out, giveback);
+                    // Out of the state while the phase is decided on it, back if it gathers on.
+                    let gathered = std::mem::take(buf);
+                    self.advance(&gathered, cfg, out, giveback);
+                    if let PartState::Gather { buf, .. } = &mut self.part {
+                        *buf = gathered;
+                    }
                 } else if self.remaining == 0 && take == 0 {
                     // The message ended before the part's bytes: nothing more will come.
                     self.malformed(Smb2Error::Truncated {
@@ -326,6 +335,43 @@ impl InMessage {
                 take
             }
         }
+    }
+
+    /// A part's phases decided on its bytes where they lie (`here`: the message from the part's
+    /// start, holding at least what the first phase wants), as [`InMessage::step_once`] decides
+    /// them on gathered bytes: only what the part keeps is copied, once, and not every phase's
+    /// bytes into the buffer (a message's header and fixed body usually arrive in one segment).
+    /// Returns the bytes consumed: those the phases looked at, all of `here` when it ends first.
+    fn gather_in_place(
+        &mut self,
+        here: &[u8],
+        cfg: &FramerConfig,
+        out: &mut Vec<FramerEvent>,
+        giveback: &mut Vec<u8>,
+    ) -> usize {
+        let mut used = 0;
+        while let PartState::Gather { want, .. } = self.part {
+            match here.get(..want).filter(|_| want > used) {
+                Some(bytes) => {
+                    used = want;
+                    self.advance(bytes, cfg, out, giveback);
+                    if self.desync || !giveback.is_empty() {
+                        break;
+                    }
+                }
+                None => {
+                    // The phase wants bytes that come later (or no more): gathered from here on.
+                    let keep = if want > used { here.len() } else { used };
+                    if let PartState::Gather { buf, .. } = &mut self.part {
+                        buf.extend_from_slice(here.get(..keep).unwrap_or(&[]));
+                    }
+                    used = keep;
+                    break;
+                }
+            }
+        }
+        self.remaining -= used as u64;
+        used
     }
 
     /// [`super::Framer::skip_room`] for a message: bytes that the current part skips and that
@@ -356,24 +402,31 @@ impl InMessage {
         self.remaining -= len;
     }
 
-    /// The bytes wanted for the current phase are there: decide what comes next.
-    fn advance(&mut self, cfg: &FramerConfig, out: &mut Vec<FramerEvent>, giveback: &mut Vec<u8>) {
+    /// The bytes wanted for the current phase are there (`bytes`: the part's so far, gathered
+    /// or where they lie): decide what comes next.
+    fn advance(
+        &mut self,
+        bytes: &[u8],
+        cfg: &FramerConfig,
+        out: &mut Vec<FramerEvent>,
+        giveback: &mut Vec<u8>,
+    ) {
         let first = self.is_first_part();
         let (inner, headers_only) = (self.inner, self.headers_only);
         let PartState::Gather {
-            buf,
             want,
             phase,
             header,
             wire_len,
             next,
+            ..
         } = &mut self.part
         else {
             return;
         };
         match *phase {
             Phase::Proto => {
-                let proto = buf
+                let proto = bytes
                     .get(..4)
                     .and_then(|b| <[u8; 4]>::try_from(b).ok())
                     .and_then(ProtocolId::from_bytes);
@@ -383,8 +436,7 @@ impl InMessage {
                         if *wire_len < HEADER_LEN as u64 {
                             let available = *wire_len as usize;
                             if first {
-                                let b = std::mem::take(buf);
-                                self.desync(&b, giveback);
+                                self.desync(bytes, giveback);
                             } else {
                                 self.malformed(Smb2Error::Truncated {
                                     what: "SMB2 header",
@@ -400,12 +452,12 @@ impl InMessage {
                     // Also in the plaintext of an encrypted message (never inside a
                     // decompressed one: `compress` checks that it holds SMB2).
                     (Some(ProtocolId::Compressed), true) => {
-                        let squeezed = Squeezed::new(buf, len, cfg);
+                        let squeezed = Squeezed::new(bytes, len, cfg);
                         self.opaque = true;
                         self.part = PartState::Compressed(Box::new(squeezed));
                     }
                     (Some(ProtocolId::Transform), true) if !inner => {
-                        let sealed = Sealed::new(len, buf);
+                        let sealed = Sealed::new(len, bytes);
                         self.opaque = true;
                         self.part = PartState::Sealed(Box::new(sealed));
                     }
@@ -414,20 +466,17 @@ impl InMessage {
                         self.opaque = true;
                         self.part = PartState::Rest;
                     }
-                    (None, true) => {
-                        let b = std::mem::take(buf);
-                        self.desync(&b, giveback);
-                    }
+                    (None, true) => self.desync(bytes, giveback),
                     (_, _) => {
                         let mut id = [0u8; 4];
-                        for (d, s) in id.iter_mut().zip(buf.iter()) {
+                        for (d, s) in id.iter_mut().zip(bytes.iter()) {
                             *d = *s;
                         }
                         self.malformed(Smb2Error::UnknownProtocol(id));
                     }
                 }
             }
-            Phase::Header => match parse_header(buf) {
+            Phase::Header => match parse_header(bytes) {
                 Ok(h) => {
                     let nc = u64::from(h.next_command);
                     if nc != 0 {
@@ -448,14 +497,13 @@ impl InMessage {
                     *want = fixed.min(*wire_len as usize);
                     *header = Some(h);
                     *phase = Phase::Fixed;
-                    if buf.len() >= *want {
-                        self.advance(cfg, out, giveback);
+                    if bytes.len() >= *want {
+                        self.advance(bytes, cfg, out, giveback);
                     }
                 }
                 Err(e) => {
                     if first {
-                        let b = std::mem::take(buf);
-                        self.desync(&b, giveback);
+                        self.desync(bytes, giveback);
                     } else {
                         self.malformed(e);
                     }
@@ -466,27 +514,27 @@ impl InMessage {
                     return;
                 };
                 let whole = if headers_only {
-                    buf.len()
+                    bytes.len()
                 } else {
-                    keep_plan(h, buf, *wire_len, cfg.keep_ioctls)
+                    keep_plan(h, bytes, *wire_len, cfg.keep_ioctls)
                 };
                 let budget = cfg.max_keep.saturating_sub(self.kept);
-                let allowed = whole.min(budget).max(buf.len());
+                let allowed = whole.min(budget).max(bytes.len());
                 *want = allowed;
                 *phase = Phase::Whole;
-                if allowed > buf.len() {
+                if allowed > bytes.len() {
                     return;
                 }
                 let cut = allowed < whole;
-                self.finish_part(cfg, cut);
+                self.finish_part(bytes, cfg, cut);
             }
             Phase::Whole => {
                 let cut = match header {
                     Some(_) if headers_only => true,
-                    Some(h) => keep_plan(h, buf, *wire_len, cfg.keep_ioctls) > buf.len(),
+                    Some(h) => keep_plan(h, bytes, *wire_len, cfg.keep_ioctls) > bytes.len(),
                     None => false,
                 };
-                self.finish_part(cfg, cut);
+                self.finish_part(bytes, cfg, cut);
             }
         }
     }
@@ -500,15 +548,15 @@ impl InMessage {
         if let PartState::Compressed(s) = &mut self.part {
             s.shed();
         }
-        if matches!(
-            self.part,
-            PartState::Gather {
-                phase: Phase::Whole,
-                header: Some(_),
-                ..
-            }
-        ) {
-            self.finish_part(cfg, true);
+        if let PartState::Gather {
+            buf,
+            phase: Phase::Whole,
+            header: Some(_),
+            ..
+        } = &mut self.part
+        {
+            let gathered = std::mem::take(buf);
+            self.finish_part(&gathered, cfg, true);
         }
         for p in &mut self.msg.parts {
             let keep = HEADER_LEN + fixed_body_len(p.header.command, p.header.is_response());
@@ -521,11 +569,10 @@ impl InMessage {
         self.kept = self.msg.parts.iter().map(|p| p.bytes.len()).sum();
     }
 
-    /// The current part has all the bytes it keeps: store it and skip the rest of it.
-    fn finish_part(&mut self, cfg: &FramerConfig, cut: bool) {
+    /// The current part has all the bytes it keeps (`bytes`): store it and skip the rest of it.
+    fn finish_part(&mut self, bytes: &[u8], cfg: &FramerConfig, cut: bool) {
         // Its fields taken where they are: the whole state moved out was a copy of it.
         let PartState::Gather {
-            buf,
             header: header @ Some(_),
             wire_len,
             next,
@@ -535,10 +582,10 @@ impl InMessage {
             self.part = PartState::Rest;
             return;
         };
-        let (header, buf, wire_len, next) = (header.take(), std::mem::take(buf), *wire_len, *next);
-        let have = buf.len() as u64;
+        let (header, wire_len, next) = (header.take(), *wire_len, *next);
+        let have = bytes.len() as u64;
         if let Some(header) = header {
-            self.store(cfg, header, buf, wire_len, cut);
+            self.store(cfg, header, PartBytes::from_slice(bytes), wire_len, cut);
         }
         self.part = PartState::Skip {
             n: wire_len.saturating_sub(have),

@@ -450,7 +450,16 @@ impl Framer {
             State::Scan { carry, skipped } => self.scan(carry, skipped, data, out),
             State::NbHeader { mut buf } => {
                 let take = buf.fill(data);
-                (self.after_nb_bytes(buf, out), take)
+                match self.after_nb_bytes(buf, out) {
+                    // The message goes on in this step (one round less through `push_sealed`
+                    // a message).
+                    State::Message(m) if take < data.len() => {
+                        let rest = data.get(take..).unwrap_or(&[]);
+                        let (next, used) = self.message_step(m, rest, ctx, out);
+                        (next, take + used)
+                    }
+                    next => (next, take),
+                }
             }
             State::SkipNbss { remaining } => {
                 let take = remaining.min(data.len() as u64);
@@ -462,26 +471,35 @@ impl Framer {
                 };
                 (next, take as usize)
             }
-            State::Message(mut m) => {
-                let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
-                if m.desync {
-                    (
-                        State::Scan {
-                            carry: Vec::new(),
-                            skipped: 1,
-                        },
-                        used,
-                    )
-                } else if m.remaining == 0 {
-                    self.finish_keeping(m, out, ctx);
-                    (State::nb_header(), used)
-                } else {
-                    (State::Message(m), used)
-                }
-            }
+            State::Message(m) => self.message_step(m, data, ctx, out),
         };
         self.state = next;
         used
+    }
+
+    /// [`Framer::step`] inside a message: the next state and the bytes of `data` consumed.
+    fn message_step(
+        &mut self,
+        mut m: Box<InMessage>,
+        data: &[u8],
+        ctx: &mut SealCtx<'_>,
+        out: &mut Vec<FramerEvent>,
+    ) -> (State, usize) {
+        let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
+        if m.desync {
+            (
+                State::Scan {
+                    carry: Vec::new(),
+                    skipped: 1,
+                },
+                used,
+            )
+        } else if m.remaining == 0 {
+            self.finish_keeping(m, out, ctx);
+            (State::nb_header(), used)
+        } else {
+            (State::Message(m), used)
+        }
     }
 
     fn after_nb_bytes(&mut self, buf: NbBytes, out: &mut Vec<FramerEvent>) -> State {
