@@ -32,7 +32,8 @@ use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
 use crate::capture::{decode_link, Frame, FrameCopy, FrameRun, LinkError, SharedMap, Timestamp};
-use crate::net::{ConnId, Reassembler, ReassemblyConfig, ReassemblyStats};
+use crate::net::reassembly::Taken;
+use crate::net::{ConnId, Dir, Reassembler, ReassemblyConfig, ReassemblyStats, StreamSink};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
 use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
@@ -562,27 +563,68 @@ impl LaneBackoff {
     }
 }
 
-/// The bulk lane lent for a run, with the SMB2 layer that counts off its bytes: what
-/// [`Pipeline::push_run`] hands the walk of the records. A concrete type, so that the walk's
-/// loop calls `take` directly (a quiet frame costs a few hundred instructions: a call through a
-/// `dyn FnMut` and the link layer out of line were a tenth of them).
-pub struct LaneTake<'p> {
+/// The bulk lane lent for a run, with the SMB2 layer that counts off its bytes and the sink
+/// its records go to: what [`Pipeline::push_run`] hands the walk of the records. A concrete
+/// type, so that the walk's loop calls `take` directly (a quiet frame costs a few hundred
+/// instructions: a call through a `dyn FnMut` and the link layer out of line were a tenth of
+/// them).
+pub struct LaneTake<'p, S> {
     lane: crate::net::reassembly::BulkLane<'p>,
     layer: &'p mut Smb2Layer,
+    sink: &'p mut S,
+    /// The latest capture time of the frames taken since the run began or since the last
+    /// frame whose bytes went to the layer (`Timestamp(i64::MIN)`: none): where delivering
+    /// after each of them would have got to.
+    latest: Timestamp,
 }
 
-impl LaneTake<'_> {
-    /// Whether the lane takes `frame`: a frame the bulk path would take and that changes
-    /// nothing but counts (see [`crate::net::reassembly::BulkLane::take_frame`]).
+impl<S: RecordSink> LaneTake<'_, S> {
+    /// Whether the lane takes `frame`: a frame the bulk path would take whose bytes change
+    /// nothing but counts, or that holds bytes of the lane's connection for the layer, in
+    /// order (a message's first or last segment, see
+    /// [`crate::net::reassembly::BulkLane::take_or_hand`]), which it gets as `push_frame`
+    /// would give them.
     #[inline]
     pub fn take(&mut self, frame: &Frame<'_>) -> bool {
-        self.lane
-            .take_frame(frame.link_type, frame.data, frame.orig_len, self.layer)
+        let taken = self.lane.take_or_hand(
+            frame.link_type,
+            frame.data,
+            frame.orig_len,
+            frame.number,
+            self.layer,
+        );
+        match taken {
+            None => false,
+            Some(Taken::Quiet) => {
+                self.latest = self.latest.max(frame.ts);
+                true
+            }
+            Some(Taken::Data(dir, bytes)) => {
+                self.hand(frame, dir, bytes);
+                true
+            }
+        }
     }
 
-    /// The run's frames were taken: see [`crate::net::reassembly::BulkLane::close`].
-    fn close(self, run: &FrameRun) {
+    /// `push_frame` of a frame whose bytes go to the layer: the records of the frames before
+    /// it delivered as each of theirs would have been (at the latest of their times: they
+    /// queued nothing), its bytes given, its records delivered at its time.
+    #[inline(never)]
+    fn hand(&mut self, frame: &Frame<'_>, dir: Dir, bytes: &[u8]) {
+        let lane = self.lane.conn_id();
+        if self.latest != Timestamp(i64::MIN) {
+            self.layer.outbox.drain(self.latest, self.sink);
+        }
+        self.layer.on_data(lane, dir, frame.number, frame.ts, bytes);
+        self.layer.outbox.drain(frame.ts, self.sink);
+        self.latest = Timestamp(i64::MIN);
+    }
+
+    /// The run's frames were taken: see [`crate::net::reassembly::BulkLane::close`]. Returns
+    /// the time to deliver the records at, if frames came after the last one `hand` delivered.
+    fn close(self, run: &FrameRun) -> Option<Timestamp> {
         self.lane.close(run, self.layer);
+        (self.latest != Timestamp(i64::MIN)).then_some(self.latest)
     }
 }
 
@@ -702,7 +744,7 @@ impl Pipeline {
     /// frame. Not with workers: they take their own frames in runs (`shard`).
     pub fn push_run<S: RecordSink>(
         &mut self,
-        take_run: impl FnOnce(&mut LaneTake<'_>) -> Option<FrameRun>,
+        take_run: impl FnOnce(&mut LaneTake<'_, S>) -> Option<FrameRun>,
         sink: &mut S,
     ) -> Option<u64> {
         if self.shards.is_some() || self.keep_frames {
@@ -714,25 +756,31 @@ impl Pipeline {
         let mut lane = LaneTake {
             lane: self.reassembler.bulk_lane()?,
             layer: &mut self.layer,
+            sink,
+            latest: Timestamp(i64::MIN),
         };
         let run = take_run(&mut lane);
         self.lane_backoff
             .tried(run.as_ref().map_or(0, |r| r.frames));
         let run = run?;
-        lane.close(&run);
-        self.quiet_run(&run, sink);
+        let deliver_at = lane.close(&run);
+        self.ran(&run, deliver_at, sink);
         Some(run.frames)
     }
 
-    /// Frames that changed nothing downstream but the frame count and the capture time: what
-    /// `begin_frame` and the delivery after each of them come to. Nothing was queued between
-    /// them, so delivering once at the latest time delivers what delivering after each would.
-    fn quiet_run<S: RecordSink>(&mut self, run: &FrameRun, sink: &mut S) {
+    /// A run's frames were taken: what `begin_frame` and the delivery after each of them come
+    /// to (frames whose bytes went to the layer delivered theirs as they came, see
+    /// [`LaneTake::take`]). The frames after the last of those queued nothing, so delivering
+    /// once at the latest of their times (`deliver_at`) delivers what delivering after each
+    /// would.
+    fn ran<S: RecordSink>(&mut self, run: &FrameRun, deliver_at: Option<Timestamp>, sink: &mut S) {
         self.layer.stats.frames += run.frames;
         self.layer.cut_frame = None;
         self.layer.last_frame = run.last.0;
         self.last_ts = run.last.1;
-        self.layer.outbox.drain(run.latest, sink);
+        if let Some(at) = deliver_at {
+            self.layer.outbox.drain(at, sink);
+        }
     }
 
     /// A frame begins (`cut`: the snaplen cut it). Returns the outbox position of its records.
@@ -770,7 +818,7 @@ impl Pipeline {
         let mut m = match step {
             shard::Step::Frame(m) => m,
             shard::Step::Quiet(q) => {
-                self.quiet_run(&q, sink);
+                self.ran(&q, Some(q.latest), sink);
                 return Vec::new();
             }
         };

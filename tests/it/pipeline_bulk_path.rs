@@ -307,3 +307,23 @@ fn interleaved_connections_take_the_bulk_path_too() {
     sqos::synth::run(&cfg).expect("synth");
     only_opening_and_closing_segments_in_full(&cfg.output, 16, 500);
 }
+
+/// Small I/Os on one connection: a message's first and last segments, whose bytes
+/// the framer takes (they are not counted off unseen), are taken by the bulk lane's runs too,
+/// which then go on over the message's body — the lane takes nearly every segment the bulk
+/// path takes, not only the bodies' middles (about two thirds of them before), and the output
+/// is the same with the bulk path on and off, on one thread and on two.
+#[test]
+fn the_lane_takes_messages_first_and_last_segments_too() {
+    let dir = scratch("sqos-bulk-lane-starts-");
+    let mut cfg = SynthConfig::new(Scenario::Steady, dir.path().join("synth.pcap"));
+    cfg.duration = Some(3.0);
+    sqos::synth::run(&cfg).expect("synth");
+    let (taken, in_lane) = same_either_way(&cfg.output);
+    eprintln!("bulk path {taken} segments, lane {in_lane}");
+    assert!(taken > 1000, "the bulk path took {taken} segments");
+    assert!(
+        in_lane * 10 > taken * 9,
+        "the lane took {in_lane} of {taken} segments"
+    );
+}

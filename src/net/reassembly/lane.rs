@@ -4,7 +4,10 @@
 //! whose two directions hold nothing, have no FIN and wait for no acknowledged hole: then a
 //! segment changes nothing but its direction's next offset, the peer's acknowledgement and the
 //! counts, and its bytes are counted off by the sink ([`StreamSink::skip_room`]) — what
-//! `push_packet` does, without a frame, a connection lookup or the shared tail each.
+//! `push_packet` does, without a frame, a connection lookup or the shared tail each. On one
+//! thread the lane also takes the segments whose bytes the sink must see (a message's first
+//! and last), handing them back for its `on_data` ([`BulkLane::take_or_hand`]): small I/Os
+//! have a few such segments in every few frames, and each ended a run before.
 
 use super::{ConnState, Dir, PlainSegment, Reassembler, ReassemblyStats, StreamSink, WireEnds};
 use crate::capture::{FrameRun, L3Packet, Timestamp};
@@ -59,6 +62,15 @@ impl Reassembler {
     }
 }
 
+/// A segment [`BulkLane::take_or_hand`] took.
+pub enum Taken<'d> {
+    /// Its bytes, if any, counted off (at `close`).
+    Quiet,
+    /// Its bytes, which the sink could not count off: for its `on_data`, the bytes counted off
+    /// before them given to it already.
+    Data(Dir, &'d [u8]),
+}
+
 impl BulkLane<'_> {
     /// Takes a frame of `link_type` whose captured bytes are `data` (`orig_len` on the wire)
     /// when its packet is such a segment: a frame cut by the snaplen is not quiet (the full
@@ -72,26 +84,50 @@ impl BulkLane<'_> {
         sink: &mut S,
     ) -> bool {
         !crate::capture::is_cut(data.len(), orig_len)
-            && crate::capture::decode_link(link_type, data).is_ok_and(|p| self.take(p, sink))
+            && crate::capture::decode_link(link_type, data)
+                .is_ok_and(|p| matches!(self.take::<false, S>(p, 0, sink), Some(Taken::Quiet)))
     }
 
-    /// Takes `packet` when it is such a segment (true), else changes nothing. `sink` is the
-    /// one `close` will give the bytes to.
+    /// [`BulkLane::take_frame`], and a plain segment of the lane's connection whose bytes the
+    /// sink cannot count off (a message's first or last segment) taken too, its bytes handed
+    /// back for the sink's `on_data` (the bulk path's in-order case, which is then all of it):
+    /// the run need not end there. Frame `frame`'s.
     #[inline]
-    pub fn take<S: StreamSink>(&mut self, packet: L3Packet<'_>, sink: &mut S) -> bool {
+    pub fn take_or_hand<'d, S: StreamSink>(
+        &mut self,
+        link_type: u32,
+        data: &'d [u8],
+        orig_len: u32,
+        frame: u64,
+        sink: &mut S,
+    ) -> Option<Taken<'d>> {
+        if crate::capture::is_cut(data.len(), orig_len) {
+            return None;
+        }
+        let packet = crate::capture::decode_link(link_type, data).ok()?;
+        self.take::<true, S>(packet, frame, sink)
+    }
+
+    /// Takes `packet` when it is such a segment, else (`None`) changes nothing. `sink` is the
+    /// one `close` will give the bytes to. With `HAND`, a segment whose bytes do not fit the
+    /// room is taken too (see [`BulkLane::take_or_hand`]).
+    #[inline]
+    fn take<'d, const HAND: bool, S: StreamSink>(
+        &mut self,
+        packet: L3Packet<'d>,
+        frame: u64,
+        sink: &mut S,
+    ) -> Option<Taken<'d>> {
         let L3Packet::Ipv4(bytes) = packet else {
-            return false;
+            return None;
         };
-        let Some(seg) = PlainSegment::of(bytes) else {
-            return false;
-        };
-        let Some(dir) = seg.dir_in(&self.ends) else {
-            return false;
-        };
+        let seg = PlainSegment::of(bytes)?;
+        let dir = seg.dir_in(&self.ends)?;
         let len = seg.payload.len();
         let i = dir.index();
-        if len as u64 > self.room[i] && !self.ask_room(dir, len, sink) {
-            return false;
+        let fits = len as u64 <= self.room[i] || self.ask_room(dir, len, sink);
+        if !fits && !HAND {
+            return None;
         }
         // What `push_plain` and `after_data` do with it (the count-off left to `close`),
         // changing nothing unless all of it applies: the acknowledgement last. The halves
@@ -101,11 +137,38 @@ impl BulkLane<'_> {
         if !conn.half(dir).plain_takes_next(seg.seq, len)
             || !conn.half(dir.reverse()).plain_peer_ack(seg.ack)
         {
-            return false;
+            return None;
         }
         conn.half(dir).advance(len);
-        self.room[i] -= len as u64;
-        true
+        if fits {
+            self.room[i] -= len as u64;
+            return Some(Taken::Quiet);
+        }
+        // Bytes the sink takes in `on_data` come after those counted off before them, in both
+        // directions (its memory share, which a count-off needs within bounds, may change), and
+        // change what it would count off next: asked again.
+        self.count_off(frame, sink);
+        Some(Taken::Data(dir, seg.payload))
+    }
+
+    /// The lane's connection.
+    pub fn conn_id(&self) -> crate::net::ConnId {
+        self.conn.id
+    }
+
+    /// Gives the sink the bytes counted off so far, each direction in one call, and forgets
+    /// what it was asked.
+    fn count_off<S: StreamSink>(&mut self, frame: u64, sink: &mut S) {
+        for dir in [Dir::ToServer, Dir::ToClient] {
+            let i = dir.index();
+            let len = self.asked[i].map_or(0, |given| given - self.room[i]);
+            if len > 0 {
+                let counted = sink.skip_data(self.conn.id, dir, frame, len as usize);
+                debug_assert!(counted, "the sink counts off the room it gave");
+            }
+            self.asked[i] = None;
+            self.room[i] = 0;
+        }
     }
 
     /// Asks the sink for a direction's room, once a run (a second time would find what the
@@ -124,7 +187,7 @@ impl BulkLane<'_> {
 
     /// The run's segments were `run`'s frames: the counts and the last frame, and the bytes
     /// counted off by the sink in one call a direction (counting off adds up).
-    pub fn close<S: StreamSink>(self, run: &FrameRun, sink: &mut S) {
+    pub fn close<S: StreamSink>(mut self, run: &FrameRun, sink: &mut S) {
         let (frame, ts) = run.last;
         self.stats.segments += run.frames;
         self.stats.bulk_segments += run.frames;
@@ -133,13 +196,6 @@ impl BulkLane<'_> {
         self.conn.last_frame = frame;
         *self.last_frame = frame;
         *self.last_ts = ts;
-        for dir in [Dir::ToServer, Dir::ToClient] {
-            let i = dir.index();
-            let len = self.asked[i].map_or(0, |given| given - self.room[i]);
-            if len > 0 {
-                let counted = sink.skip_data(self.conn.id, dir, frame, len as usize);
-                debug_assert!(counted, "the sink counts off the room it gave");
-            }
-        }
+        self.count_off(frame, sink);
     }
 }
