@@ -177,10 +177,14 @@ where
     let mut pipeline = Pipeline::new(cfg);
     pipeline.share_maps(source.shared_maps());
     let mut frames = 0;
+    // Whether to try a run before the next frame: not before the first (a run continues a
+    // connection), nor right after a run that stopped short of `MAX_RUN`, at a frame the lane
+    // refused or where the source's records stop, where a try would take nothing — that frame
+    // is pushed alone, as a worker does (`pipeline::shard`).
+    let mut try_run = false;
     let ending = loop {
-        // A run of quiet frames taken in one go (after the first frame: a run continues a
-        // connection), else the next frame.
-        let run = (frames > 0)
+        // A run of quiet frames taken in one go, else the next frame.
+        let run = try_run
             .then(|| {
                 pipeline.push_run(
                     |lane| source.take_run(MAX_RUN, &mut |frame| lane.take(frame)),
@@ -188,6 +192,7 @@ where
                 )
             })
             .flatten();
+        try_run = run.is_none_or(|n| n >= MAX_RUN);
         match run {
             Some(n) => frames += n,
             None => match source.next_frame() {

@@ -99,8 +99,7 @@ pub trait StreamSink {
     /// The next `len` in-order bytes of one direction, offered without their content: a sink
     /// that would take them in `on_data` without looking at them and with nothing to report
     /// (the middle of a payload it only counts off) counts them off and says true. False, with
-    /// nothing changed: they come through `on_data` (the bulk path of
-    /// [`Reassembler::push_packet`] asks first).
+    /// nothing changed (the bulk lane counts off a run's bytes this way, within `skip_room`).
     fn skip_data(&mut self, _conn: ConnId, _dir: Dir, _frame: u64, _len: usize) -> bool {
         false
     }
@@ -322,8 +321,8 @@ impl Reassembler {
     /// The bulk path: a plain segment ([`PlainSegment`]) of the last segment's connection that
     /// carries the next bytes of its direction, or none, with nothing held or closed there —
     /// nearly every frame of a bulk transfer, and its ACKs — is taken straight from the
-    /// packet's bytes: counted off unseen when the sink can ([`StreamSink::skip_data`]), else
-    /// handed over as they are (a message's first segment). It changes what
+    /// packet's bytes and handed over as they are (which the sink counts off unseen when it
+    /// can, in the middle of a payload). It changes what
     /// [`Reassembler::push`] would; anything else is decoded in full and pushed.
     #[inline]
     pub fn push_packet<S: StreamSink>(
@@ -385,10 +384,9 @@ impl Reassembler {
         if conn.state != ConnState::Open || !conn.half(dir).takes_next(seg.seq, len) {
             return false;
         }
-        // Taken: what `push` does with such a segment, the data step done by `skip_data` when
-        // the sink counts the bytes off, else by the half's `push` (its in-order case) — the
-        // full decode and the connection lookup were all `push` would add.
-        let counted_off = len == 0 || sink.skip_data(conn.id, dir, frame, len);
+        // Taken: what `push` does with such a segment, the data step done by the half's `push`
+        // (its in-order case, whose `on_data` the sink counts off when it can) — the full
+        // decode and the connection lookup were all `push` would add.
         self.last_frame = frame;
         self.last_ts = ts;
         self.stats.segments += 1;
@@ -396,9 +394,7 @@ impl Reassembler {
         let before = (conn.chunks(), conn.bytes());
         conn.segments += 1;
         conn.last_frame = frame;
-        if counted_off {
-            conn.half(dir).advance(len);
-        } else {
+        if len > 0 {
             let to = At {
                 conn: conn.id,
                 frame,
