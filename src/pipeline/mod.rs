@@ -33,7 +33,7 @@ use streams::Smb2Layer;
 use crate::budget::{merged, Budget, Kind, MemoryUse};
 use crate::capture::{decode_link, Frame, FrameCopy, FrameRun, LinkError, SharedMap, Timestamp};
 use crate::net::reassembly::Taken;
-use crate::net::{ConnId, Dir, Reassembler, ReassemblyConfig, ReassemblyStats, StreamSink};
+use crate::net::{ConnId, Dir, Reassembler, ReassemblyConfig, ReassemblyStats};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
 use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
@@ -615,7 +615,8 @@ impl<S: RecordSink> LaneTake<'_, S> {
         if self.latest != Timestamp(i64::MIN) {
             self.layer.outbox.drain(self.latest, self.sink);
         }
-        self.layer.on_data(lane, dir, frame.number, frame.ts, bytes);
+        self.layer
+            .push_data(lane, dir, frame.number, frame.ts, bytes);
         self.layer.outbox.drain(frame.ts, self.sink);
         self.latest = Timestamp(i64::MIN);
     }

@@ -663,6 +663,26 @@ impl Smb2Layer {
         }
     }
 
+    /// [`StreamSink::on_data`] of bytes the framer cannot count off unseen (or whose count-off
+    /// is pushing them, which gives the same): the bulk lane, which knows they do not fit
+    /// what the framer would count off, hands them here without asking again.
+    pub(super) fn push_data(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        ts: Timestamp,
+        data: &[u8],
+    ) {
+        self.last_frame = self.last_frame.max(frame);
+        self.start_push(conn, dir, frame);
+        self.stats.framer_bytes_shed +=
+            self.framers
+                .push(conn, dir, frame, data, &mut self.crypto, &mut self.events);
+        self.handle_events(conn, dir, frame, ts);
+        self.end_push(conn, dir);
+    }
+
     /// Flush both framers of a connection (it ended, `how`) and forget it.
     fn end_conn(&mut self, conn: ConnId, how: ChannelEnd, frame: u64, ts: Timestamp) {
         for dir in [Dir::ToServer, Dir::ToClient] {
@@ -808,17 +828,12 @@ impl StreamSink for Smb2Layer {
     }
 
     fn on_data(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, data: &[u8]) {
-        self.last_frame = self.last_frame.max(frame);
         if self.framers.skip(conn, dir, data.len()) {
             // Inside a message, which began where it began: nothing completes or starts.
+            self.last_frame = self.last_frame.max(frame);
             return;
         }
-        self.start_push(conn, dir, frame);
-        self.stats.framer_bytes_shed +=
-            self.framers
-                .push(conn, dir, frame, data, &mut self.crypto, &mut self.events);
-        self.handle_events(conn, dir, frame, ts);
-        self.end_push(conn, dir);
+        self.push_data(conn, dir, frame, ts, data);
     }
 
     fn on_gap(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, missing: u64) {
