@@ -26,7 +26,7 @@ use super::stream::{Emit, HalfStream};
 use super::{decode_tcp, ConnId, ConnKey, Dir, NetError, TcpFlags, TcpSegment};
 
 mod lane;
-pub use lane::{BulkLane, Taken};
+pub use lane::{BulkLane, OtherConn, Taken};
 
 #[derive(Clone, Debug)]
 pub struct ReassemblyConfig {

@@ -523,6 +523,9 @@ impl Default for Limits {
 const MAX_LANE_PAUSE: u32 = 4;
 /// The shortest run of the bulk lane that pays for its try.
 const MIN_LANE_RUN: u64 = 4;
+/// Most connections one try of the bulk lane goes on to (see [`Pipeline::push_run`]): the
+/// progress display and a closed output are looked at between tries.
+const MAX_LANE_MOVES: u32 = 16;
 
 /// When to try the bulk lane (on one thread, and on each worker): a try that took nothing
 /// walked a record for nothing, and a run of a frame or two costs more than pushing them
@@ -745,7 +748,7 @@ impl Pipeline {
     /// frame. Not with workers: they take their own frames in runs (`shard`).
     pub fn push_run<S: RecordSink>(
         &mut self,
-        take_run: impl FnOnce(&mut LaneTake<'_, S>) -> Option<FrameRun>,
+        mut take_run: impl FnMut(&mut LaneTake<'_, S>) -> Option<FrameRun>,
         sink: &mut S,
     ) -> Option<u64> {
         if self.shards.is_some() || self.keep_frames {
@@ -754,19 +757,34 @@ impl Pipeline {
         if !self.lane_backoff.ready() {
             return None;
         }
-        let mut lane = LaneTake {
-            lane: self.reassembler.bulk_lane()?,
-            layer: &mut self.layer,
-            sink,
-            latest: Timestamp(i64::MIN),
-        };
-        let run = take_run(&mut lane);
-        self.lane_backoff
-            .tried(run.as_ref().map_or(0, |r| r.frames));
-        let run = run?;
-        let deliver_at = lane.close(&run);
-        self.ran(&run, deliver_at, sink);
-        Some(run.frames)
+        let mut taken = 0;
+        // A run that stops at a plain segment of another recent connection goes on with that
+        // connection's lane (hosts' channels interleave): the segment is taken there as
+        // `push_frame` would take it, and not walked and pushed alone.
+        for _ in 0..MAX_LANE_MOVES {
+            let Some(lane) = self.reassembler.bulk_lane() else {
+                break;
+            };
+            let mut lane = LaneTake {
+                lane,
+                layer: &mut self.layer,
+                sink: &mut *sink,
+                latest: Timestamp(i64::MIN),
+            };
+            let run = take_run(&mut lane);
+            let other = lane.lane.other();
+            if let Some(run) = run {
+                let deliver_at = lane.close(&run);
+                self.ran(&run, deliver_at, sink);
+                taken += run.frames;
+            }
+            match other {
+                Some(other) if self.reassembler.lane_to(other) => {}
+                _ => break,
+            }
+        }
+        self.lane_backoff.tried(taken);
+        (taken > 0).then_some(taken)
     }
 
     /// A run's frames were taken: what `begin_frame` and the delivery after each of them come

@@ -26,7 +26,15 @@ pub struct BulkLane<'r> {
     stats: &'r mut ReassemblyStats,
     last_frame: &'r mut u64,
     last_ts: &'r mut Timestamp,
+    /// The ends of the plain segment of another connection the lane refused, if that is what
+    /// it refused: where a run can go on (see [`Reassembler::lane_to`]).
+    other: Option<WireEnds>,
 }
+
+/// Another connection's plain segment, which a run of the bulk lane stopped at
+/// ([`BulkLane::other`]).
+#[derive(Clone, Copy)]
+pub struct OtherConn(WireEnds);
 
 impl Reassembler {
     /// The lane for the last segment's connection, when the bulk path is on and that
@@ -58,7 +66,20 @@ impl Reassembler {
             stats: &mut self.stats,
             last_frame: &mut self.last_frame,
             last_ts: &mut self.last_ts,
+            other: None,
         })
+    }
+
+    /// Makes `other`'s connection the last, when it is a recent one, as `push_packet` would
+    /// with that segment before taking it: the next lane is lent for it. False: not recent.
+    pub fn lane_to(&mut self, other: OtherConn) -> bool {
+        match self.recent.find(&other.0) {
+            Some((recent, _)) => {
+                self.last = Some(recent);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -122,7 +143,10 @@ impl BulkLane<'_> {
             return None;
         };
         let seg = PlainSegment::of(bytes)?;
-        let dir = seg.dir_in(&self.ends)?;
+        let Some(dir) = seg.dir_in(&self.ends) else {
+            self.other = Some(seg.ends);
+            return None;
+        };
         let len = seg.payload.len();
         let i = dir.index();
         let fits = len as u64 <= self.room[i] || self.ask_room(dir, len, sink);
@@ -149,6 +173,11 @@ impl BulkLane<'_> {
         // change what it would count off next: asked again.
         self.count_off(frame, sink);
         Some(Taken::Data(dir, seg.payload))
+    }
+
+    /// The other connection's segment the lane refused last, if it refused one.
+    pub fn other(&self) -> Option<OtherConn> {
+        self.other.map(OtherConn)
     }
 
     /// The lane's connection.
