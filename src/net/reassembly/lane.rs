@@ -106,6 +106,7 @@ impl BulkLane<'_> {
     ) -> bool {
         !crate::capture::is_cut(data.len(), orig_len)
             && crate::capture::decode_link(link_type, data)
+                // (The frame number is for a hand-over, which this take never makes.)
                 .is_ok_and(|p| matches!(self.take::<false, S>(p, 0, sink), Some(Taken::Quiet)))
     }
 
