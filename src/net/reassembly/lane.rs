@@ -104,10 +104,9 @@ impl BulkLane<'_> {
         orig_len: u32,
         sink: &mut S,
     ) -> bool {
-        !crate::capture::is_cut(data.len(), orig_len)
-            && crate::capture::decode_link(link_type, data)
-                // (The frame number is for a hand-over, which this take never makes.)
-                .is_ok_and(|p| matches!(self.take::<false, S>(p, 0, sink), Some(Taken::Quiet)))
+        // (The frame number is for a hand-over, which this take never makes.)
+        let taken = self.take_link::<false, S>(link_type, data, orig_len, 0, sink);
+        matches!(taken, Some(Taken::Quiet))
     }
 
     /// [`BulkLane::take_frame`], and a plain segment of the lane's connection whose bytes the
@@ -123,11 +122,24 @@ impl BulkLane<'_> {
         frame: u64,
         sink: &mut S,
     ) -> Option<Taken<'d>> {
+        self.take_link::<true, S>(link_type, data, orig_len, frame, sink)
+    }
+
+    /// The frame's packet, when the snaplen did not cut it, to [`BulkLane::take`].
+    #[inline]
+    fn take_link<'d, const HAND: bool, S: StreamSink>(
+        &mut self,
+        link_type: u32,
+        data: &'d [u8],
+        orig_len: u32,
+        frame: u64,
+        sink: &mut S,
+    ) -> Option<Taken<'d>> {
         if crate::capture::is_cut(data.len(), orig_len) {
             return None;
         }
         let packet = crate::capture::decode_link(link_type, data).ok()?;
-        self.take::<true, S>(packet, frame, sink)
+        self.take::<HAND, S>(packet, frame, sink)
     }
 
     /// Takes `packet` when it is such a segment, else (`None`) changes nothing. `sink` is the
