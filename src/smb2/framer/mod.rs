@@ -109,8 +109,8 @@ impl SealCtx<'_> {
     }
 }
 
-// Large on purpose: a message's parts are inline (no allocation per message); events go
-// through a Vec the layer reuses.
+// Large on purpose: a message's parts are inline (no allocation per message). On one thread a
+// message does not travel in this enum ([`FramerOut::message`]); a worker sends it in one.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FramerEvent {
@@ -151,6 +151,27 @@ pub enum FramerEvent {
         bytes: u64,
         in_step: bool,
     },
+}
+
+/// Where a framer's events go. A `Vec` collects them (a `--threads` worker sends them on); the
+/// layer takes messages as they complete, by reference: a message is then never copied out of
+/// the walker that framed it.
+pub trait FramerOut {
+    /// Any event but a message.
+    fn event(&mut self, ev: FramerEvent);
+    /// A framed message. The receiver reads it or takes it (`std::mem::take`); the framer
+    /// clears what is left before it frames the next one.
+    fn message(&mut self, m: &mut Smb2Message);
+}
+
+impl FramerOut for Vec<FramerEvent> {
+    fn event(&mut self, ev: FramerEvent) {
+        self.push(ev);
+    }
+
+    fn message(&mut self, m: &mut Smb2Message) {
+        self.push(FramerEvent::Message(std::mem::take(m)));
+    }
 }
 
 #[derive(Debug)]
@@ -306,12 +327,12 @@ impl Framer {
     }
 
     /// Feed in-order stream bytes (encrypted messages are counted, not opened).
-    pub fn push(&mut self, data: &[u8], out: &mut Vec<FramerEvent>) {
+    pub fn push(&mut self, data: &[u8], out: &mut dyn FramerOut) {
         self.push_sealed(data, &mut SealCtx::none(), out);
     }
 
     /// Feed in-order stream bytes, opening encrypted messages with `ctx`.
-    pub fn push_sealed(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
+    pub fn push_sealed(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         let mut data = data;
         loop {
             if !self.replay.is_empty() {
@@ -362,12 +383,12 @@ impl Framer {
     }
 
     /// `missing` bytes of the stream will never arrive; the next `push` continues after them.
-    pub fn gap(&mut self, missing: u64, out: &mut Vec<FramerEvent>) {
+    pub fn gap(&mut self, missing: u64, out: &mut dyn FramerOut) {
         self.gap_sealed(missing, &mut SealCtx::none(), out);
     }
 
     /// [`Framer::gap`] with decryption.
-    pub fn gap_sealed(&mut self, missing: u64, ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
+    pub fn gap_sealed(&mut self, missing: u64, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         // Bytes waiting for replay came before the gap: process them first.
         self.push_sealed(&[], ctx, out);
         let state = std::mem::replace(
@@ -407,7 +428,7 @@ impl Framer {
             State::NbHeader { .. } | State::SkipNbss { .. } => (State::fresh_scan(), false),
         };
         self.state = next;
-        out.push(FramerEvent::Gap {
+        out.event(FramerEvent::Gap {
             bytes: missing,
             in_step,
         });
@@ -418,7 +439,7 @@ impl Framer {
     fn finish_keeping(
         &mut self,
         mut m: Box<InMessage>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         ctx: &mut SealCtx<'_>,
     ) {
         m.finish(&self.cfg, out, ctx);
@@ -433,7 +454,7 @@ impl Framer {
     fn finish_short(
         &mut self,
         mut m: Box<InMessage>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         ctx: &mut SealCtx<'_>,
     ) {
         m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
@@ -444,7 +465,7 @@ impl Framer {
 
     /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
     /// through `self.giveback`.
-    fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) -> usize {
+    fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) -> usize {
         let state = std::mem::replace(&mut self.state, State::fresh_scan());
         let (next, used) = match state {
             State::Scan { carry, skipped } => self.scan(carry, skipped, data, out),
@@ -483,7 +504,7 @@ impl Framer {
         mut m: Box<InMessage>,
         data: &[u8],
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) -> (State, usize) {
         let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
         if m.desync {
@@ -502,7 +523,7 @@ impl Framer {
         }
     }
 
-    fn after_nb_bytes(&mut self, buf: NbBytes, out: &mut Vec<FramerEvent>) -> State {
+    fn after_nb_bytes(&mut self, buf: NbBytes, out: &mut dyn FramerOut) -> State {
         let Some(nb) = buf.whole() else {
             return State::NbHeader { buf };
         };
@@ -529,7 +550,7 @@ impl Framer {
                 })
             }
             Some(h) if h.length <= MAX_CONTROL_LEN => {
-                out.push(FramerEvent::SessionControl {
+                out.event(FramerEvent::SessionControl {
                     kind: h.kind,
                     len: h.length,
                 });
@@ -552,12 +573,12 @@ impl Framer {
     }
 
     /// End of the stream: a message still being received is reported with what arrived.
-    pub fn finish(&mut self, out: &mut Vec<FramerEvent>) {
+    pub fn finish(&mut self, out: &mut dyn FramerOut) {
         self.finish_sealed(&mut SealCtx::none(), out);
     }
 
     /// [`Framer::finish`] with decryption.
-    pub fn finish_sealed(&mut self, ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
+    pub fn finish_sealed(&mut self, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         // Bytes handed back for another look are scanned before the end.
         self.push_sealed(&[], ctx, out);
         self.replay.clear();
@@ -565,7 +586,7 @@ impl Framer {
         match state {
             State::Message(m) => self.finish_short(m, out, ctx),
             State::Scan { carry, skipped } if skipped + carry.len() as u64 > 0 => {
-                out.push(FramerEvent::Unsynced {
+                out.event(FramerEvent::Unsynced {
                     skipped: skipped + carry.len() as u64,
                 });
             }
@@ -579,11 +600,11 @@ impl Framer {
         mut carry: Vec<u8>,
         mut skipped: u64,
         data: &[u8],
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) -> (State, usize) {
-        let found = |skipped: u64, out: &mut Vec<FramerEvent>| {
+        let found = |skipped: u64, out: &mut dyn FramerOut| {
             if skipped > 0 {
-                out.push(FramerEvent::Resynced { skipped });
+                out.event(FramerEvent::Resynced { skipped });
             }
             State::nb_header()
         };
