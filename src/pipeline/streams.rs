@@ -25,6 +25,9 @@ pub const OTHER_CONNECTIONS: &str = "(other connections)";
 /// The key under which sessions past [`MAX_LISTED_CONNECTIONS`] are counted.
 pub const OTHER_SESSIONS: &str = "(other sessions)";
 
+/// Entries of [`Framers::recent`] per direction (a power of two: the modulo is a mask).
+const RECENT_SLOTS: usize = 64;
+
 /// The SMB2 framers of every connection and direction, within one share of framer bytes. The
 /// layer owns one; with `PipelineConfig::threads`, each worker owns one for its connections.
 pub(super) struct Framers {
@@ -35,10 +38,10 @@ pub(super) struct Framers {
     /// Slot by (connection, direction): hashed with foldhash, not SipHash (the keys are our own
     /// connection numbers, nothing an attacker chooses to collide).
     index: HashMap<(ConnId, Dir), usize, FixedState>,
-    /// The last connection looked up in each direction and its slot: bulk transfers deliver
-    /// chunk after chunk on one connection, its two directions in turn, which then costs no
-    /// hashing.
-    last: [Option<(ConnId, usize)>; 2],
+    /// Recent lookups, per direction, at the connection number modulo [`RECENT_SLOTS`]: the
+    /// connections in use have numbers close together, so busy ones (many channels' small
+    /// I/Os interleaved, or one bulk transfer) are found here without hashing.
+    recent: [[Option<(ConnId, usize)>; RECENT_SLOTS]; 2],
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     bytes: Share,
 }
@@ -50,7 +53,7 @@ impl Framers {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashMap::with_hasher(FixedState::default()),
-            last: [None; 2],
+            recent: [[None; RECENT_SLOTS]; 2],
             bytes: Share::new(Kind::Framers, max_bytes),
         }
     }
@@ -65,16 +68,22 @@ impl Framers {
     }
 
     /// The slot of (conn, dir)'s framer, if it has one.
+    #[inline]
     fn slot(&mut self, conn: ConnId, dir: Dir) -> Option<usize> {
-        let last = &mut self.last[dir.index()];
-        match *last {
+        let recent = self.recent_mut(conn, dir);
+        match *recent {
             Some((c, slot)) if c == conn => Some(slot),
             _ => {
                 let slot = *self.index.get(&(conn, dir))?;
-                *last = Some((conn, slot));
+                *self.recent_mut(conn, dir) = Some((conn, slot));
                 Some(slot)
             }
         }
+    }
+
+    /// The entry of [`Framers::recent`] where (conn, dir) would be.
+    fn recent_mut(&mut self, conn: ConnId, dir: Dir) -> &mut Option<(ConnId, usize)> {
+        &mut self.recent[dir.index()][conn.0 as usize % RECENT_SLOTS]
     }
 
     fn get_mut(&mut self, conn: ConnId, dir: Dir) -> Option<&mut Framer> {
@@ -106,7 +115,7 @@ impl Framers {
                     }
                 };
                 self.index.insert((conn, dir), slot);
-                self.last[dir.index()] = Some((conn, slot));
+                *self.recent_mut(conn, dir) = Some((conn, slot));
                 slot
             }
         };
@@ -227,8 +236,9 @@ impl Framers {
         let Some(slot) = self.index.remove(&(conn, dir)) else {
             return false;
         };
-        if self.last[dir.index()].is_some_and(|(_, s)| s == slot) {
-            self.last[dir.index()] = None;
+        let recent = self.recent_mut(conn, dir);
+        if recent.is_some_and(|(c, _)| c == conn) {
+            *recent = None;
         }
         let Some(mut f) = self.slots.get_mut(slot).and_then(Option::take) else {
             return false;
