@@ -213,6 +213,14 @@ impl<const N: usize> Gathered<N> {
     /// Takes what the first `want` bytes (at most `N`) still lack from the start of `data`;
     /// returns how many bytes.
     pub(super) fn fill_to(&mut self, want: usize, data: &[u8]) -> usize {
+        // The whole field in one piece, as it mostly comes: a copy of known length.
+        if self.len == 0 && want >= N {
+            if let Some(whole) = data.first_chunk::<N>() {
+                self.bytes = *whole;
+                self.len = N;
+                return N;
+            }
+        }
         let take = want.min(N).saturating_sub(self.len).min(data.len());
         self.bytes[self.len..self.len + take].copy_from_slice(&data[..take]);
         self.len += take;
@@ -348,7 +356,9 @@ impl Framer {
             }
             let n = self.step(data, ctx, out);
             data = data.get(n..).unwrap_or(&[]);
-            self.replay = std::mem::take(&mut self.giveback);
+            if !self.giveback.is_empty() {
+                self.replay = std::mem::take(&mut self.giveback);
+            }
         }
     }
 
@@ -464,62 +474,64 @@ impl Framer {
     }
 
     /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
-    /// through `self.giveback`.
+    /// through `self.giveback`. A message in progress is stepped where it is held (no move of
+    /// the state out and back per step).
     fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) -> usize {
-        let state = std::mem::replace(&mut self.state, State::fresh_scan());
-        let (next, used) = match state {
-            State::Scan { carry, skipped } => self.scan(carry, skipped, data, out),
-            State::NbHeader { mut buf } => {
+        match &mut self.state {
+            State::Message(m) => {
+                let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
+                self.after_message_step(ctx, out);
+                used
+            }
+            State::NbHeader { buf } => {
                 let take = buf.fill(data);
-                match self.after_nb_bytes(buf, out) {
-                    // The message goes on in this step (one round less through `push_sealed`
-                    // a message).
-                    State::Message(m) if take < data.len() => {
-                        let rest = data.get(take..).unwrap_or(&[]);
-                        let (next, used) = self.message_step(m, rest, ctx, out);
-                        (next, take + used)
+                let buf = *buf;
+                self.state = self.after_nb_bytes(buf, out);
+                // The message goes on in this step (one round less through `push_sealed` a
+                // message).
+                match data.get(take..) {
+                    Some(rest) if !rest.is_empty() && matches!(self.state, State::Message(_)) => {
+                        take + self.step(rest, ctx, out)
                     }
-                    next => (next, take),
+                    _ => take,
                 }
             }
             State::SkipNbss { remaining } => {
-                let take = remaining.min(data.len() as u64);
-                let left = remaining - take;
-                let next = if left == 0 {
-                    State::nb_header()
-                } else {
-                    State::SkipNbss { remaining: left }
-                };
-                (next, take as usize)
+                let take = (*remaining).min(data.len() as u64);
+                *remaining -= take;
+                if *remaining == 0 {
+                    self.state = State::nb_header();
+                }
+                take as usize
             }
-            State::Message(m) => self.message_step(m, data, ctx, out),
-        };
-        self.state = next;
-        used
+            State::Scan { .. } => {
+                let State::Scan { carry, skipped } =
+                    std::mem::replace(&mut self.state, State::fresh_scan())
+                else {
+                    return 0;
+                };
+                let (next, used) = self.scan(carry, skipped, data, out);
+                self.state = next;
+                used
+            }
+        }
     }
 
-    /// [`Framer::step`] inside a message: the next state and the bytes of `data` consumed.
-    fn message_step(
-        &mut self,
-        mut m: Box<InMessage>,
-        data: &[u8],
-        ctx: &mut SealCtx<'_>,
-        out: &mut dyn FramerOut,
-    ) -> (State, usize) {
-        let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
+    /// After a step inside a message: a false start goes back to scanning, a message whose
+    /// bytes are all there is handed out.
+    fn after_message_step(&mut self, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
+        let State::Message(m) = &self.state else {
+            return;
+        };
         if m.desync {
-            (
-                State::Scan {
-                    carry: Vec::new(),
-                    skipped: 1,
-                },
-                used,
-            )
+            self.state = State::Scan {
+                carry: Vec::new(),
+                skipped: 1,
+            };
         } else if m.remaining == 0 {
-            self.finish_keeping(m, out, ctx);
-            (State::nb_header(), used)
-        } else {
-            (State::Message(m), used)
+            if let State::Message(m) = std::mem::replace(&mut self.state, State::nb_header()) {
+                self.finish_keeping(m, out, ctx);
+            }
         }
     }
 
