@@ -16,7 +16,7 @@ use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
 use crate::smb2::framer::{CompressOutcome, SealCtx, SealOutcome};
-use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
+use crate::smb2::{Framer, FramerConfig, FramerEvent, FramerOut, Smb2Message};
 
 /// Most connections listed one by one in per-connection statistics.
 pub const MAX_LISTED_CONNECTIONS: usize = 1000;
@@ -24,6 +24,9 @@ pub const MAX_LISTED_CONNECTIONS: usize = 1000;
 pub const OTHER_CONNECTIONS: &str = "(other connections)";
 /// The key under which sessions past [`MAX_LISTED_CONNECTIONS`] are counted.
 pub const OTHER_SESSIONS: &str = "(other sessions)";
+
+/// Entries of [`Framers::recent`] per direction (a power of two: the modulo is a mask).
+const RECENT_SLOTS: usize = 64;
 
 /// The SMB2 framers of every connection and direction, within one share of framer bytes. The
 /// layer owns one; with `PipelineConfig::threads`, each worker owns one for its connections.
@@ -35,10 +38,10 @@ pub(super) struct Framers {
     /// Slot by (connection, direction): hashed with foldhash, not SipHash (the keys are our own
     /// connection numbers, nothing an attacker chooses to collide).
     index: HashMap<(ConnId, Dir), usize, FixedState>,
-    /// The last connection looked up in each direction and its slot: bulk transfers deliver
-    /// chunk after chunk on one connection, its two directions in turn, which then costs no
-    /// hashing.
-    last: [Option<(ConnId, usize)>; 2],
+    /// Recent lookups, per direction, at the connection number modulo [`RECENT_SLOTS`]: the
+    /// connections in use have numbers close together, so busy ones (many channels' small
+    /// I/Os interleaved, or one bulk transfer) are found here without hashing.
+    recent: [[Option<(ConnId, usize)>; RECENT_SLOTS]; 2],
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     bytes: Share,
 }
@@ -50,7 +53,7 @@ impl Framers {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashMap::with_hasher(FixedState::default()),
-            last: [None; 2],
+            recent: [[None; RECENT_SLOTS]; 2],
             bytes: Share::new(Kind::Framers, max_bytes),
         }
     }
@@ -65,16 +68,22 @@ impl Framers {
     }
 
     /// The slot of (conn, dir)'s framer, if it has one.
+    #[inline]
     fn slot(&mut self, conn: ConnId, dir: Dir) -> Option<usize> {
-        let last = &mut self.last[dir.index()];
-        match *last {
+        let recent = self.recent_mut(conn, dir);
+        match *recent {
             Some((c, slot)) if c == conn => Some(slot),
             _ => {
                 let slot = *self.index.get(&(conn, dir))?;
-                *last = Some((conn, slot));
+                *self.recent_mut(conn, dir) = Some((conn, slot));
                 Some(slot)
             }
         }
+    }
+
+    /// The entry of [`Framers::recent`] where (conn, dir) would be.
+    fn recent_mut(&mut self, conn: ConnId, dir: Dir) -> &mut Option<(ConnId, usize)> {
+        &mut self.recent[dir.index()][conn.0 as usize % RECENT_SLOTS]
     }
 
     fn get_mut(&mut self, conn: ConnId, dir: Dir) -> Option<&mut Framer> {
@@ -106,7 +115,7 @@ impl Framers {
                     }
                 };
                 self.index.insert((conn, dir), slot);
-                self.last[dir.index()] = Some((conn, slot));
+                *self.recent_mut(conn, dir) = Some((conn, slot));
                 slot
             }
         };
@@ -138,7 +147,7 @@ impl Framers {
         frame: u64,
         data: &[u8],
         crypto: &mut Decryptor,
-        events: &mut Vec<FramerEvent>,
+        events: &mut dyn FramerOut,
     ) -> u64 {
         self.with(conn, dir, frame, crypto, events, |f, ctx, ev| {
             f.push_sealed(data, ctx, ev)
@@ -153,7 +162,7 @@ impl Framers {
         frame: u64,
         missing: u64,
         crypto: &mut Decryptor,
-        events: &mut Vec<FramerEvent>,
+        events: &mut dyn FramerOut,
     ) -> u64 {
         self.with(conn, dir, frame, crypto, events, |f, ctx, ev| {
             f.gap_sealed(missing, ctx, ev)
@@ -168,8 +177,8 @@ impl Framers {
         dir: Dir,
         frame: u64,
         crypto: &mut Decryptor,
-        events: &mut Vec<FramerEvent>,
-        f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut Vec<FramerEvent>),
+        events: &mut dyn FramerOut,
+        f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut dyn FramerOut),
     ) -> u64 {
         let framer = self.framer(conn, dir);
         let before = framer.buffered();
@@ -227,8 +236,9 @@ impl Framers {
         let Some(slot) = self.index.remove(&(conn, dir)) else {
             return false;
         };
-        if self.last[dir.index()].is_some_and(|(_, s)| s == slot) {
-            self.last[dir.index()] = None;
+        let recent = self.recent_mut(conn, dir);
+        if recent.is_some_and(|(c, _)| c == conn) {
+            *recent = None;
         }
         let Some(mut f) = self.slots.get_mut(slot).and_then(Option::take) else {
             return false;
@@ -377,16 +387,6 @@ impl Smb2Layer {
         }
     }
 
-    fn endpoints(&self, conn: ConnId, dir: Dir) -> (SocketAddr, SocketAddr) {
-        match self.conns.get(&conn) {
-            Some(k) => k.endpoints(dir),
-            None => {
-                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
-                (unknown, unknown)
-            }
-        }
-    }
-
     fn conn_label(&self, conn: ConnId) -> String {
         conn_label(&self.conns, conn)
     }
@@ -403,6 +403,10 @@ impl Smb2Layer {
     }
 
     fn handle_events(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp) {
+        // Most pushes leave none: their messages went to the stage as they completed.
+        if self.events.is_empty() {
+            return;
+        }
         let events = std::mem::take(&mut self.events);
         for ev in &events {
             self.handle_event(conn, dir, frame, ts, ev);
@@ -420,7 +424,7 @@ impl Smb2Layer {
         ev: &FramerEvent,
     ) {
         match ev {
-            FramerEvent::Message(m) => self.on_message(conn, dir, frame, ts, m),
+            FramerEvent::Message(m) => self.stage().message(conn, dir, frame, ts, m),
             FramerEvent::Encrypted {
                 len,
                 session_id,
@@ -623,44 +627,30 @@ impl Smb2Layer {
         }
     }
 
-    fn on_message(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, m: &Smb2Message) {
-        let (src, dst) = self.endpoints(conn, dir);
-        // Later messages of the same push began in this frame.
-        let first_frame = self.starts.as_mut().and_then(|s| s.next.replace(frame));
-        let ctx = MsgCtx {
-            conn,
-            frame,
-            first_frame,
-            ts,
-            src,
-            dst,
+    /// What a framed message touches of this layer, apart from the framers and the decryptor
+    /// (which frame it).
+    fn stage(&mut self) -> MessageStage<'_> {
+        self.split().0
+    }
+
+    /// The layer in the parts one push borrows apart: the message stage, the framers, the
+    /// decryptor they frame with, the events kept for after the push.
+    fn split(
+        &mut self,
+    ) -> (
+        MessageStage<'_>,
+        &mut Framers,
+        &mut Decryptor,
+        &mut Vec<FramerEvent>,
+    ) {
+        let stage = MessageStage {
+            conns: &self.conns,
+            starts: &mut self.starts,
+            exchange: &mut self.exchange,
+            outbox: &mut self.outbox,
+            stats: &mut self.stats,
         };
-        let mut chain = Chain::default();
-        for part in &m.parts {
-            self.stats.smb2_messages += 1;
-            self.stats.by_command.count(part.header.command);
-            self.exchange
-                .on_part(&ctx, part, &mut chain, &mut self.outbox, &mut self.stats);
-        }
-        for (cmd, _) in &m.overflow {
-            self.stats.smb2_messages += 1;
-            self.stats.by_command.count(*cmd);
-        }
-        if !m.overflow.is_empty() {
-            self.note(NoteKind::Malformed, frame, |_| {
-                format!(
-                    "compound of {} parts: parts after the first {} counted, not decoded",
-                    m.parts.len() + m.overflow.len(),
-                    m.parts.len()
-                )
-            });
-        }
-        if let Some(e) = &m.malformed {
-            self.stats.malformed_messages += 1;
-            self.note(NoteKind::Malformed, frame, |_| {
-                format!("malformed SMB2 message: {e}")
-            });
-        }
+        (stage, &mut self.framers, &mut self.crypto, &mut self.events)
     }
 
     /// [`StreamSink::on_data`] of bytes the framer cannot count off unseen (or whose count-off
@@ -676,9 +666,14 @@ impl Smb2Layer {
     ) {
         self.last_frame = self.last_frame.max(frame);
         self.start_push(conn, dir, frame);
-        self.stats.framer_bytes_shed +=
-            self.framers
-                .push(conn, dir, frame, data, &mut self.crypto, &mut self.events);
+        let (stage, framers, crypto, deferred) = self.split();
+        let mut out = Direct {
+            stage,
+            deferred,
+            at: (conn, dir, frame, ts),
+        };
+        let shed = framers.push(conn, dir, frame, data, crypto, &mut out);
+        self.stats.framer_bytes_shed += shed;
         self.handle_events(conn, dir, frame, ts);
         self.end_push(conn, dir);
     }
@@ -799,6 +794,91 @@ fn channel_end(how: CloseKind) -> ChannelEnd {
         CloseKind::Rst => ChannelEnd::Rst,
         // Forgotten by the reassembler to make room: the channel's state is dropped.
         CloseKind::Forgotten => ChannelEnd::Dropped,
+    }
+}
+
+/// The parts of the layer a framed message goes to: records and notes through the exchange and
+/// the outbox, counts into the statistics. Split from the layer so that the framers, which hold
+/// the decryptor while they frame, can hand a message over the moment it completes.
+struct MessageStage<'a> {
+    conns: &'a BTreeMap<ConnId, ConnKey>,
+    starts: &'a mut Option<MessageStarts>,
+    exchange: &'a mut Exchange,
+    outbox: &'a mut Outbox,
+    stats: &'a mut Stats,
+}
+
+impl MessageStage<'_> {
+    fn message(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, m: &Smb2Message) {
+        let (src, dst) = match self.conns.get(&conn) {
+            Some(k) => k.endpoints(dir),
+            None => {
+                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+                (unknown, unknown)
+            }
+        };
+        // Later messages of the same push began in this frame.
+        let first_frame = self.starts.as_mut().and_then(|s| s.next.replace(frame));
+        let ctx = MsgCtx {
+            conn,
+            frame,
+            first_frame,
+            ts,
+            src,
+            dst,
+        };
+        let mut chain = Chain::default();
+        for part in &m.parts {
+            self.stats.smb2_messages += 1;
+            self.stats.by_command.count(part.header.command);
+            self.exchange
+                .on_part(&ctx, part, &mut chain, self.outbox, self.stats);
+        }
+        for (cmd, _) in &m.overflow {
+            self.stats.smb2_messages += 1;
+            self.stats.by_command.count(*cmd);
+        }
+        if !m.overflow.is_empty() {
+            self.outbox.note(NoteKind::Malformed, frame, || {
+                format!(
+                    "compound of {} parts: parts after the first {} counted, not decoded",
+                    m.parts.len() + m.overflow.len(),
+                    m.parts.len()
+                )
+            });
+        }
+        if let Some(e) = &m.malformed {
+            self.stats.malformed_messages += 1;
+            self.outbox.note(NoteKind::Malformed, frame, || {
+                format!("malformed SMB2 message: {e}")
+            });
+        }
+    }
+}
+
+/// The layer as a framer's receiver during one push: messages go to the stage where they lie,
+/// without a copy. Other events (their handling reads the decryptor, which the framer holds)
+/// wait in `deferred` for the end of the push, and so does every message after one of them:
+/// events are handled in the order the framer gave them.
+struct Direct<'a> {
+    stage: MessageStage<'a>,
+    deferred: &'a mut Vec<FramerEvent>,
+    /// The push: connection, direction, frame, time.
+    at: (ConnId, Dir, u64, Timestamp),
+}
+
+impl FramerOut for Direct<'_> {
+    fn event(&mut self, ev: FramerEvent) {
+        self.deferred.push(ev);
+    }
+
+    fn message(&mut self, m: &mut Smb2Message) {
+        if self.deferred.is_empty() {
+            let (conn, dir, frame, ts) = self.at;
+            self.stage.message(conn, dir, frame, ts, m);
+        } else {
+            self.deferred.message(m);
+        }
     }
 }
 

@@ -21,7 +21,7 @@ pub mod transform;
 pub use body::{parse_body, Body};
 pub use error::Smb2Error;
 pub use file_id::FileId;
-pub use framer::{Framer, FramerConfig, FramerEvent, Part, Smb2Message};
+pub use framer::{Framer, FramerConfig, FramerEvent, FramerOut, Part, Smb2Message};
 pub use header::{parse_header, Header, HeaderFlags, HeaderForm, ProtocolId, HEADER_LEN};
 pub use matcher::{Evicted, PendingTable};
 pub use names::{Command, NtStatus};

@@ -427,6 +427,30 @@ fn write_io_record_and_encrypted_count() {
     );
 }
 
+/// The layer handles a message the moment the framer completes it, but not before an event
+/// the framer gave earlier in the same push (here the resynchronisation over junk in front of
+/// the response): its note comes first, as the bytes did.
+#[test]
+fn a_framing_note_comes_before_the_records_of_messages_framed_after_it() {
+    let mut d = Drive::new();
+    d.send(
+        Dir::ToServer,
+        0.0,
+        &framed(&Msg::request(WRITE, 1, write_request(F, 65536, 1))),
+    );
+    let mut junk_then_response = vec![0xAA; 7];
+    junk_then_response.extend_from_slice(&framed(&Msg::response(
+        WRITE,
+        1,
+        0,
+        write_response(65536),
+    )));
+    let f = d.send(Dir::ToClient, 0.1, &junk_then_response);
+    let (c, stats) = d.finish();
+    assert_eq!(stats.resync_skipped_bytes, 7);
+    assert_eq!(c.order(), vec![format!("note@{f}"), format!("io@{f}")]);
+}
+
 #[test]
 fn gap_and_resync_are_counted_and_noted() {
     let mut d = Drive::new();

@@ -3,7 +3,7 @@
 
 use super::sealed::{Sealed, SealedInfo};
 use super::squeezed::Squeezed;
-use super::{FramerConfig, FramerEvent, Part, PartBytes, SealCtx, Smb2Message};
+use super::{FramerConfig, FramerEvent, FramerOut, Part, PartBytes, SealCtx, Smb2Message};
 use crate::smb2::body::{fixed_body_len, peek_ctl_code};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
@@ -155,7 +155,7 @@ impl InMessage {
         bytes: &[u8],
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) {
         let mut at = 0usize;
         let mut stalls = 0;
@@ -245,7 +245,7 @@ impl InMessage {
         &mut self,
         data: &[u8],
         cfg: &FramerConfig,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         giveback: &mut Vec<u8>,
         ctx: &mut SealCtx<'_>,
     ) -> usize {
@@ -274,7 +274,7 @@ impl InMessage {
         &mut self,
         data: &[u8],
         cfg: &FramerConfig,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         giveback: &mut Vec<u8>,
         ctx: &mut SealCtx<'_>,
     ) -> usize {
@@ -346,7 +346,7 @@ impl InMessage {
         &mut self,
         here: &[u8],
         cfg: &FramerConfig,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         giveback: &mut Vec<u8>,
     ) -> usize {
         let mut used = 0;
@@ -408,7 +408,7 @@ impl InMessage {
         &mut self,
         bytes: &[u8],
         cfg: &FramerConfig,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         giveback: &mut Vec<u8>,
     ) {
         let first = self.is_first_part();
@@ -462,7 +462,7 @@ impl InMessage {
                         self.part = PartState::Sealed(Box::new(sealed));
                     }
                     (Some(_), true) if !inner => {
-                        out.push(FramerEvent::Smb1 { len });
+                        out.event(FramerEvent::Smb1 { len });
                         self.opaque = true;
                         self.part = PartState::Rest;
                     }
@@ -640,7 +640,7 @@ impl InMessage {
         missing: u64,
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) -> bool {
         self.remaining -= missing;
         let in_step = match &mut self.part {
@@ -701,7 +701,7 @@ impl InMessage {
     pub(super) fn finish(
         &mut self,
         cfg: &FramerConfig,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         ctx: &mut SealCtx<'_>,
     ) {
         if let PartState::Sealed(s) = &mut self.part {
@@ -725,7 +725,11 @@ impl InMessage {
             }
         }
         if !self.msg.parts.is_empty() || !self.msg.overflow.is_empty() {
-            out.push(FramerEvent::Message(std::mem::take(&mut self.msg)));
+            out.message(&mut self.msg);
+            // What the receiver left (it read the message in place) is not held on to until
+            // the walker frames its next message.
+            self.msg.parts.clear();
+            self.msg.overflow.clear();
         }
     }
 }

@@ -109,8 +109,8 @@ impl SealCtx<'_> {
     }
 }
 
-// Large on purpose: a message's parts are inline (no allocation per message); events go
-// through a Vec the layer reuses.
+// Large on purpose: a message's parts are inline (no allocation per message). On one thread a
+// message does not travel in this enum ([`FramerOut::message`]); a worker sends it in one.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FramerEvent {
@@ -153,6 +153,27 @@ pub enum FramerEvent {
     },
 }
 
+/// Where a framer's events go. A `Vec` collects them (a `--threads` worker sends them on); the
+/// layer takes messages as they complete, by reference: a message is then never copied out of
+/// the walker that framed it.
+pub trait FramerOut {
+    /// Any event but a message.
+    fn event(&mut self, ev: FramerEvent);
+    /// A framed message. The receiver reads it or takes it (`std::mem::take`); the framer
+    /// clears what is left before it frames the next one.
+    fn message(&mut self, m: &mut Smb2Message);
+}
+
+impl FramerOut for Vec<FramerEvent> {
+    fn event(&mut self, ev: FramerEvent) {
+        self.push(ev);
+    }
+
+    fn message(&mut self, m: &mut Smb2Message) {
+        self.push(FramerEvent::Message(std::mem::take(m)));
+    }
+}
+
 #[derive(Debug)]
 enum State {
     /// Looking for a message start; `carry` holds the tail that could still begin one.
@@ -192,6 +213,14 @@ impl<const N: usize> Gathered<N> {
     /// Takes what the first `want` bytes (at most `N`) still lack from the start of `data`;
     /// returns how many bytes.
     pub(super) fn fill_to(&mut self, want: usize, data: &[u8]) -> usize {
+        // The whole field in one piece, as it mostly comes: a copy of known length.
+        if self.len == 0 && want >= N {
+            if let Some(whole) = data.first_chunk::<N>() {
+                self.bytes = *whole;
+                self.len = N;
+                return N;
+            }
+        }
         let take = want.min(N).saturating_sub(self.len).min(data.len());
         self.bytes[self.len..self.len + take].copy_from_slice(&data[..take]);
         self.len += take;
@@ -306,12 +335,12 @@ impl Framer {
     }
 
     /// Feed in-order stream bytes (encrypted messages are counted, not opened).
-    pub fn push(&mut self, data: &[u8], out: &mut Vec<FramerEvent>) {
+    pub fn push(&mut self, data: &[u8], out: &mut dyn FramerOut) {
         self.push_sealed(data, &mut SealCtx::none(), out);
     }
 
     /// Feed in-order stream bytes, opening encrypted messages with `ctx`.
-    pub fn push_sealed(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
+    pub fn push_sealed(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         let mut data = data;
         loop {
             if !self.replay.is_empty() {
@@ -327,7 +356,9 @@ impl Framer {
             }
             let n = self.step(data, ctx, out);
             data = data.get(n..).unwrap_or(&[]);
-            self.replay = std::mem::take(&mut self.giveback);
+            if !self.giveback.is_empty() {
+                self.replay = std::mem::take(&mut self.giveback);
+            }
         }
     }
 
@@ -362,12 +393,12 @@ impl Framer {
     }
 
     /// `missing` bytes of the stream will never arrive; the next `push` continues after them.
-    pub fn gap(&mut self, missing: u64, out: &mut Vec<FramerEvent>) {
+    pub fn gap(&mut self, missing: u64, out: &mut dyn FramerOut) {
         self.gap_sealed(missing, &mut SealCtx::none(), out);
     }
 
     /// [`Framer::gap`] with decryption.
-    pub fn gap_sealed(&mut self, missing: u64, ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
+    pub fn gap_sealed(&mut self, missing: u64, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         // Bytes waiting for replay came before the gap: process them first.
         self.push_sealed(&[], ctx, out);
         let state = std::mem::replace(
@@ -407,7 +438,7 @@ impl Framer {
             State::NbHeader { .. } | State::SkipNbss { .. } => (State::fresh_scan(), false),
         };
         self.state = next;
-        out.push(FramerEvent::Gap {
+        out.event(FramerEvent::Gap {
             bytes: missing,
             in_step,
         });
@@ -418,7 +449,7 @@ impl Framer {
     fn finish_keeping(
         &mut self,
         mut m: Box<InMessage>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         ctx: &mut SealCtx<'_>,
     ) {
         m.finish(&self.cfg, out, ctx);
@@ -433,7 +464,7 @@ impl Framer {
     fn finish_short(
         &mut self,
         mut m: Box<InMessage>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
         ctx: &mut SealCtx<'_>,
     ) {
         m.msg.lost_bytes = m.msg.lost_bytes.saturating_add(m.remaining);
@@ -443,66 +474,68 @@ impl Framer {
     }
 
     /// Consume some of `data` (possibly none, when only the state changes); may hand bytes back
-    /// through `self.giveback`.
-    fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) -> usize {
-        let state = std::mem::replace(&mut self.state, State::fresh_scan());
-        let (next, used) = match state {
-            State::Scan { carry, skipped } => self.scan(carry, skipped, data, out),
-            State::NbHeader { mut buf } => {
+    /// through `self.giveback`. A message in progress is stepped where it is held (no move of
+    /// the state out and back per step).
+    fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) -> usize {
+        match &mut self.state {
+            State::Message(m) => {
+                let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
+                self.after_message_step(ctx, out);
+                used
+            }
+            State::NbHeader { buf } => {
                 let take = buf.fill(data);
-                match self.after_nb_bytes(buf, out) {
-                    // The message goes on in this step (one round less through `push_sealed`
-                    // a message).
-                    State::Message(m) if take < data.len() => {
-                        let rest = data.get(take..).unwrap_or(&[]);
-                        let (next, used) = self.message_step(m, rest, ctx, out);
-                        (next, take + used)
+                let buf = *buf;
+                self.state = self.after_nb_bytes(buf, out);
+                // The message goes on in this step (one round less through `push_sealed` a
+                // message).
+                match data.get(take..) {
+                    Some(rest) if !rest.is_empty() && matches!(self.state, State::Message(_)) => {
+                        take + self.step(rest, ctx, out)
                     }
-                    next => (next, take),
+                    _ => take,
                 }
             }
             State::SkipNbss { remaining } => {
-                let take = remaining.min(data.len() as u64);
-                let left = remaining - take;
-                let next = if left == 0 {
-                    State::nb_header()
-                } else {
-                    State::SkipNbss { remaining: left }
-                };
-                (next, take as usize)
+                let take = (*remaining).min(data.len() as u64);
+                *remaining -= take;
+                if *remaining == 0 {
+                    self.state = State::nb_header();
+                }
+                take as usize
             }
-            State::Message(m) => self.message_step(m, data, ctx, out),
-        };
-        self.state = next;
-        used
-    }
-
-    /// [`Framer::step`] inside a message: the next state and the bytes of `data` consumed.
-    fn message_step(
-        &mut self,
-        mut m: Box<InMessage>,
-        data: &[u8],
-        ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
-    ) -> (State, usize) {
-        let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
-        if m.desync {
-            (
-                State::Scan {
-                    carry: Vec::new(),
-                    skipped: 1,
-                },
-                used,
-            )
-        } else if m.remaining == 0 {
-            self.finish_keeping(m, out, ctx);
-            (State::nb_header(), used)
-        } else {
-            (State::Message(m), used)
+            State::Scan { .. } => {
+                let State::Scan { carry, skipped } =
+                    std::mem::replace(&mut self.state, State::fresh_scan())
+                else {
+                    return 0;
+                };
+                let (next, used) = self.scan(carry, skipped, data, out);
+                self.state = next;
+                used
+            }
         }
     }
 
-    fn after_nb_bytes(&mut self, buf: NbBytes, out: &mut Vec<FramerEvent>) -> State {
+    /// After a step inside a message: a false start goes back to scanning, a message whose
+    /// bytes are all there is handed out.
+    fn after_message_step(&mut self, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
+        let State::Message(m) = &self.state else {
+            return;
+        };
+        if m.desync {
+            self.state = State::Scan {
+                carry: Vec::new(),
+                skipped: 1,
+            };
+        } else if m.remaining == 0 {
+            if let State::Message(m) = std::mem::replace(&mut self.state, State::nb_header()) {
+                self.finish_keeping(m, out, ctx);
+            }
+        }
+    }
+
+    fn after_nb_bytes(&mut self, buf: NbBytes, out: &mut dyn FramerOut) -> State {
         let Some(nb) = buf.whole() else {
             return State::NbHeader { buf };
         };
@@ -529,7 +562,7 @@ impl Framer {
                 })
             }
             Some(h) if h.length <= MAX_CONTROL_LEN => {
-                out.push(FramerEvent::SessionControl {
+                out.event(FramerEvent::SessionControl {
                     kind: h.kind,
                     len: h.length,
                 });
@@ -552,12 +585,12 @@ impl Framer {
     }
 
     /// End of the stream: a message still being received is reported with what arrived.
-    pub fn finish(&mut self, out: &mut Vec<FramerEvent>) {
+    pub fn finish(&mut self, out: &mut dyn FramerOut) {
         self.finish_sealed(&mut SealCtx::none(), out);
     }
 
     /// [`Framer::finish`] with decryption.
-    pub fn finish_sealed(&mut self, ctx: &mut SealCtx<'_>, out: &mut Vec<FramerEvent>) {
+    pub fn finish_sealed(&mut self, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         // Bytes handed back for another look are scanned before the end.
         self.push_sealed(&[], ctx, out);
         self.replay.clear();
@@ -565,7 +598,7 @@ impl Framer {
         match state {
             State::Message(m) => self.finish_short(m, out, ctx),
             State::Scan { carry, skipped } if skipped + carry.len() as u64 > 0 => {
-                out.push(FramerEvent::Unsynced {
+                out.event(FramerEvent::Unsynced {
                     skipped: skipped + carry.len() as u64,
                 });
             }
@@ -579,11 +612,11 @@ impl Framer {
         mut carry: Vec<u8>,
         mut skipped: u64,
         data: &[u8],
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) -> (State, usize) {
-        let found = |skipped: u64, out: &mut Vec<FramerEvent>| {
+        let found = |skipped: u64, out: &mut dyn FramerOut| {
             if skipped > 0 {
-                out.push(FramerEvent::Resynced { skipped });
+                out.event(FramerEvent::Resynced { skipped });
             }
             State::nb_header()
         };

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use super::chain::InMessage;
-use super::{FramerConfig, FramerEvent, Gathered, SealCtx};
+use super::{FramerConfig, FramerEvent, FramerOut, Gathered, SealCtx};
 use crate::smb2::crypto::{Candidate, Candidates, Cipher, KeySource, Keyed, Keystream, Missing};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, HEADER_LEN};
@@ -174,10 +174,10 @@ impl Sealed {
         }
     }
 
-    fn report(&mut self, outcome: SealOutcome, out: &mut Vec<FramerEvent>) {
+    fn report(&mut self, outcome: SealOutcome, out: &mut dyn FramerOut) {
         if !self.reported {
             self.reported = true;
-            out.push(FramerEvent::Encrypted {
+            out.event(FramerEvent::Encrypted {
                 len: self.nb_len,
                 session_id: self.session_id,
                 outcome,
@@ -185,7 +185,7 @@ impl Sealed {
         }
     }
 
-    fn give_up(&mut self, outcome: SealOutcome, out: &mut Vec<FramerEvent>) {
+    fn give_up(&mut self, outcome: SealOutcome, out: &mut dyn FramerOut) {
         self.report(outcome, out);
         self.phase = Phase::Skip;
     }
@@ -223,7 +223,7 @@ impl Sealed {
         data: &[u8],
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) -> usize {
         let mut used = 0usize;
         let mut stalls = 0;
@@ -248,7 +248,7 @@ impl Sealed {
         data: &[u8],
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) -> usize {
         let left = self.len.saturating_sub(self.pos);
         match &mut self.phase {
@@ -310,7 +310,7 @@ impl Sealed {
         &mut self,
         parsed: Result<TransformHeader, Smb2Error>,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) {
         let th = match parsed {
             Ok(th) => th,
@@ -348,12 +348,7 @@ impl Sealed {
         }
     }
 
-    fn after_probe(
-        &mut self,
-        cfg: &FramerConfig,
-        ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
-    ) {
+    fn after_probe(&mut self, cfg: &FramerConfig, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         let Phase::Probe { th, cands, buf } = std::mem::replace(&mut self.phase, Phase::Skip)
         else {
             return;
@@ -415,12 +410,7 @@ impl Sealed {
         }
     }
 
-    fn open_whole(
-        &mut self,
-        cfg: &FramerConfig,
-        ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
-    ) {
+    fn open_whole(&mut self, cfg: &FramerConfig, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
         let Phase::Whole {
             th,
             cands,
@@ -499,7 +489,7 @@ impl Sealed {
         &mut self,
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) {
         if let Phase::Stream { mut inner, .. } = std::mem::replace(&mut self.phase, Phase::Skip) {
             if inner.remaining > 0 {
@@ -517,7 +507,7 @@ impl Sealed {
         missing: u64,
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) -> bool {
         let left = self.len.saturating_sub(self.pos);
         match &mut self.phase {
@@ -547,7 +537,7 @@ impl Sealed {
         &mut self,
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) {
         match self.phase {
             Phase::Stream { .. } => self.finish_stream(cfg, ctx, out),

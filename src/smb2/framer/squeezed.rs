@@ -12,7 +12,7 @@
 
 use super::chain::InMessage;
 use super::sealed::is_bulk;
-use super::{FramerConfig, FramerEvent, SealCtx, SealedInfo};
+use super::{FramerConfig, FramerEvent, FramerOut, SealCtx, SealedInfo};
 use crate::smb2::compress::{decompress, decompress_prefix, Algorithm, CompressError};
 use crate::smb2::header::HEADER_LEN;
 
@@ -106,11 +106,11 @@ impl Squeezed {
         headers_only: bool,
         cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
-        out: &mut Vec<FramerEvent>,
+        out: &mut dyn FramerOut,
     ) {
         let event = |outcome| FramerEvent::Compressed { len, outcome };
         if self.shed {
-            return out.push(event(CompressOutcome::Incomplete));
+            return out.event(event(CompressOutcome::Incomplete));
         }
         let whole = !self.lost && lost == 0 && self.buf.len() as u64 == u64::from(len);
         let decode = |limit| {
@@ -128,14 +128,14 @@ impl Squeezed {
             _ => decode(cfg.max_keep),
         };
         let d = match result {
-            Ok(d) if d.bytes.is_empty() => return out.push(event(CompressOutcome::Incomplete)),
+            Ok(d) if d.bytes.is_empty() => return out.event(event(CompressOutcome::Incomplete)),
             Ok(d) => d,
             Err(e) if !whole && !matches!(e, CompressError::TooLarge { .. }) => {
-                return out.push(event(CompressOutcome::Incomplete))
+                return out.event(event(CompressOutcome::Incomplete))
             }
-            Err(e) => return out.push(event(CompressOutcome::Failed(e))),
+            Err(e) => return out.event(event(CompressOutcome::Failed(e))),
         };
-        out.push(event(CompressOutcome::Decompressed {
+        out.event(event(CompressOutcome::Decompressed {
             algorithms: d.algorithms,
             chained: d.chained,
             complete: d.complete,
