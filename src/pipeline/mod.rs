@@ -19,6 +19,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub mod by_command;
+mod events;
 mod exchange;
 pub mod outbox;
 pub mod sessions;

@@ -2,21 +2,20 @@
 //! turned into statistics, notes and (through `Exchange`) records.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 
-use super::exchange::{Chain, Exchange};
-use super::outbox::{NoteKind, Out, Outbox};
-use super::sqos_build::MsgCtx;
-use super::{count_key, CaptureNote, ChannelEnd, Limits, Stats};
+use super::events::{Direct, EventStage};
+use super::exchange::Exchange;
+use super::outbox::{NoteKind, Outbox};
+use super::{ChannelEnd, Limits, Stats};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
-use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
-use crate::smb2::framer::{CompressOutcome, SealCtx, SealOutcome};
-use crate::smb2::{Framer, FramerConfig, FramerEvent, FramerOut, Smb2Message};
+use crate::smb2::crypto::{Decryptor, KeyRing};
+use crate::smb2::framer::SealCtx;
+use crate::smb2::{Framer, FramerConfig, FramerEvent, FramerOut};
 
 /// Most connections listed one by one in per-connection statistics.
 pub const MAX_LISTED_CONNECTIONS: usize = 1000;
@@ -231,7 +230,7 @@ impl Framers {
         conn: ConnId,
         dir: Dir,
         crypto: &mut Decryptor,
-        events: &mut Vec<FramerEvent>,
+        events: &mut dyn FramerOut,
     ) -> bool {
         let Some(slot) = self.index.remove(&(conn, dir)) else {
             return false;
@@ -262,14 +261,6 @@ impl Framers {
     }
 }
 
-/// "connection N (a ⇄ b)", as the statistics and notes name a connection.
-fn conn_label(conns: &BTreeMap<ConnId, ConnKey>, conn: ConnId) -> String {
-    match conns.get(&conn) {
-        Some(k) => format!("connection {} ({k})", conn.0),
-        None => format!("connection {}", conn.0),
-    }
-}
-
 pub struct Smb2Layer {
     framers: Framers,
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
@@ -277,7 +268,6 @@ pub struct Smb2Layer {
     conns: BTreeMap<ConnId, ConnKey>,
     max_connections: usize,
     conns_dropped: Share,
-    events: Vec<FramerEvent>,
     /// Keys and per-session state for encrypted messages.
     crypto: Decryptor,
     /// Sessions already given a note about why their messages were not decrypted (bounded).
@@ -298,11 +288,11 @@ pub struct Smb2Layer {
 /// Where messages began (`Smb2Layer::starts`): one entry a stream with a message in
 /// progress, so no more than the connections kept.
 #[derive(Debug, Default)]
-struct MessageStarts {
+pub(super) struct MessageStarts {
     /// The frame the message in progress on (conn, dir) began in.
     in_progress: HashMap<(ConnId, Dir), u64>,
     /// While one push is handled: the frame its next completed message began in.
-    next: Option<u64>,
+    pub(super) next: Option<u64>,
 }
 
 impl Smb2Layer {
@@ -313,7 +303,6 @@ impl Smb2Layer {
             max_connections: limits.max_connections.max(1),
             // Counts only what this layer drops itself (its entries are reassembly's).
             conns_dropped: Share::new(Kind::Connections, 0),
-            events: Vec::new(),
             crypto: Decryptor::with_share(
                 keys,
                 Share::new(Kind::Sessions, limits.max_session_bytes),
@@ -379,278 +368,58 @@ impl Smb2Layer {
         m
     }
 
-    /// A note of `kind`, its message built only when it is given (see `NoteKind`).
-    fn note(&mut self, kind: NoteKind, frame: u64, message: impl FnOnce(&Self) -> String) {
-        if self.outbox.count_note(kind) {
-            let message = message(self);
-            self.outbox.push(Out::Note(CaptureNote { frame, message }));
-        }
-    }
-
-    fn conn_label(&self, conn: ConnId) -> String {
-        conn_label(&self.conns, conn)
-    }
-
-    /// "connection N, a → b": the direction the bytes travel.
-    fn dir_label(&self, conn: ConnId, dir: Dir) -> String {
-        match self.conns.get(&conn) {
-            Some(k) => {
-                let (src, dst) = k.endpoints(dir);
-                format!("connection {}, {src} → {dst}", conn.0)
-            }
-            None => format!("connection {}", conn.0),
-        }
-    }
-
-    fn handle_events(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp) {
-        // Most pushes leave none: their messages went to the stage as they completed.
-        if self.events.is_empty() {
-            return;
-        }
-        let events = std::mem::take(&mut self.events);
-        for ev in &events {
-            self.handle_event(conn, dir, frame, ts, ev);
-        }
-        self.events = events;
-        self.events.clear();
-    }
-
-    fn handle_event(
-        &mut self,
-        conn: ConnId,
-        dir: Dir,
-        frame: u64,
-        ts: Timestamp,
-        ev: &FramerEvent,
-    ) {
-        match ev {
-            FramerEvent::Message(m) => self.stage().message(conn, dir, frame, ts, m),
-            FramerEvent::Encrypted {
-                len,
-                session_id,
-                outcome,
-            } => self.on_encrypted(conn, frame, *len, *session_id, outcome),
-            FramerEvent::Compressed { len, outcome } => {
-                self.on_compressed(conn, dir, frame, *len, outcome)
-            }
-            FramerEvent::Smb1 { .. } => self.stats.smb1_messages += 1,
-            FramerEvent::SessionControl { .. } => {}
-            FramerEvent::Resynced { skipped } => {
-                self.stats.resyncs += 1;
-                self.stats.resync_skipped_bytes += skipped;
-                self.note(NoteKind::Resync, frame, |s| {
-                    format!(
-                        "{}: resynchronised on an SMB2 header after skipping {skipped} bytes",
-                        s.dir_label(conn, dir)
-                    )
-                });
-            }
-            FramerEvent::Unsynced { skipped } => {
-                self.stats.resync_skipped_bytes += skipped;
-                self.note(NoteKind::Unframed, frame, |s| {
-                    format!(
-                        "{}: {skipped} bytes passed over without an SMB2 message start (e.g. a NetBIOS length over 8 MiB)",
-                        s.dir_label(conn, dir)
-                    )
-                });
-            }
-            FramerEvent::Gap { bytes, in_step } => {
-                self.stats.gap_bytes += bytes;
-                let what = if *in_step {
-                    "inside data that is skipped anyway; framing kept"
-                } else {
-                    "what they held is lost; framing resumes at the next message start"
-                };
-                let cut = self.cut_frame.filter(|c| c.0 == frame);
-                self.note(NoteKind::Gap, frame, |s| {
-                    let label = s.dir_label(conn, dir);
-                    match cut {
-                        Some((_, captured, wire)) => format!(
-                            "{label}: {bytes} bytes not in the capture: its snaplen cut frame {frame} to {captured} of {wire} bytes ({what})"
-                        ),
-                        None => format!("{label}: {bytes} bytes missing ({what})"),
-                    }
-                });
-            }
-        }
-    }
-
-    fn on_compressed(
-        &mut self,
-        conn: ConnId,
-        dir: Dir,
-        frame: u64,
-        len: u32,
-        outcome: &CompressOutcome,
-    ) {
-        self.stats.compressed_messages += 1;
-        let why = match outcome {
-            CompressOutcome::Decompressed {
-                algorithms,
-                chained,
-                ..
-            } => {
-                self.stats.decompressed_messages += 1;
-                for a in algorithms {
-                    *self
-                        .stats
-                        .compressed_by_algorithm
-                        .entry(a.to_string())
-                        .or_insert(0) += 1;
-                }
-                if *chained {
-                    self.stats.compressed_chained += 1;
-                }
-                return;
-            }
-            CompressOutcome::Failed(e) => e.to_string(),
-            CompressOutcome::Incomplete => {
-                "incomplete (lost bytes or the buffering bound)".to_string()
-            }
-        };
-        self.stats.undecompressed_messages += 1;
-        self.note(NoteKind::Compressed, frame, |s| {
-            format!(
-                "{}: compressed message of {len} bytes not decompressed: {why}",
-                s.dir_label(conn, dir)
-            )
-        });
-    }
-
-    fn on_encrypted(
-        &mut self,
-        conn: ConnId,
-        frame: u64,
-        len: u32,
-        session_id: Option<u64>,
-        outcome: &SealOutcome,
-    ) {
-        self.stats.encrypted_messages += 1;
-        self.stats.key_file_sessions = self.crypto.key_sessions() as u64;
-        // Bounded: past MAX_LISTED_CONNECTIONS entries, the rest are counted together. A
-        // connection's label is made once, when its entry is (`encrypted_labels` holds exactly
-        // the connections listed), not for every message.
-        let map = &mut self.stats.encrypted_by_connection;
-        let label = match self.encrypted_labels.get(&conn) {
-            Some(label) => label.as_str(),
-            None if map.len() >= MAX_LISTED_CONNECTIONS => OTHER_CONNECTIONS,
-            None => {
-                let label = conn_label(&self.conns, conn);
-                self.encrypted_labels.entry(conn).or_insert(label).as_str()
-            }
-        };
-        count_key(map, label);
-        if let SealOutcome::Decrypted { authenticated, .. } = outcome {
-            self.stats.decrypted_messages += 1;
-            if !authenticated {
-                self.stats.decrypted_headers_only += 1;
-            }
-            return;
-        }
-        let session = match session_id {
-            Some(s) => format!("0x{s:016x}"),
-            None => "(unknown)".to_string(),
-        };
-        let map = &mut self.stats.undecrypted_by_session;
-        let key = if !map.contains_key(&session) && map.len() >= MAX_LISTED_CONNECTIONS {
-            OTHER_SESSIONS.to_string()
-        } else {
-            session.clone()
-        };
-        *map.entry(key.clone()).or_insert(0) += 1;
-        let short = match outcome {
-            SealOutcome::Decrypted { .. } | SealOutcome::NoKeys => "no key",
-            SealOutcome::NeedDirectionKeys => "SMB 3.1.1 setup not captured: direction keys needed",
-            SealOutcome::AuthFailed { .. } => "authentication failed",
-            SealOutcome::Incomplete => "incomplete",
-            SealOutcome::Malformed(_) => "malformed",
-        };
-        self.stats
-            .undecrypted_why
-            .entry(key)
-            .or_insert_with(|| short.to_string());
-        let why = match outcome {
-            SealOutcome::Decrypted { .. } | SealOutcome::NoKeys => None,
-            SealOutcome::NeedDirectionKeys => Some(format!(
-                "session {session}: not decrypted: an SMB 3.1.1 session whose SESSION_SETUP is \
-                 not in the capture, and the key file has only its session key; its keys derive \
-                 from that setup, so the server-to-client and client-to-server keys are needed"
-            )),
-            SealOutcome::AuthFailed { tried } => {
-                self.stats.auth_failed_messages += 1;
-                let from_file = tried.contains(&KeySource::File);
-                let guess_30 = tried.contains(&KeySource::Smb30Guess);
-                let as_30 = guess_30 || tried.contains(&KeySource::Smb30);
-                let as_311 = tried.contains(&KeySource::Smb311);
-                let mut what = Vec::new();
-                if from_file {
-                    what.push("the direction keys of the key file");
-                }
-                if as_311 {
-                    what.push("the keys derived from its session key (SMB 3.1.1)");
-                }
-                if as_30 {
-                    what.push("the keys derived from its session key as SMB 3.0/3.0.2");
-                }
-                let hint = if guess_30 && !from_file {
-                    "; if it is an SMB 3.1.1 session whose setup is not in the capture, its \
-                     server-to-client and client-to-server keys are needed"
-                } else {
-                    " (wrong key for this session?)"
-                };
-                Some(format!(
-                    "session {session}: authentication failed with {}{hint}",
-                    what.join(" and ")
-                ))
-            }
-            SealOutcome::Incomplete => {
-                self.note(NoteKind::Sealed, frame, |_| {
-                    format!(
-                        "encrypted message of {len} bytes in session {session} incomplete \
-                         (lost bytes or buffering bound): not decrypted"
-                    )
-                });
-                None
-            }
-            SealOutcome::Malformed(e) => {
-                self.note(NoteKind::Sealed, frame, |_| {
-                    format!("encrypted message in session {session}: {e}")
-                });
-                None
-            }
-        };
-        if let (Some(why), Some(sid)) = (why, session_id) {
-            if self.sessions_noted.len() < MAX_LISTED_CONNECTIONS && self.sessions_noted.insert(sid)
-            {
-                self.note(NoteKind::Sealed, frame, |_| why);
-            }
-        }
-    }
-
-    /// What a framed message touches of this layer, apart from the framers and the decryptor
-    /// (which frame it).
-    fn stage(&mut self) -> MessageStage<'_> {
+    /// The layer as its framers' events go to it (see [`EventStage`]).
+    fn stage(&mut self) -> EventStage<'_> {
         self.split().0
     }
 
-    /// The layer in the parts one push borrows apart: the message stage, the framers, the
-    /// decryptor they frame with, the events kept for after the push.
-    fn split(
-        &mut self,
-    ) -> (
-        MessageStage<'_>,
-        &mut Framers,
-        &mut Decryptor,
-        &mut Vec<FramerEvent>,
-    ) {
-        let stage = MessageStage {
+    /// The layer in the parts a push borrows apart: the stage its events go to, the framers,
+    /// the decryptor they frame with.
+    fn split(&mut self) -> (EventStage<'_>, &mut Framers, &mut Decryptor) {
+        let stage = EventStage {
             conns: &self.conns,
             starts: &mut self.starts,
             exchange: &mut self.exchange,
             outbox: &mut self.outbox,
             stats: &mut self.stats,
+            encrypted_labels: &mut self.encrypted_labels,
+            sessions_noted: &mut self.sessions_noted,
+            cut_frame: self.cut_frame,
+            key_sessions: self.crypto.key_sessions() as u64,
         };
-        (stage, &mut self.framers, &mut self.crypto, &mut self.events)
+        (stage, &mut self.framers, &mut self.crypto)
+    }
+
+    /// The layer as the receiver of a push on (conn, dir) in `frame` at `ts`, the framers and
+    /// decryptor apart.
+    fn receiver(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        ts: Timestamp,
+    ) -> (Direct<'_>, &mut Framers, &mut Decryptor) {
+        let (stage, framers, crypto) = self.split();
+        let out = Direct {
+            stage,
+            at: (conn, dir, frame, ts),
+        };
+        (out, framers, crypto)
+    }
+
+    /// Events a `--threads` worker's framer gave for (conn, dir).
+    fn handle_events(
+        &mut self,
+        conn: ConnId,
+        dir: Dir,
+        frame: u64,
+        ts: Timestamp,
+        events: &[FramerEvent],
+    ) {
+        let mut stage = self.stage();
+        for ev in events {
+            stage.event(conn, dir, frame, ts, ev);
+        }
     }
 
     /// [`StreamSink::on_data`] of bytes the framer cannot count off unseen (or whose count-off
@@ -666,15 +435,9 @@ impl Smb2Layer {
     ) {
         self.last_frame = self.last_frame.max(frame);
         self.start_push(conn, dir, frame);
-        let (stage, framers, crypto, deferred) = self.split();
-        let mut out = Direct {
-            stage,
-            deferred,
-            at: (conn, dir, frame, ts),
-        };
+        let (mut out, framers, crypto) = self.receiver(conn, dir, frame, ts);
         let shed = framers.push(conn, dir, frame, data, crypto, &mut out);
         self.stats.framer_bytes_shed += shed;
-        self.handle_events(conn, dir, frame, ts);
         self.end_push(conn, dir);
     }
 
@@ -709,17 +472,12 @@ impl Smb2Layer {
         if let Some(s) = &mut self.starts {
             s.in_progress.remove(&(conn, dir));
         }
-        let flushed = match given {
-            Some(events) => {
-                self.events = events;
-                true
+        match given {
+            Some(events) => self.handle_events(conn, dir, frame, ts, &events),
+            None => {
+                let (mut out, framers, crypto) = self.receiver(conn, dir, frame, ts);
+                framers.finish(conn, dir, crypto, &mut out);
             }
-            None => self
-                .framers
-                .finish(conn, dir, &mut self.crypto, &mut self.events),
-        };
-        if flushed {
-            self.handle_events(conn, dir, frame, ts);
         }
         if let Some(s) = &mut self.starts {
             s.next = None;
@@ -751,8 +509,7 @@ impl Smb2Layer {
                     self.stats.gaps += 1;
                 }
                 self.start_push(conn, dir, frame);
-                self.events = events;
-                self.handle_events(conn, dir, frame, ts);
+                self.handle_events(conn, dir, frame, ts, &events);
                 self.end_push(conn, dir);
             }
             WorkerOp::Close { how, events } => {
@@ -797,91 +554,6 @@ fn channel_end(how: CloseKind) -> ChannelEnd {
     }
 }
 
-/// The parts of the layer a framed message goes to: records and notes through the exchange and
-/// the outbox, counts into the statistics. Split from the layer so that the framers, which hold
-/// the decryptor while they frame, can hand a message over the moment it completes.
-struct MessageStage<'a> {
-    conns: &'a BTreeMap<ConnId, ConnKey>,
-    starts: &'a mut Option<MessageStarts>,
-    exchange: &'a mut Exchange,
-    outbox: &'a mut Outbox,
-    stats: &'a mut Stats,
-}
-
-impl MessageStage<'_> {
-    fn message(&mut self, conn: ConnId, dir: Dir, frame: u64, ts: Timestamp, m: &Smb2Message) {
-        let (src, dst) = match self.conns.get(&conn) {
-            Some(k) => k.endpoints(dir),
-            None => {
-                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
-                (unknown, unknown)
-            }
-        };
-        // Later messages of the same push began in this frame.
-        let first_frame = self.starts.as_mut().and_then(|s| s.next.replace(frame));
-        let ctx = MsgCtx {
-            conn,
-            frame,
-            first_frame,
-            ts,
-            src,
-            dst,
-        };
-        let mut chain = Chain::default();
-        for part in &m.parts {
-            self.stats.smb2_messages += 1;
-            self.stats.by_command.count(part.header.command);
-            self.exchange
-                .on_part(&ctx, part, &mut chain, self.outbox, self.stats);
-        }
-        for (cmd, _) in &m.overflow {
-            self.stats.smb2_messages += 1;
-            self.stats.by_command.count(*cmd);
-        }
-        if !m.overflow.is_empty() {
-            self.outbox.note(NoteKind::Malformed, frame, || {
-                format!(
-                    "compound of {} parts: parts after the first {} counted, not decoded",
-                    m.parts.len() + m.overflow.len(),
-                    m.parts.len()
-                )
-            });
-        }
-        if let Some(e) = &m.malformed {
-            self.stats.malformed_messages += 1;
-            self.outbox.note(NoteKind::Malformed, frame, || {
-                format!("malformed SMB2 message: {e}")
-            });
-        }
-    }
-}
-
-/// The layer as a framer's receiver during one push: messages go to the stage where they lie,
-/// without a copy. Other events (their handling reads the decryptor, which the framer holds)
-/// wait in `deferred` for the end of the push, and so does every message after one of them:
-/// events are handled in the order the framer gave them.
-struct Direct<'a> {
-    stage: MessageStage<'a>,
-    deferred: &'a mut Vec<FramerEvent>,
-    /// The push: connection, direction, frame, time.
-    at: (ConnId, Dir, u64, Timestamp),
-}
-
-impl FramerOut for Direct<'_> {
-    fn event(&mut self, ev: FramerEvent) {
-        self.deferred.push(ev);
-    }
-
-    fn message(&mut self, m: &mut Smb2Message) {
-        if self.deferred.is_empty() {
-            let (conn, dir, frame, ts) = self.at;
-            self.stage.message(conn, dir, frame, ts, m);
-        } else {
-            self.deferred.message(m);
-        }
-    }
-}
-
 impl StreamSink for Smb2Layer {
     fn on_connection(&mut self, conn: ConnId, key: &ConnKey, frame: u64, ts: Timestamp) {
         self.stats.connections += 1;
@@ -920,15 +592,9 @@ impl StreamSink for Smb2Layer {
         self.last_frame = self.last_frame.max(frame);
         self.stats.gaps += 1;
         self.start_push(conn, dir, frame);
-        self.stats.framer_bytes_shed += self.framers.gap(
-            conn,
-            dir,
-            frame,
-            missing,
-            &mut self.crypto,
-            &mut self.events,
-        );
-        self.handle_events(conn, dir, frame, ts);
+        let (mut out, framers, crypto) = self.receiver(conn, dir, frame, ts);
+        let shed = framers.gap(conn, dir, frame, missing, crypto, &mut out);
+        self.stats.framer_bytes_shed += shed;
         self.end_push(conn, dir);
     }
 
@@ -938,7 +604,7 @@ impl StreamSink for Smb2Layer {
 
     fn on_note(&mut self, conn: ConnId, frame: u64, note: NetNote) {
         match note {
-            NetNote::MidStream => self.note(NoteKind::MidStream, frame, |s| {
+            NetNote::MidStream => self.stage().note(NoteKind::MidStream, frame, |s| {
                 format!(
                     "{}: picked up mid-stream (start not captured)",
                     s.conn_label(conn)

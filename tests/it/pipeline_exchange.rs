@@ -427,9 +427,9 @@ fn write_io_record_and_encrypted_count() {
     );
 }
 
-/// The layer handles a message the moment the framer completes it, but not before an event
-/// the framer gave earlier in the same push (here the resynchronisation over junk in front of
-/// the response): its note comes first, as the bytes did.
+/// The layer handles each framer event the moment the framer gives it, a message too: the
+/// resynchronisation over junk in front of a response, given first, has its note first, as the
+/// bytes did.
 #[test]
 fn a_framing_note_comes_before_the_records_of_messages_framed_after_it() {
     let mut d = Drive::new();
