@@ -24,7 +24,7 @@ const PROTOCOL_ID: [u8; 4] = [0xFD, b'S', b'M', b'B'];
 /// Flags value of every encrypted message (both meanings of the field are 0x0001).
 pub const TRANSFORM_FLAG_ENCRYPTED: u16 = 0x0001;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TransformHeader {
     pub signature: [u8; 16],
     pub nonce: [u8; 16],

@@ -62,16 +62,15 @@ pub struct SealedInfo {
     pub authenticated: bool,
 }
 
+/// Where an encrypted message is. The transform header and the candidate keys, once read, are
+/// the message's ([`Sealed::th`], [`Sealed::cands`]), not a phase's: a phase change then moves
+/// only the phase's own few bytes.
 enum Phase {
     Header(Gathered<TRANSFORM_HEADER_LEN>),
     Probe {
-        th: TransformHeader,
-        cands: Candidates,
         buf: Probe,
     },
     Whole {
-        th: TransformHeader,
-        cands: Candidates,
         first: usize,
         buf: Vec<u8>,
     },
@@ -104,6 +103,10 @@ pub(super) struct Sealed {
     /// Ciphertext bytes consumed.
     pos: u64,
     session_id: Option<u64>,
+    /// The transform header (from the probe on).
+    th: TransformHeader,
+    /// The keys that may open the message, most likely first (from the probe on).
+    cands: Candidates,
     phase: Phase,
     /// The outcome event was given.
     reported: bool,
@@ -159,6 +162,8 @@ impl Sealed {
             len: 0,
             pos: 0,
             session_id: None,
+            th: TransformHeader::default(),
+            cands: Candidates::default(),
             phase: Phase::Header(header),
             reported: false,
         }
@@ -337,9 +342,9 @@ impl Sealed {
         };
         match crypto.candidates(th.session_id, ctx.to_server) {
             Ok(cands) => {
+                self.th = th;
+                self.cands = cands;
                 self.phase = Phase::Probe {
-                    th,
-                    cands,
                     buf: Probe::default(),
                 }
             }
@@ -349,16 +354,16 @@ impl Sealed {
     }
 
     fn after_probe(&mut self, cfg: &FramerConfig, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
-        let Phase::Probe { th, cands, buf } = std::mem::replace(&mut self.phase, Phase::Skip)
-        else {
+        let Phase::Probe { buf } = std::mem::replace(&mut self.phase, Phase::Skip) else {
             return;
         };
+        let (th, cands) = (&self.th, &self.cands);
         let mut found = None;
         for (i, c) in cands.iter().enumerate() {
             let Some(keyed) = keyed(ctx, c) else {
                 continue;
             };
-            if let Some((ks, plain)) = probe_with(keyed, &th, buf) {
+            if let Some((ks, plain)) = probe_with(keyed, th, buf) {
                 found = Some((i, ks, plain));
                 break;
             }
@@ -372,8 +377,6 @@ impl Sealed {
             let mut whole = Vec::with_capacity(self.len as usize);
             whole.extend_from_slice(buf.as_slice());
             self.phase = Phase::Whole {
-                th,
-                cands,
                 first: i,
                 buf: whole,
             };
@@ -411,58 +414,58 @@ impl Sealed {
     }
 
     fn open_whole(&mut self, cfg: &FramerConfig, ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) {
-        let Phase::Whole {
-            th,
-            cands,
-            first,
-            mut buf,
-        } = std::mem::replace(&mut self.phase, Phase::Skip)
+        let Phase::Whole { first, mut buf } = std::mem::replace(&mut self.phase, Phase::Skip)
         else {
             return;
         };
+        let th = self.th;
         let mut probe = Probe::default();
         probe.fill_to(PROBE_LEN as usize, &buf);
         // The probe found `first`; another candidate can open the message only if it passes
         // the probe's test too (almost never), so only those are tried after it, each tested
         // once and only when needed: after a GCM try failed, or before a CCM try (a failed CCM
         // open zeroes the bytes, so with a candidate left it opens a copy; GCM checks first
-        // and leaves them alone).
-        let mut others = cands
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != first)
-            .map(|(_, c)| *c);
-        let mut next_passing = |ctx: &mut SealCtx<'_>| {
-            others.find(|c| keyed(ctx, c).is_some_and(|k| probe_with(k, &th, probe).is_some()))
-        };
-        let mut opened = None;
-        let mut current = cands.get(first).copied();
-        while let Some(c) = current {
-            let after = (!c.cipher.is_gcm()).then(|| next_passing(ctx));
-            if let Some(k) = keyed(ctx, &c).map(Arc::clone) {
-                let open = match after {
-                    Some(Some(_)) => {
-                        let mut copy = buf.clone();
-                        let ok = k.open(&th, &mut copy).is_ok();
-                        if ok {
-                            buf = copy;
-                        }
-                        ok
-                    }
-                    _ => k.open(&th, &mut buf).is_ok(),
-                };
-                if open {
-                    opened = Some(c.cipher);
-                    break;
-                }
-            }
-            current = match after {
-                Some(next) => next,
-                None => next_passing(ctx),
+        // and leaves them alone). (The candidates are borrowed for the tries only.)
+        let opened = {
+            let mut others = self
+                .cands
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != first)
+                .map(|(_, c)| *c);
+            let mut next_passing = |ctx: &mut SealCtx<'_>| {
+                others.find(|c| keyed(ctx, c).is_some_and(|k| probe_with(k, &th, probe).is_some()))
             };
-        }
+            let mut opened = None;
+            let mut current = self.cands.get(first).copied();
+            while let Some(c) = current {
+                let after = (!c.cipher.is_gcm()).then(|| next_passing(ctx));
+                if let Some(k) = keyed(ctx, &c).map(Arc::clone) {
+                    let open = match after {
+                        Some(Some(_)) => {
+                            let mut copy = buf.clone();
+                            let ok = k.open(&th, &mut copy).is_ok();
+                            if ok {
+                                buf = copy;
+                            }
+                            ok
+                        }
+                        _ => k.open(&th, &mut buf).is_ok(),
+                    };
+                    if open {
+                        opened = Some(c.cipher);
+                        break;
+                    }
+                }
+                current = match after {
+                    Some(next) => next,
+                    None => next_passing(ctx),
+                };
+            }
+            opened
+        };
         let Some(cipher) = opened else {
-            let tried = cands.iter().map(|c| c.source).collect();
+            let tried = self.cands.iter().map(|c| c.source).collect();
             return self.give_up(SealOutcome::AuthFailed { tried }, out);
         };
         if let Some(crypto) = ctx.crypto.as_deref_mut() {
