@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::{ChannelEnd, ChannelEvent, ChannelJoin, ChannelRecord, SessionSummary};
 use crate::budget::{Kind, Share};
 use crate::capture::Timestamp;
-use crate::net::ConnId;
+use crate::net::{ConnId, ConnSlots};
 
 /// Sessions listed one by one in the statistics; channels listed per session.
 pub const MAX_LISTED_SESSIONS: usize = 1000;
@@ -71,9 +71,12 @@ pub struct Sessions {
     /// Channels in the order they were added, for eviction.
     order: VecDeque<(u64, ConnId)>,
     last_server: HashMap<ConnId, LastServer, FixedState>,
-    /// The connection the server spoke on last, not yet written to `last_server` (most
-    /// messages follow one on the same connection: one map write per switch, not per message).
-    hot: Option<(ConnId, LastServer)>,
+    /// Where the server spoke last on recent connections, not yet written to `last_server`
+    /// (one map write when a connection leaves its slot, not per message).
+    spoke: ConnSlots<LastServer>,
+    /// A session whose channel on the connection is in `channels` (cleared when it leaves):
+    /// most messages follow others of their channel, which then costs no hashing.
+    marks: ConnSlots<u64>,
     trees: HashMap<(u64, u32), Arc<str>, RandomState>,
     tree_order: VecDeque<(u64, u32)>,
     /// Listed sessions, by SessionId (`sqos stats`).
@@ -94,7 +97,8 @@ impl Sessions {
             by_conn: HashMap::default(),
             order: VecDeque::new(),
             last_server: HashMap::default(),
-            hot: None,
+            spoke: ConnSlots::default(),
+            marks: ConnSlots::default(),
             trees: HashMap::default(),
             tree_order: VecDeque::new(),
             listed: BTreeMap::new(),
@@ -114,23 +118,39 @@ impl Sessions {
         self.channels.contains_key(&(session, conn))
     }
 
+    /// Is `session` known on `conn`? The same as [`Sessions::has_channel`], its mark first.
+    pub fn knows(&mut self, session: u64, conn: ConnId) -> bool {
+        if self.marks.get(conn) == Some(&session) {
+            return true;
+        }
+        let known = self.channels.contains_key(&(session, conn));
+        if known {
+            self.marks.set(conn, session);
+        }
+        known
+    }
+
+    /// The channel of `session` on `conn` left `channels`: its mark goes too.
+    fn unmark(&mut self, session: u64, conn: ConnId) {
+        if self.marks.get(conn) == Some(&session) {
+            self.marks.remove(conn);
+        }
+    }
+
     /// A message from the server arrived on `conn`.
     pub fn server_spoke(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
         let now = LastServer { frame, ts };
-        match &mut self.hot {
-            Some((c, last)) if *c == conn => *last = now,
-            hot => {
-                if let Some((c, last)) = hot.replace((conn, now)) {
-                    self.last_server.insert(c, last);
-                }
-            }
+        if let Some(last) = self.spoke.get_mut(conn) {
+            *last = now;
+        } else if let Some((c, last)) = self.spoke.set(conn, now) {
+            self.last_server.insert(c, last);
         }
     }
 
     fn last_server(&self, conn: ConnId) -> Option<LastServer> {
-        match self.hot {
-            Some((c, last)) if c == conn => Some(last),
-            _ => self.last_server.get(&conn).copied(),
+        match self.spoke.get(conn) {
+            Some(last) => Some(*last),
+            None => self.last_server.get(&conn).copied(),
         }
     }
 
@@ -154,6 +174,7 @@ impl Sessions {
                 break;
             };
             if self.channels.remove(&(s, c)).is_some() {
+                self.unmark(s, c);
                 self.share.release(1, 0);
                 self.share.dropped(1, 0, frame);
                 self.unlink(s, c);
@@ -169,6 +190,7 @@ impl Sessions {
                 listed,
             },
         );
+        self.marks.set(conn, session);
         self.by_conn.entry(conn).or_default().push(session);
         self.order.push_back((session, conn));
         if self.order.len() > 2 * self.channels.len() + 64 {
@@ -253,6 +275,7 @@ impl Sessions {
         pending: &[(u64, u64)],
     ) -> Option<ChannelRecord> {
         let ch = self.channels.remove(&(session, conn))?;
+        self.unmark(session, conn);
         self.share.release(1, 0);
         if let Some(i) = ch.listed {
             if let Some(c) = self
@@ -304,9 +327,7 @@ impl Sessions {
             .filter_map(|s| self.end(s, conn, by, at, pending))
             .collect();
         self.last_server.remove(&conn);
-        if self.hot.is_some_and(|(c, _)| c == conn) {
-            self.hot = None;
-        }
+        self.spoke.remove(conn);
         out
     }
 
