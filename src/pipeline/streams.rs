@@ -13,7 +13,7 @@ use super::sqos_build::MsgCtx;
 use super::{count_key, CaptureNote, ChannelEnd, Limits, Stats};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
-use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
+use crate::net::{CloseKind, ConnId, ConnKey, ConnSlots, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing, KeySource};
 use crate::smb2::framer::{CompressOutcome, SealCtx, SealOutcome};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, Smb2Message};
@@ -265,6 +265,8 @@ pub struct Smb2Layer {
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
     /// when it forgets one; `Limits::max_connections` bounds them when fed directly.
     conns: BTreeMap<ConnId, ConnKey>,
+    /// The recent ones of `conns`, found by index: every message looks up its endpoints.
+    recent: ConnSlots<ConnKey>,
     max_connections: usize,
     conns_dropped: Share,
     events: Vec<FramerEvent>,
@@ -300,6 +302,7 @@ impl Smb2Layer {
         Smb2Layer {
             framers: Framers::new(limits.framer, limits.max_framer_bytes),
             conns: BTreeMap::new(),
+            recent: ConnSlots::default(),
             max_connections: limits.max_connections.max(1),
             // Counts only what this layer drops itself (its entries are reassembly's).
             conns_dropped: Share::new(Kind::Connections, 0),
@@ -378,7 +381,7 @@ impl Smb2Layer {
     }
 
     fn endpoints(&self, conn: ConnId, dir: Dir) -> (SocketAddr, SocketAddr) {
-        match self.conns.get(&conn) {
+        match self.recent.get(conn).or_else(|| self.conns.get(&conn)) {
             Some(k) => k.endpoints(dir),
             None => {
                 let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
@@ -698,6 +701,7 @@ impl Smb2Layer {
             .close_conn(conn, how, frame, ts, &mut self.outbox, &mut self.stats);
         self.outbox.release_conn(conn);
         self.conns.remove(&conn);
+        self.recent.remove(conn);
     }
 
     /// Flush the framer of (conn, dir) and handle what it gives: its own (`given` None), or the
@@ -806,6 +810,7 @@ impl StreamSink for Smb2Layer {
     fn on_connection(&mut self, conn: ConnId, key: &ConnKey, frame: u64, ts: Timestamp) {
         self.stats.connections += 1;
         self.conns.insert(conn, *key);
+        self.recent.set(conn, *key);
         if self.conns.len() > self.max_connections {
             if let Some((&oldest, _)) = self.conns.iter().next() {
                 self.conns_dropped.dropped(1, 0, frame);
