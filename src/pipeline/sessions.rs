@@ -118,11 +118,15 @@ impl Sessions {
         self.channels.contains_key(&(session, conn))
     }
 
-    /// Is `session` known on `conn`? The same as [`Sessions::has_channel`], its mark first.
+    /// Is `session` known on `conn`? The same as [`Sessions::has_channel`], its mark first
+    /// (inlined: every message asks).
+    #[inline]
     pub fn knows(&mut self, session: u64, conn: ConnId) -> bool {
-        if self.marks.get(conn) == Some(&session) {
-            return true;
-        }
+        self.marks.get(conn) == Some(&session) || self.knows_unmarked(session, conn)
+    }
+
+    #[inline(never)]
+    fn knows_unmarked(&mut self, session: u64, conn: ConnId) -> bool {
         let known = self.channels.contains_key(&(session, conn));
         if known {
             self.marks.set(conn, session);
@@ -137,12 +141,20 @@ impl Sessions {
         }
     }
 
-    /// A message from the server arrived on `conn`.
+    /// A message from the server arrived on `conn` (inlined: every response says so).
+    #[inline]
     pub fn server_spoke(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
         let now = LastServer { frame, ts };
-        if let Some(last) = self.spoke.get_mut(conn) {
-            *last = now;
-        } else if let Some((c, last)) = self.spoke.set(conn, now) {
+        match self.spoke.get_mut(conn) {
+            Some(last) => *last = now,
+            None => self.spoke_anew(conn, now),
+        }
+    }
+
+    /// `conn` takes its slot: the connection that held it is written to `last_server`.
+    #[inline(never)]
+    fn spoke_anew(&mut self, conn: ConnId, now: LastServer) {
+        if let Some((c, last)) = self.spoke.set(conn, now) {
             self.last_server.insert(c, last);
         }
     }
@@ -496,5 +508,63 @@ mod tests {
             at_end[0].event,
             ChannelEvent::Ended { unanswered: 1, .. }
         ));
+    }
+
+    #[test]
+    fn marks_follow_the_channels_known() {
+        // Room for two channels and the first session's summary (listed, and charged).
+        let mut s = Sessions::new(3 * Kind::Sessions.entry_cost());
+        let (c, v) = (addr("10.0.0.1:50000"), addr("10.0.0.100:445"));
+        let t = Timestamp(0);
+        assert!(!s.knows(1, ConnId(0)));
+        assert!(s
+            .join(1, ConnId(0), c, v, ChannelJoin::Seen, 1, t)
+            .is_some());
+        assert!(s.knows(1, ConnId(0)));
+        assert!(!s.knows(2, ConnId(0)), "another session on the connection");
+        assert!(s
+            .join(2, ConnId(1), c, v, ChannelJoin::Seen, 2, t)
+            .is_some());
+        // Full: the oldest channel, (1, 0), is forgotten, and its mark with it.
+        assert!(s
+            .join(3, ConnId(2), c, v, ChannelJoin::Seen, 3, t)
+            .is_some());
+        assert!(!s.knows(1, ConnId(0)));
+        assert_eq!(s.channels.len(), 2);
+        assert!(s.knows(2, ConnId(1)) && s.knows(3, ConnId(2)));
+        // A connection 64 further falls in connection 2's slot, not in its channel.
+        let far = ConnId(2 + crate::net::CONN_SLOTS as u32);
+        assert!(!s.knows(3, far));
+        assert!(s.knows(3, ConnId(2)), "found in the map again");
+        assert_eq!(s.logoff(3, 4, t).len(), 1);
+        assert!(!s.knows(3, ConnId(2)));
+        assert!(s
+            .join(1, ConnId(0), c, v, ChannelJoin::Seen, 5, t)
+            .is_some());
+    }
+
+    #[test]
+    fn server_times_outlast_their_slot_being_taken() {
+        let mut s = Sessions::new(crate::budget::Budget::default().limit(Kind::Sessions));
+        let (c, v) = (addr("10.0.0.1:50000"), addr("10.0.0.100:445"));
+        let t = Timestamp(0);
+        let (a, b) = (ConnId(1), ConnId(1 + crate::net::CONN_SLOTS as u32));
+        s.join(5, a, c, v, ChannelJoin::Seen, 1, t);
+        s.join(6, b, c, v, ChannelJoin::Seen, 2, t);
+        s.server_spoke(a, 10, Timestamp(1));
+        s.server_spoke(b, 20, Timestamp(2));
+        s.server_spoke(a, 30, Timestamp(3));
+        let last = |r: &[ChannelRecord]| match r.first().map(|r| &r.event) {
+            Some(ChannelEvent::Ended {
+                last_server_frame,
+                last_server_ts,
+                ..
+            }) => (*last_server_frame, *last_server_ts),
+            _ => (None, None),
+        };
+        let ended = s.end_conn(b, ChannelEnd::Fin, (40, t), &[]);
+        assert_eq!(last(&ended), (Some(20), Some(Timestamp(2))));
+        let ended = s.end_conn(a, ChannelEnd::Fin, (41, t), &[]);
+        assert_eq!(last(&ended), (Some(30), Some(Timestamp(3))));
     }
 }

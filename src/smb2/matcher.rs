@@ -265,14 +265,17 @@ impl<V> PendingTable<V> {
         }
     }
 
-    /// Empty an (already unindexed) slot: its value, its bytes back to the share.
+    /// Empty an (already unindexed) slot: its value, its bytes back to the share. (The value
+    /// is returned as taken: built into a new `Some`, it was copied twice more.)
     fn release(&mut self, slot: usize) -> Option<V> {
         let s = self.slots.get_mut(slot)?;
-        let v = s.value.take()?;
-        self.share.release(1, s.bytes);
-        self.free.push(slot);
-        self.len -= 1;
-        Some(v)
+        let v = s.value.take();
+        if v.is_some() {
+            self.share.release(1, s.bytes);
+            self.free.push(slot);
+            self.len -= 1;
+        }
+        v
     }
 
     fn take(&mut self, key: &MsgKey) -> Option<V> {
