@@ -380,15 +380,20 @@ mod tests {
         assert_eq!(t.remove(&(a, 3)), Some(3));
         assert_eq!(t.remove(&(a, 3)), None);
         // A spilled id sent again is replaced like one in the lane.
-        assert_eq!(t.insert((a, 10), 1010, 0), vec![((a, 10), 10, Evicted::Replaced)]);
-        assert_eq!(t.insert((a, 1), 1001, 0), vec![((a, 1), 1, Evicted::Replaced)]);
+        assert_eq!(
+            t.insert((a, 10), 1010, 0),
+            vec![((a, 10), 10, Evicted::Replaced)]
+        );
+        assert_eq!(
+            t.insert((a, 1), 1001, 0),
+            vec![((a, 1), 1, Evicted::Replaced)]
+        );
         assert_eq!(t.find(|_, v| *v > 1000), Some((a, 10)));
         assert_eq!(t.len(), 13);
-        let ids: Vec<(u64, u64)> = t.remove_conn(a).into_iter().map(|((_, i), v)| (i, v)).collect();
-        assert_eq!(
-            ids,
-            [(0, 0), (2, 2), (4, 4), (5, 5), (6, 6), (7, 7), (8, 8), (9, 9), (11, 11), (10, 1010), (1, 1001)]
-        );
+        let left = t.remove_conn(a);
+        let ids: Vec<u64> = left.iter().map(|((_, i), _)| *i).collect();
+        assert_eq!(ids, [0, 2, 4, 5, 6, 7, 8, 9, 11, 10, 1], "oldest first");
+        assert_eq!(left.last(), Some(&((a, 1), 1001)));
         // a's lane is free again: b takes it; its spilled request is still found.
         assert!(t.insert((b, 6), 106, 0).is_empty());
         assert_eq!(t.get(&(b, 5)), Some(&105));
@@ -405,13 +410,22 @@ mod tests {
         t.insert((a, 1), "a1", 0);
         t.insert((b, 1), "b1", 0);
         t.insert((a, 2), "a2", 0);
-        assert_eq!(t.insert((c, 1), "c1", 0), vec![((a, 1), "a1", Evicted::Full)]);
-        assert_eq!(t.insert((c, 2), "c2", 0), vec![((b, 1), "b1", Evicted::Full)]);
+        assert_eq!(
+            t.insert((c, 1), "c1", 0),
+            vec![((a, 1), "a1", Evicted::Full)]
+        );
+        assert_eq!(
+            t.insert((c, 2), "c2", 0),
+            vec![((b, 1), "b1", Evicted::Full)]
+        );
         assert!(t.spill.is_empty());
         // Replaced first, then the oldest, as before.
         assert_eq!(
             t.insert((c, 2), "c2'", COST),
-            vec![((c, 2), "c2", Evicted::Replaced), ((a, 2), "a2", Evicted::Full)]
+            vec![
+                ((c, 2), "c2", Evicted::Replaced),
+                ((a, 2), "a2", Evicted::Full)
+            ]
         );
         assert_eq!(t.get(&(a, 2)), None);
         assert_eq!(t.drain(), vec![((c, 1), "c1"), ((c, 2), "c2'")]);
