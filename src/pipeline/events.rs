@@ -11,14 +11,27 @@ use super::sqos_build::MsgCtx;
 use super::streams::{MessageStarts, MAX_LISTED_CONNECTIONS, OTHER_CONNECTIONS, OTHER_SESSIONS};
 use super::{count_key, CaptureNote, Stats};
 use crate::capture::Timestamp;
-use crate::net::{ConnId, ConnKey, Dir};
+use crate::net::{ConnId, ConnKey, ConnSlots, Dir};
 use crate::smb2::crypto::KeySource;
 use crate::smb2::framer::{CompressOutcome, SealOutcome};
 use crate::smb2::{FramerEvent, FramerOut, Smb2Message};
 
+/// The layer's connections: their map, with the recent ones in slots in front of it.
+#[derive(Clone, Copy)]
+pub(super) struct Conns<'a> {
+    pub(super) map: &'a BTreeMap<ConnId, ConnKey>,
+    pub(super) recent: &'a ConnSlots<ConnKey>,
+}
+
+impl Conns<'_> {
+    fn get(&self, conn: ConnId) -> Option<&ConnKey> {
+        self.recent.get(conn).or_else(|| self.map.get(&conn))
+    }
+}
+
 /// The parts of the layer a framer event goes to (all but the framers and the decryptor).
 pub(super) struct EventStage<'a> {
-    pub(super) conns: &'a BTreeMap<ConnId, ConnKey>,
+    pub(super) conns: Conns<'a>,
     pub(super) starts: &'a mut Option<MessageStarts>,
     pub(super) exchange: &'a mut Exchange,
     pub(super) outbox: &'a mut Outbox,
@@ -254,7 +267,7 @@ impl EventStage<'_> {
         ts: Timestamp,
         m: &Smb2Message,
     ) {
-        let (src, dst) = match self.conns.get(&conn) {
+        let (src, dst) = match self.conns.get(conn) {
             Some(k) => k.endpoints(dir),
             None => {
                 let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
@@ -318,7 +331,7 @@ impl EventStage<'_> {
 
     /// "connection N, a → b": the direction the bytes travel.
     fn dir_label(&self, conn: ConnId, dir: Dir) -> String {
-        match self.conns.get(&conn) {
+        match self.conns.get(conn) {
             Some(k) => {
                 let (src, dst) = k.endpoints(dir);
                 format!("connection {}, {src} → {dst}", conn.0)
@@ -329,8 +342,8 @@ impl EventStage<'_> {
 }
 
 /// "connection N (a ⇄ b)", as the statistics and notes name a connection.
-fn conn_label(conns: &BTreeMap<ConnId, ConnKey>, conn: ConnId) -> String {
-    match conns.get(&conn) {
+fn conn_label(conns: Conns<'_>, conn: ConnId) -> String {
+    match conns.get(conn) {
         Some(k) => format!("connection {} ({k})", conn.0),
         None => format!("connection {}", conn.0),
     }

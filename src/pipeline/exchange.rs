@@ -131,17 +131,20 @@ impl Exchange {
         {
             return;
         }
-        let (client, server) = ends(ctx, h);
-        if let Some(rec) = self.sessions.join(
-            session,
-            ctx.conn,
-            client,
-            server,
-            ChannelJoin::Seen,
-            ctx.frame,
-            ctx.ts,
-        ) {
-            outbox.push(Out::Channel(rec));
+        // A known channel joins nothing (`join` would return None).
+        if !self.sessions.knows(session, ctx.conn) {
+            let (client, server) = ends(ctx, h);
+            if let Some(rec) = self.sessions.join(
+                session,
+                ctx.conn,
+                client,
+                server,
+                ChannelJoin::Seen,
+                ctx.frame,
+                ctx.ts,
+            ) {
+                outbox.push(Out::Channel(rec));
+            }
         }
         self.last_channel = Some((ctx.conn, session));
     }

@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::{ChannelEnd, ChannelEvent, ChannelJoin, ChannelRecord, SessionSummary};
 use crate::budget::{Kind, Share};
 use crate::capture::Timestamp;
-use crate::net::ConnId;
+use crate::net::{ConnId, ConnSlots};
 
 /// Sessions listed one by one in the statistics; channels listed per session.
 pub const MAX_LISTED_SESSIONS: usize = 1000;
@@ -71,9 +71,12 @@ pub struct Sessions {
     /// Channels in the order they were added, for eviction.
     order: VecDeque<(u64, ConnId)>,
     last_server: HashMap<ConnId, LastServer, FixedState>,
-    /// The connection the server spoke on last, not yet written to `last_server` (most
-    /// messages follow one on the same connection: one map write per switch, not per message).
-    hot: Option<(ConnId, LastServer)>,
+    /// Where the server spoke last on recent connections, not yet written to `last_server`
+    /// (one map write when a connection leaves its slot, not per message).
+    spoke: ConnSlots<LastServer>,
+    /// A session whose channel on the connection is in `channels` (cleared when it leaves):
+    /// most messages follow others of their channel, which then costs no hashing.
+    marks: ConnSlots<u64>,
     trees: HashMap<(u64, u32), Arc<str>, RandomState>,
     tree_order: VecDeque<(u64, u32)>,
     /// Listed sessions, by SessionId (`sqos stats`).
@@ -94,7 +97,8 @@ impl Sessions {
             by_conn: HashMap::default(),
             order: VecDeque::new(),
             last_server: HashMap::default(),
-            hot: None,
+            spoke: ConnSlots::default(),
+            marks: ConnSlots::default(),
             trees: HashMap::default(),
             tree_order: VecDeque::new(),
             listed: BTreeMap::new(),
@@ -114,23 +118,51 @@ impl Sessions {
         self.channels.contains_key(&(session, conn))
     }
 
-    /// A message from the server arrived on `conn`.
+    /// Is `session` known on `conn`? The same as [`Sessions::has_channel`], its mark first
+    /// (inlined: every message asks).
+    #[inline]
+    pub fn knows(&mut self, session: u64, conn: ConnId) -> bool {
+        self.marks.get(conn) == Some(&session) || self.knows_unmarked(session, conn)
+    }
+
+    #[inline(never)]
+    fn knows_unmarked(&mut self, session: u64, conn: ConnId) -> bool {
+        let known = self.channels.contains_key(&(session, conn));
+        if known {
+            self.marks.set(conn, session);
+        }
+        known
+    }
+
+    /// The channel of `session` on `conn` left `channels`: its mark goes too.
+    fn unmark(&mut self, session: u64, conn: ConnId) {
+        if self.marks.get(conn) == Some(&session) {
+            self.marks.remove(conn);
+        }
+    }
+
+    /// A message from the server arrived on `conn` (inlined: every response says so).
+    #[inline]
     pub fn server_spoke(&mut self, conn: ConnId, frame: u64, ts: Timestamp) {
         let now = LastServer { frame, ts };
-        match &mut self.hot {
-            Some((c, last)) if *c == conn => *last = now,
-            hot => {
-                if let Some((c, last)) = hot.replace((conn, now)) {
-                    self.last_server.insert(c, last);
-                }
-            }
+        match self.spoke.get_mut(conn) {
+            Some(last) => *last = now,
+            None => self.spoke_anew(conn, now),
+        }
+    }
+
+    /// `conn` takes its slot: the connection that held it is written to `last_server`.
+    #[inline(never)]
+    fn spoke_anew(&mut self, conn: ConnId, now: LastServer) {
+        if let Some((c, last)) = self.spoke.set(conn, now) {
+            self.last_server.insert(c, last);
         }
     }
 
     fn last_server(&self, conn: ConnId) -> Option<LastServer> {
-        match self.hot {
-            Some((c, last)) if c == conn => Some(last),
-            _ => self.last_server.get(&conn).copied(),
+        match self.spoke.get(conn) {
+            Some(last) => Some(*last),
+            None => self.last_server.get(&conn).copied(),
         }
     }
 
@@ -154,6 +186,7 @@ impl Sessions {
                 break;
             };
             if self.channels.remove(&(s, c)).is_some() {
+                self.unmark(s, c);
                 self.share.release(1, 0);
                 self.share.dropped(1, 0, frame);
                 self.unlink(s, c);
@@ -169,6 +202,7 @@ impl Sessions {
                 listed,
             },
         );
+        self.marks.set(conn, session);
         self.by_conn.entry(conn).or_default().push(session);
         self.order.push_back((session, conn));
         if self.order.len() > 2 * self.channels.len() + 64 {
@@ -253,6 +287,7 @@ impl Sessions {
         pending: &[(u64, u64)],
     ) -> Option<ChannelRecord> {
         let ch = self.channels.remove(&(session, conn))?;
+        self.unmark(session, conn);
         self.share.release(1, 0);
         if let Some(i) = ch.listed {
             if let Some(c) = self
@@ -304,9 +339,7 @@ impl Sessions {
             .filter_map(|s| self.end(s, conn, by, at, pending))
             .collect();
         self.last_server.remove(&conn);
-        if self.hot.is_some_and(|(c, _)| c == conn) {
-            self.hot = None;
-        }
+        self.spoke.remove(conn);
         out
     }
 
@@ -475,5 +508,63 @@ mod tests {
             at_end[0].event,
             ChannelEvent::Ended { unanswered: 1, .. }
         ));
+    }
+
+    #[test]
+    fn marks_follow_the_channels_known() {
+        // Room for two channels and the first session's summary (listed, and charged).
+        let mut s = Sessions::new(3 * Kind::Sessions.entry_cost());
+        let (c, v) = (addr("10.0.0.1:50000"), addr("10.0.0.100:445"));
+        let t = Timestamp(0);
+        assert!(!s.knows(1, ConnId(0)));
+        assert!(s
+            .join(1, ConnId(0), c, v, ChannelJoin::Seen, 1, t)
+            .is_some());
+        assert!(s.knows(1, ConnId(0)));
+        assert!(!s.knows(2, ConnId(0)), "another session on the connection");
+        assert!(s
+            .join(2, ConnId(1), c, v, ChannelJoin::Seen, 2, t)
+            .is_some());
+        // Full: the oldest channel, (1, 0), is forgotten, and its mark with it.
+        assert!(s
+            .join(3, ConnId(2), c, v, ChannelJoin::Seen, 3, t)
+            .is_some());
+        assert!(!s.knows(1, ConnId(0)));
+        assert_eq!(s.channels.len(), 2);
+        assert!(s.knows(2, ConnId(1)) && s.knows(3, ConnId(2)));
+        // A connection 64 further falls in connection 2's slot, not in its channel.
+        let far = ConnId(2 + crate::net::CONN_SLOTS as u32);
+        assert!(!s.knows(3, far));
+        assert!(s.knows(3, ConnId(2)), "found in the map again");
+        assert_eq!(s.logoff(3, 4, t).len(), 1);
+        assert!(!s.knows(3, ConnId(2)));
+        assert!(s
+            .join(1, ConnId(0), c, v, ChannelJoin::Seen, 5, t)
+            .is_some());
+    }
+
+    #[test]
+    fn server_times_outlast_their_slot_being_taken() {
+        let mut s = Sessions::new(crate::budget::Budget::default().limit(Kind::Sessions));
+        let (c, v) = (addr("10.0.0.1:50000"), addr("10.0.0.100:445"));
+        let t = Timestamp(0);
+        let (a, b) = (ConnId(1), ConnId(1 + crate::net::CONN_SLOTS as u32));
+        s.join(5, a, c, v, ChannelJoin::Seen, 1, t);
+        s.join(6, b, c, v, ChannelJoin::Seen, 2, t);
+        s.server_spoke(a, 10, Timestamp(1));
+        s.server_spoke(b, 20, Timestamp(2));
+        s.server_spoke(a, 30, Timestamp(3));
+        let last = |r: &[ChannelRecord]| match r.first().map(|r| &r.event) {
+            Some(ChannelEvent::Ended {
+                last_server_frame,
+                last_server_ts,
+                ..
+            }) => (*last_server_frame, *last_server_ts),
+            _ => (None, None),
+        };
+        let ended = s.end_conn(b, ChannelEnd::Fin, (40, t), &[]);
+        assert_eq!(last(&ended), (Some(20), Some(Timestamp(2))));
+        let ended = s.end_conn(a, ChannelEnd::Fin, (41, t), &[]);
+        assert_eq!(last(&ended), (Some(30), Some(Timestamp(3))));
     }
 }

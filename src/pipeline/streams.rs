@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 
-use super::events::{Direct, EventStage};
+use super::events::{Conns, Direct, EventStage};
 use super::exchange::Exchange;
 use super::outbox::{NoteKind, Outbox};
 use super::{ChannelEnd, Limits, Stats};
 use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
-use crate::net::{CloseKind, ConnId, ConnKey, Dir, NetNote, StreamSink};
+use crate::net::{CloseKind, ConnId, ConnKey, ConnSlots, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing};
 use crate::smb2::framer::SealCtx;
 use crate::smb2::{Framer, FramerConfig, FramerEvent, FramerOut};
@@ -24,9 +24,6 @@ pub const OTHER_CONNECTIONS: &str = "(other connections)";
 /// The key under which sessions past [`MAX_LISTED_CONNECTIONS`] are counted.
 pub const OTHER_SESSIONS: &str = "(other sessions)";
 
-/// Entries of [`Framers::recent`] per direction (a power of two: the modulo is a mask).
-const RECENT_SLOTS: usize = 64;
-
 /// The SMB2 framers of every connection and direction, within one share of framer bytes. The
 /// layer owns one; with `PipelineConfig::threads`, each worker owns one for its connections.
 pub(super) struct Framers {
@@ -37,10 +34,9 @@ pub(super) struct Framers {
     /// Slot by (connection, direction): hashed with foldhash, not SipHash (the keys are our own
     /// connection numbers, nothing an attacker chooses to collide).
     index: HashMap<(ConnId, Dir), usize, FixedState>,
-    /// Recent lookups, per direction, at the connection number modulo [`RECENT_SLOTS`]: the
-    /// connections in use have numbers close together, so busy ones (many channels' small
-    /// I/Os interleaved, or one bulk transfer) are found here without hashing.
-    recent: [[Option<(ConnId, usize)>; RECENT_SLOTS]; 2],
+    /// Recent lookups per direction, in slots by connection number: busy connections (many
+    /// channels' small I/Os interleaved, or one bulk transfer) are found without hashing.
+    recent: [ConnSlots<usize>; 2],
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     bytes: Share,
 }
@@ -52,7 +48,7 @@ impl Framers {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashMap::with_hasher(FixedState::default()),
-            recent: [[None; RECENT_SLOTS]; 2],
+            recent: Default::default(),
             bytes: Share::new(Kind::Framers, max_bytes),
         }
     }
@@ -69,20 +65,13 @@ impl Framers {
     /// The slot of (conn, dir)'s framer, if it has one.
     #[inline]
     fn slot(&mut self, conn: ConnId, dir: Dir) -> Option<usize> {
-        let recent = self.recent_mut(conn, dir);
-        match *recent {
-            Some((c, slot)) if c == conn => Some(slot),
-            _ => {
-                let slot = *self.index.get(&(conn, dir))?;
-                *self.recent_mut(conn, dir) = Some((conn, slot));
-                Some(slot)
-            }
+        let recent = &mut self.recent[dir.index()];
+        if let Some(&slot) = recent.get(conn) {
+            return Some(slot);
         }
-    }
-
-    /// The entry of [`Framers::recent`] where (conn, dir) would be.
-    fn recent_mut(&mut self, conn: ConnId, dir: Dir) -> &mut Option<(ConnId, usize)> {
-        &mut self.recent[dir.index()][conn.0 as usize % RECENT_SLOTS]
+        let slot = *self.index.get(&(conn, dir))?;
+        recent.set(conn, slot);
+        Some(slot)
     }
 
     fn get_mut(&mut self, conn: ConnId, dir: Dir) -> Option<&mut Framer> {
@@ -114,7 +103,7 @@ impl Framers {
                     }
                 };
                 self.index.insert((conn, dir), slot);
-                *self.recent_mut(conn, dir) = Some((conn, slot));
+                self.recent[dir.index()].set(conn, slot);
                 slot
             }
         };
@@ -235,10 +224,7 @@ impl Framers {
         let Some(slot) = self.index.remove(&(conn, dir)) else {
             return false;
         };
-        let recent = self.recent_mut(conn, dir);
-        if recent.is_some_and(|(c, _)| c == conn) {
-            *recent = None;
-        }
+        self.recent[dir.index()].remove(conn);
         let Some(mut f) = self.slots.get_mut(slot).and_then(Option::take) else {
             return false;
         };
@@ -266,6 +252,8 @@ pub struct Smb2Layer {
     /// Connections whose framers may hold state, oldest (lowest id) first. Reassembly tells
     /// when it forgets one; `Limits::max_connections` bounds them when fed directly.
     conns: BTreeMap<ConnId, ConnKey>,
+    /// The recent ones of `conns`, found by index: every message looks up its endpoints.
+    recent: ConnSlots<ConnKey>,
     max_connections: usize,
     conns_dropped: Share,
     /// Keys and per-session state for encrypted messages.
@@ -300,6 +288,7 @@ impl Smb2Layer {
         Smb2Layer {
             framers: Framers::new(limits.framer, limits.max_framer_bytes),
             conns: BTreeMap::new(),
+            recent: ConnSlots::default(),
             max_connections: limits.max_connections.max(1),
             // Counts only what this layer drops itself (its entries are reassembly's).
             conns_dropped: Share::new(Kind::Connections, 0),
@@ -377,7 +366,10 @@ impl Smb2Layer {
     /// the decryptor they frame with.
     fn split(&mut self) -> (EventStage<'_>, &mut Framers, &mut Decryptor) {
         let stage = EventStage {
-            conns: &self.conns,
+            conns: Conns {
+                map: &self.conns,
+                recent: &self.recent,
+            },
             starts: &mut self.starts,
             exchange: &mut self.exchange,
             outbox: &mut self.outbox,
@@ -456,6 +448,7 @@ impl Smb2Layer {
             .close_conn(conn, how, frame, ts, &mut self.outbox, &mut self.stats);
         self.outbox.release_conn(conn);
         self.conns.remove(&conn);
+        self.recent.remove(conn);
     }
 
     /// Flush the framer of (conn, dir) and handle what it gives: its own (`given` None), or the
@@ -558,6 +551,7 @@ impl StreamSink for Smb2Layer {
     fn on_connection(&mut self, conn: ConnId, key: &ConnKey, frame: u64, ts: Timestamp) {
         self.stats.connections += 1;
         self.conns.insert(conn, *key);
+        self.recent.set(conn, *key);
         if self.conns.len() > self.max_connections {
             if let Some((&oldest, _)) = self.conns.iter().next() {
                 self.conns_dropped.dropped(1, 0, frame);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::budget::{Kind, Share};
-use crate::net::ConnId;
+use crate::net::{ConnId, ConnSlots};
 
 /// Key of an outstanding request.
 pub type MsgKey = (ConnId, u64);
@@ -18,43 +18,94 @@ pub enum Evicted {
     Full,
 }
 
+/// Requests a connection's lane holds; more outstanding at once go to the spill map.
+const LANE: usize = 8;
+
+/// Where a connection's first outstanding requests are found: (MessageId, slot) pairs, in no
+/// order. Most connections have a few requests outstanding at a time, so a response is matched
+/// by a scan of a few ids instead of a search of every connection's requests.
+#[derive(Clone, Copy, Debug, Default)]
+struct Lane {
+    len: usize,
+    ids: [(u64, usize); LANE],
+}
+
+impl Lane {
+    fn position(&self, id: u64) -> Option<usize> {
+        self.ids.get(..self.len)?.iter().position(|&(m, _)| m == id)
+    }
+
+    /// Take the entry at `i` (the last one fills its place).
+    fn swap_remove(&mut self, i: usize) -> Option<usize> {
+        let (_, slot) = *self.ids.get(i)?;
+        self.len -= 1;
+        self.ids[i] = self.ids[self.len];
+        Some(slot)
+    }
+
+    fn push(&mut self, id: u64, slot: usize) -> bool {
+        match self.ids.get_mut(self.len) {
+            Some(free) => {
+                *free = (id, slot);
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Outstanding requests, each with caller data `V` and its variable bytes. Bounded by a memory
 /// share (`Kind::Pending`: entries at their cost plus the bytes the caller charges): inserting
 /// into a full table evicts the oldest requests, which are returned so the caller can count them.
-/// Keyed in order, so the requests of one connection are found without a scan of the rest.
+///
+/// Entries live in slots (reused); each is found through its connection's lane or, past the
+/// lane (many outstanding, or a connection whose lane another holds), through the spill map,
+/// keyed in order so the requests of one connection are found without a scan of the rest.
 #[derive(Debug)]
 pub struct PendingTable<V> {
-    map: BTreeMap<MsgKey, Entry<V>>,
-    /// Insertion order (key, generation); entries whose generation no longer matches are stale.
-    order: VecDeque<(MsgKey, u64)>,
+    slots: Vec<Slot<V>>,
+    free: Vec<usize>,
+    lanes: ConnSlots<Lane>,
+    spill: BTreeMap<MsgKey, usize>,
+    /// Insertion order (slot, generation); entries whose slot no longer holds that generation
+    /// are stale.
+    order: VecDeque<(usize, u64)>,
     generation: u64,
+    len: usize,
     share: Share,
 }
 
 #[derive(Debug)]
-struct Entry<V> {
+struct Slot<V> {
+    key: MsgKey,
     generation: u64,
     bytes: usize,
-    value: V,
+    /// `None`: a free slot.
+    value: Option<V>,
 }
 
 impl<V> PendingTable<V> {
     /// A table of at most `max_bytes` (entries at `Kind::Pending`'s cost plus their bytes).
     pub fn new(max_bytes: usize) -> Self {
         PendingTable {
-            map: BTreeMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            lanes: ConnSlots::default(),
+            spill: BTreeMap::new(),
             order: VecDeque::new(),
             generation: 0,
+            len: 0,
             share: Share::new(Kind::Pending, max_bytes),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len == 0
     }
 
     /// The table's memory share (drops counted by the caller through `share_mut`).
@@ -82,34 +133,36 @@ impl<V> PendingTable<V> {
         }
         self.generation += 1;
         self.share.charge(1, bytes);
-        self.map.insert(
+        let slot = self.store(Slot {
             key,
-            Entry {
-                generation: self.generation,
-                bytes,
-                value,
-            },
-        );
-        self.order.push_back((key, self.generation));
+            generation: self.generation,
+            bytes,
+            value: Some(value),
+        });
+        self.index(key, slot);
+        self.order.push_back((slot, self.generation));
+        self.len += 1;
         self.compact();
         out
     }
 
     pub fn get(&self, key: &MsgKey) -> Option<&V> {
-        self.map.get(key).map(|e| &e.value)
+        let slot = self.locate(key)?;
+        self.slots.get(slot)?.value.as_ref()
     }
 
     pub fn get_mut(&mut self, key: &MsgKey) -> Option<&mut V> {
-        self.map.get_mut(key).map(|e| &mut e.value)
+        let slot = self.locate(key)?;
+        self.slots.get_mut(slot)?.value.as_mut()
     }
 
     /// The first outstanding request (oldest first) for which `f` holds.
     pub fn find(&self, mut f: impl FnMut(&MsgKey, &V) -> bool) -> Option<MsgKey> {
         self.order
             .iter()
-            .filter(|(key, gen)| self.map.get(key).is_some_and(|e| e.generation == *gen))
-            .find(|(key, _)| self.map.get(key).is_some_and(|e| f(key, &e.value)))
-            .map(|(key, _)| *key)
+            .filter_map(|&(slot, gen)| self.live(slot, gen))
+            .find(|s| s.value.as_ref().is_some_and(|v| f(&s.key, v)))
+            .map(|s| s.key)
     }
 
     /// Take the request answered by a final response.
@@ -119,26 +172,25 @@ impl<V> PendingTable<V> {
         v
     }
 
-    fn take(&mut self, key: &MsgKey) -> Option<V> {
-        let e = self.map.remove(key)?;
-        self.share.release(1, e.bytes);
-        Some(e.value)
-    }
-
     /// Remove every request of a connection (it closed), oldest first.
     pub fn remove_conn(&mut self, conn: ConnId) -> Vec<(MsgKey, V)> {
-        let keys: Vec<MsgKey> = self
-            .map
+        let mut slots: Vec<usize> = Vec::new();
+        if let Some(lane) = self.lanes.remove(conn) {
+            slots.extend(lane.ids.iter().take(lane.len).map(|&(_, s)| s));
+        }
+        let spilled: Vec<MsgKey> = self
+            .spill
             .range((conn, 0)..=(conn, u64::MAX))
             .map(|(k, _)| *k)
             .collect();
-        let mut out: Vec<(u64, MsgKey, V)> = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Some(e) = self.map.remove(&key) {
-                self.share.release(1, e.bytes);
-                out.push((e.generation, key, e.value));
-            }
-        }
+        slots.extend(spilled.iter().filter_map(|k| self.spill.remove(k)));
+        let mut out: Vec<(u64, MsgKey, V)> = slots
+            .into_iter()
+            .filter_map(|slot| {
+                let (key, generation) = self.slots.get(slot).map(|s| (s.key, s.generation))?;
+                Some((generation, key, self.release(slot)?))
+            })
+            .collect();
         out.sort_unstable_by_key(|(g, _, _)| *g);
         self.compact();
         out.into_iter().map(|(_, k, v)| (k, v)).collect()
@@ -151,12 +203,96 @@ impl<V> PendingTable<V> {
             out.push(kv);
         }
         self.order.clear();
+        self.slots.clear();
+        self.free.clear();
         out
     }
 
+    /// The slot of `key`: in its connection's lane, else in the spill map.
+    fn locate(&self, key: &MsgKey) -> Option<usize> {
+        let in_lane = self.lanes.get(key.0).and_then(|lane| {
+            let i = lane.position(key.1)?;
+            lane.ids.get(i).map(|&(_, s)| s)
+        });
+        match in_lane {
+            Some(slot) => Some(slot),
+            None if self.spill.is_empty() => None,
+            None => self.spill.get(key).copied(),
+        }
+    }
+
+    /// Find `key` where `locate` would and forget it there; returns its slot.
+    fn unindex(&mut self, key: &MsgKey) -> Option<usize> {
+        if let Some(lane) = self.lanes.get_mut(key.0) {
+            if let Some(i) = lane.position(key.1) {
+                return lane.swap_remove(i);
+            }
+        }
+        if self.spill.is_empty() {
+            return None;
+        }
+        self.spill.remove(key)
+    }
+
+    /// Index a new entry: in its connection's lane if it has room (or is free), else spilled.
+    fn index(&mut self, key: MsgKey, slot: usize) {
+        let lane = self.lanes.slot_mut(key.0);
+        let placed = match lane {
+            Some((c, l)) if *c == key.0 => l.push(key.1, slot),
+            Some((_, l)) if l.len > 0 => false,
+            _ => {
+                let mut l = Lane::default();
+                let placed = l.push(key.1, slot);
+                *lane = Some((key.0, l));
+                placed
+            }
+        };
+        if !placed {
+            self.spill.insert(key, slot);
+        }
+    }
+
+    fn store(&mut self, entry: Slot<V>) -> usize {
+        match self.free.pop() {
+            Some(slot) if slot < self.slots.len() => {
+                self.slots[slot] = entry;
+                slot
+            }
+            _ => {
+                self.slots.push(entry);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Empty an (already unindexed) slot: its value, its bytes back to the share. (The value
+    /// is returned as taken: built into a new `Some`, it was copied twice more.)
+    fn release(&mut self, slot: usize) -> Option<V> {
+        let s = self.slots.get_mut(slot)?;
+        let v = s.value.take();
+        if v.is_some() {
+            self.share.release(1, s.bytes);
+            self.free.push(slot);
+            self.len -= 1;
+        }
+        v
+    }
+
+    fn take(&mut self, key: &MsgKey) -> Option<V> {
+        let slot = self.unindex(key)?;
+        self.release(slot)
+    }
+
+    /// The entry an order item names, if it is still there.
+    fn live(&self, slot: usize, gen: u64) -> Option<&Slot<V>> {
+        self.slots
+            .get(slot)
+            .filter(|s| s.generation == gen && s.value.is_some())
+    }
+
     fn pop_oldest(&mut self) -> Option<(MsgKey, V)> {
-        while let Some((key, gen)) = self.order.pop_front() {
-            if self.map.get(&key).is_some_and(|e| e.generation == gen) {
+        while let Some((slot, gen)) = self.order.pop_front() {
+            if let Some(key) = self.live(slot, gen).map(|s| s.key) {
                 return self.take(&key).map(|v| (key, v));
             }
         }
@@ -165,10 +301,13 @@ impl<V> PendingTable<V> {
 
     /// Drop stale order entries so the queue stays proportional to the table.
     fn compact(&mut self) {
-        if self.order.len() > 2 * self.map.len() + 64 {
-            let map = &self.map;
-            self.order
-                .retain(|(key, gen)| map.get(key).is_some_and(|e| e.generation == *gen));
+        if self.order.len() > 2 * self.len + 64 {
+            let slots = &self.slots;
+            self.order.retain(|&(slot, gen)| {
+                slots
+                    .get(slot)
+                    .is_some_and(|s| s.generation == gen && s.value.is_some())
+            });
         }
     }
 }
@@ -192,7 +331,7 @@ mod tests {
             t.insert((c, i), "x", 0);
             t.remove(&(c, i));
         }
-        assert!(t.order.len() <= 2 * t.map.len() + 65);
+        assert!(t.order.len() <= 2 * t.len() + 65);
         assert_eq!(t.drain(), vec![((c, 3), "c")]);
         assert_eq!(t.share().used(), 0);
     }
@@ -221,5 +360,74 @@ mod tests {
         t.insert((c, 5), 5, 0);
         assert_eq!(t.remove_conn(c), vec![((c, 7), 2), ((c, 5), 5)]);
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn requests_past_a_lane_or_on_a_taken_lane_are_spilled_and_still_matched_in_order() {
+        let mut t = PendingTable::new(100 * COST);
+        let (a, c) = (ConnId(1), ConnId(2));
+        // Shares a's lane (numbers 64 apart).
+        let b = ConnId(1 + crate::net::CONN_SLOTS as u32);
+        for id in 0..12u64 {
+            assert!(t.insert((a, id), id, 0).is_empty());
+        }
+        assert!(t.insert((b, 5), 105, 0).is_empty());
+        assert!(t.insert((c, 0), 200, 0).is_empty());
+        assert_eq!(t.spill.len(), 4 + 1, "a's ids 8..12 and b's");
+        assert_eq!(t.get(&(a, 10)), Some(&10));
+        assert_eq!(t.get(&(b, 5)), Some(&105));
+        assert_eq!(t.get(&(b, 0)), None);
+        assert_eq!(t.remove(&(a, 3)), Some(3));
+        assert_eq!(t.remove(&(a, 3)), None);
+        // A spilled id sent again is replaced like one in the lane.
+        assert_eq!(
+            t.insert((a, 10), 1010, 0),
+            vec![((a, 10), 10, Evicted::Replaced)]
+        );
+        assert_eq!(
+            t.insert((a, 1), 1001, 0),
+            vec![((a, 1), 1, Evicted::Replaced)]
+        );
+        assert_eq!(t.find(|_, v| *v > 1000), Some((a, 10)));
+        assert_eq!(t.len(), 13);
+        let left = t.remove_conn(a);
+        let ids: Vec<u64> = left.iter().map(|((_, i), _)| *i).collect();
+        assert_eq!(ids, [0, 2, 4, 5, 6, 7, 8, 9, 11, 10, 1], "oldest first");
+        assert_eq!(left.last(), Some(&((a, 1), 1001)));
+        // a's lane is free again: b takes it; its spilled request is still found.
+        assert!(t.insert((b, 6), 106, 0).is_empty());
+        assert_eq!(t.get(&(b, 5)), Some(&105));
+        assert_eq!(t.remove(&(b, 6)), Some(106));
+        assert_eq!(t.drain(), vec![((b, 5), 105), ((c, 0), 200)]);
+        assert_eq!((t.len(), t.share().used()), (0, 0));
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_oldest_whether_in_a_lane_or_spilled() {
+        let mut t = PendingTable::new(3 * COST);
+        let (a, c) = (ConnId(0), ConnId(7));
+        let b = ConnId(crate::net::CONN_SLOTS as u32);
+        t.insert((a, 1), "a1", 0);
+        t.insert((b, 1), "b1", 0);
+        t.insert((a, 2), "a2", 0);
+        assert_eq!(
+            t.insert((c, 1), "c1", 0),
+            vec![((a, 1), "a1", Evicted::Full)]
+        );
+        assert_eq!(
+            t.insert((c, 2), "c2", 0),
+            vec![((b, 1), "b1", Evicted::Full)]
+        );
+        assert!(t.spill.is_empty());
+        // Replaced first, then the oldest, as before.
+        assert_eq!(
+            t.insert((c, 2), "c2'", COST),
+            vec![
+                ((c, 2), "c2", Evicted::Replaced),
+                ((a, 2), "a2", Evicted::Full)
+            ]
+        );
+        assert_eq!(t.get(&(a, 2)), None);
+        assert_eq!(t.drain(), vec![((c, 1), "c1"), ((c, 2), "c2'")]);
     }
 }
