@@ -154,8 +154,8 @@ pub enum FramerEvent {
 }
 
 /// Where a framer's events go. A `Vec` collects them (a `--threads` worker sends them on); the
-/// layer takes messages as they complete, by reference: a message is then never copied out of
-/// the walker that framed it.
+/// layer handles each as it is given (`pipeline::events`), a message by reference: it is then
+/// never copied out of the walker that framed it.
 pub trait FramerOut {
     /// Any event but a message.
     fn event(&mut self, ev: FramerEvent);
