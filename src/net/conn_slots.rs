@@ -69,15 +69,6 @@ impl<T> ConnSlots<T> {
             _ => None,
         }
     }
-
-    /// Forget every value for which `drop` holds.
-    pub fn remove_where(&mut self, mut drop: impl FnMut(ConnId, &T) -> bool) {
-        for slot in self.slots.iter_mut() {
-            if slot.as_ref().is_some_and(|(c, v)| drop(*c, v)) {
-                *slot = None;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -102,7 +93,5 @@ mod tests {
             *v = "e";
         }
         assert_eq!(s.get(ConnId(4)), Some(&"e"));
-        s.remove_where(|c, _| c == ConnId(4));
-        assert_eq!(s.get(ConnId(4)), None);
     }
 }

@@ -36,9 +36,16 @@ impl<V> ByCommand<V> {
     pub fn update(&mut self, cmd: Command, new: impl FnOnce() -> V, f: impl FnOnce(&mut V)) {
         let v = match self.known.get_mut(usize::from(cmd.0)) {
             Some(slot) => slot.get_or_insert_with(new),
-            None => self.other.entry(cmd.0).or_insert_with(new),
+            None => self.other_mut(cmd, new),
         };
         f(v);
+    }
+
+    /// The value of a code the spec does not define: out of line, so that the per-message
+    /// callers of `update` save no registers for it.
+    #[inline(never)]
+    fn other_mut(&mut self, cmd: Command, new: impl FnOnce() -> V) -> &mut V {
+        self.other.entry(cmd.0).or_insert_with(new)
     }
 
     pub fn get(&self, cmd: Command) -> Option<&V> {
@@ -91,21 +98,10 @@ impl<V> ByCommand<V> {
 }
 
 impl ByCommand<u64> {
-    /// Adds one to `cmd`'s count (`update` spelled out: every message is counted, and the
-    /// closures' call was not inlined).
+    /// Adds one to `cmd`'s count.
     #[inline]
     pub fn count(&mut self, cmd: Command) {
-        match self.known.get_mut(usize::from(cmd.0)) {
-            Some(Some(n)) => *n += 1,
-            Some(slot) => *slot = Some(1),
-            None => self.count_other(cmd),
-        }
-    }
-
-    /// A code the spec does not define: kept apart, so that `count` saves no registers for it.
-    #[inline(never)]
-    fn count_other(&mut self, cmd: Command) {
-        *self.other.entry(cmd.0).or_insert(0) += 1;
+        self.update(cmd, || 0, |n| *n += 1);
     }
 }
 

@@ -594,7 +594,7 @@ impl<S: RecordSink> LaneTake<'_, S> {
     /// would give them.
     #[inline]
     pub fn take(&mut self, frame: &Frame<'_>) -> bool {
-        let taken = self.lane.take_or_hand(
+        let taken = self.lane.take_or_hand::<true, _>(
             frame.link_type,
             frame.data,
             frame.orig_len,

@@ -113,13 +113,8 @@ impl Sessions {
         &self.share
     }
 
-    /// Is `session` known on `conn`?
-    pub fn has_channel(&self, session: u64, conn: ConnId) -> bool {
-        self.channels.contains_key(&(session, conn))
-    }
-
-    /// Is `session` known on `conn`? The same as [`Sessions::has_channel`], its mark first
-    /// (inlined: every message asks).
+    /// Is `session` known on `conn` (a channel in `channels`)? Its mark first (inlined: every
+    /// message asks).
     #[inline]
     pub fn knows(&mut self, session: u64, conn: ConnId) -> bool {
         self.marks.get(conn) == Some(&session) || self.knows_unmarked(session, conn)

@@ -105,29 +105,17 @@ impl BulkLane<'_> {
         sink: &mut S,
     ) -> bool {
         // (The frame number is for a hand-over, which this take never makes.)
-        let taken = self.take_link::<false, S>(link_type, data, orig_len, 0, sink);
+        let taken = self.take_or_hand::<false, S>(link_type, data, orig_len, 0, sink);
         matches!(taken, Some(Taken::Quiet))
     }
 
-    /// [`BulkLane::take_frame`], and a plain segment of the lane's connection whose bytes the
-    /// sink cannot count off (a message's first or last segment) taken too, its bytes handed
-    /// back for the sink's `on_data` (the bulk path's in-order case, which is then all of it):
-    /// the run need not end there. Frame `frame`'s.
+    /// [`BulkLane::take_frame`], and (with `HAND`, one thread's runs) a plain segment of the
+    /// lane's connection whose bytes the sink cannot count off (a message's first or last
+    /// segment) taken too, its bytes handed back for the sink's `on_data` (the bulk path's
+    /// in-order case, which is then all of it): the run need not end there. Frame `frame`'s;
+    /// a frame cut by the snaplen is not taken.
     #[inline]
-    pub fn take_or_hand<'d, S: StreamSink>(
-        &mut self,
-        link_type: u32,
-        data: &'d [u8],
-        orig_len: u32,
-        frame: u64,
-        sink: &mut S,
-    ) -> Option<Taken<'d>> {
-        self.take_link::<true, S>(link_type, data, orig_len, frame, sink)
-    }
-
-    /// The frame's packet, when the snaplen did not cut it, to [`BulkLane::take`].
-    #[inline]
-    fn take_link<'d, const HAND: bool, S: StreamSink>(
+    pub fn take_or_hand<'d, const HAND: bool, S: StreamSink>(
         &mut self,
         link_type: u32,
         data: &'d [u8],
