@@ -225,38 +225,59 @@ impl Last {
     }
 }
 
-/// Entries of [`Recent`] (a power of two).
-const RECENT: usize = 64;
+/// Entries of [`Recent`] (a power of two), in sets of two.
+const RECENT: usize = 256;
 
-/// Recently seen IPv4 connections by the 12 bytes that name their plain segments, in a
-/// direct-mapped table: a plain segment of one of them takes the bulk path without a full
-/// decode and a hash of its key (a host's channels interleave their segments, so the last
-/// connection alone misses often). An entry is the connection `by_key` gives for its key; a
-/// clash only costs a miss, whatever the addresses.
+/// Recently seen IPv4 connections by the 12 bytes that name their plain segments, in a table
+/// of two-way sets, the last remembered of a set first: a plain segment of one of them takes
+/// the bulk path without a full decode and a hash of its key (a host's channels interleave
+/// their segments, so the last connection alone misses often, and two channels sharing one
+/// entry each push the other out at every turn). An entry is the connection `by_key` gives
+/// for its key; a clash only costs a miss, whatever the addresses.
 struct Recent([Option<Last>; RECENT]);
 
 impl Recent {
-    fn index(ends: &WireEnds) -> usize {
-        ends.symmetric_hash() as usize % RECENT
+    /// The first entry of the set of `ends`: the hash's top bits, which all of its bytes move
+    /// (its low bits leave out most of the ports, and a host's channels differ in little else).
+    fn set(ends: &WireEnds) -> usize {
+        const SET_BITS: u32 = (RECENT / 2).trailing_zeros();
+        ((ends.symmetric_hash() >> (32 - SET_BITS)) as usize) * 2
     }
 
     /// The connection whose plain segments bear `ends`, and their direction.
     #[inline]
     fn find(&self, ends: &WireEnds) -> Option<(Last, Dir)> {
-        let last = (*self.0.get(Self::index(ends))?)?;
-        Some((last, ends.dir_in(&last.wire?)?))
+        let at = Self::set(ends);
+        let set = self.0.get(at..at + 2)?;
+        set.iter().flatten().find_map(|last| {
+            let dir = ends.dir_in(&last.wire?)?;
+            Some((*last, dir))
+        })
     }
 
+    /// `last` first in its set; the other one it held stays, the older one goes.
     fn insert(&mut self, last: Last) {
-        if let Some([to_server, _]) = last.wire {
-            if let Some(e) = self.0.get_mut(Self::index(&to_server)) {
-                *e = Some(last);
-            }
+        let Some([to_server, _]) = last.wire else {
+            return;
+        };
+        let at = Self::set(&to_server);
+        let Some([first, second]) = self.0.get_mut(at..at + 2) else {
+            return;
+        };
+        if !first.is_some_and(|f| f.slot == last.slot) {
+            *second = *first;
         }
+        *first = Some(last);
     }
 
-    fn remove(&mut self, slot: usize) {
-        for e in &mut self.0 {
+    /// Forgets `slot`, the connection of `key` (its entry is in the set of its key: a slot is
+    /// reused only after this).
+    fn remove(&mut self, key: ConnKey, slot: usize) {
+        let Some(to_server) = WireEnds::of(key.client, key.server) else {
+            return;
+        };
+        let at = Self::set(&to_server);
+        for e in self.0.iter_mut().skip(at).take(2) {
             if e.is_some_and(|l| l.slot == slot) {
                 *e = None;
             }
@@ -808,7 +829,7 @@ impl Reassembler {
         if self.last.is_some_and(|l| l.slot == slot) {
             self.last = None;
         }
-        self.recent.remove(slot);
+        self.recent.remove(conn.key, slot);
     }
 
     /// Makes room in a full table: forgets closed connections, then the least recently active
