@@ -946,3 +946,80 @@ impl Reassembler {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+    fn key(host: u8, subnet: u8, port: u16) -> ConnKey {
+        let at = |last: u8, port: u16| {
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, subnet, last), port))
+        };
+        ConnKey {
+            client: at(host, port),
+            server: at(100, 445),
+        }
+    }
+
+    /// 8 hosts' 2 channels each, as a Scale-Out File Server sees them: each host's address
+    /// pairs differ from the others' in one byte and its ports in their high bits only. They
+    /// must not push each other out of the table (the old index, the hash's bits 16-21, gave 16
+    /// such connections 8 entries).
+    #[test]
+    fn a_hosts_channels_stay_recent_together() {
+        let mut recent = Recent([None; RECENT]);
+        let keys: Vec<ConnKey> = (0..8u8)
+            .flat_map(|h| {
+                [
+                    key(11 + h, 0, 50_000 + 64 * u16::from(h)),
+                    key(11 + h, 1, 51_024 + 64 * u16::from(h)),
+                ]
+            })
+            .collect();
+        for (slot, k) in keys.iter().enumerate() {
+            recent.insert(Last::new(*k, slot));
+        }
+        for (slot, k) in keys.iter().enumerate() {
+            let to_client = WireEnds::of(k.server, k.client).expect("IPv4");
+            let (found, dir) = recent.find(&to_client).expect("still recent");
+            assert_eq!((found.slot, dir), (slot, Dir::ToClient));
+        }
+        // Forgotten: no longer found, and the others stay.
+        recent.remove(keys[3], 3);
+        let ends = |k: &ConnKey| WireEnds::of(k.client, k.server).expect("IPv4");
+        assert!(recent.find(&ends(&keys[3])).is_none());
+        assert_eq!(recent.find(&ends(&keys[4])).map(|(l, _)| l.slot), Some(4));
+    }
+
+    /// A set holds the last two connections remembered in it, the last first: a third pushes
+    /// out the older, and remembering one again does not hold it twice.
+    #[test]
+    fn a_set_keeps_the_last_two() {
+        let mut recent = Recent([None; RECENT]);
+        let ends = |k: &ConnKey| WireEnds::of(k.client, k.server).expect("IPv4");
+        // Three connections of one set, found by trying ports.
+        let first = key(11, 0, 50_000);
+        let set = Recent::set(&ends(&first));
+        let same: Vec<ConnKey> = (50_001..u16::MAX)
+            .map(|p| key(11, 0, p))
+            .filter(|k| Recent::set(&ends(k)) == set)
+            .take(2)
+            .collect();
+        let (second, third) = (same[0], same[1]);
+        recent.insert(Last::new(first, 1));
+        recent.insert(Last::new(second, 2));
+        recent.insert(Last::new(second, 2));
+        let slot_of = |r: &Recent, k: &ConnKey| r.find(&ends(k)).map(|(l, _)| l.slot);
+        assert_eq!(
+            (slot_of(&recent, &first), slot_of(&recent, &second)),
+            (Some(1), Some(2))
+        );
+        recent.insert(Last::new(third, 3));
+        assert_eq!(slot_of(&recent, &first), None);
+        assert_eq!(
+            (slot_of(&recent, &second), slot_of(&recent, &third)),
+            (Some(2), Some(3))
+        );
+    }
+}
