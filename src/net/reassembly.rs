@@ -225,38 +225,59 @@ impl Last {
     }
 }
 
-/// Entries of [`Recent`] (a power of two).
-const RECENT: usize = 64;
+/// Entries of [`Recent`] (a power of two), in sets of two.
+const RECENT: usize = 256;
 
-/// Recently seen IPv4 connections by the 12 bytes that name their plain segments, in a
-/// direct-mapped table: a plain segment of one of them takes the bulk path without a full
-/// decode and a hash of its key (a host's channels interleave their segments, so the last
-/// connection alone misses often). An entry is the connection `by_key` gives for its key; a
-/// clash only costs a miss, whatever the addresses.
+/// Recently seen IPv4 connections by the 12 bytes that name their plain segments, in a table
+/// of two-way sets, the last remembered of a set first: a plain segment of one of them takes
+/// the bulk path without a full decode and a hash of its key (a host's channels interleave
+/// their segments, so the last connection alone misses often, and two channels sharing one
+/// entry each push the other out at every turn). An entry is the connection `by_key` gives
+/// for its key; a clash only costs a miss, whatever the addresses.
 struct Recent([Option<Last>; RECENT]);
 
 impl Recent {
-    fn index(ends: &WireEnds) -> usize {
-        ends.symmetric_hash() as usize % RECENT
+    /// The first entry of the set of `ends`: the hash's top bits, which all of its bytes move
+    /// (its low bits leave out most of the ports, and a host's channels differ in little else).
+    fn set(ends: &WireEnds) -> usize {
+        const SET_BITS: u32 = (RECENT / 2).trailing_zeros();
+        ((ends.symmetric_hash() >> (32 - SET_BITS)) as usize) * 2
     }
 
     /// The connection whose plain segments bear `ends`, and their direction.
     #[inline]
     fn find(&self, ends: &WireEnds) -> Option<(Last, Dir)> {
-        let last = (*self.0.get(Self::index(ends))?)?;
-        Some((last, ends.dir_in(&last.wire?)?))
+        let at = Self::set(ends);
+        let set = self.0.get(at..at + 2)?;
+        set.iter().flatten().find_map(|last| {
+            let dir = ends.dir_in(&last.wire?)?;
+            Some((*last, dir))
+        })
     }
 
+    /// `last` first in its set; the other one it held stays, the older one goes.
     fn insert(&mut self, last: Last) {
-        if let Some([to_server, _]) = last.wire {
-            if let Some(e) = self.0.get_mut(Self::index(&to_server)) {
-                *e = Some(last);
-            }
+        let Some([to_server, _]) = last.wire else {
+            return;
+        };
+        let at = Self::set(&to_server);
+        let Some([first, second]) = self.0.get_mut(at..at + 2) else {
+            return;
+        };
+        if !first.is_some_and(|f| f.slot == last.slot) {
+            *second = *first;
         }
+        *first = Some(last);
     }
 
-    fn remove(&mut self, slot: usize) {
-        for e in &mut self.0 {
+    /// Forgets `slot`, the connection of `key` (its entry is in the set of its key: a slot is
+    /// reused only after this).
+    fn remove(&mut self, key: ConnKey, slot: usize) {
+        let Some(to_server) = WireEnds::of(key.client, key.server) else {
+            return;
+        };
+        let at = Self::set(&to_server);
+        for e in self.0.iter_mut().skip(at).take(2) {
             if e.is_some_and(|l| l.slot == slot) {
                 *e = None;
             }
@@ -808,7 +829,7 @@ impl Reassembler {
         if self.last.is_some_and(|l| l.slot == slot) {
             self.last = None;
         }
-        self.recent.remove(slot);
+        self.recent.remove(conn.key, slot);
     }
 
     /// Makes room in a full table: forgets closed connections, then the least recently active
@@ -923,5 +944,82 @@ impl Reassembler {
         );
         self.held.dropped(1, given_up, frame);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+    fn key(host: u8, subnet: u8, port: u16) -> ConnKey {
+        let at = |last: u8, port: u16| {
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, subnet, last), port))
+        };
+        ConnKey {
+            client: at(host, port),
+            server: at(100, 445),
+        }
+    }
+
+    /// 8 hosts' 2 channels each, as a Scale-Out File Server sees them: each host's address
+    /// pairs differ from the others' in one byte and its ports in their high bits only. They
+    /// must not push each other out of the table (the old index, the hash's bits 16-21, gave 16
+    /// such connections 8 entries).
+    #[test]
+    fn a_hosts_channels_stay_recent_together() {
+        let mut recent = Recent([None; RECENT]);
+        let keys: Vec<ConnKey> = (0..8u8)
+            .flat_map(|h| {
+                [
+                    key(11 + h, 0, 50_000 + 64 * u16::from(h)),
+                    key(11 + h, 1, 51_024 + 64 * u16::from(h)),
+                ]
+            })
+            .collect();
+        for (slot, k) in keys.iter().enumerate() {
+            recent.insert(Last::new(*k, slot));
+        }
+        for (slot, k) in keys.iter().enumerate() {
+            let to_client = WireEnds::of(k.server, k.client).expect("IPv4");
+            let (found, dir) = recent.find(&to_client).expect("still recent");
+            assert_eq!((found.slot, dir), (slot, Dir::ToClient));
+        }
+        // Forgotten: no longer found, and the others stay.
+        recent.remove(keys[3], 3);
+        let ends = |k: &ConnKey| WireEnds::of(k.client, k.server).expect("IPv4");
+        assert!(recent.find(&ends(&keys[3])).is_none());
+        assert_eq!(recent.find(&ends(&keys[4])).map(|(l, _)| l.slot), Some(4));
+    }
+
+    /// A set holds the last two connections remembered in it, the last first: a third pushes
+    /// out the older, and remembering one again does not hold it twice.
+    #[test]
+    fn a_set_keeps_the_last_two() {
+        let mut recent = Recent([None; RECENT]);
+        let ends = |k: &ConnKey| WireEnds::of(k.client, k.server).expect("IPv4");
+        // Three connections of one set, found by trying ports.
+        let first = key(11, 0, 50_000);
+        let set = Recent::set(&ends(&first));
+        let same: Vec<ConnKey> = (50_001..u16::MAX)
+            .map(|p| key(11, 0, p))
+            .filter(|k| Recent::set(&ends(k)) == set)
+            .take(2)
+            .collect();
+        let (second, third) = (same[0], same[1]);
+        recent.insert(Last::new(first, 1));
+        recent.insert(Last::new(second, 2));
+        recent.insert(Last::new(second, 2));
+        let slot_of = |r: &Recent, k: &ConnKey| r.find(&ends(k)).map(|(l, _)| l.slot);
+        assert_eq!(
+            (slot_of(&recent, &first), slot_of(&recent, &second)),
+            (Some(1), Some(2))
+        );
+        recent.insert(Last::new(third, 3));
+        assert_eq!(slot_of(&recent, &first), None);
+        assert_eq!(
+            (slot_of(&recent, &second), slot_of(&recent, &third)),
+            (Some(2), Some(3))
+        );
     }
 }

@@ -84,9 +84,9 @@ impl WireEnds {
         let b = &self.0;
         let word = |at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
         let ports = u16::from_ne_bytes([b[8], b[9]]) ^ u16::from_ne_bytes([b[10], b[11]]);
-        let mixed =
-            (word(0) ^ word(4) ^ u32::from(ports).rotate_left(16)).wrapping_mul(0x9E37_79B1);
-        mixed >> 16
+        // Multiplicative: the product's top bits depend on every bit of the sum (a table
+        // takes those).
+        (word(0) ^ word(4) ^ u32::from(ports).rotate_left(16)).wrapping_mul(0x9E37_79B1)
     }
 }
 
