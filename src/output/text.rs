@@ -173,7 +173,7 @@ fn push_worst_findings(s: &mut String, findings: &[Finding]) {
 
 /// One tshark-like summary line, time relative to `first`.
 pub fn summary_line(rec: &SqosRecord, first: Timestamp) -> String {
-    summary_line_at(rec, &format!("{:.6}", rel_time(rec.ts, first)))
+    summary_line_at(rec, &super::time::secs6(rel_time(rec.ts, first)))
 }
 
 /// One tshark-like summary line with its time column already formatted (`-t`).
@@ -241,7 +241,9 @@ pub fn push_summary_line(s: &mut String, rec: &SqosRecord, time: &str) {
             if let Some(f) = rec.response_frame {
                 push_num(s, " [resp in ", f);
                 if let Some(t) = rec.response_time {
-                    let _ = write!(s, ", {:.6}s", t);
+                    s.push_str(", ");
+                    super::time::push_secs6(s, t);
+                    s.push('s');
                 }
                 s.push(']');
             } else {
@@ -252,7 +254,9 @@ pub fn push_summary_line(s: &mut String, rec: &SqosRecord, time: &str) {
             if let Some(f) = rec.request_frame {
                 push_num(s, " [req in ", f);
                 if let Some(t) = rec.response_time {
-                    let _ = write!(s, ", {:.6}s", t);
+                    s.push_str(", ");
+                    super::time::push_secs6(s, t);
+                    s.push('s');
                 }
                 s.push(']');
             } else {
@@ -356,9 +360,9 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Frame {}: {:.6} s, conn {} {} → {}",
+        "Frame {}: {} s, conn {} {} → {}",
         rec.frame,
-        rel_time(rec.ts, first),
+        super::time::secs6(rel_time(rec.ts, first)),
         rec.conn.0,
         rec.src,
         rec.dst
@@ -433,7 +437,7 @@ pub fn detail_tree(rec: &SqosRecord, first: Timestamp) -> String {
         (Direction::Response, Some(f), _) => {
             let _ = write!(out, "    [Request in frame {f}");
             if let Some(t) = rec.response_time {
-                let _ = write!(out, ", time {:.6} s", t);
+                let _ = write!(out, ", time {} s", super::time::secs6(t));
             }
             out.push_str("]\n");
         }
