@@ -143,7 +143,7 @@ impl Exchange {
                 ctx.frame,
                 ctx.ts,
             ) {
-                outbox.push(Out::Channel(rec));
+                outbox.push(Out::Channel(Box::new(rec)));
             }
         }
         self.last_channel = Some((ctx.conn, session));
@@ -451,7 +451,7 @@ impl Exchange {
                     .sessions
                     .join(session, ctx.conn, client, server, joined, ctx.frame, ctx.ts)
                 {
-                    outbox.push(Out::Channel(rec));
+                    outbox.push(Out::Channel(Box::new(rec)));
                 }
             }
             Body::TreeConnectResponse(_) if status_ok => {
@@ -471,7 +471,7 @@ impl Exchange {
             }
             _ if h.command == Command::LOGOFF && status_ok && !h.is_interim() => {
                 for rec in self.sessions.logoff(session, ctx.frame, ctx.ts) {
-                    outbox.push(Out::Channel(rec));
+                    outbox.push(Out::Channel(Box::new(rec)));
                 }
                 if self.last_channel.is_some_and(|(_, s)| s == session) {
                     self.last_channel = None;
@@ -628,7 +628,7 @@ impl Exchange {
         let left = self.pending.remove_conn(conn);
         let pending: Vec<(u64, u64)> = left.iter().map(|(_, r)| (r.session, r.frame)).collect();
         for rec in self.sessions.end_conn(conn, how, (frame, ts), &pending) {
-            outbox.push(Out::Channel(rec));
+            outbox.push(Out::Channel(Box::new(rec)));
         }
         if self.last_channel.is_some_and(|(c, _)| c == conn) {
             self.last_channel = None;
@@ -661,7 +661,7 @@ impl Exchange {
             .map(|((c, _), r)| (*c, r.session, r.frame))
             .collect();
         for rec in self.sessions.end_all((last_frame, ts), &pending) {
-            outbox.push(Out::Channel(rec));
+            outbox.push(Out::Channel(Box::new(rec)));
         }
         self.last_channel = None;
         stats.sessions = self

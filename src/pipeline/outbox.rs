@@ -33,7 +33,10 @@ pub enum Out {
     Open(OpenRecord),
     Close(CloseRecord),
     Io(IoRecord),
-    Channel(ChannelRecord),
+    /// Boxed: a channel record (two addresses) is twice an I/O record, and rare; unboxed it
+    /// made every slot that large, copied (by `memcpy`) on every push and delivery. Its
+    /// queued cost stays as it was (no bytes beyond the slot).
+    Channel(Box<ChannelRecord>),
     Note(CaptureNote),
     /// A note that loses no data ([`RecordSink::on_info`]).
     Info(CaptureNote),
