@@ -150,19 +150,19 @@ impl Exchange {
     }
 
     /// The name an open gets: the share path of its tree before the CREATE name.
-    fn open_name(&self, h: &Header, chain: &Chain, name: Option<String>) -> Option<Arc<str>> {
+    fn open_name(&self, h: &Header, chain: &Chain, name: Option<&str>) -> Option<Arc<str>> {
         let name = name?;
         let tree = match h.tree_id() {
             Some(RELATED_TREE_ID) if h.flags.is_related() => chain.tree_id,
             t => t,
         };
         let dfs = h.flags.0 & crate::smb2::HeaderFlags::DFS_OPERATIONS != 0;
-        Some(Arc::from(
+        Some(
             match tree.and_then(|t| self.sessions.share(h.session_id, t)) {
-                Some(share) => full_path(share, &name, dfs),
-                None => name,
+                Some(share) => Arc::from(full_path(share, name, dfs)),
+                None => Arc::from(name),
             },
-        ))
+        )
     }
 
     /// The file a FileId names: related placeholders resolve to the chain's file.
@@ -204,24 +204,13 @@ impl Exchange {
         } else if let Some(t) = h.tree_id().filter(|&t| t != RELATED_TREE_ID) {
             chain.tree_id = Some(t);
         }
-        let body = match parse_body(h, &part.bytes) {
+        // The body is lent, not moved: it was copied twice more on its way to its handler.
+        let parsed = parse_body(h, &part.bytes);
+        let body = match &parsed {
             Ok(b) => b,
             Err(e) => {
-                stats.malformed_bodies += 1;
-                if h.command == Command::IOCTL {
-                    outbox.note(NoteKind::BodyNotDecoded, ctx.frame, || {
-                        format!(
-                            "IOCTL {} msg id {}: body not decoded: {e}",
-                            if h.is_response() {
-                                "response"
-                            } else {
-                                "request"
-                            },
-                            h.message_id
-                        )
-                    });
-                }
-                Body::NotDecoded
+                body_not_decoded(ctx, h, e, outbox, stats);
+                &NOT_DECODED
             }
         };
         if matches!(body, Body::Error(_)) {
@@ -238,24 +227,13 @@ impl Exchange {
         &mut self,
         ctx: &MsgCtx,
         part: &Part,
-        body: Body,
+        body: &Body,
         chain: &mut Chain,
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
         let h = &part.header;
         let (file, awaiting) = match body {
-            Body::CreateRequest(c) => {
-                let name = self.open_name(h, chain, c.name);
-                // A new chain file: its FileId is known only from the response.
-                *chain = Chain {
-                    file_id: None,
-                    name: name.clone(),
-                    tree_id: chain.tree_id,
-                };
-                ((None, name.clone()), Awaiting::Create { name })
-            }
-            Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
             Body::ReadRequest(r) => (
                 self.resolve(h, r.file_id, chain),
                 Awaiting::Io {
@@ -270,10 +248,71 @@ impl Exchange {
                     requested: w.length,
                 },
             ),
+            _ => self.request_other(ctx, part, body, chain, outbox, stats),
+        };
+        if let (Some(fid), false) = (file.0, matches!(awaiting, Awaiting::Create { .. })) {
+            chain.file_id = Some(fid);
+            chain.name = file.1.clone();
+        }
+        // CANCEL reuses the MessageId of the request it cancels: never a pending request.
+        if h.command == Command::CANCEL || h.message_id == UNSOLICITED_MESSAGE_ID {
+            return;
+        }
+        let req = PendingReq {
+            session: h.session_id,
+            channel_sequence: h.channel_sequence(),
+            frame: ctx.frame,
+            ts: ctx.ts,
+            command: h.command,
+            file_id: file.0,
+            file_name: file.1,
+            awaiting,
+        };
+        let bytes = req.heap_bytes();
+        let mut full = 0;
+        let key = (ctx.conn, h.message_id);
+        self.pending.insert(key, req, bytes, |(_, id), old, why| {
+            stats.pending_evicted += 1;
+            match why {
+                Evicted::Full => full += 1,
+                Evicted::Replaced => note_replaced(outbox, ctx.frame, id, &old),
+            }
+        });
+        if full > 0 {
+            // Counted in the pending share, reported once at the end.
+            self.pending.share_mut().dropped(full, 0, ctx.frame);
+        }
+    }
+
+    /// What a request other than READ and WRITE names and waits for: out of line, so that
+    /// the per-message path keeps its registers for those two.
+    #[inline(never)]
+    fn request_other(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        body: &Body,
+        chain: &mut Chain,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) -> ((Option<FileId>, Option<Arc<str>>), Awaiting) {
+        let h = &part.header;
+        match body {
+            Body::CreateRequest(c) => {
+                let name = self.open_name(h, chain, c.name.as_deref());
+                // A new chain file: its FileId is known only from the response.
+                *chain = Chain {
+                    file_id: None,
+                    name: name.clone(),
+                    tree_id: chain.tree_id,
+                };
+                ((None, name.clone()), Awaiting::Create { name })
+            }
+            Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
             Body::IoctlRequest(io) => {
                 let file = self.resolve(h, io.file_id, chain);
                 if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL {
-                    let rec = request_record(ctx, part, &io, file.clone());
+                    let rec = request_record(ctx, part, io, file.clone());
                     stats.sqos_messages += 1;
                     let request = match &rec.body {
                         super::SqosBody::Request(d) => d.message.clone().map(Box::new),
@@ -307,7 +346,7 @@ impl Exchange {
             Body::TreeConnectRequest(r) => (
                 (None, None),
                 Awaiting::TreeConnect {
-                    path: r.path.map(Arc::from),
+                    path: r.path.as_deref().map(Arc::from),
                 },
             ),
             _ if h.command == Command::TREE_DISCONNECT => (
@@ -317,42 +356,6 @@ impl Exchange {
                 },
             ),
             _ => ((None, None), Awaiting::Other),
-        };
-        if let (Some(fid), false) = (file.0, matches!(awaiting, Awaiting::Create { .. })) {
-            chain.file_id = Some(fid);
-            chain.name = file.1.clone();
-        }
-        // CANCEL reuses the MessageId of the request it cancels: never a pending request.
-        if h.command == Command::CANCEL || h.message_id == UNSOLICITED_MESSAGE_ID {
-            return;
-        }
-        let req = PendingReq {
-            session: h.session_id,
-            channel_sequence: h.channel_sequence(),
-            frame: ctx.frame,
-            ts: ctx.ts,
-            command: h.command,
-            file_id: file.0,
-            file_name: file.1,
-            awaiting,
-        };
-        let bytes = req.heap_bytes();
-        for ((_, id), old, why) in self.pending.insert((ctx.conn, h.message_id), req, bytes) {
-            stats.pending_evicted += 1;
-            match why {
-                // Counted in the pending share, reported once at the end.
-                Evicted::Full => {
-                    self.pending.share_mut().dropped(1, 0, ctx.frame);
-                }
-                Evicted::Replaced => {
-                    outbox.note(NoteKind::Replaced, ctx.frame, || {
-                        format!(
-                            "{} request in frame {} (msg id {id}) forgotten unanswered: its MessageId was used again",
-                            old.command, old.frame,
-                        )
-                    });
-                }
-            }
         }
     }
 
@@ -360,23 +363,69 @@ impl Exchange {
         &mut self,
         ctx: &MsgCtx,
         part: &Part,
-        body: Body,
+        body: &Body,
+        chain: &mut Chain,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let h = &part.header;
+        // Interim responses leave the request waiting for its final response.
+        let mut req = if h.is_interim() {
+            None
+        } else {
+            self.pending.remove(&(ctx.conn, h.message_id))
+        };
+        if let Some(r) = &req {
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+        }
+        // A READ or WRITE response (its body one of those, an ERROR or none) makes no record
+        // but its I/O one.
+        if h.command != Command::READ && h.command != Command::WRITE {
+            self.response_other(ctx, part, body, &mut req, chain, outbox, stats);
+        }
+        // I/O: a final READ/WRITE response matched with its request.
+        if let (Some(r), false) = (&req, h.is_interim()) {
+            if let Awaiting::Io { kind, requested } = r.awaiting {
+                let transferred = match (body, !h.status.is_error()) {
+                    (Body::ReadResponse(rr), true) => rr.data_length,
+                    (Body::WriteResponse(wr), true) => wr.count,
+                    _ => 0,
+                };
+                outbox.push(Out::Io(IoRecord {
+                    request_frame: r.frame,
+                    response_frame: ctx.frame,
+                    request_ts: r.ts,
+                    response_ts: ctx.ts,
+                    conn: ctx.conn,
+                    session_id: h.session_id,
+                    file_id: r.file_id.unwrap_or_default(),
+                    kind,
+                    channel_sequence: r.channel_sequence,
+                    requested,
+                    transferred,
+                    nt_status: h.status.0,
+                }));
+            }
+        }
+    }
+
+    /// The records of a response other than READ and WRITE (out of line, as
+    /// `request_other`). An SQOS response takes its request out of `req`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn response_other(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        body: &Body,
+        req: &mut Option<PendingReq>,
         chain: &mut Chain,
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
         let h = &part.header;
         let key = (ctx.conn, h.message_id);
-        // Interim responses leave the request waiting for its final response.
-        let req = if h.is_interim() {
-            None
-        } else {
-            self.pending.remove(&key)
-        };
-        if let Some(r) = &req {
-            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
-        }
-        let req_ref = match &req {
+        let req_ref = match req.as_ref() {
             Some(r) => Some(r),
             None if h.is_interim() => self.pending.get(&key),
             None => None,
@@ -385,7 +434,7 @@ impl Exchange {
         let session = h.session_id;
         let status_ok = !h.status.is_error();
         match body {
-            Body::CreateResponse(ref c) => {
+            Body::CreateResponse(c) => {
                 let name = match req_ref.map(|r| &r.awaiting) {
                     Some(Awaiting::Create { name }) => name.clone(),
                     _ => None,
@@ -428,17 +477,15 @@ impl Exchange {
                     }));
                 }
             }
-            Body::IoctlResponse(ref io) if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL || was_sqos => {
+            Body::IoctlResponse(io) if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL || was_sqos => {
                 let file = self.response_file(h, io.file_id, chain, req_ref);
-                self.sqos_response(ctx, part, Some(io), file, req, outbox, stats);
-                return;
+                self.sqos_response(ctx, part, Some(io), file, req.take(), outbox, stats);
             }
             Body::Error(_) | Body::NotDecoded if was_sqos && h.command == Command::IOCTL => {
                 let file = req_ref
                     .map(|r| (r.file_id, r.file_name.clone()))
                     .unwrap_or_default();
-                self.sqos_response(ctx, part, None, file, req, outbox, stats);
-                return;
+                self.sqos_response(ctx, part, None, file, req.take(), outbox, stats);
             }
             Body::SessionSetupResponse(_) if h.status.0 == 0 => {
                 let joined = match req_ref.map(|r| &r.awaiting) {
@@ -478,30 +525,6 @@ impl Exchange {
                 }
             }
             _ => {}
-        }
-        // I/O: a final READ/WRITE response matched with its request.
-        if let (Some(r), false) = (&req, h.is_interim()) {
-            if let Awaiting::Io { kind, requested } = r.awaiting {
-                let transferred = match (&body, status_ok) {
-                    (Body::ReadResponse(rr), true) => rr.data_length,
-                    (Body::WriteResponse(wr), true) => wr.count,
-                    _ => 0,
-                };
-                outbox.push(Out::Io(IoRecord {
-                    request_frame: r.frame,
-                    response_frame: ctx.frame,
-                    request_ts: r.ts,
-                    response_ts: ctx.ts,
-                    conn: ctx.conn,
-                    session_id: session,
-                    file_id: r.file_id.unwrap_or_default(),
-                    kind,
-                    channel_sequence: r.channel_sequence,
-                    requested,
-                    transferred,
-                    nt_status: h.status.0,
-                }));
-            }
         }
     }
 
@@ -697,6 +720,45 @@ impl Exchange {
             }));
         }
     }
+}
+
+/// The body of a part that did not decode (`parse_body` failed).
+static NOT_DECODED: Body = Body::NotDecoded;
+
+/// A body that failed to decode: counted; an IOCTL's noted (out of line: rare).
+#[inline(never)]
+fn body_not_decoded(
+    ctx: &MsgCtx,
+    h: &Header,
+    e: &crate::smb2::Smb2Error,
+    outbox: &mut Outbox,
+    stats: &mut Stats,
+) {
+    stats.malformed_bodies += 1;
+    if h.command == Command::IOCTL {
+        outbox.note(NoteKind::BodyNotDecoded, ctx.frame, || {
+            format!(
+                "IOCTL {} msg id {}: body not decoded: {e}",
+                if h.is_response() {
+                    "response"
+                } else {
+                    "request"
+                },
+                h.message_id
+            )
+        });
+    }
+}
+
+/// A request forgotten because its MessageId was used again (out of line: rare).
+#[inline(never)]
+fn note_replaced(outbox: &mut Outbox, frame: u64, id: u64, old: &PendingReq) {
+    outbox.note(NoteKind::Replaced, frame, || {
+        format!(
+            "{} request in frame {} (msg id {id}) forgotten unanswered: its MessageId was used again",
+            old.command, old.frame,
+        )
+    });
 }
 
 /// (client, server) of a message's connection: requests travel client → server.

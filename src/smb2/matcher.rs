@@ -117,17 +117,24 @@ impl<V> PendingTable<V> {
         &mut self.share
     }
 
-    /// Record a request holding `bytes` variable bytes. Returns the requests pushed out: the
-    /// one it replaces (same MessageId: a retransmission or a reused id), and the oldest ones
-    /// when the share is full.
-    pub fn insert(&mut self, key: MsgKey, value: V, bytes: usize) -> Vec<(MsgKey, V, Evicted)> {
-        let mut out = Vec::new();
+    /// Record a request holding `bytes` variable bytes. The requests pushed out go to
+    /// `evicted`, in this order: the one it replaces (same MessageId: a retransmission or a
+    /// reused id), then the oldest ones while the share is full. (A callback, not a returned
+    /// list: nearly every insert evicts nothing, and an empty list still cost its building,
+    /// walk and drop.)
+    pub fn insert(
+        &mut self,
+        key: MsgKey,
+        value: V,
+        bytes: usize,
+        mut evicted: impl FnMut(MsgKey, V, Evicted),
+    ) {
         if let Some(old) = self.take(&key) {
-            out.push((key, old, Evicted::Replaced));
+            evicted(key, old, Evicted::Replaced);
         }
         while !self.share.fits(1, bytes) {
             match self.pop_oldest() {
-                Some((k, v)) => out.push((k, v, Evicted::Full)),
+                Some((k, v)) => evicted(k, v, Evicted::Full),
                 None => break,
             }
         }
@@ -143,7 +150,6 @@ impl<V> PendingTable<V> {
         self.order.push_back((slot, self.generation));
         self.len += 1;
         self.compact();
-        out
     }
 
     pub fn get(&self, key: &MsgKey) -> Option<&V> {
@@ -318,17 +324,32 @@ mod tests {
 
     const COST: usize = Kind::Pending.entry_cost();
 
+    /// Insert, collecting what was pushed out.
+    fn put<V>(
+        t: &mut PendingTable<V>,
+        key: MsgKey,
+        v: V,
+        bytes: usize,
+    ) -> Vec<(MsgKey, V, Evicted)> {
+        let mut out = Vec::new();
+        t.insert(key, v, bytes, |k, v, why| out.push((k, v, why)));
+        out
+    }
+
     #[test]
     fn full_table_evicts_oldest_and_stays_bounded() {
         let mut t = PendingTable::new(2 * COST);
         let c = ConnId(0);
-        assert!(t.insert((c, 1), "a", 0).is_empty());
-        assert!(t.insert((c, 2), "b", 0).is_empty());
-        assert_eq!(t.insert((c, 3), "c", 0), vec![((c, 1), "a", Evicted::Full)]);
+        assert!(put(&mut t, (c, 1), "a", 0).is_empty());
+        assert!(put(&mut t, (c, 2), "b", 0).is_empty());
+        assert_eq!(
+            put(&mut t, (c, 3), "c", 0),
+            vec![((c, 1), "a", Evicted::Full)]
+        );
         assert_eq!(t.remove(&(c, 2)), Some("b"));
         assert_eq!(t.len(), 1);
         for i in 10..1000 {
-            t.insert((c, i), "x", 0);
+            put(&mut t, (c, i), "x", 0);
             t.remove(&(c, i));
         }
         assert!(t.order.len() <= 2 * t.len() + 65);
@@ -340,10 +361,10 @@ mod tests {
     fn bytes_count_against_the_share() {
         let mut t = PendingTable::new(3 * COST);
         let c = ConnId(0);
-        t.insert((c, 1), "a", 0);
-        t.insert((c, 2), "b", 0);
+        put(&mut t, (c, 1), "a", 0);
+        put(&mut t, (c, 2), "b", 0);
         // A request with a long name takes the room of two.
-        let out = t.insert((c, 3), "c", COST);
+        let out = put(&mut t, (c, 3), "c", COST);
         assert_eq!(out, vec![((c, 1), "a", Evicted::Full)]);
         assert_eq!(t.share().used(), 3 * COST);
     }
@@ -352,12 +373,15 @@ mod tests {
     fn same_message_id_replaces() {
         let mut t = PendingTable::new(4 * COST);
         let c = ConnId(1);
-        t.insert((c, 7), 1, 0);
-        assert_eq!(t.insert((c, 7), 2, 0), vec![((c, 7), 1, Evicted::Replaced)]);
+        put(&mut t, (c, 7), 1, 0);
+        assert_eq!(
+            put(&mut t, (c, 7), 2, 0),
+            vec![((c, 7), 1, Evicted::Replaced)]
+        );
         assert_eq!(t.get(&(c, 7)), Some(&2));
-        t.insert((ConnId(2), 1), 3, 0);
-        t.insert((ConnId(0), 9), 4, 0);
-        t.insert((c, 5), 5, 0);
+        put(&mut t, (ConnId(2), 1), 3, 0);
+        put(&mut t, (ConnId(0), 9), 4, 0);
+        put(&mut t, (c, 5), 5, 0);
         assert_eq!(t.remove_conn(c), vec![((c, 7), 2), ((c, 5), 5)]);
         assert_eq!(t.len(), 2);
     }
@@ -369,10 +393,10 @@ mod tests {
         // Shares a's lane (numbers 64 apart).
         let b = ConnId(1 + crate::net::CONN_SLOTS as u32);
         for id in 0..12u64 {
-            assert!(t.insert((a, id), id, 0).is_empty());
+            assert!(put(&mut t, (a, id), id, 0).is_empty());
         }
-        assert!(t.insert((b, 5), 105, 0).is_empty());
-        assert!(t.insert((c, 0), 200, 0).is_empty());
+        assert!(put(&mut t, (b, 5), 105, 0).is_empty());
+        assert!(put(&mut t, (c, 0), 200, 0).is_empty());
         assert_eq!(t.spill.len(), 4 + 1, "a's ids 8..12 and b's");
         assert_eq!(t.get(&(a, 10)), Some(&10));
         assert_eq!(t.get(&(b, 5)), Some(&105));
@@ -381,11 +405,11 @@ mod tests {
         assert_eq!(t.remove(&(a, 3)), None);
         // A spilled id sent again is replaced like one in the lane.
         assert_eq!(
-            t.insert((a, 10), 1010, 0),
+            put(&mut t, (a, 10), 1010, 0),
             vec![((a, 10), 10, Evicted::Replaced)]
         );
         assert_eq!(
-            t.insert((a, 1), 1001, 0),
+            put(&mut t, (a, 1), 1001, 0),
             vec![((a, 1), 1, Evicted::Replaced)]
         );
         assert_eq!(t.find(|_, v| *v > 1000), Some((a, 10)));
@@ -395,7 +419,7 @@ mod tests {
         assert_eq!(ids, [0, 2, 4, 5, 6, 7, 8, 9, 11, 10, 1], "oldest first");
         assert_eq!(left.last(), Some(&((a, 1), 1001)));
         // a's lane is free again: b takes it; its spilled request is still found.
-        assert!(t.insert((b, 6), 106, 0).is_empty());
+        assert!(put(&mut t, (b, 6), 106, 0).is_empty());
         assert_eq!(t.get(&(b, 5)), Some(&105));
         assert_eq!(t.remove(&(b, 6)), Some(106));
         assert_eq!(t.drain(), vec![((b, 5), 105), ((c, 0), 200)]);
@@ -407,21 +431,21 @@ mod tests {
         let mut t = PendingTable::new(3 * COST);
         let (a, c) = (ConnId(0), ConnId(7));
         let b = ConnId(crate::net::CONN_SLOTS as u32);
-        t.insert((a, 1), "a1", 0);
-        t.insert((b, 1), "b1", 0);
-        t.insert((a, 2), "a2", 0);
+        put(&mut t, (a, 1), "a1", 0);
+        put(&mut t, (b, 1), "b1", 0);
+        put(&mut t, (a, 2), "a2", 0);
         assert_eq!(
-            t.insert((c, 1), "c1", 0),
+            put(&mut t, (c, 1), "c1", 0),
             vec![((a, 1), "a1", Evicted::Full)]
         );
         assert_eq!(
-            t.insert((c, 2), "c2", 0),
+            put(&mut t, (c, 2), "c2", 0),
             vec![((b, 1), "b1", Evicted::Full)]
         );
         assert!(t.spill.is_empty());
         // Replaced first, then the oldest, as before.
         assert_eq!(
-            t.insert((c, 2), "c2'", COST),
+            put(&mut t, (c, 2), "c2'", COST),
             vec![
                 ((c, 2), "c2", Evicted::Replaced),
                 ((a, 2), "a2", Evicted::Full)
