@@ -60,11 +60,12 @@ struct PendingReq {
 }
 
 impl PendingReq {
-    /// Bytes it holds beyond its entry: names, and a decoded SQOS request.
-    fn heap_bytes(&self) -> usize {
+    /// Bytes a request with this file name and wait holds beyond its entry: names, and a
+    /// decoded SQOS request.
+    fn heap_bytes(file_name: &Option<Arc<str>>, awaiting: &Awaiting) -> usize {
         // Shared with the open table, but counted here as when each request held a copy.
         let name = |n: &Option<Arc<str>>| n.as_ref().map_or(0, |n| n.len());
-        let awaiting = match &self.awaiting {
+        let awaiting = match awaiting {
             Awaiting::Create { name: n } => name(n),
             Awaiting::TreeConnect { path: Some(p) } => p.len(),
             Awaiting::Sqos {
@@ -76,7 +77,7 @@ impl PendingReq {
             }
             _ => 0,
         };
-        name(&self.file_name) + awaiting
+        name(file_name) + awaiting
     }
 }
 
@@ -258,20 +259,21 @@ impl Exchange {
         if h.command == Command::CANCEL || h.message_id == UNSOLICITED_MESSAGE_ID {
             return;
         }
-        let req = PendingReq {
+        let (file_id, file_name) = file;
+        let bytes = PendingReq::heap_bytes(&file_name, &awaiting);
+        let req = || PendingReq {
             session: h.session_id,
             channel_sequence: h.channel_sequence(),
             frame: ctx.frame,
             ts: ctx.ts,
             command: h.command,
-            file_id: file.0,
-            file_name: file.1,
+            file_id,
+            file_name,
             awaiting,
         };
-        let bytes = req.heap_bytes();
         let mut full = 0;
         let key = (ctx.conn, h.message_id);
-        self.pending.insert(key, req, bytes, |(_, id), old, why| {
+        self.pending.insert(key, bytes, req, |(_, id), old, why| {
             stats.pending_evicted += 1;
             match why {
                 Evicted::Full => full += 1,
@@ -369,6 +371,13 @@ impl Exchange {
         stats: &mut Stats,
     ) {
         let h = &part.header;
+        if h.command == Command::READ || h.command == Command::WRITE {
+            // Interim responses leave the request waiting for its final response.
+            if !h.is_interim() {
+                self.io_response(ctx, h, body, outbox, stats);
+            }
+            return;
+        }
         // Interim responses leave the request waiting for its final response.
         let mut req = if h.is_interim() {
             None
@@ -378,35 +387,27 @@ impl Exchange {
         if let Some(r) = &req {
             super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
         }
-        // A READ or WRITE response (its body one of those, an ERROR or none) makes no record
-        // but its I/O one.
-        if h.command != Command::READ && h.command != Command::WRITE {
-            self.response_other(ctx, part, body, &mut req, chain, outbox, stats);
-        }
-        // I/O: a final READ/WRITE response matched with its request.
+        self.response_other(ctx, part, body, &mut req, chain, outbox, stats);
+        // An I/O request answered by another command still makes its I/O record.
         if let (Some(r), false) = (&req, h.is_interim()) {
-            if let Awaiting::Io { kind, requested } = r.awaiting {
-                let transferred = match (body, !h.status.is_error()) {
-                    (Body::ReadResponse(rr), true) => rr.data_length,
-                    (Body::WriteResponse(wr), true) => wr.count,
-                    _ => 0,
-                };
-                outbox.push(Out::Io(IoRecord {
-                    request_frame: r.frame,
-                    response_frame: ctx.frame,
-                    request_ts: r.ts,
-                    response_ts: ctx.ts,
-                    conn: ctx.conn,
-                    session_id: h.session_id,
-                    file_id: r.file_id.unwrap_or_default(),
-                    kind,
-                    channel_sequence: r.channel_sequence,
-                    requested,
-                    transferred,
-                    nt_status: h.status.0,
-                }));
-            }
+            io_record(ctx, h, body, r, outbox);
         }
+    }
+
+    /// A final READ or WRITE response (its body one of those, an ERROR or none): timed and
+    /// made an I/O record with its request, read where it lies in the pending table.
+    fn io_response(
+        &mut self,
+        ctx: &MsgCtx,
+        h: &Header,
+        body: &Body,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        self.pending.remove_with(&(ctx.conn, h.message_id), |r| {
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+            io_record(ctx, h, body, r, outbox);
+        });
     }
 
     /// The records of a response other than READ and WRITE (out of line, as
@@ -720,6 +721,33 @@ impl Exchange {
             }));
         }
     }
+}
+
+/// The I/O record of a final response to an I/O request `r` (none for other requests).
+#[inline]
+fn io_record(ctx: &MsgCtx, h: &Header, body: &Body, r: &PendingReq, outbox: &mut Outbox) {
+    let Awaiting::Io { kind, requested } = r.awaiting else {
+        return;
+    };
+    let transferred = match (body, !h.status.is_error()) {
+        (Body::ReadResponse(rr), true) => rr.data_length,
+        (Body::WriteResponse(wr), true) => wr.count,
+        _ => 0,
+    };
+    outbox.push(Out::Io(IoRecord {
+        request_frame: r.frame,
+        response_frame: ctx.frame,
+        request_ts: r.ts,
+        response_ts: ctx.ts,
+        conn: ctx.conn,
+        session_id: h.session_id,
+        file_id: r.file_id.unwrap_or_default(),
+        kind,
+        channel_sequence: r.channel_sequence,
+        requested,
+        transferred,
+        nt_status: h.status.0,
+    }));
 }
 
 /// The body of a part that did not decode (`parse_body` failed).

@@ -122,11 +122,14 @@ impl<V> PendingTable<V> {
     /// reused id), then the oldest ones while the share is full. (A callback, not a returned
     /// list: nearly every insert evicts nothing, and an empty list still cost its building,
     /// walk and drop.)
+    ///
+    /// The request is made by `value` once there is room, in its slot: made before, it was
+    /// copied twice on its way there.
     pub fn insert(
         &mut self,
         key: MsgKey,
-        value: V,
         bytes: usize,
+        value: impl FnOnce() -> V,
         mut evicted: impl FnMut(MsgKey, V, Evicted),
     ) {
         if let Some(old) = self.take(&key) {
@@ -140,12 +143,7 @@ impl<V> PendingTable<V> {
         }
         self.generation += 1;
         self.share.charge(1, bytes);
-        let slot = self.store(Slot {
-            key,
-            generation: self.generation,
-            bytes,
-            value: Some(value),
-        });
+        let slot = self.store(key, bytes, value);
         self.index(key, slot);
         self.order.push_back((slot, self.generation));
         self.len += 1;
@@ -176,6 +174,18 @@ impl<V> PendingTable<V> {
         let v = self.take(key);
         self.compact();
         v
+    }
+
+    /// The request answered by a final response, read by `f` where it lies, then forgotten
+    /// (dropped in its slot: taken out with `remove`, it was copied twice on the way).
+    pub fn remove_with<R>(&mut self, key: &MsgKey, f: impl FnOnce(&V) -> R) -> Option<R> {
+        let r = self.unindex(key).and_then(|slot| {
+            let r = self.slots.get(slot)?.value.as_ref().map(f);
+            self.discard(slot);
+            r
+        });
+        self.compact();
+        r
     }
 
     /// Remove every request of a connection (it closed), oldest first.
@@ -258,14 +268,29 @@ impl<V> PendingTable<V> {
         }
     }
 
-    fn store(&mut self, entry: Slot<V>) -> usize {
+    /// Put a new entry (of this generation) in a free slot, or a new one.
+    fn store(&mut self, key: MsgKey, bytes: usize, value: impl FnOnce() -> V) -> usize {
+        let generation = self.generation;
         match self.free.pop() {
             Some(slot) if slot < self.slots.len() => {
-                self.slots[slot] = entry;
+                let s = &mut self.slots[slot];
+                // Empty already (it is free): the new value is then written in place.
+                s.value = None;
+                *s = Slot {
+                    key,
+                    generation,
+                    bytes,
+                    value: Some(value()),
+                };
                 slot
             }
             _ => {
-                self.slots.push(entry);
+                self.slots.push(Slot {
+                    key,
+                    generation,
+                    bytes,
+                    value: Some(value()),
+                });
                 self.slots.len() - 1
             }
         }
@@ -282,6 +307,19 @@ impl<V> PendingTable<V> {
             self.len -= 1;
         }
         v
+    }
+
+    /// `release` without handing the value back.
+    fn discard(&mut self, slot: usize) {
+        let Some(s) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if s.value.is_some() {
+            s.value = None;
+            self.share.release(1, s.bytes);
+            self.free.push(slot);
+            self.len -= 1;
+        }
     }
 
     fn take(&mut self, key: &MsgKey) -> Option<V> {
@@ -332,7 +370,7 @@ mod tests {
         bytes: usize,
     ) -> Vec<(MsgKey, V, Evicted)> {
         let mut out = Vec::new();
-        t.insert(key, v, bytes, |k, v, why| out.push((k, v, why)));
+        t.insert(key, bytes, || v, |k, v, why| out.push((k, v, why)));
         out
     }
 
