@@ -285,11 +285,13 @@ impl EventStage<'_> {
             dst,
         };
         let mut chain = Chain::default();
+        let mut left = m.parts.len();
         for part in &m.parts {
+            left -= 1;
             self.stats.smb2_messages += 1;
             self.stats.by_command.count(part.header.command);
             self.exchange
-                .on_part(&ctx, part, &mut chain, self.outbox, self.stats);
+                .on_part(&ctx, part, (&mut chain, left > 0), self.outbox, self.stats);
         }
         for (cmd, _) in &m.overflow {
             self.stats.smb2_messages += 1;

@@ -189,12 +189,13 @@ impl Exchange {
         }
     }
 
-    /// One part of a message (`chain` is shared by the parts of one message).
+    /// One part of a message (`chain` is shared by the parts of one message; `more`: parts
+    /// follow this one).
     pub fn on_part(
         &mut self,
         ctx: &MsgCtx,
         part: &Part,
-        chain: &mut Chain,
+        (chain, more): (&mut Chain, bool),
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
@@ -220,7 +221,7 @@ impl Exchange {
         if h.is_response() {
             self.on_response(ctx, part, body, chain, outbox, stats);
         } else {
-            self.on_request(ctx, part, body, chain, outbox, stats);
+            self.on_request(ctx, part, body, (chain, more), outbox, stats);
         }
     }
 
@@ -229,7 +230,7 @@ impl Exchange {
         ctx: &MsgCtx,
         part: &Part,
         body: &Body,
-        chain: &mut Chain,
+        (chain, more): (&mut Chain, bool),
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
@@ -251,7 +252,11 @@ impl Exchange {
             ),
             _ => self.request_other(ctx, part, body, chain, outbox, stats),
         };
-        if let (Some(fid), false) = (file.0, matches!(awaiting, Awaiting::Create { .. })) {
+        // The chain's file is for the parts after this one (none after most requests: their
+        // name is then not shared once more for nothing).
+        if let (Some(fid), false, true) =
+            (file.0, matches!(awaiting, Awaiting::Create { .. }), more)
+        {
             chain.file_id = Some(fid);
             chain.name = file.1.clone();
         }
