@@ -132,7 +132,9 @@ impl<V> PendingTable<V> {
         value: impl FnOnce() -> V,
         mut evicted: impl FnMut(MsgKey, V, Evicted),
     ) {
-        if let Some(old) = self.take(&key) {
+        // `take`, spelled out: its look-up (which nearly always finds nothing) is then made
+        // here, without a call.
+        if let Some(old) = self.unindex(&key).and_then(|slot| self.release_cold(slot)) {
             evicted(key, old, Evicted::Replaced);
         }
         while !self.share.fits(1, bytes) {
@@ -307,6 +309,12 @@ impl<V> PendingTable<V> {
             self.len -= 1;
         }
         v
+    }
+
+    /// `release`, out of line: for the rare request that replaces another.
+    #[inline(never)]
+    fn release_cold(&mut self, slot: usize) -> Option<V> {
+        self.release(slot)
     }
 
     /// `release` without handing the value back.
