@@ -267,22 +267,32 @@ impl EventStage<'_> {
         ts: Timestamp,
         m: &Smb2Message,
     ) {
-        let (src, dst) = match self.conns.get(conn) {
-            Some(k) => k.endpoints(dir),
-            None => {
-                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
-                (unknown, unknown)
-            }
-        };
         // Later messages of the same push began in this frame.
         let first_frame = self.starts.as_mut().and_then(|s| s.next.replace(frame));
-        let ctx = MsgCtx {
-            conn,
-            frame,
-            first_frame,
-            ts,
-            src,
-            dst,
+        // Made in place in each arm: the endpoints went through two copies on the way.
+        let ctx = match self.conns.get(conn) {
+            Some(k) => {
+                let (src, dst) = k.endpoints(dir);
+                MsgCtx {
+                    conn,
+                    frame,
+                    first_frame,
+                    ts,
+                    src,
+                    dst,
+                }
+            }
+            None => {
+                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+                MsgCtx {
+                    conn,
+                    frame,
+                    first_frame,
+                    ts,
+                    src: unknown,
+                    dst: unknown,
+                }
+            }
         };
         let mut chain = Chain::default();
         let mut left = m.parts.len();
