@@ -739,7 +739,7 @@ fn io_record(ctx: &MsgCtx, h: &Header, body: &Body, r: &PendingReq, outbox: &mut
         (Body::WriteResponse(wr), true) => wr.count,
         _ => 0,
     };
-    outbox.push(Out::Io(IoRecord {
+    outbox.push_io(IoRecord {
         request_frame: r.frame,
         response_frame: ctx.frame,
         request_ts: r.ts,
@@ -752,7 +752,7 @@ fn io_record(ctx: &MsgCtx, h: &Header, body: &Body, r: &PendingReq, outbox: &mut
         requested,
         transferred,
         nt_status: h.status.0,
-    }));
+    });
 }
 
 /// The body of a part that did not decode (`parse_body` failed).
