@@ -404,6 +404,25 @@ mod tests {
     }
 
     #[test]
+    fn remove_with_reads_the_request_then_forgets_it() {
+        let mut t = PendingTable::new(4 * COST);
+        let (a, b) = (ConnId(1), ConnId(2));
+        put(&mut t, (a, 1), String::from("one"), 3);
+        put(&mut t, (b, 1), String::from("two"), 3);
+        assert_eq!(t.remove_with(&(a, 1), |v| v.len()), Some(3));
+        assert_eq!(t.remove_with(&(a, 1), |v| v.len()), None, "forgotten");
+        assert_eq!(t.get(&(a, 1)), None);
+        assert_eq!((t.len(), t.share().used()), (1, COST + 3));
+        // Its slot is taken again.
+        put(&mut t, (a, 2), String::from("three"), 5);
+        assert_eq!(t.slots.len(), 2);
+        assert_eq!(
+            t.drain(),
+            vec![((b, 1), "two".into()), ((a, 2), "three".into())]
+        );
+    }
+
+    #[test]
     fn bytes_count_against_the_share() {
         let mut t = PendingTable::new(3 * COST);
         let c = ConnId(0);
