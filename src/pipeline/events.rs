@@ -267,29 +267,41 @@ impl EventStage<'_> {
         ts: Timestamp,
         m: &Smb2Message,
     ) {
-        let (src, dst) = match self.conns.get(conn) {
-            Some(k) => k.endpoints(dir),
-            None => {
-                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
-                (unknown, unknown)
-            }
-        };
         // Later messages of the same push began in this frame.
         let first_frame = self.starts.as_mut().and_then(|s| s.next.replace(frame));
-        let ctx = MsgCtx {
-            conn,
-            frame,
-            first_frame,
-            ts,
-            src,
-            dst,
+        // Made in place in each arm: the endpoints went through two copies on the way.
+        let ctx = match self.conns.get(conn) {
+            Some(k) => {
+                let (src, dst) = k.endpoints(dir);
+                MsgCtx {
+                    conn,
+                    frame,
+                    first_frame,
+                    ts,
+                    src,
+                    dst,
+                }
+            }
+            None => {
+                let unknown = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+                MsgCtx {
+                    conn,
+                    frame,
+                    first_frame,
+                    ts,
+                    src: unknown,
+                    dst: unknown,
+                }
+            }
         };
         let mut chain = Chain::default();
+        let mut left = m.parts.len();
         for part in &m.parts {
+            left -= 1;
             self.stats.smb2_messages += 1;
             self.stats.by_command.count(part.header.command);
             self.exchange
-                .on_part(&ctx, part, &mut chain, self.outbox, self.stats);
+                .on_part(&ctx, part, (&mut chain, left > 0), self.outbox, self.stats);
         }
         for (cmd, _) in &m.overflow {
             self.stats.smb2_messages += 1;

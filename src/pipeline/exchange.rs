@@ -60,11 +60,12 @@ struct PendingReq {
 }
 
 impl PendingReq {
-    /// Bytes it holds beyond its entry: names, and a decoded SQOS request.
-    fn heap_bytes(&self) -> usize {
+    /// Bytes a request with this file name and wait holds beyond its entry: names, and a
+    /// decoded SQOS request.
+    fn heap_bytes(file_name: &Option<Arc<str>>, awaiting: &Awaiting) -> usize {
         // Shared with the open table, but counted here as when each request held a copy.
         let name = |n: &Option<Arc<str>>| n.as_ref().map_or(0, |n| n.len());
-        let awaiting = match &self.awaiting {
+        let awaiting = match awaiting {
             Awaiting::Create { name: n } => name(n),
             Awaiting::TreeConnect { path: Some(p) } => p.len(),
             Awaiting::Sqos {
@@ -76,7 +77,7 @@ impl PendingReq {
             }
             _ => 0,
         };
-        name(&self.file_name) + awaiting
+        name(file_name) + awaiting
     }
 }
 
@@ -143,26 +144,26 @@ impl Exchange {
                 ctx.frame,
                 ctx.ts,
             ) {
-                outbox.push(Out::Channel(rec));
+                outbox.push(Out::Channel(Box::new(rec)));
             }
         }
         self.last_channel = Some((ctx.conn, session));
     }
 
     /// The name an open gets: the share path of its tree before the CREATE name.
-    fn open_name(&self, h: &Header, chain: &Chain, name: Option<String>) -> Option<Arc<str>> {
+    fn open_name(&self, h: &Header, chain: &Chain, name: Option<&str>) -> Option<Arc<str>> {
         let name = name?;
         let tree = match h.tree_id() {
             Some(RELATED_TREE_ID) if h.flags.is_related() => chain.tree_id,
             t => t,
         };
         let dfs = h.flags.0 & crate::smb2::HeaderFlags::DFS_OPERATIONS != 0;
-        Some(Arc::from(
+        Some(
             match tree.and_then(|t| self.sessions.share(h.session_id, t)) {
-                Some(share) => full_path(share, &name, dfs),
-                None => name,
+                Some(share) => Arc::from(full_path(share, name, dfs)),
+                None => Arc::from(name),
             },
-        ))
+        )
     }
 
     /// The file a FileId names: related placeholders resolve to the chain's file.
@@ -188,12 +189,13 @@ impl Exchange {
         }
     }
 
-    /// One part of a message (`chain` is shared by the parts of one message).
+    /// One part of a message (`chain` is shared by the parts of one message; `more`: parts
+    /// follow this one).
     pub fn on_part(
         &mut self,
         ctx: &MsgCtx,
         part: &Part,
-        chain: &mut Chain,
+        (chain, more): (&mut Chain, bool),
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
@@ -204,24 +206,13 @@ impl Exchange {
         } else if let Some(t) = h.tree_id().filter(|&t| t != RELATED_TREE_ID) {
             chain.tree_id = Some(t);
         }
-        let body = match parse_body(h, &part.bytes) {
+        // The body is lent, not moved: it was copied twice more on its way to its handler.
+        let parsed = parse_body(h, &part.bytes);
+        let body = match &parsed {
             Ok(b) => b,
             Err(e) => {
-                stats.malformed_bodies += 1;
-                if h.command == Command::IOCTL {
-                    outbox.note(NoteKind::BodyNotDecoded, ctx.frame, || {
-                        format!(
-                            "IOCTL {} msg id {}: body not decoded: {e}",
-                            if h.is_response() {
-                                "response"
-                            } else {
-                                "request"
-                            },
-                            h.message_id
-                        )
-                    });
-                }
-                Body::NotDecoded
+                body_not_decoded(ctx, h, e, outbox, stats);
+                &NOT_DECODED
             }
         };
         if matches!(body, Body::Error(_)) {
@@ -230,7 +221,7 @@ impl Exchange {
         if h.is_response() {
             self.on_response(ctx, part, body, chain, outbox, stats);
         } else {
-            self.on_request(ctx, part, body, chain, outbox, stats);
+            self.on_request(ctx, part, body, (chain, more), outbox, stats);
         }
     }
 
@@ -238,24 +229,13 @@ impl Exchange {
         &mut self,
         ctx: &MsgCtx,
         part: &Part,
-        body: Body,
-        chain: &mut Chain,
+        body: &Body,
+        (chain, more): (&mut Chain, bool),
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
         let h = &part.header;
         let (file, awaiting) = match body {
-            Body::CreateRequest(c) => {
-                let name = self.open_name(h, chain, c.name);
-                // A new chain file: its FileId is known only from the response.
-                *chain = Chain {
-                    file_id: None,
-                    name: name.clone(),
-                    tree_id: chain.tree_id,
-                };
-                ((None, name.clone()), Awaiting::Create { name })
-            }
-            Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
             Body::ReadRequest(r) => (
                 self.resolve(h, r.file_id, chain),
                 Awaiting::Io {
@@ -270,10 +250,76 @@ impl Exchange {
                     requested: w.length,
                 },
             ),
+            _ => self.request_other(ctx, part, body, chain, outbox, stats),
+        };
+        // The chain's file is for the parts after this one (none after most requests: their
+        // name is then not shared once more for nothing).
+        if let (Some(fid), false, true) =
+            (file.0, matches!(awaiting, Awaiting::Create { .. }), more)
+        {
+            chain.file_id = Some(fid);
+            chain.name = file.1.clone();
+        }
+        // CANCEL reuses the MessageId of the request it cancels: never a pending request.
+        if h.command == Command::CANCEL || h.message_id == UNSOLICITED_MESSAGE_ID {
+            return;
+        }
+        let (file_id, file_name) = file;
+        let bytes = PendingReq::heap_bytes(&file_name, &awaiting);
+        let req = || PendingReq {
+            session: h.session_id,
+            channel_sequence: h.channel_sequence(),
+            frame: ctx.frame,
+            ts: ctx.ts,
+            command: h.command,
+            file_id,
+            file_name,
+            awaiting,
+        };
+        let mut full = 0;
+        let key = (ctx.conn, h.message_id);
+        self.pending.insert(key, bytes, req, |(_, id), old, why| {
+            stats.pending_evicted += 1;
+            match why {
+                Evicted::Full => full += 1,
+                Evicted::Replaced => note_replaced(outbox, ctx.frame, id, &old),
+            }
+        });
+        if full > 0 {
+            // Counted in the pending share, reported once at the end.
+            self.pending.share_mut().dropped(full, 0, ctx.frame);
+        }
+    }
+
+    /// What a request other than READ and WRITE names and waits for: out of line, so that
+    /// the per-message path keeps its registers for those two.
+    #[inline(never)]
+    fn request_other(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        body: &Body,
+        chain: &mut Chain,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) -> ((Option<FileId>, Option<Arc<str>>), Awaiting) {
+        let h = &part.header;
+        match body {
+            Body::CreateRequest(c) => {
+                let name = self.open_name(h, chain, c.name.as_deref());
+                // A new chain file: its FileId is known only from the response.
+                *chain = Chain {
+                    file_id: None,
+                    name: name.clone(),
+                    tree_id: chain.tree_id,
+                };
+                ((None, name.clone()), Awaiting::Create { name })
+            }
+            Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
             Body::IoctlRequest(io) => {
                 let file = self.resolve(h, io.file_id, chain);
                 if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL {
-                    let rec = request_record(ctx, part, &io, file.clone());
+                    let rec = request_record(ctx, part, io, file.clone());
                     stats.sqos_messages += 1;
                     let request = match &rec.body {
                         super::SqosBody::Request(d) => d.message.clone().map(Box::new),
@@ -307,7 +353,7 @@ impl Exchange {
             Body::TreeConnectRequest(r) => (
                 (None, None),
                 Awaiting::TreeConnect {
-                    path: r.path.map(Arc::from),
+                    path: r.path.as_deref().map(Arc::from),
                 },
             ),
             _ if h.command == Command::TREE_DISCONNECT => (
@@ -317,42 +363,6 @@ impl Exchange {
                 },
             ),
             _ => ((None, None), Awaiting::Other),
-        };
-        if let (Some(fid), false) = (file.0, matches!(awaiting, Awaiting::Create { .. })) {
-            chain.file_id = Some(fid);
-            chain.name = file.1.clone();
-        }
-        // CANCEL reuses the MessageId of the request it cancels: never a pending request.
-        if h.command == Command::CANCEL || h.message_id == UNSOLICITED_MESSAGE_ID {
-            return;
-        }
-        let req = PendingReq {
-            session: h.session_id,
-            channel_sequence: h.channel_sequence(),
-            frame: ctx.frame,
-            ts: ctx.ts,
-            command: h.command,
-            file_id: file.0,
-            file_name: file.1,
-            awaiting,
-        };
-        let bytes = req.heap_bytes();
-        for ((_, id), old, why) in self.pending.insert((ctx.conn, h.message_id), req, bytes) {
-            stats.pending_evicted += 1;
-            match why {
-                // Counted in the pending share, reported once at the end.
-                Evicted::Full => {
-                    self.pending.share_mut().dropped(1, 0, ctx.frame);
-                }
-                Evicted::Replaced => {
-                    outbox.note(NoteKind::Replaced, ctx.frame, || {
-                        format!(
-                            "{} request in frame {} (msg id {id}) forgotten unanswered: its MessageId was used again",
-                            old.command, old.frame,
-                        )
-                    });
-                }
-            }
         }
     }
 
@@ -360,23 +370,68 @@ impl Exchange {
         &mut self,
         ctx: &MsgCtx,
         part: &Part,
-        body: Body,
+        body: &Body,
+        chain: &mut Chain,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        let h = &part.header;
+        if h.command == Command::READ || h.command == Command::WRITE {
+            // Interim responses leave the request waiting for its final response.
+            if !h.is_interim() {
+                self.io_response(ctx, h, body, outbox, stats);
+            }
+            return;
+        }
+        // Interim responses leave the request waiting for its final response.
+        let mut req = if h.is_interim() {
+            None
+        } else {
+            self.pending.remove(&(ctx.conn, h.message_id))
+        };
+        if let Some(r) = &req {
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+        }
+        self.response_other(ctx, part, body, &mut req, chain, outbox, stats);
+        // An I/O request answered by another command still makes its I/O record.
+        if let (Some(r), false) = (&req, h.is_interim()) {
+            io_record(ctx, h, body, r, outbox);
+        }
+    }
+
+    /// A final READ or WRITE response (its body one of those, an ERROR or none): timed and
+    /// made an I/O record with its request, read where it lies in the pending table.
+    fn io_response(
+        &mut self,
+        ctx: &MsgCtx,
+        h: &Header,
+        body: &Body,
+        outbox: &mut Outbox,
+        stats: &mut Stats,
+    ) {
+        self.pending.remove_with(&(ctx.conn, h.message_id), |r| {
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+            io_record(ctx, h, body, r, outbox);
+        });
+    }
+
+    /// The records of a response other than READ and WRITE (out of line, as
+    /// `request_other`). An SQOS response takes its request out of `req`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn response_other(
+        &mut self,
+        ctx: &MsgCtx,
+        part: &Part,
+        body: &Body,
+        req: &mut Option<PendingReq>,
         chain: &mut Chain,
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
         let h = &part.header;
         let key = (ctx.conn, h.message_id);
-        // Interim responses leave the request waiting for its final response.
-        let req = if h.is_interim() {
-            None
-        } else {
-            self.pending.remove(&key)
-        };
-        if let Some(r) = &req {
-            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
-        }
-        let req_ref = match &req {
+        let req_ref = match req.as_ref() {
             Some(r) => Some(r),
             None if h.is_interim() => self.pending.get(&key),
             None => None,
@@ -385,7 +440,7 @@ impl Exchange {
         let session = h.session_id;
         let status_ok = !h.status.is_error();
         match body {
-            Body::CreateResponse(ref c) => {
+            Body::CreateResponse(c) => {
                 let name = match req_ref.map(|r| &r.awaiting) {
                     Some(Awaiting::Create { name }) => name.clone(),
                     _ => None,
@@ -428,17 +483,15 @@ impl Exchange {
                     }));
                 }
             }
-            Body::IoctlResponse(ref io) if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL || was_sqos => {
+            Body::IoctlResponse(io) if io.ctl_code == FSCTL_STORAGE_QOS_CONTROL || was_sqos => {
                 let file = self.response_file(h, io.file_id, chain, req_ref);
-                self.sqos_response(ctx, part, Some(io), file, req, outbox, stats);
-                return;
+                self.sqos_response(ctx, part, Some(io), file, req.take(), outbox, stats);
             }
             Body::Error(_) | Body::NotDecoded if was_sqos && h.command == Command::IOCTL => {
                 let file = req_ref
                     .map(|r| (r.file_id, r.file_name.clone()))
                     .unwrap_or_default();
-                self.sqos_response(ctx, part, None, file, req, outbox, stats);
-                return;
+                self.sqos_response(ctx, part, None, file, req.take(), outbox, stats);
             }
             Body::SessionSetupResponse(_) if h.status.0 == 0 => {
                 let joined = match req_ref.map(|r| &r.awaiting) {
@@ -451,7 +504,7 @@ impl Exchange {
                     .sessions
                     .join(session, ctx.conn, client, server, joined, ctx.frame, ctx.ts)
                 {
-                    outbox.push(Out::Channel(rec));
+                    outbox.push(Out::Channel(Box::new(rec)));
                 }
             }
             Body::TreeConnectResponse(_) if status_ok => {
@@ -471,37 +524,13 @@ impl Exchange {
             }
             _ if h.command == Command::LOGOFF && status_ok && !h.is_interim() => {
                 for rec in self.sessions.logoff(session, ctx.frame, ctx.ts) {
-                    outbox.push(Out::Channel(rec));
+                    outbox.push(Out::Channel(Box::new(rec)));
                 }
                 if self.last_channel.is_some_and(|(_, s)| s == session) {
                     self.last_channel = None;
                 }
             }
             _ => {}
-        }
-        // I/O: a final READ/WRITE response matched with its request.
-        if let (Some(r), false) = (&req, h.is_interim()) {
-            if let Awaiting::Io { kind, requested } = r.awaiting {
-                let transferred = match (&body, status_ok) {
-                    (Body::ReadResponse(rr), true) => rr.data_length,
-                    (Body::WriteResponse(wr), true) => wr.count,
-                    _ => 0,
-                };
-                outbox.push(Out::Io(IoRecord {
-                    request_frame: r.frame,
-                    response_frame: ctx.frame,
-                    request_ts: r.ts,
-                    response_ts: ctx.ts,
-                    conn: ctx.conn,
-                    session_id: session,
-                    file_id: r.file_id.unwrap_or_default(),
-                    kind,
-                    channel_sequence: r.channel_sequence,
-                    requested,
-                    transferred,
-                    nt_status: h.status.0,
-                }));
-            }
         }
     }
 
@@ -628,7 +657,7 @@ impl Exchange {
         let left = self.pending.remove_conn(conn);
         let pending: Vec<(u64, u64)> = left.iter().map(|(_, r)| (r.session, r.frame)).collect();
         for rec in self.sessions.end_conn(conn, how, (frame, ts), &pending) {
-            outbox.push(Out::Channel(rec));
+            outbox.push(Out::Channel(Box::new(rec)));
         }
         if self.last_channel.is_some_and(|(c, _)| c == conn) {
             self.last_channel = None;
@@ -661,7 +690,7 @@ impl Exchange {
             .map(|((c, _), r)| (*c, r.session, r.frame))
             .collect();
         for rec in self.sessions.end_all((last_frame, ts), &pending) {
-            outbox.push(Out::Channel(rec));
+            outbox.push(Out::Channel(Box::new(rec)));
         }
         self.last_channel = None;
         stats.sessions = self
@@ -697,6 +726,72 @@ impl Exchange {
             }));
         }
     }
+}
+
+/// The I/O record of a final response to an I/O request `r` (none for other requests).
+#[inline]
+fn io_record(ctx: &MsgCtx, h: &Header, body: &Body, r: &PendingReq, outbox: &mut Outbox) {
+    let Awaiting::Io { kind, requested } = r.awaiting else {
+        return;
+    };
+    let transferred = match (body, !h.status.is_error()) {
+        (Body::ReadResponse(rr), true) => rr.data_length,
+        (Body::WriteResponse(wr), true) => wr.count,
+        _ => 0,
+    };
+    outbox.push_io(IoRecord {
+        request_frame: r.frame,
+        response_frame: ctx.frame,
+        request_ts: r.ts,
+        response_ts: ctx.ts,
+        conn: ctx.conn,
+        session_id: h.session_id,
+        file_id: r.file_id.unwrap_or_default(),
+        kind,
+        channel_sequence: r.channel_sequence,
+        requested,
+        transferred,
+        nt_status: h.status.0,
+    });
+}
+
+/// The body of a part that did not decode (`parse_body` failed).
+static NOT_DECODED: Body = Body::NotDecoded;
+
+/// A body that failed to decode: counted; an IOCTL's noted (out of line: rare).
+#[inline(never)]
+fn body_not_decoded(
+    ctx: &MsgCtx,
+    h: &Header,
+    e: &crate::smb2::Smb2Error,
+    outbox: &mut Outbox,
+    stats: &mut Stats,
+) {
+    stats.malformed_bodies += 1;
+    if h.command == Command::IOCTL {
+        outbox.note(NoteKind::BodyNotDecoded, ctx.frame, || {
+            format!(
+                "IOCTL {} msg id {}: body not decoded: {e}",
+                if h.is_response() {
+                    "response"
+                } else {
+                    "request"
+                },
+                h.message_id
+            )
+        });
+    }
+}
+
+/// A request forgotten because its MessageId was used again (out of line: rare).
+#[inline(never)]
+fn note_replaced(outbox: &mut Outbox, frame: u64, id: u64, old: &PendingReq) {
+    outbox.note(NoteKind::Replaced, frame, || {
+        format!(
+            "{} request in frame {} (msg id {id}) forgotten unanswered: its MessageId was used again",
+            old.command, old.frame,
+        )
+    });
 }
 
 /// (client, server) of a message's connection: requests travel client → server.

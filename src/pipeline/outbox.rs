@@ -33,7 +33,10 @@ pub enum Out {
     Open(OpenRecord),
     Close(CloseRecord),
     Io(IoRecord),
-    Channel(ChannelRecord),
+    /// Boxed: a channel record (two addresses) is twice an I/O record, and rare; unboxed it
+    /// made every slot that large, copied (by `memcpy`) on every push and delivery. Its
+    /// queued cost stays as it was (no bytes beyond the slot).
+    Channel(Box<ChannelRecord>),
     Note(CaptureNote),
     /// A note that loses no data ([`RecordSink::on_info`]).
     Info(CaptureNote),
@@ -227,9 +230,21 @@ impl Outbox {
         seq
     }
 
+    /// Queue an I/O record (one per READ/WRITE answered): it holds no bytes beyond its slot,
+    /// so they are not worked out.
+    pub fn push_io(&mut self, rec: IoRecord) -> Seq {
+        self.push_sized(Out::Io(rec), false, 0)
+    }
+
     fn push_slot(&mut self, out: Out, held: bool) -> Seq {
-        let seq = self.base + self.queue.len() as u64;
         let bytes = out.heap_bytes();
+        self.push_sized(out, held, bytes)
+    }
+
+    /// Queue `out`, holding `bytes` (its `heap_bytes`).
+    #[inline]
+    fn push_sized(&mut self, out: Out, held: bool, bytes: usize) -> Seq {
+        let seq = self.base + self.queue.len() as u64;
         self.share.charge(1, bytes);
         self.queue.push_back(Slot { out, held, bytes });
         seq

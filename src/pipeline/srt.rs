@@ -27,8 +27,14 @@ impl Srt {
             self.min = secs;
             self.max = secs;
         } else {
-            self.min = self.min.min(secs);
-            self.max = self.max.max(secs);
+            // Compared, not `f64::min`/`max`: those handle NaN, which a time between two
+            // timestamps never is, in twice the instructions.
+            if secs < self.min {
+                self.min = secs;
+            }
+            if secs > self.max {
+                self.max = secs;
+            }
         }
         self.calls += 1;
         self.sum += secs;

@@ -117,33 +117,39 @@ impl<V> PendingTable<V> {
         &mut self.share
     }
 
-    /// Record a request holding `bytes` variable bytes. Returns the requests pushed out: the
-    /// one it replaces (same MessageId: a retransmission or a reused id), and the oldest ones
-    /// when the share is full.
-    pub fn insert(&mut self, key: MsgKey, value: V, bytes: usize) -> Vec<(MsgKey, V, Evicted)> {
-        let mut out = Vec::new();
-        if let Some(old) = self.take(&key) {
-            out.push((key, old, Evicted::Replaced));
+    /// Record a request holding `bytes` variable bytes. The requests pushed out go to
+    /// `evicted`, in this order: the one it replaces (same MessageId: a retransmission or a
+    /// reused id), then the oldest ones while the share is full. (A callback, not a returned
+    /// list: nearly every insert evicts nothing, and an empty list still cost its building,
+    /// walk and drop.)
+    ///
+    /// The request is made by `value` once there is room, in its slot: made before, it was
+    /// copied twice on its way there.
+    pub fn insert(
+        &mut self,
+        key: MsgKey,
+        bytes: usize,
+        value: impl FnOnce() -> V,
+        mut evicted: impl FnMut(MsgKey, V, Evicted),
+    ) {
+        // `take`, spelled out: its look-up (which nearly always finds nothing) is then made
+        // here, without a call.
+        if let Some(old) = self.unindex(&key).and_then(|slot| self.release_cold(slot)) {
+            evicted(key, old, Evicted::Replaced);
         }
         while !self.share.fits(1, bytes) {
             match self.pop_oldest() {
-                Some((k, v)) => out.push((k, v, Evicted::Full)),
+                Some((k, v)) => evicted(k, v, Evicted::Full),
                 None => break,
             }
         }
         self.generation += 1;
         self.share.charge(1, bytes);
-        let slot = self.store(Slot {
-            key,
-            generation: self.generation,
-            bytes,
-            value: Some(value),
-        });
+        let slot = self.store(key, bytes, value);
         self.index(key, slot);
         self.order.push_back((slot, self.generation));
         self.len += 1;
         self.compact();
-        out
     }
 
     pub fn get(&self, key: &MsgKey) -> Option<&V> {
@@ -170,6 +176,18 @@ impl<V> PendingTable<V> {
         let v = self.take(key);
         self.compact();
         v
+    }
+
+    /// The request answered by a final response, read by `f` where it lies, then forgotten
+    /// (dropped in its slot: taken out with `remove`, it was copied twice on the way).
+    pub fn remove_with<R>(&mut self, key: &MsgKey, f: impl FnOnce(&V) -> R) -> Option<R> {
+        let r = self.unindex(key).and_then(|slot| {
+            let r = self.slots.get(slot)?.value.as_ref().map(f);
+            self.discard(slot);
+            r
+        });
+        self.compact();
+        r
     }
 
     /// Remove every request of a connection (it closed), oldest first.
@@ -252,14 +270,29 @@ impl<V> PendingTable<V> {
         }
     }
 
-    fn store(&mut self, entry: Slot<V>) -> usize {
+    /// Put a new entry (of this generation) in a free slot, or a new one.
+    fn store(&mut self, key: MsgKey, bytes: usize, value: impl FnOnce() -> V) -> usize {
+        let generation = self.generation;
         match self.free.pop() {
             Some(slot) if slot < self.slots.len() => {
-                self.slots[slot] = entry;
+                let s = &mut self.slots[slot];
+                // Empty already (it is free): the new value is then written in place.
+                s.value = None;
+                *s = Slot {
+                    key,
+                    generation,
+                    bytes,
+                    value: Some(value()),
+                };
                 slot
             }
             _ => {
-                self.slots.push(entry);
+                self.slots.push(Slot {
+                    key,
+                    generation,
+                    bytes,
+                    value: Some(value()),
+                });
                 self.slots.len() - 1
             }
         }
@@ -276,6 +309,25 @@ impl<V> PendingTable<V> {
             self.len -= 1;
         }
         v
+    }
+
+    /// `release`, out of line: for the rare request that replaces another.
+    #[inline(never)]
+    fn release_cold(&mut self, slot: usize) -> Option<V> {
+        self.release(slot)
+    }
+
+    /// `release` without handing the value back.
+    fn discard(&mut self, slot: usize) {
+        let Some(s) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if s.value.is_some() {
+            s.value = None;
+            self.share.release(1, s.bytes);
+            self.free.push(slot);
+            self.len -= 1;
+        }
     }
 
     fn take(&mut self, key: &MsgKey) -> Option<V> {
@@ -318,17 +370,32 @@ mod tests {
 
     const COST: usize = Kind::Pending.entry_cost();
 
+    /// Insert, collecting what was pushed out.
+    fn put<V>(
+        t: &mut PendingTable<V>,
+        key: MsgKey,
+        v: V,
+        bytes: usize,
+    ) -> Vec<(MsgKey, V, Evicted)> {
+        let mut out = Vec::new();
+        t.insert(key, bytes, || v, |k, v, why| out.push((k, v, why)));
+        out
+    }
+
     #[test]
     fn full_table_evicts_oldest_and_stays_bounded() {
         let mut t = PendingTable::new(2 * COST);
         let c = ConnId(0);
-        assert!(t.insert((c, 1), "a", 0).is_empty());
-        assert!(t.insert((c, 2), "b", 0).is_empty());
-        assert_eq!(t.insert((c, 3), "c", 0), vec![((c, 1), "a", Evicted::Full)]);
+        assert!(put(&mut t, (c, 1), "a", 0).is_empty());
+        assert!(put(&mut t, (c, 2), "b", 0).is_empty());
+        assert_eq!(
+            put(&mut t, (c, 3), "c", 0),
+            vec![((c, 1), "a", Evicted::Full)]
+        );
         assert_eq!(t.remove(&(c, 2)), Some("b"));
         assert_eq!(t.len(), 1);
         for i in 10..1000 {
-            t.insert((c, i), "x", 0);
+            put(&mut t, (c, i), "x", 0);
             t.remove(&(c, i));
         }
         assert!(t.order.len() <= 2 * t.len() + 65);
@@ -337,13 +404,32 @@ mod tests {
     }
 
     #[test]
+    fn remove_with_reads_the_request_then_forgets_it() {
+        let mut t = PendingTable::new(4 * COST);
+        let (a, b) = (ConnId(1), ConnId(2));
+        put(&mut t, (a, 1), String::from("one"), 3);
+        put(&mut t, (b, 1), String::from("two"), 3);
+        assert_eq!(t.remove_with(&(a, 1), |v| v.len()), Some(3));
+        assert_eq!(t.remove_with(&(a, 1), |v| v.len()), None, "forgotten");
+        assert_eq!(t.get(&(a, 1)), None);
+        assert_eq!((t.len(), t.share().used()), (1, COST + 3));
+        // Its slot is taken again.
+        put(&mut t, (a, 2), String::from("three"), 5);
+        assert_eq!(t.slots.len(), 2);
+        assert_eq!(
+            t.drain(),
+            vec![((b, 1), "two".into()), ((a, 2), "three".into())]
+        );
+    }
+
+    #[test]
     fn bytes_count_against_the_share() {
         let mut t = PendingTable::new(3 * COST);
         let c = ConnId(0);
-        t.insert((c, 1), "a", 0);
-        t.insert((c, 2), "b", 0);
+        put(&mut t, (c, 1), "a", 0);
+        put(&mut t, (c, 2), "b", 0);
         // A request with a long name takes the room of two.
-        let out = t.insert((c, 3), "c", COST);
+        let out = put(&mut t, (c, 3), "c", COST);
         assert_eq!(out, vec![((c, 1), "a", Evicted::Full)]);
         assert_eq!(t.share().used(), 3 * COST);
     }
@@ -352,12 +438,15 @@ mod tests {
     fn same_message_id_replaces() {
         let mut t = PendingTable::new(4 * COST);
         let c = ConnId(1);
-        t.insert((c, 7), 1, 0);
-        assert_eq!(t.insert((c, 7), 2, 0), vec![((c, 7), 1, Evicted::Replaced)]);
+        put(&mut t, (c, 7), 1, 0);
+        assert_eq!(
+            put(&mut t, (c, 7), 2, 0),
+            vec![((c, 7), 1, Evicted::Replaced)]
+        );
         assert_eq!(t.get(&(c, 7)), Some(&2));
-        t.insert((ConnId(2), 1), 3, 0);
-        t.insert((ConnId(0), 9), 4, 0);
-        t.insert((c, 5), 5, 0);
+        put(&mut t, (ConnId(2), 1), 3, 0);
+        put(&mut t, (ConnId(0), 9), 4, 0);
+        put(&mut t, (c, 5), 5, 0);
         assert_eq!(t.remove_conn(c), vec![((c, 7), 2), ((c, 5), 5)]);
         assert_eq!(t.len(), 2);
     }
@@ -369,10 +458,10 @@ mod tests {
         // Shares a's lane (numbers 64 apart).
         let b = ConnId(1 + crate::net::CONN_SLOTS as u32);
         for id in 0..12u64 {
-            assert!(t.insert((a, id), id, 0).is_empty());
+            assert!(put(&mut t, (a, id), id, 0).is_empty());
         }
-        assert!(t.insert((b, 5), 105, 0).is_empty());
-        assert!(t.insert((c, 0), 200, 0).is_empty());
+        assert!(put(&mut t, (b, 5), 105, 0).is_empty());
+        assert!(put(&mut t, (c, 0), 200, 0).is_empty());
         assert_eq!(t.spill.len(), 4 + 1, "a's ids 8..12 and b's");
         assert_eq!(t.get(&(a, 10)), Some(&10));
         assert_eq!(t.get(&(b, 5)), Some(&105));
@@ -381,11 +470,11 @@ mod tests {
         assert_eq!(t.remove(&(a, 3)), None);
         // A spilled id sent again is replaced like one in the lane.
         assert_eq!(
-            t.insert((a, 10), 1010, 0),
+            put(&mut t, (a, 10), 1010, 0),
             vec![((a, 10), 10, Evicted::Replaced)]
         );
         assert_eq!(
-            t.insert((a, 1), 1001, 0),
+            put(&mut t, (a, 1), 1001, 0),
             vec![((a, 1), 1, Evicted::Replaced)]
         );
         assert_eq!(t.find(|_, v| *v > 1000), Some((a, 10)));
@@ -395,7 +484,7 @@ mod tests {
         assert_eq!(ids, [0, 2, 4, 5, 6, 7, 8, 9, 11, 10, 1], "oldest first");
         assert_eq!(left.last(), Some(&((a, 1), 1001)));
         // a's lane is free again: b takes it; its spilled request is still found.
-        assert!(t.insert((b, 6), 106, 0).is_empty());
+        assert!(put(&mut t, (b, 6), 106, 0).is_empty());
         assert_eq!(t.get(&(b, 5)), Some(&105));
         assert_eq!(t.remove(&(b, 6)), Some(106));
         assert_eq!(t.drain(), vec![((b, 5), 105), ((c, 0), 200)]);
@@ -407,21 +496,21 @@ mod tests {
         let mut t = PendingTable::new(3 * COST);
         let (a, c) = (ConnId(0), ConnId(7));
         let b = ConnId(crate::net::CONN_SLOTS as u32);
-        t.insert((a, 1), "a1", 0);
-        t.insert((b, 1), "b1", 0);
-        t.insert((a, 2), "a2", 0);
+        put(&mut t, (a, 1), "a1", 0);
+        put(&mut t, (b, 1), "b1", 0);
+        put(&mut t, (a, 2), "a2", 0);
         assert_eq!(
-            t.insert((c, 1), "c1", 0),
+            put(&mut t, (c, 1), "c1", 0),
             vec![((a, 1), "a1", Evicted::Full)]
         );
         assert_eq!(
-            t.insert((c, 2), "c2", 0),
+            put(&mut t, (c, 2), "c2", 0),
             vec![((b, 1), "b1", Evicted::Full)]
         );
         assert!(t.spill.is_empty());
         // Replaced first, then the oldest, as before.
         assert_eq!(
-            t.insert((c, 2), "c2'", COST),
+            put(&mut t, (c, 2), "c2'", COST),
             vec![
                 ((c, 2), "c2", Evicted::Replaced),
                 ((a, 2), "a2", Evicted::Full)
