@@ -34,8 +34,8 @@ pub enum Out {
     Close(CloseRecord),
     Io(IoRecord),
     /// Boxed: a channel record (two addresses) is twice an I/O record, and rare; unboxed it
-    /// made every slot that large, copied (by `memcpy`) on every push and delivery. Its
-    /// queued cost stays as it was (no bytes beyond the slot).
+    /// made every slot that large, copied (by `memcpy`) on every push and delivery. Its box
+    /// counts in the queued share (`heap_bytes`).
     Channel(Box<ChannelRecord>),
     Note(CaptureNote),
     /// A note that loses no data ([`RecordSink::on_info`]).
@@ -52,7 +52,9 @@ impl Out {
             }
             Out::Open(r) => r.file_name.len(),
             Out::Note(n) | Out::Info(n) => n.message.len(),
-            Out::Close(_) | Out::Io(_) | Out::Channel(_) => 0,
+            // Boxed (rare, and twice an I/O record): its box is heap beyond the slot.
+            Out::Channel(_) => std::mem::size_of::<ChannelRecord>(),
+            Out::Close(_) | Out::Io(_) => 0,
         }
     }
 }
