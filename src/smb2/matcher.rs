@@ -304,11 +304,17 @@ impl<V> PendingTable<V> {
         let s = self.slots.get_mut(slot)?;
         let v = s.value.take();
         if v.is_some() {
-            self.share.release(1, s.bytes);
-            self.free.push(slot);
-            self.len -= 1;
+            let bytes = s.bytes;
+            self.freed(slot, bytes);
         }
         v
+    }
+
+    /// Slot `slot`, whose entry of `bytes` was just emptied, is free.
+    fn freed(&mut self, slot: usize, bytes: usize) {
+        self.share.release(1, bytes);
+        self.free.push(slot);
+        self.len -= 1;
     }
 
     /// `release`, out of line: for the rare request that replaces another.
@@ -324,9 +330,8 @@ impl<V> PendingTable<V> {
         };
         if s.value.is_some() {
             s.value = None;
-            self.share.release(1, s.bytes);
-            self.free.push(slot);
-            self.len -= 1;
+            let bytes = s.bytes;
+            self.freed(slot, bytes);
         }
     }
 
