@@ -321,7 +321,16 @@ impl Smb2Layer {
     }
 
     /// After the push: remember where the message still in progress began.
+    #[inline]
     fn end_push(&mut self, conn: ConnId, dir: Dir) {
+        if self.starts.is_some() {
+            self.end_push_tracked(conn, dir);
+        }
+    }
+
+    /// [`Smb2Layer::end_push`] when message starts are tracked (`dissect -w`, `-x`).
+    #[inline(never)]
+    fn end_push_tracked(&mut self, conn: ConnId, dir: Dir) {
         let Some(s) = &mut self.starts else {
             return;
         };
