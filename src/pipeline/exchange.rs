@@ -88,6 +88,17 @@ pub struct Chain {
     name: Option<Arc<str>>,
     /// TreeId of the chain's last request with a real one (related requests carry 0xFFFFFFFF).
     tree_id: Option<u32>,
+    /// Parts follow the one being handled (set by the caller for each part).
+    pub(super) more: bool,
+}
+
+impl Chain {
+    /// The chain works on `file_id` (`None`: a new file, whose FileId only the response
+    /// gives), named `name`.
+    fn working_on(&mut self, file_id: Option<FileId>, name: Option<Arc<str>>) {
+        self.file_id = file_id;
+        self.name = name;
+    }
 }
 
 /// TreeId of a related request that takes the previous request's (MS-SMB2 3.2.4.1.4).
@@ -189,13 +200,12 @@ impl Exchange {
         }
     }
 
-    /// One part of a message (`chain` is shared by the parts of one message; `more`: parts
-    /// follow this one).
+    /// One part of a message (`chain` is shared by the parts of one message).
     pub fn on_part(
         &mut self,
         ctx: &MsgCtx,
         part: &Part,
-        (chain, more): (&mut Chain, bool),
+        chain: &mut Chain,
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
@@ -221,7 +231,7 @@ impl Exchange {
         if h.is_response() {
             self.on_response(ctx, part, body, chain, outbox, stats);
         } else {
-            self.on_request(ctx, part, body, (chain, more), outbox, stats);
+            self.on_request(ctx, part, body, chain, outbox, stats);
         }
     }
 
@@ -230,7 +240,7 @@ impl Exchange {
         ctx: &MsgCtx,
         part: &Part,
         body: &Body,
-        (chain, more): (&mut Chain, bool),
+        chain: &mut Chain,
         outbox: &mut Outbox,
         stats: &mut Stats,
     ) {
@@ -254,11 +264,12 @@ impl Exchange {
         };
         // The chain's file is for the parts after this one (none after most requests: their
         // name is then not shared once more for nothing).
-        if let (Some(fid), false, true) =
-            (file.0, matches!(awaiting, Awaiting::Create { .. }), more)
-        {
-            chain.file_id = Some(fid);
-            chain.name = file.1.clone();
+        if let (Some(fid), false, true) = (
+            file.0,
+            matches!(awaiting, Awaiting::Create { .. }),
+            chain.more,
+        ) {
+            chain.working_on(Some(fid), file.1.clone());
         }
         // CANCEL reuses the MessageId of the request it cancels: never a pending request.
         if h.command == Command::CANCEL || h.message_id == UNSOLICITED_MESSAGE_ID {
@@ -308,11 +319,7 @@ impl Exchange {
             Body::CreateRequest(c) => {
                 let name = self.open_name(h, chain, c.name.as_deref());
                 // A new chain file: its FileId is known only from the response.
-                *chain = Chain {
-                    file_id: None,
-                    name: name.clone(),
-                    tree_id: chain.tree_id,
-                };
+                chain.working_on(None, name.clone());
                 ((None, name.clone()), Awaiting::Create { name })
             }
             Body::CloseRequest(c) => (self.resolve(h, c.file_id, chain), Awaiting::Close),
@@ -445,11 +452,7 @@ impl Exchange {
                     Some(Awaiting::Create { name }) => name.clone(),
                     _ => None,
                 };
-                *chain = Chain {
-                    file_id: Some(c.file_id),
-                    name: name.clone(),
-                    tree_id: chain.tree_id,
-                };
+                chain.working_on(Some(c.file_id), name.clone());
                 if let Some(name) = name {
                     let evicted = self.opens.open(session, c.file_id, name.clone());
                     if evicted > 0 {

@@ -57,7 +57,7 @@ impl Lane {
 
 /// Outstanding requests, each with caller data `V` and its variable bytes. Bounded by a memory
 /// share (`Kind::Pending`: entries at their cost plus the bytes the caller charges): inserting
-/// into a full table evicts the oldest requests, which are returned so the caller can count them.
+/// into a full table evicts the oldest requests, which are handed to the caller to count.
 ///
 /// Entries live in slots (reused); each is found through its connection's lane or, past the
 /// lane (many outstanding, or a connection whose lane another holds), through the spill map,

@@ -266,6 +266,14 @@ impl State {
             skipped: 0,
         }
     }
+
+    /// Scanning again after a false message start, its first byte skipped.
+    fn rescan() -> State {
+        State::Scan {
+            carry: Vec::new(),
+            skipped: 1,
+        }
+    }
 }
 
 /// Bytes a framer holds besides its message's kept bytes: itself and its boxed message walker
@@ -524,10 +532,7 @@ impl Framer {
             return;
         };
         if m.desync {
-            self.state = State::Scan {
-                carry: Vec::new(),
-                skipped: 1,
-            };
+            self.state = State::rescan();
         } else if m.remaining == 0 {
             if let State::Message(m) = std::mem::replace(&mut self.state, State::nb_header()) {
                 self.finish_keeping(m, out, ctx);
@@ -545,10 +550,7 @@ impl Framer {
                     // Not a message we would follow: its first byte is skipped (and counted),
                     // the rest scanned for a message start.
                     self.giveback.extend_from_slice(&nb[1..]);
-                    return State::Scan {
-                        carry: Vec::new(),
-                        skipped: 1,
-                    };
+                    return State::rescan();
                 }
                 if h.length == 0 {
                     return State::nb_header();
@@ -576,10 +578,7 @@ impl Framer {
             }
             Some(_) | None => {
                 self.giveback.extend_from_slice(&nb[1..]);
-                State::Scan {
-                    carry: Vec::new(),
-                    skipped: 1,
-                }
+                State::rescan()
             }
         }
     }
