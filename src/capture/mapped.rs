@@ -254,6 +254,12 @@ impl<'m> MapView<'m> {
         self.shrunk.load(Ordering::Acquire)
     }
 
+    /// The address of byte `at` (or past the end: only computed, for [`prefetch_address`]).
+    #[inline]
+    pub(crate) fn address(&self, at: usize) -> usize {
+        self.bytes.as_ptr().wrapping_add(at) as usize
+    }
+
     /// See [`Map::prefetch`].
     #[inline]
     pub(crate) fn prefetch(&self, at: usize) {
@@ -270,6 +276,19 @@ impl<'m> MapView<'m> {
         #[cfg(not(target_arch = "x86_64"))]
         let _ = line;
     }
+}
+
+/// Asks the CPU for the cache line at `address`, which need not be mapped.
+#[inline(always)]
+pub(crate) fn prefetch_address(address: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing into the program and cannot fault, wherever it points.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(address as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
 }
 
 /// Reads `byte` for the read's sake: a byte of a map past the end of a file that shrank

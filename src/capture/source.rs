@@ -300,7 +300,7 @@ struct RunWalk<'m> {
     start: usize,
     map: Option<&'m super::mapped::Map>,
     frames: u64,
-    recent: RecentLengths,
+    ahead: StreamAhead,
 }
 
 #[cfg(target_os = "linux")]
@@ -322,7 +322,7 @@ impl RunWalk<'_> {
         // the walk passes the map's next release point (asked again after each release).
         let mut release_at = self.map.map_or(usize::MAX, |m| m.next_release());
         for _ in 0..max {
-            let Some(w) = walk_record(view, at, walk, Some(&mut self.recent)) else {
+            let Some(w) = walk_record(view, at, walk, &mut self.ahead) else {
                 break;
             };
             let Some(data) = view.bytes.get(at + w.meta.start..at + w.meta.end) else {
@@ -376,7 +376,7 @@ fn walk_record(
     map: MapView<'_>,
     at: usize,
     walk: Walk<'_>,
-    recent: Option<&mut RecentLengths>,
+    ahead: &mut StreamAhead,
 ) -> Option<Walked> {
     let data = map.bytes.get(at..)?;
     let (meta, len) = match walk {
@@ -403,38 +403,11 @@ fn walk_record(
     if map.shrunk() {
         return None;
     }
-    // A record's walk touches the lines of its headers (the first two) and of its last byte:
-    // ask for them ahead. Where a record begins is known only from the header before it, so
-    // walking them is a chain of waits for memory once a frame needs little work (the bulk
-    // lane's runs): there, ask for the lines of the record `GUESS_AHEAD` further on, which
-    // probably begins as far past the next one as the last records were long and is probably
-    // as long as this one (README, Performance); asking for the next record's lines only (one
-    // record ahead) left each frame of a run waiting for its last byte. A frame pushed alone
-    // does enough work to cover the wait: its next record's lines, known from its header
-    // (`recent` none).
-    let after = at + len;
-    match recent {
-        Some(recent) => {
-            let guess = after + recent.add(len);
-            map.prefetch(guess);
-            map.prefetch(guess + CACHE_LINE);
-            map.prefetch(guess + len - 1);
-        }
-        None => {
-            let next_len = data.get(len..).and_then(|next| match walk {
-                Walk::Pcap {
-                    big_endian,
-                    header_len,
-                    ..
-                } => RecordHeader::read(next, big_endian)?.record_len(header_len),
-                Walk::Ng { big_endian, .. } => Some(read_u32(next.get(4..8)?, big_endian) as usize),
-            });
-            if let Some(next_len) = next_len.filter(|&l| l > 0) {
-                map.prefetch(after + CACHE_LINE);
-                map.prefetch(after + next_len - 1);
-            }
-        }
-    }
+    // Where a record begins is known only from the header before it, so walking them is a
+    // chain of waits for memory once a frame needs little work (the bulk lane's runs). Asking
+    // for every line of the file up to `STREAM_AHEAD` bytes past this record breaks the chain:
+    // the walk streams the file in as a copy does (README, Performance).
+    ahead.stream(map, at + len);
     Some(Walked { meta, len })
 }
 
@@ -490,31 +463,37 @@ impl Epb {
     }
 }
 
-/// Records ahead of the next one whose lines `walk_record` guesses and asks for: 4 took a
-/// C walk of the records from 84–92 to 58–62 ms on 583 MB (2: 65–69, 8: 61–70, 16: 73); with
-/// the guessed record's header and last lines asked for too, 8 was no quicker than 4 (session
-/// 20).
-const GUESS_AHEAD: usize = 4;
+/// How far past the record it walks the walk asks for the file's lines. A C walk of the
+/// records of the bench's small-I/O capture (541 MB, AMD EPYC): 32–36 ms at 4 KiB, 32–34 at 8,
+/// 36–40 at 16, against 55–56 for the lines of the record 4 ahead, guessed from the last
+/// lengths (the rule before, session 20); on the bulk capture 54.7 at 4 KiB against 58.9.
+const STREAM_AHEAD: usize = 4 << 10;
 
-/// The lengths of the last `GUESS_AHEAD` records and their sum.
+/// The next line of the file the walk has not asked for yet, as an address: the walk asks for
+/// each line once, in order, [`STREAM_AHEAD`] bytes before it reaches it.
 #[derive(Default, Clone, Copy)]
-struct RecentLengths {
-    lens: [usize; GUESS_AHEAD],
-    at: usize,
-    sum: usize,
+pub(super) struct StreamAhead {
+    next: usize,
 }
 
-impl RecentLengths {
-    /// A record of `len` bytes was walked; returns the sum of the last `GUESS_AHEAD`.
-    #[inline]
-    fn add(&mut self, len: usize) -> usize {
-        // `at` is always below `GUESS_AHEAD`; the remainder tells the compiler so (no bounds
-        // check in the walk's loop).
-        let at = self.at % GUESS_AHEAD;
-        self.sum = self.sum - self.lens[at] + len;
-        self.lens[at] = len;
-        self.at = (at + 1) % GUESS_AHEAD;
-        self.sum
+impl StreamAhead {
+    /// The walk is at `at` of `map`: ask for the lines up to `STREAM_AHEAD` past it.
+    #[cfg(target_os = "linux")]
+    #[inline(always)]
+    fn stream(&mut self, map: MapView<'_>, at: usize) {
+        let here = map.address(at);
+        let end = here.wrapping_add(STREAM_AHEAD);
+        // A stream's buffer moves when it is refilled: start again where the walk is.
+        let mut line = if self.next > end || self.next < here {
+            here & !(CACHE_LINE - 1)
+        } else {
+            self.next
+        };
+        while line < end {
+            super::mapped::prefetch_address(line);
+            line += CACHE_LINE;
+        }
+        self.next = line;
     }
 }
 
@@ -560,7 +539,7 @@ pub struct CaptureReader {
     ready: Option<PacketMeta>,
     /// The lengths of the last records walked in the map, to guess where a record a few ahead
     /// begins (see `walk_record`).
-    recent: RecentLengths,
+    ahead: StreamAhead,
     /// Whole packet records are read where they lie (`walk_record`); off, by `step` alone.
     walk: bool,
 }
@@ -653,7 +632,7 @@ impl CaptureReader {
             #[cfg(target_os = "linux")]
             mapped: None,
             ready: None,
-            recent: RecentLengths::default(),
+            ahead: StreamAhead::default(),
             walk: true,
         }
     }
@@ -752,7 +731,7 @@ impl CaptureReader {
                 start,
                 map: self.mapped.as_ref().map(|m| m.map()),
                 frames: self.frames,
-                recent: self.recent,
+                ahead: self.ahead,
             };
             // One copy of the loop per layout (`run` is inlined into each arm, the arms only
             // look alike): each copy knows its layout's kind, and the first its byte order.
@@ -776,7 +755,7 @@ impl CaptureReader {
                 Walk::Ng { .. } => walker.run(walk, max, take),
             };
             self.frames = walker.frames;
-            self.recent = walker.recent;
+            self.ahead = walker.ahead;
             if let Some(taken) = &run {
                 self.last_ts = taken.last.1;
             }
@@ -800,7 +779,7 @@ impl CaptureReader {
                 self.rdr.consume_noshift(self.pending);
                 self.pending = 0;
             }
-            walk_record(unread(&self.rdr, &self.mapped), 0, walk, None)
+            walk_record(unread(&self.rdr, &self.mapped), 0, walk, &mut self.ahead)
         }
         #[cfg(not(target_os = "linux"))]
         None
@@ -1406,14 +1385,32 @@ fn corrupt_at(frame: u64, offset: u64, e: &PcapError<&[u8]>) -> CaptureError {
 mod tests {
     use super::*;
 
+    #[cfg(target_os = "linux")]
     #[test]
-    fn recent_lengths_sum_the_last_guess_ahead_records() {
-        let mut recent = RecentLengths::default();
-        let lens = [1530, 70, 1530, 9018, 65_535, 70, 70, 70, 1_000_000, 16];
-        for (i, len) in lens.into_iter().enumerate() {
-            let last: usize = lens[(i + 1).saturating_sub(GUESS_AHEAD)..=i].iter().sum();
-            assert_eq!(recent.add(len), last, "after {} records", i + 1);
-        }
+    fn the_walk_asks_for_each_line_once_ahead_and_starts_again_where_a_buffer_moved() {
+        let bytes = vec![0u8; 64 << 10];
+        let view = super::super::mapped::MapView::of_buffer(&bytes);
+        let base = view.address(0);
+        let mut ahead = StreamAhead::default();
+        ahead.stream(view, 100);
+        let first = ahead.next;
+        assert_eq!(first % CACHE_LINE, 0);
+        assert!(
+            first >= base + 100 + STREAM_AHEAD && first < base + 100 + STREAM_AHEAD + CACHE_LINE
+        );
+        // A little further on: only the new lines.
+        ahead.stream(view, 1600);
+        assert!(ahead.next >= base + 1600 + STREAM_AHEAD && ahead.next > first);
+        // Not further: nothing asked, the cursor stays.
+        let held = ahead.next;
+        ahead.stream(view, 1600);
+        assert_eq!(ahead.next, held);
+        // The buffer moved below what was asked for (a stream refilled): from where the walk is.
+        let other = vec![0u8; 64 << 10];
+        let moved = super::super::mapped::MapView::of_buffer(&other);
+        ahead.stream(moved, 0);
+        let at = moved.address(0);
+        assert!(ahead.next >= at + STREAM_AHEAD && ahead.next < at + STREAM_AHEAD + CACHE_LINE);
     }
 
     #[test]
