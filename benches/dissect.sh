@@ -20,9 +20,10 @@
 #   cat              `cat FILE > /dev/null`: what the kernel's copy of the file costs
 #   parse ceiling    benches/parse_ceiling.rs: pcap-parser + etherparse on every frame, no
 #                    reassembly (what reading and header parsing cost before sqos's own work)
-#   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1, the
-#                    default) and on all the machine's cores (2: a pager maps the file's pages
-#                    ahead of the reader; more: connections shared out to workers too)
+#   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1) and
+#                    on all the machine's cores (2, the default on 2 cores or more: a pager
+#                    maps the file's pages ahead of the reader; more: connections shared out
+#                    to workers too)
 #   sqos flows       the whole analysis (flow table), all cores
 #   tshark           `tshark -Y` on the SQOS IOCTLs, out-of-order reassembly on
 # A second table does the same for the same traffic in an encrypted SMB 3.1.1 session

@@ -26,7 +26,9 @@
 //! ahead of the reader (`MADV_POPULATE_READ`), which only maps the file's pages and changes no
 //! byte; past a shrunk file's end the call fails instead of faulting, and the reader's own touch
 //! still finds the cut (the kernel unmaps cut pages from every mapping). It keeps at most
-//! [`PAGE_AHEAD`] mapped past the pages given back: a few MB more resident.
+//! [`PAGE_AHEAD`] mapped past the pages given back: a MB or two more resident. Pages the reader
+//! passed while the pager was mapping them (the kernel reading them from disk) are given back
+//! by the pager.
 //!
 //! Threads: a [`SharedMap`] hands the map to worker threads (`--threads`), which read frames
 //! where they lie instead of a copy. The map lives as long as its last holder. Pages the
@@ -46,8 +48,10 @@ const RELEASE_STEP: usize = 2 << 20;
 /// Maps alive at once (one per capture being read); past it, files are read, not mapped.
 const SLOTS: usize = 64;
 /// How far past the pages given back a [`Pager`] keeps the file's pages mapped: the reader
-/// reads within the first [`RELEASE_STEP`] of it.
-const PAGE_AHEAD: usize = 2 * RELEASE_STEP;
+/// reads within the first [`RELEASE_STEP`] of it. Twice the step took the pager's peak RSS to
+/// 14.7-18.4 MB on the bench's captures (one thread's 13.4-13.9 with the same binary), one
+/// and a half to 13.2-15.4, at the same speed (session 25).
+const PAGE_AHEAD: usize = RELEASE_STEP + RELEASE_STEP / 2;
 
 /// One live map, as the SIGBUS handler sees it: its address range (0..0 when free) and
 /// whether it has been patched with zero pages because the file shrank.
@@ -198,8 +202,13 @@ impl Map {
 
     /// `release_before`'s work: the pages from `released` up to `offset`'s page.
     fn release(&self, offset: usize, released: usize) {
-        let page = PAGE.load(Ordering::Relaxed);
-        let upto = offset.min(self.len) / page * page;
+        // Up to a multiple of `RELEASE_STEP` in the address space, not just a page: where the
+        // kernel maps a large page-cache folio in one 2 MiB entry, giving back part of it unmaps
+        // all of it (the reader then faults its pages in again), and a pager's ranges, which
+        // follow these, keep to whole entries too (with page-aligned steps the pager's peak
+        // RSS reached 19-23 MB on the bench's 16-connection capture; one thread's, 12 MB).
+        let base = self.ptr as usize;
+        let upto = ((base + offset.min(self.len)) & !(RELEASE_STEP - 1)).saturating_sub(base);
         if upto <= released {
             return;
         }
@@ -400,6 +409,22 @@ fn page_ahead(map: &Map) {
                 );
             }
             mapped = upto;
+            // The reader may have passed some of these pages while they were being mapped
+            // (the kernel reading them from disk) and given them back: mapped again after
+            // that, nothing would give them back (peak RSS up to twice the usual, measured).
+            let passed = map.released.load(Ordering::Acquire).min(upto);
+            if passed > from {
+                // SAFETY: a page-aligned range inside the map that the reader has given back
+                // already (it never reads behind `released`): unmapping it again is what the
+                // reader did.
+                unsafe {
+                    libc::madvise(
+                        (map.ptr as *mut u8).add(from) as *mut libc::c_void,
+                        passed - from,
+                        libc::MADV_DONTNEED,
+                    );
+                }
+            }
         } else if upto >= map.len {
             return;
         } else {

@@ -169,11 +169,11 @@ pub struct InputArgs {
     pub separate: bool,
     /// Threads for one capture: 2 is the reading thread and a pager that maps the file's pages
     /// ahead of it; N > 2 adds N - 2 workers its connections are shared out among (not with
-    /// `--keys` or `dissect -x`/`-w`). The output is the same whatever N. Default 1: on the
-    /// machines measured, workers were slower than one thread, and the pager quicker only on a
-    /// file the page cache holds in small pieces (README "Performance"). Captures that are not
-    /// regular files (stdin, pipes) use one. With `--separate`, N is the run's budget: files
-    /// in parallel times threads per file.
+    /// `--keys` or `dissect -x`/`-w`). The output is the same whatever N. Default: 2 where the
+    /// machine has a second core (the pager), else 1; workers only when asked, since on the
+    /// machines measured they were slower than one thread (README "Performance"). Captures
+    /// that are not regular files (stdin, pipes) use one. With `--separate`, N is the run's
+    /// budget: files in parallel times threads per file.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 }

@@ -16,11 +16,13 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Threads for one capture when `--threads` is not given: one. On the machines measured so
-/// far, workers did not make a capture faster, and the pager (`--threads 2`) only a file whose
-/// pages the page cache holds in small pieces (README "Performance").
-fn default_per_capture(_cores: usize) -> usize {
-    1
+/// Threads for one capture when `--threads` is not given: the reading thread and, where the
+/// machine has a second core, the pager (`--threads 2`), which maps the file's pages ahead of
+/// the reader on the other core. Workers (`--threads` above 2) only when asked: on every
+/// machine measured so far they made a capture slower, the reading thread's walk being most of
+/// a run (README "Performance").
+fn default_per_capture(cores: usize) -> usize {
+    cores.clamp(1, 2)
 }
 
 /// `captures` to read, `given` the `--threads` of the command line (the whole run's budget;
@@ -72,10 +74,14 @@ mod tests {
     }
 
     #[test]
-    fn without_threads_one_file_is_read_on_one_thread() {
+    fn without_threads_one_file_is_read_with_the_pager_where_there_is_a_second_core() {
         assert_eq!(share_of(None, 1, 1), (1, 1));
-        assert_eq!(share_of(None, 1, 2), (1, 1));
-        assert_eq!(share_of(None, 1, 16), (1, 1));
+        assert_eq!(share_of(None, 1, 2), (1, 2));
+        assert_eq!(share_of(None, 1, 16), (1, 2));
+        // Files in parallel take the cores first.
         assert_eq!(share_of(None, 2, 2), (2, 1));
+        assert_eq!(share_of(None, 3, 16), (3, 2));
+        // Asked for, workers: the number given.
+        assert_eq!(share_of(Some(4), 1, 2), (1, 4));
     }
 }

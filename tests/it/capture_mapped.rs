@@ -377,7 +377,7 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
         assert_eq!(f.data[999], i as u8);
     }
     // The reader has given back the pages before 4 MiB and touched ~1 MB past them; the pager
-    // keeps 4 MiB past them mapped. Without it the map held 2,048 KiB (the kernel maps a
+    // keeps 3 MiB past them mapped. Without it the map held 2,048 KiB (the kernel maps a
     // little around each fault).
     let mut resident = 0;
     for _ in 0..500 {
