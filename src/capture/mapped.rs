@@ -269,6 +269,13 @@ impl<'m> MapView<'m> {
         self.bytes.as_ptr().wrapping_add(at) as usize
     }
 
+    /// A stream's buffer, not a map: its bytes were just copied in by `read()`, so they are in
+    /// the cache already.
+    #[inline]
+    pub(crate) fn is_buffer(&self) -> bool {
+        std::ptr::eq(self.shrunk, &NEVER_SHRUNK)
+    }
+
     /// See [`Map::prefetch`].
     #[inline]
     pub(crate) fn prefetch(&self, at: usize) {

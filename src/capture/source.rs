@@ -407,7 +407,10 @@ fn walk_record(
     // chain of waits for memory once a frame needs little work (the bulk lane's runs). Asking
     // for every line of the file up to `STREAM_AHEAD` bytes past this record breaks the chain:
     // the walk streams the file in as a copy does (README, Performance).
-    ahead.stream(map, at + len);
+    // (Not in a stream's buffer: `read()` has just copied its bytes into the cache.)
+    if !map.is_buffer() {
+        ahead.stream(map, at + len);
+    }
     Some(Walked { meta, len })
 }
 
@@ -483,7 +486,7 @@ impl StreamAhead {
     fn stream(&mut self, map: MapView<'_>, at: usize) {
         let here = map.address(at);
         let end = here.wrapping_add(STREAM_AHEAD);
-        // A stream's buffer moves when it is refilled: start again where the walk is.
+        // First, or another map: start where the walk is.
         let mut line = if self.next > end || self.next < here {
             here & !(CACHE_LINE - 1)
         } else {
@@ -1387,7 +1390,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn the_walk_asks_for_each_line_once_ahead_and_starts_again_where_a_buffer_moved() {
+    fn the_walk_asks_for_each_line_once_ahead_and_starts_again_elsewhere() {
         let bytes = vec![0u8; 64 << 10];
         let view = super::super::mapped::MapView::of_buffer(&bytes);
         let base = view.address(0);
@@ -1405,7 +1408,7 @@ mod tests {
         let held = ahead.next;
         ahead.stream(view, 1600);
         assert_eq!(ahead.next, held);
-        // The buffer moved below what was asked for (a stream refilled): from where the walk is.
+        // Bytes below what was asked for (another map): from where the walk is.
         let other = vec![0u8; 64 << 10];
         let moved = super::super::mapped::MapView::of_buffer(&other);
         ahead.stream(moved, 0);
