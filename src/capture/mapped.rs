@@ -276,21 +276,11 @@ impl<'m> MapView<'m> {
         std::ptr::eq(self.shrunk, &NEVER_SHRUNK)
     }
 
-    /// See [`Map::prefetch`].
+    /// See [`Map::prefetch`]. Not bounds-checked (two instructions on every call of a frame's
+    /// walk): the address is only computed, never dereferenced.
     #[inline]
     pub(crate) fn prefetch(&self, at: usize) {
-        // Not bounds-checked (two instructions on every call of a frame's walk): the address
-        // is only computed (`wrapping_add`), never dereferenced.
-        let line = self.bytes.as_ptr().wrapping_add(at);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch reads nothing into the program and cannot fault, wherever it
-        // points.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = line;
+        prefetch_address(self.address(at));
     }
 }
 

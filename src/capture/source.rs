@@ -475,7 +475,7 @@ const STREAM_AHEAD: usize = 4 << 10;
 /// The next line of the file the walk has not asked for yet, as an address: the walk asks for
 /// each line once, in order, [`STREAM_AHEAD`] bytes before it reaches it.
 #[derive(Default, Clone, Copy)]
-pub(super) struct StreamAhead {
+struct StreamAhead {
     next: usize,
 }
 
@@ -540,8 +540,7 @@ pub struct CaptureReader {
     mapped: Option<SharedMap>,
     /// A packet moved to by `peek_ts` and not handed out yet.
     ready: Option<PacketMeta>,
-    /// The lengths of the last records walked in the map, to guess where a record a few ahead
-    /// begins (see `walk_record`).
+    /// How far ahead of the walk the map's lines have been asked for (see `walk_record`).
     ahead: StreamAhead,
     /// Whole packet records are read where they lie (`walk_record`); off, by `step` alone.
     walk: bool,
