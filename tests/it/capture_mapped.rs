@@ -399,6 +399,39 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     drop(pager);
 }
 
+/// With the pager mapping the pages ahead, the map's resident pages stay within what the reader
+/// has not given back (a 2 MiB step) and the pager's window past it (3 MiB), however long the
+/// file: the pages behind the reader are given back, and the pager does not run on. (Without
+/// releases, or with a pager that ran on, 32 MB would be resident.)
+#[test]
+fn the_pager_keeps_the_maps_resident_pages_within_its_window() {
+    // 32,000 records: about 32 MB, six times the bound.
+    let file = TempFile::new("window.pcap");
+    std::fs::write(&file.0, pcap(32_000)).unwrap();
+    let mut r = CaptureReader::open(&file.0).unwrap();
+    let map = r.shared_map().expect("mapped");
+    let pager = map.pager().expect("a pager starts");
+    let (mut most, mut samples) = (0, 0);
+    for i in 0..32_000u64 {
+        let f = r.next_frame().unwrap().unwrap();
+        assert_eq!(f.data[999], i as u8);
+        if i % 500 == 499 {
+            most = most.max(resident_kib(&file.0));
+            samples += 1;
+        }
+    }
+    drop(pager);
+    assert_eq!(samples, 64);
+    // One release step (2 MiB) and the pager's window (3 MiB), and what the kernel maps around
+    // a fault (64 KiB).
+    assert!(most <= 5 * 1024 + 64, "{most} KiB resident");
+    // The pager did map ahead: more than one thread's step.
+    assert!(
+        most > 2 * 1024 + 64,
+        "{most} KiB resident: no pages mapped ahead"
+    );
+}
+
 /// `n` frames like `pcap`'s in each layout a run's walk has a loop of its own for (legacy pcap
 /// little-endian in µs, big-endian in ns, pcapng), every fifth a second earlier than the one
 /// before (captures are not always in time order).
