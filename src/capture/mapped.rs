@@ -408,7 +408,7 @@ fn page_ahead(map: &Map) {
             mapped = upto;
             // The reader may have passed some of these pages while they were being mapped
             // (the kernel reading them from disk) and given them back: mapped again after
-            // that, nothing would give them back (peak RSS up to twice the usual, measured).
+            // that, nothing would give them back until the map is dropped.
             let passed = map.released.load(Ordering::Acquire).min(upto);
             if passed > from {
                 // SAFETY: a page-aligned range inside the map that the reader has given back
