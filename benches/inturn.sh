@@ -4,6 +4,12 @@
 #   benches/inturn.sh ROUNDS label1 "command 1" label2 "command 2" ...
 # prints, per label, the least and median wall time (bash's clock) and task-clock (from
 # `perf stat`), in ms. Each round runs every command twice: once under perf, once for the clock.
+#   BEFORE='command'   run (untimed) before each timing of each command: the file's state in
+#                      the page cache then is the same for all, e.g. BEFORE='cat FILE' (in the
+#                      cache) or BEFORE='dd if=FILE iflag=nocache count=0' (read from disk).
+#                      On a machine that pages out idle memory, the page cache included (the
+#                      AMD EPYC of session 25), a capture left alone for minutes is partly read
+#                      from disk again, and rows timed minutes apart do not compare.
 set -euo pipefail
 rounds=$1
 shift
@@ -18,8 +24,10 @@ err=$(mktemp)
 trap 'rm -f "$err"' EXIT
 for _ in $(seq "$rounds"); do
   for j in "${!cmds[@]}"; do
+    [ -n "${BEFORE:-}" ] && { eval "$BEFORE" >/dev/null 2>&1 || true; }
     eval "perf stat -x, -e task-clock -o '$err' -- ${cmds[$j]}" >/dev/null 2>&1 || true
     cpu=$(awk -F, '/task-clock/ { print $1 }' "$err")
+    [ -n "${BEFORE:-}" ] && { eval "$BEFORE" >/dev/null 2>&1 || true; }
     # bash's own clock: no process started around the command's.
     t0=${EPOCHREALTIME/./}
     eval "${cmds[$j]}" >/dev/null 2>&1 || true
