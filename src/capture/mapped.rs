@@ -200,7 +200,8 @@ impl Map {
         self.released.load(Ordering::Relaxed) + RELEASE_STEP
     }
 
-    /// `release_before`'s work: the pages from `released` up to `offset`'s page.
+    /// `release_before`'s work: the pages from `released` up to the last `RELEASE_STEP`
+    /// boundary (in the address space) at or before `offset`.
     fn release(&self, offset: usize, released: usize) {
         // Up to a multiple of `RELEASE_STEP` in the address space, not just a page: where the
         // kernel maps a large page-cache folio in one 2 MiB entry, giving back part of it unmaps

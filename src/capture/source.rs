@@ -480,23 +480,29 @@ struct StreamAhead {
 }
 
 impl StreamAhead {
-    /// The walk is at `at` of `map`: ask for the lines up to `STREAM_AHEAD` past it.
+    /// The walk is at `at` of `map`: ask for the lines up to `STREAM_AHEAD` past it. Returns
+    /// how many it asked for.
     #[cfg(target_os = "linux")]
     #[inline(always)]
-    fn stream(&mut self, map: MapView<'_>, at: usize) {
+    fn stream(&mut self, map: MapView<'_>, at: usize) -> usize {
         let here = map.address(at);
         let end = here.wrapping_add(STREAM_AHEAD);
-        // First, or another map: start where the walk is.
-        let mut line = if self.next > end || self.next < here {
+        // Asked up to the line that holds `end` at most, whatever the records' lengths (a
+        // record shorter than a line, as a snaplen cut makes them, moves `end` less than a
+        // line). Behind the walk or further ahead than that: first, or another map; start
+        // where the walk is.
+        let mut line = if self.next < here || self.next > end + CACHE_LINE {
             here & !(CACHE_LINE - 1)
         } else {
             self.next
         };
+        let from = line;
         while line < end {
             super::mapped::prefetch_address(line);
             line += CACHE_LINE;
         }
         self.next = line;
+        (line - from) / CACHE_LINE
     }
 }
 
@@ -1393,25 +1399,41 @@ mod tests {
         let bytes = vec![0u8; 64 << 10];
         let view = super::super::mapped::MapView::of_buffer(&bytes);
         let base = view.address(0);
+        let lines = STREAM_AHEAD / CACHE_LINE;
         let mut ahead = StreamAhead::default();
-        ahead.stream(view, 100);
+        // First: the window ahead of the walk, from the line the walk is in.
+        let asked = ahead.stream(view, 100);
         let first = ahead.next;
+        assert!((lines..=lines + 1).contains(&asked), "{asked}");
         assert_eq!(first % CACHE_LINE, 0);
         assert!(
             first >= base + 100 + STREAM_AHEAD && first < base + 100 + STREAM_AHEAD + CACHE_LINE
         );
         // A little further on: only the new lines.
-        ahead.stream(view, 1600);
-        assert!(ahead.next >= base + 1600 + STREAM_AHEAD && ahead.next > first);
+        let asked = ahead.stream(view, 1600);
+        assert_eq!(asked, (ahead.next - first) / CACHE_LINE);
+        assert!(
+            (1500 / CACHE_LINE..=1500 / CACHE_LINE + 1).contains(&asked),
+            "{asked}"
+        );
+        assert!(ahead.next >= base + 1600 + STREAM_AHEAD);
         // Not further: nothing asked, the cursor stays.
         let held = ahead.next;
-        ahead.stream(view, 1600);
+        assert_eq!(ahead.stream(view, 1600), 0);
         assert_eq!(ahead.next, held);
-        // Bytes below what was asked for (another map): from where the walk is.
+        // Records shorter than a line (a snaplen cut): each line still asked for once.
+        let asked: usize = (1..=100).map(|i| ahead.stream(view, 1600 + 40 * i)).sum();
+        assert!(
+            asked <= 4000 / CACHE_LINE + 1,
+            "{asked} lines for 4,000 bytes"
+        );
+        // Another map (its bytes below or far above what was asked for): from where the
+        // walk is.
         let other = vec![0u8; 64 << 10];
         let moved = super::super::mapped::MapView::of_buffer(&other);
-        ahead.stream(moved, 0);
+        let asked = ahead.stream(moved, 0);
         let at = moved.address(0);
+        assert!((lines..=lines + 1).contains(&asked), "{asked}");
         assert!(ahead.next >= at + STREAM_AHEAD && ahead.next < at + STREAM_AHEAD + CACHE_LINE);
     }
 
