@@ -18,11 +18,11 @@ use pcap_parser::{
 };
 use thiserror::Error;
 
+use super::chunks::ChunkReader;
+use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
+use super::layout::Layout;
 #[cfg(target_os = "linux")]
-use super::input::GZIP_MAGIC;
-use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState};
-#[cfg(target_os = "linux")]
-use super::map_reader::{Layout, MapReader};
+use super::map_reader::MapReader;
 #[cfg(target_os = "linux")]
 use super::mapped::{Map, MapView, SharedMap};
 use super::{Frame, FrameRun, Timestamp};
@@ -136,6 +136,7 @@ enum Format {
 enum Records {
     #[cfg(target_os = "linux")]
     Mapped(MapReader),
+    Chunked(ChunkReader),
     Streamed(Box<dyn PcapReaderIterator + Send>),
 }
 
@@ -145,6 +146,7 @@ macro_rules! on_records {
         match $records {
             #[cfg(target_os = "linux")]
             Records::Mapped($r) => $body,
+            Records::Chunked($r) => $body,
             Records::Streamed($r) => $body,
         }
     };
@@ -172,6 +174,24 @@ impl Records {
     }
     fn reader_exhausted(&self) -> bool {
         on_records!(self, r => r.reader_exhausted())
+    }
+}
+
+impl Layout {
+    fn of(format: &Format) -> Layout {
+        match format {
+            Format::Pcap {
+                big_endian,
+                record_header_len,
+                ..
+            } => Layout::Pcap {
+                big_endian: *big_endian,
+                modified: *record_header_len == 24,
+            },
+            Format::PcapNg { big_endian, .. } => Layout::PcapNg {
+                big_endian: *big_endian,
+            },
+        }
     }
 }
 
@@ -526,6 +546,29 @@ struct PacketMeta {
     orig_len: u32,
 }
 
+/// How a regular, uncompressed capture file is read (pipes and gzip are streamed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FileAccess {
+    /// With `read()` in chunks, into buffers the records are parsed in where they lie; with a
+    /// thread to spare, read ahead on it ([`CaptureReader::read_ahead`]).
+    #[default]
+    Chunks,
+    /// Through a memory map (Linux; elsewhere, in chunks), the pages mapped ahead by a pager
+    /// thread with a thread to spare: faster where the kernel maps a file's pages for less
+    /// than it copies them (the Intel Xeon of sessions 15–24; not the AMD EPYC of 25–26).
+    Map,
+}
+
+impl FileAccess {
+    /// `SQOS_READ=map` or `SQOS_READ=chunks` (the default).
+    pub fn from_env() -> FileAccess {
+        match std::env::var_os("SQOS_READ") {
+            Some(v) if v == "map" => FileAccess::Map,
+            _ => FileAccess::Chunks,
+        }
+    }
+}
+
 /// Reads frames one at a time from a pcap or pcapng stream, never loading the whole input.
 pub struct CaptureReader {
     rdr: Records,
@@ -553,8 +596,14 @@ pub struct CaptureReader {
 }
 
 impl CaptureReader {
-    /// Open a file (`-` is stdin); gzip-compressed input is detected by its magic bytes.
+    /// Open a file (`-` is stdin); gzip-compressed input is detected by its magic bytes. A
+    /// regular file is read as [`FileAccess::from_env`] says.
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
+        Self::open_as(path, FileAccess::from_env())
+    }
+
+    /// [`open`](Self::open), a regular file read as `access` says.
+    pub fn open_as(path: &Path, access: FileAccess) -> Result<Self, CaptureError> {
         if path.as_os_str() == "-" {
             return Self::from_reader(Box::new(std::io::stdin()));
         }
@@ -563,10 +612,57 @@ impl CaptureReader {
             source,
         })?;
         #[cfg(target_os = "linux")]
-        if let Some(mapped) = Self::mapped(&f) {
-            return mapped;
+        if access == FileAccess::Map {
+            if let Some(mapped) = Self::mapped(&f) {
+                return mapped;
+            }
         }
-        Self::from_reader(Box::new(f))
+        match Self::chunked(f) {
+            Ok(chunked) => chunked,
+            Err(f) => Self::from_reader(Box::new(f)),
+        }
+    }
+
+    /// A regular, uncompressed file read in chunks into buffers the records are parsed in
+    /// where they lie ([`ChunkReader`]). `Err`: read it as a stream instead.
+    fn chunked(mut f: std::fs::File) -> Result<Result<Self, CaptureError>, std::fs::File> {
+        use std::io::{Seek, SeekFrom};
+        if !f.metadata().is_ok_and(|m| m.file_type().is_file()) {
+            return Err(f);
+        }
+        let mut magic = [0u8; 2];
+        if !matches!(read_full(&mut f, &mut magic), Ok(2)) || magic == GZIP_MAGIC {
+            return match f.seek(SeekFrom::Start(0)) {
+                Ok(_) => Err(f),
+                Err(source) => Ok(Err(CaptureError::Io { offset: 0, source })),
+            };
+        }
+        let io_err = |source| CaptureError::Io { offset: 0, source };
+        if let Err(e) = f.seek(SeekFrom::Start(0)) {
+            return Ok(Err(io_err(e)));
+        }
+        let format = match probe(&mut f) {
+            Ok((format, _)) => format,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let Err(e) = f.seek(SeekFrom::Start(0)) {
+            return Ok(Err(io_err(e)));
+        }
+        let tap = Arc::new(TapState::default());
+        let rdr = match ChunkReader::new(f, Layout::of(&format), Arc::clone(&tap)) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(io_err(e))),
+        };
+        Ok(Ok(Self::with(Records::Chunked(rdr), format, tap, false)))
+    }
+
+    /// Moves reading the file to a thread of its own, ahead of this one (a file read in
+    /// chunks; other inputs: nothing happens). False when nothing changed.
+    pub fn read_ahead(&mut self) -> bool {
+        match &mut self.rdr {
+            Records::Chunked(r) => r.read_ahead(),
+            _ => false,
+        }
     }
 
     /// A regular, uncompressed file read through a memory map (no copy into a buffer; see
@@ -582,21 +678,8 @@ impl CaptureReader {
             Ok((format, _)) => format,
             Err(e) => return Some(Err(e)),
         };
-        let layout = match &format {
-            Format::Pcap {
-                big_endian,
-                record_header_len,
-                ..
-            } => Layout::Pcap {
-                big_endian: *big_endian,
-                modified: *record_header_len == 24,
-            },
-            Format::PcapNg { big_endian, .. } => Layout::PcapNg {
-                big_endian: *big_endian,
-            },
-        };
         let mut reader = Self::with(
-            Records::Mapped(MapReader::new(map.clone(), layout)),
+            Records::Mapped(MapReader::new(map.clone(), Layout::of(&format))),
             format,
             Arc::new(TapState::default()),
             false,
@@ -842,6 +925,11 @@ impl CaptureReader {
         return self.mapped.clone();
         #[cfg(not(target_os = "linux"))]
         None
+    }
+
+    /// True when a regular file is read in chunks ([`FileAccess::Chunks`]).
+    pub fn is_chunked(&self) -> bool {
+        matches!(self.rdr, Records::Chunked(_))
     }
 
     /// True when the file is read through a memory map rather than `read()`.
