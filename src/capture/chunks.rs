@@ -13,7 +13,9 @@
 //! whenever the chunk it wants is still being read, so the copying is shared between the two
 //! threads as the reading thread's other work allows. Copying alone, the helper was slower
 //! than `cat` (buffers written on one core and read on the other); shared, a run was as fast
-//! as `cat` or faster.
+//! as `cat` or faster where the two cores share a cache. Where they do not, the reading thread
+//! spends longer on the helper's chunks than on reading its own: a [`Trial`] on the file's
+//! first chunks decides whether the helper stays.
 //!
 //! A record that a chunk cuts is made whole in the next buffer: the part already read is
 //! copied into the room left before the chunk's bytes ([`HEAD`]). A record longer than that
@@ -24,6 +26,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
+use std::time::Instant;
 
 use pcap_parser::nom::{self, Needed};
 use pcap_parser::traits::PcapReaderIterator;
@@ -46,6 +49,12 @@ const CHUNK: usize = 64;
 const HEAD: usize = 40;
 /// Buffers a read-ahead thread fills ahead of the reading thread.
 const AHEAD: usize = 4;
+
+/// Chunks timed on each side of the trial that decides whether a helper pays (see [`Trial`]).
+#[cfg(not(fuzzing))]
+const TRIAL_CHUNKS: u32 = 16;
+#[cfg(fuzzing)]
+const TRIAL_CHUNKS: u32 = 3;
 
 /// How long a thread spins for the other's next chunk or buffer before it sleeps.
 const SPIN_MICROS: u64 = 200;
@@ -87,6 +96,41 @@ struct Source {
     helper: Option<Helper>,
 }
 
+/// Whether a helper pays, found out on the file itself. After a few chunks untimed, the
+/// reading thread times what a chunk costs it reading alone (the copy and the work on the
+/// chunk until it needs the next), then,
+/// the helper started, what the work on a chunk the helper read costs it. Bytes another core
+/// has just written are not in this core's cache: where the two cores share no cache (two
+/// core complexes of an AMD EPYC, a VM's cores placed apart) the reading thread took longer
+/// over the helper's chunks than reading them itself (small I/Os: 68 ms against 47), and the
+/// helper is stopped.
+enum Trial {
+    /// No helper asked for, or decided.
+    Off,
+    /// Reading alone, untimed: the first chunks of a run cost more (caches, tables growing).
+    Warming { chunks: u32 },
+    /// Reading alone: chunks timed and their nanoseconds.
+    Alone { chunks: u32, nanos: u64 },
+    /// The helper runs: what a chunk cost alone, and the helper's chunks timed.
+    Helped { alone: u64, chunks: u32, nanos: u64 },
+}
+
+/// Where the chunk a refill gave the window came from, for the [`Trial`].
+#[derive(Clone, Copy)]
+enum Came {
+    /// Read here, in `copy` nanoseconds.
+    Read { copy: u64 },
+    /// Read by the helper.
+    Helper,
+    /// Read here ahead of the helper, or not timed.
+    Other,
+}
+
+/// Whether the helper pays: its chunks cost the reading thread less than reading alone.
+fn helper_pays(alone: u64, helped: u64) -> bool {
+    helped < alone
+}
+
 /// Where the bytes not consumed yet lie.
 enum Window {
     /// In a chunk's buffer.
@@ -118,6 +162,9 @@ pub(crate) struct ChunkReader {
     /// Kept for the next record longer than [`HEAD`] once a window no longer needs it.
     joined: Vec<u8>,
     tap: Arc<TapState>,
+    trial: Trial,
+    /// While the trial runs: when the last refill ended, and where its chunk came from.
+    since: Option<(Instant, Came)>,
 }
 
 impl ChunkReader {
@@ -143,6 +190,8 @@ impl ChunkReader {
             exhausted: false,
             joined: Vec::new(),
             tap,
+            trial: Trial::Off,
+            since: None,
         };
         if reader.refill().is_err() {
             return Err(reader
@@ -153,13 +202,24 @@ impl ChunkReader {
         Ok(reader)
     }
 
-    /// Starts a thread that reads the file ahead: each thread reads the next chunk that the
-    /// other has not taken, so that the copying is shared between them as their other work
-    /// allows (this thread walks the records too). False when it runs already, the file has
-    /// been read to its end, or the thread could not be started (reading goes on here).
+    /// Reads the file ahead on a thread of its own where that pays: each thread reads the
+    /// next chunk that the other has not taken, so that the copying is shared between them as
+    /// their other work allows (this thread walks the records too). The helper starts after
+    /// [`TRIAL_CHUNKS`] chunks read alone, and stops after as many of its own if they cost
+    /// this thread more than those ([`Trial`]). False when asked already or the file has been
+    /// read to its end.
     pub(crate) fn read_ahead(&mut self) -> bool {
+        if !matches!(self.trial, Trial::Off) || self.source.helper.is_some() || self.exhausted {
+            return false;
+        }
+        self.trial = Trial::Warming { chunks: 0 };
+        true
+    }
+
+    /// Starts the helper. False when it could not be started (reading goes on here).
+    fn start_helper(&mut self) -> bool {
         let src = &mut self.source;
-        if src.helper.is_some() || self.exhausted || src.at % CHUNK != 0 {
+        if src.helper.is_some() || src.at % CHUNK != 0 {
             return false;
         }
         src.chunks.next.store(src.at / CHUNK, Ordering::Relaxed);
@@ -192,24 +252,28 @@ impl ChunkReader {
         true
     }
 
-    /// The next chunk read: its buffer and length (0 at the end of the file), `Err` when a
-    /// read failed.
-    fn next_chunk(&mut self) -> Result<(Buffer, usize), ()> {
+    /// The next chunk read: its buffer and length (0 at the end of the file) and where it
+    /// came from, `Err` when a read failed.
+    fn next_chunk(&mut self) -> Result<(Buffer, usize, Came), ()> {
         let src = &mut self.source;
         if src.helper.is_none() {
             let mut buffer = src.spare.take().unwrap_or_else(new_buffer);
+            let start = matches!(self.trial, Trial::Alone { .. }).then(Instant::now);
             let n = read_chunk(&src.chunks.file, src.at, &mut buffer, &self.tap)?;
             src.at += n;
-            return Ok((buffer, n));
+            let came = start.map_or(Came::Other, |t| Came::Read {
+                copy: nanos(t.elapsed()),
+            });
+            return Ok((buffer, n, came));
         }
         let wanted = src.at / CHUNK;
         loop {
-            let ready = match &src.own {
+            let (ready, came) = match &src.own {
                 // Read here ahead of the helper, and wanted now.
-                Some((number, _)) if *number == wanted => src.own.take(),
+                Some((number, _)) if *number == wanted => (src.own.take(), Came::Other),
                 _ => match src.helper.as_ref().map(|h| h.full.try_recv()) {
-                    Some(Ok(filled)) => Some(filled),
-                    Some(Err(TryRecvError::Empty)) => None,
+                    Some(Ok(filled)) => (Some(filled), Came::Helper),
+                    Some(Err(TryRecvError::Empty)) => (None, Came::Helper),
                     Some(Err(TryRecvError::Disconnected)) | None => break,
                 },
             };
@@ -230,7 +294,10 @@ impl ChunkReader {
                 },
             };
             return match filled {
-                (number, Ok((buffer, n))) if number == wanted => Ok(src.took(buffer, n)),
+                (number, Ok((buffer, n))) if number == wanted => {
+                    let (buffer, n) = src.took(buffer, n);
+                    Ok((buffer, n, came))
+                }
                 (number, Err(())) if number == wanted => {
                     src.stop_helper();
                     Err(())
@@ -242,6 +309,55 @@ impl ChunkReader {
         // The helper ended without the chunk wanted: read on here, from where the window is.
         src.stop_helper();
         self.next_chunk()
+    }
+
+    /// The [`Trial`]'s step: `work` nanoseconds spent on the last chunk, which came as `came`.
+    fn time(&mut self, work: u64, came: Came) {
+        match (&mut self.trial, came) {
+            (Trial::Warming { chunks }, _) => {
+                *chunks += 1;
+                if *chunks >= TRIAL_CHUNKS {
+                    self.trial = Trial::Alone {
+                        chunks: 0,
+                        nanos: 0,
+                    };
+                }
+            }
+            (Trial::Alone { chunks, nanos }, Came::Read { copy }) => {
+                *chunks += 1;
+                *nanos += work + copy;
+                if *chunks >= TRIAL_CHUNKS {
+                    let alone = *nanos / u64::from(*chunks);
+                    self.trial = if self.start_helper() {
+                        Trial::Helped {
+                            alone,
+                            chunks: 0,
+                            nanos: 0,
+                        }
+                    } else {
+                        Trial::Off
+                    };
+                }
+            }
+            (
+                Trial::Helped {
+                    alone,
+                    chunks,
+                    nanos,
+                },
+                Came::Helper,
+            ) => {
+                *chunks += 1;
+                *nanos += work;
+                if *chunks >= TRIAL_CHUNKS {
+                    if !helper_pays(*alone, *nanos / u64::from(*chunks)) {
+                        self.source.stop_helper();
+                    }
+                    self.trial = Trial::Off;
+                }
+            }
+            _ => {}
+        }
     }
 
     /// A chunk's buffer is done with.
@@ -343,6 +459,10 @@ fn wait<T>(rx: &Receiver<T>) -> Result<T, std::sync::mpsc::RecvError> {
     }
 }
 
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// `read()` at `offset`, without moving the file's own offset (both threads read the file).
 #[cfg(unix)]
 fn read_at(file: &File, buf: &mut [u8], offset: usize) -> io::Result<usize> {
@@ -417,15 +537,26 @@ impl PcapReaderIterator for ChunkReader {
     /// changes and [`reader_exhausted`](PcapReaderIterator::reader_exhausted) says so (a later
     /// call reads again: the file may have grown).
     fn refill(&mut self) -> Result<(), PcapError<&[u8]>> {
+        let worked = self
+            .since
+            .take()
+            .map(|(t, came)| (nanos(t.elapsed()), came));
         match self.next_chunk() {
-            Ok((next, 0)) => {
+            Ok((next, 0, _)) => {
                 self.give_back(next);
                 self.exhausted = true;
+                self.trial = Trial::Off;
                 Ok(())
             }
-            Ok((next, n)) => {
+            Ok((next, n, came)) => {
                 self.exhausted = false;
                 self.join(next, n);
+                if let Some((work, last)) = worked {
+                    self.time(work, last);
+                }
+                if !matches!(self.trial, Trial::Off) {
+                    self.since = Some((Instant::now(), came));
+                }
                 Ok(())
             }
             Err(()) => Err(PcapError::ReadError),
@@ -450,5 +581,55 @@ impl PcapReaderIterator for ChunkReader {
 
     fn reader_exhausted(&self) -> bool {
         self.exhausted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of a file of three chunks of zeros, asked to read ahead.
+    fn reader(dir: &tempfile::TempDir) -> ChunkReader {
+        let path = dir.path().join("zeros");
+        std::fs::write(&path, vec![0u8; 3 * CHUNK]).unwrap();
+        let file = File::open(&path).unwrap();
+        let layout = Layout::Pcap {
+            big_endian: false,
+            modified: false,
+        };
+        let mut r = ChunkReader::new(file, layout, Arc::default()).unwrap();
+        assert!(r.read_ahead());
+        assert!(!r.read_ahead(), "asked once");
+        r
+    }
+
+    /// The trial with chunks read alone costing 200 ns (100 copying, 100 working) and the
+    /// helper's `helped`: whether the helper still runs at the end.
+    fn helper_kept(helped: u64) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = reader(&dir);
+        for _ in 0..TRIAL_CHUNKS {
+            r.time(1_000_000, Came::Read { copy: 1_000_000 });
+            assert!(r.source.helper.is_none(), "warming up alone");
+        }
+        for _ in 0..TRIAL_CHUNKS {
+            // Chunks not read here alone do not count.
+            r.time(5, Came::Other);
+            r.time(100, Came::Read { copy: 100 });
+        }
+        assert!(r.source.helper.is_some(), "the helper started");
+        for _ in 0..TRIAL_CHUNKS {
+            r.time(1, Came::Other);
+            r.time(helped, Came::Helper);
+        }
+        assert!(matches!(r.trial, Trial::Off), "decided");
+        r.source.helper.is_some()
+    }
+
+    #[test]
+    fn the_helper_is_kept_only_where_its_chunks_cost_less_than_reading_alone() {
+        assert!(helper_kept(120));
+        assert!(!helper_kept(200));
+        assert!(!helper_kept(340));
     }
 }

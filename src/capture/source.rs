@@ -133,6 +133,8 @@ enum Format {
 
 /// Where the records are read from: a memory map (its reader called directly, so that its small
 /// methods inline into the per-record path) or pcap-parser's reader over a stream.
+// One a capture, asked for its data on every record: kept inline, not behind a box.
+#[allow(clippy::large_enum_variant)]
 enum Records {
     #[cfg(target_os = "linux")]
     Mapped(MapReader),
