@@ -98,12 +98,11 @@ struct Source {
 
 /// Whether a helper pays, found out on the file itself. After a few chunks untimed, the
 /// reading thread times what a chunk costs it reading alone (the copy and the work on the
-/// chunk until it needs the next), then,
-/// the helper started, what the work on a chunk the helper read costs it. Bytes another core
-/// has just written are not in this core's cache: where the two cores share no cache (two
-/// core complexes of an AMD EPYC, a VM's cores placed apart) the reading thread took longer
-/// over the helper's chunks than reading them itself (small I/Os: 68 ms against 47), and the
-/// helper is stopped.
+/// chunk until it needs the next), then, the helper started, what the work on a chunk the
+/// helper read costs it. Bytes another core has just written are not in this core's cache:
+/// where the two cores share no cache (two core complexes of an AMD EPYC, a VM's cores placed
+/// apart) the reading thread took longer over the helper's chunks than reading them itself
+/// (small I/Os: 68 ms against 47), and then the helper is stopped.
 enum Trial {
     /// No helper asked for, or decided.
     Off,

@@ -131,8 +131,9 @@ enum Format {
     },
 }
 
-/// Where the records are read from: a memory map (its reader called directly, so that its small
-/// methods inline into the per-record path) or pcap-parser's reader over a stream.
+/// Where the records are read from: a regular file's chunks or its memory map (their readers
+/// called directly, so that their small methods inline into the per-record path), or
+/// pcap-parser's reader over a stream.
 // One a capture, asked for its data on every record: kept inline, not behind a box.
 #[allow(clippy::large_enum_variant)]
 enum Records {
@@ -658,8 +659,9 @@ impl CaptureReader {
         Ok(Ok(Self::with(Records::Chunked(rdr), format, tap, false)))
     }
 
-    /// Moves reading the file to a thread of its own, ahead of this one (a file read in
-    /// chunks; other inputs: nothing happens). False when nothing changed.
+    /// Reads the file ahead on a thread of its own too, where a trial on its first chunks
+    /// finds that this pays (a file read in chunks; other inputs: nothing happens). False
+    /// when nothing changed.
     pub fn read_ahead(&mut self) -> bool {
         match &mut self.rdr {
             Records::Chunked(r) => r.read_ahead(),
