@@ -20,7 +20,7 @@ use thiserror::Error;
 
 use super::chunks::ChunkReader;
 use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
-use super::layout::Layout;
+use super::layout::{parse_next, Layout};
 #[cfg(target_os = "linux")]
 use super::map_reader::MapReader;
 #[cfg(target_os = "linux")]
@@ -1179,8 +1179,23 @@ impl CaptureReader {
         let base = self.rdr.data().as_ptr() as usize;
         let frames = self.frames;
         let last_ts = self.last_ts;
+        // The block alone is parsed, not what follows it: a block whose fields claim more than
+        // its length is short whatever bytes follow, and whichever reader holds them (a stream's
+        // buffer, a map, a chunk that may end right after it).
+        let block = self.rdr.data().get(..len).unwrap_or_default();
+        let parsed = match parse_next(
+            &mut Layout::PcapNg {
+                big_endian: *big_endian,
+            },
+            block,
+            self.rdr.consumed(),
+        ) {
+            Ok(parsed) => Ok(parsed),
+            Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),
+            Err(nom::Err::Incomplete(_)) => Err(PcapError::Incomplete(0)),
+        };
         // The outcome is computed while the block borrows the buffer, then acted on after.
-        let outcome: Result<Option<PacketMeta>, String> = match self.rdr.next() {
+        let outcome: Result<Option<PacketMeta>, String> = match parsed {
             Ok((_, PcapBlockOwned::NG(block))) => match block {
                 Block::SectionHeader(shb) => {
                     *big_endian = shb.big_endian();

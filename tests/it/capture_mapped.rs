@@ -268,12 +268,18 @@ fn pcapng_reads_as_the_stream(access: FileAccess) {
     huge[fifth + 20..fifth + 24].copy_from_slice(&word(0xff00_004e));
     let mut interface = whole.clone();
     interface[fifth + 8..fifth + 12].copy_from_slice(&word(7));
+    // A block too short for an enhanced packet block's fields: short whatever bytes follow it
+    // (a case the `mapped` fuzz target found: the stream's parser read on past the block and
+    // called it malformed, a chunk that ended after the block, short).
+    let mut short = whole.clone();
+    short[fifth + 4..fifth + 8].copy_from_slice(&word(16));
     let cases = [
         ("whole", whole.clone(), 7),
         ("trailing length", trailer, 4),
         ("captured bytes past the block", caplen, 4),
         ("captured bytes past any buffer", huge, 4),
         ("undescribed interface", interface, 4),
+        ("block shorter than its fields", short, 4),
         ("cut in a block", whole[..fifth + 700].to_vec(), 4),
     ];
     for (what, bytes, count) in cases {
@@ -282,6 +288,14 @@ fn pcapng_reads_as_the_stream(access: FileAccess) {
         assert_eq!(m_end, s_end, "{what}");
         assert_eq!(m.len(), count, "{what}: {m_end:?}");
         assert_eq!(m_end.is_some(), count < 7, "{what}: {m_end:?}");
+        if what == "block shorter than its fields" {
+            assert!(
+                m_end
+                    .as_deref()
+                    .is_some_and(|e| e.contains("shorter than its contents claim")),
+                "{what}: {m_end:?}"
+            );
+        }
     }
     // What the walk read: interfaces, link types, padding, times with their resolution and
     // offset, the big-endian section's interface.
