@@ -6,6 +6,8 @@ fn main() {
     println!("cargo::rerun-if-env-changed=SQOS_EXTERNAL_TESTS");
     println!("cargo::rerun-if-env-changed=CI");
     println!("cargo::rustc-check-cfg=cfg(sqos_external_tests)");
+    // cargo-fuzz builds with `--cfg fuzzing` (the chunked reader's chunks are tiny there).
+    println!("cargo::rustc-check-cfg=cfg(fuzzing)");
     let on = std::env::var("SQOS_EXTERNAL_TESTS").is_ok_and(|v| v == "1")
         || std::env::var("CI").is_ok_and(|v| v == "true");
     if on {

@@ -36,6 +36,9 @@ pub trait FrameSource {
     fn shared_maps(&self) -> Vec<SharedMap> {
         Vec::new()
     }
+    /// Read ahead of the frames handed out on a thread of its own, where the source can
+    /// ([`CaptureReader::read_ahead`]).
+    fn read_ahead(&mut self) {}
     /// The frames that come next, handed over as one run while `take` says yes to each, at
     /// most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a source that does
     /// not walk its records in place.
@@ -57,6 +60,9 @@ impl FrameSource for CaptureReader {
     }
     fn shared_maps(&self) -> Vec<SharedMap> {
         self.shared_map().into_iter().collect()
+    }
+    fn read_ahead(&mut self) {
+        CaptureReader::read_ahead(self);
     }
     fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
@@ -174,6 +180,10 @@ where
     F: FrameSource + ?Sized,
     S: CaptureSink,
 {
+    if cfg.threads > 1 {
+        // A thread to spare reads the file ahead (the pipeline's own threads are the others).
+        source.read_ahead();
+    }
     let mut pipeline = Pipeline::new(cfg);
     pipeline.share_maps(source.shared_maps());
     let mut frames = 0;

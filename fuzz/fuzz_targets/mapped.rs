@@ -1,8 +1,8 @@
 //! The same capture bytes read as a stream by the general path alone (`set_walk(false)`) give
-//! the run they give as a memory-mapped file (inputs of even length) or as a stream (odd): the
-//! mapped and streamed readers walk packet records where they lie (in the map, in the stream's
-//! buffer) and hand runs of quiet frames to the bulk lane (`Pipeline::push_run`), which must
-//! change nothing but the speed. Statistics (the memory shares' peaks included), the flows'
+//! the run they give as a memory-mapped file, a file read in chunks (of 64 bytes in a fuzzing
+//! build, with or without a thread reading ahead) or a stream: the readers walk packet records
+//! where they lie (in the map, the chunks' buffers, the stream's buffer) and hand runs of quiet
+//! frames to the bulk lane (`Pipeline::push_run`), which must change nothing but the speed. Statistics (the memory shares' peaks included), the flows'
 //! analysis (`flows --format json`) and the ending are compared.
 #![no_main]
 
@@ -10,7 +10,7 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd};
 
 use libfuzzer_sys::fuzz_target;
-use sqos::capture::CaptureReader;
+use sqos::capture::{CaptureReader, FileAccess};
 use sqos::output::flows;
 
 #[path = "capture_run.rs"]
@@ -23,15 +23,20 @@ fuzz_target!(|data: &[u8]| {
     };
     // The reference: every record through the general path, none walked where it lies.
     reference.set_walk(false);
-    // Each input checks one of the two walks against it, by its length's parity (which the
-    // mutations change often): two runs an execution rather than three.
-    let (walked, what) = if data.len() % 2 == 0 {
-        (mapped(data), "mapped")
-    } else {
-        (
+    // Each input checks one of the walks against it, by its length (which the mutations change
+    // often): two runs an execution rather than five.
+    let (walked, what) = match data.len() % 4 {
+        0 => (file(data, FileAccess::Map), "mapped"),
+        1 => (file(data, FileAccess::Chunks), "chunked"),
+        2 => {
+            let mut r = file(data, FileAccess::Chunks);
+            r.read_ahead();
+            (r, "chunked read ahead")
+        }
+        _ => (
             stream().expect("the same bytes open again"),
             "walked stream",
-        )
+        ),
     };
     // What the faces show: the statistics and the flows' analysis, and how the run ended.
     let outcome = |r: Option<(
@@ -51,17 +56,21 @@ fuzz_target!(|data: &[u8]| {
     );
 });
 
-/// `data` in an anonymous regular file in memory, opened by path: mapped as a capture file is.
-fn mapped(data: &[u8]) -> CaptureReader {
+/// `data` in an anonymous regular file in memory, opened by path as a capture file is, read
+/// as `access` says (in chunks of 64 bytes in a fuzzing build).
+fn file(data: &[u8], access: FileAccess) -> CaptureReader {
     // SAFETY: memfd_create with a valid name; the descriptor is owned by the File from here on.
     let fd = unsafe { libc::memfd_create(c"sqos-fuzz".as_ptr(), 0) };
     assert!(fd >= 0, "memfd_create");
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.write_all(data).expect("write the memfd");
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    let Ok(reader) = CaptureReader::open(std::path::Path::new(&path)) else {
+    let Ok(reader) = CaptureReader::open_as(std::path::Path::new(&path), access) else {
         panic!("the stream opened, the file did not");
     };
-    assert!(reader.is_mapped(), "a memfd is a regular file");
+    match access {
+        FileAccess::Map => assert!(reader.is_mapped(), "a memfd is a regular file"),
+        FileAccess::Chunks => assert!(reader.is_chunked(), "a memfd is a regular file"),
+    }
     reader
 }

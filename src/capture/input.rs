@@ -21,6 +21,16 @@ impl TapState {
     pub(crate) fn raw_bytes(&self) -> u64 {
         self.raw_bytes.load(Ordering::Relaxed)
     }
+    /// `n` more bytes read (for a reader that reads its file itself, not through a [`Tap`]).
+    pub(crate) fn add_read(&self, n: usize) {
+        self.raw_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    /// Keeps `e` as the error that ended reading.
+    pub(crate) fn keep_error(&self, e: io::Error) {
+        if let Ok(mut slot) = self.error.lock() {
+            *slot = Some(e);
+        }
+    }
     /// The I/O error behind the last failed read, if any.
     pub(crate) fn take_error(&self) -> Option<io::Error> {
         self.error.lock().ok().and_then(|mut e| e.take())

@@ -1,12 +1,14 @@
 //! Capture sources (pcap / pcapng, file / stdin / gzip) and link-layer decoding.
 //!
 //! [`CaptureReader`] streams frames with constant memory (one buffer of at most
-//! [`source::MAX_BLOCK_LEN`] plus slack; a regular file is read through a memory map whose
-//! pages are given back behind the reader); [`decode_link`] peels link layers off a frame without
+//! [`source::MAX_BLOCK_LEN`] plus slack; a regular file is read in chunks into a few reused
+//! buffers, or through a memory map whose pages are given back behind the reader); [`decode_link`] peels link layers off a frame without
 //! copying; [`PcapWriter`] / [`PcapngWriter`] write captures for tests and the generator.
 
+mod chunks;
 mod frame;
 mod input;
+mod layout;
 pub mod link;
 pub mod live;
 #[cfg(target_os = "linux")]
@@ -50,5 +52,5 @@ pub use link::{decode_link, L3Packet, LinkError};
 #[cfg(target_os = "linux")]
 pub use mapped::{Pager, SharedMap};
 pub use merge::MergedCaptures;
-pub use source::{CaptureError, CaptureFormat, CaptureReader};
+pub use source::{CaptureError, CaptureFormat, CaptureReader, FileAccess};
 pub use writer::{PcapOptions, PcapWriter, PcapngWriter, TsPrecision};

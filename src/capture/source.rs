@@ -18,11 +18,11 @@ use pcap_parser::{
 };
 use thiserror::Error;
 
+use super::chunks::ChunkReader;
+use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
+use super::layout::{parse_next, Layout};
 #[cfg(target_os = "linux")]
-use super::input::GZIP_MAGIC;
-use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState};
-#[cfg(target_os = "linux")]
-use super::map_reader::{Layout, MapReader};
+use super::map_reader::MapReader;
 #[cfg(target_os = "linux")]
 use super::mapped::{Map, MapView, SharedMap};
 use super::{Frame, FrameRun, Timestamp};
@@ -131,11 +131,15 @@ enum Format {
     },
 }
 
-/// Where the records are read from: a memory map (its reader called directly, so that its small
-/// methods inline into the per-record path) or pcap-parser's reader over a stream.
+/// Where the records are read from: a regular file's chunks or its memory map (their readers
+/// called directly, so that their small methods inline into the per-record path), or
+/// pcap-parser's reader over a stream.
+// One a capture, asked for its data on every record: kept inline, not behind a box.
+#[allow(clippy::large_enum_variant)]
 enum Records {
     #[cfg(target_os = "linux")]
     Mapped(MapReader),
+    Chunked(ChunkReader),
     Streamed(Box<dyn PcapReaderIterator + Send>),
 }
 
@@ -145,6 +149,7 @@ macro_rules! on_records {
         match $records {
             #[cfg(target_os = "linux")]
             Records::Mapped($r) => $body,
+            Records::Chunked($r) => $body,
             Records::Streamed($r) => $body,
         }
     };
@@ -172,6 +177,24 @@ impl Records {
     }
     fn reader_exhausted(&self) -> bool {
         on_records!(self, r => r.reader_exhausted())
+    }
+}
+
+impl Layout {
+    fn of(format: &Format) -> Layout {
+        match format {
+            Format::Pcap {
+                big_endian,
+                record_header_len,
+                ..
+            } => Layout::Pcap {
+                big_endian: *big_endian,
+                modified: *record_header_len == 24,
+            },
+            Format::PcapNg { big_endian, .. } => Layout::PcapNg {
+                big_endian: *big_endian,
+            },
+        }
     }
 }
 
@@ -526,6 +549,29 @@ struct PacketMeta {
     orig_len: u32,
 }
 
+/// How a regular, uncompressed capture file is read (pipes and gzip are streamed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FileAccess {
+    /// With `read()` in chunks, into buffers the records are parsed in where they lie; with a
+    /// thread to spare, read ahead on it ([`CaptureReader::read_ahead`]).
+    #[default]
+    Chunks,
+    /// Through a memory map (Linux; elsewhere, in chunks), the pages mapped ahead by a pager
+    /// thread with a thread to spare: faster where the kernel maps a file's pages for less
+    /// than it copies them (the Intel Xeon of sessions 15–24; not the AMD EPYC of 25–26).
+    Map,
+}
+
+impl FileAccess {
+    /// `SQOS_READ=map` or `SQOS_READ=chunks` (the default).
+    pub fn from_env() -> FileAccess {
+        match std::env::var_os("SQOS_READ") {
+            Some(v) if v == "map" => FileAccess::Map,
+            _ => FileAccess::Chunks,
+        }
+    }
+}
+
 /// Reads frames one at a time from a pcap or pcapng stream, never loading the whole input.
 pub struct CaptureReader {
     rdr: Records,
@@ -553,8 +599,14 @@ pub struct CaptureReader {
 }
 
 impl CaptureReader {
-    /// Open a file (`-` is stdin); gzip-compressed input is detected by its magic bytes.
+    /// Open a file (`-` is stdin); gzip-compressed input is detected by its magic bytes. A
+    /// regular file is read as [`FileAccess::from_env`] says.
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
+        Self::open_as(path, FileAccess::from_env())
+    }
+
+    /// [`open`](Self::open), a regular file read as `access` says.
+    pub fn open_as(path: &Path, access: FileAccess) -> Result<Self, CaptureError> {
         if path.as_os_str() == "-" {
             return Self::from_reader(Box::new(std::io::stdin()));
         }
@@ -563,10 +615,58 @@ impl CaptureReader {
             source,
         })?;
         #[cfg(target_os = "linux")]
-        if let Some(mapped) = Self::mapped(&f) {
-            return mapped;
+        if access == FileAccess::Map {
+            if let Some(mapped) = Self::mapped(&f) {
+                return mapped;
+            }
         }
-        Self::from_reader(Box::new(f))
+        match Self::chunked(f) {
+            Ok(chunked) => chunked,
+            Err(f) => Self::from_reader(Box::new(f)),
+        }
+    }
+
+    /// A regular, uncompressed file read in chunks into buffers the records are parsed in
+    /// where they lie ([`ChunkReader`]). `Err`: read it as a stream instead.
+    fn chunked(mut f: std::fs::File) -> Result<Result<Self, CaptureError>, std::fs::File> {
+        use std::io::{Seek, SeekFrom};
+        if !f.metadata().is_ok_and(|m| m.file_type().is_file()) {
+            return Err(f);
+        }
+        let mut magic = [0u8; 2];
+        if !matches!(read_full(&mut f, &mut magic), Ok(2)) || magic == GZIP_MAGIC {
+            return match f.seek(SeekFrom::Start(0)) {
+                Ok(_) => Err(f),
+                Err(source) => Ok(Err(CaptureError::Io { offset: 0, source })),
+            };
+        }
+        let io_err = |source| CaptureError::Io { offset: 0, source };
+        if let Err(e) = f.seek(SeekFrom::Start(0)) {
+            return Ok(Err(io_err(e)));
+        }
+        let format = match probe(&mut f) {
+            Ok((format, _)) => format,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let Err(e) = f.seek(SeekFrom::Start(0)) {
+            return Ok(Err(io_err(e)));
+        }
+        let tap = Arc::new(TapState::default());
+        let rdr = match ChunkReader::new(f, Layout::of(&format), Arc::clone(&tap)) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(io_err(e))),
+        };
+        Ok(Ok(Self::with(Records::Chunked(rdr), format, tap, false)))
+    }
+
+    /// Reads the file ahead on a thread of its own too, where a trial on its first chunks
+    /// finds that this pays (a file read in chunks; other inputs: nothing happens). False
+    /// when nothing changed.
+    pub fn read_ahead(&mut self) -> bool {
+        match &mut self.rdr {
+            Records::Chunked(r) => r.read_ahead(),
+            _ => false,
+        }
     }
 
     /// A regular, uncompressed file read through a memory map (no copy into a buffer; see
@@ -582,21 +682,8 @@ impl CaptureReader {
             Ok((format, _)) => format,
             Err(e) => return Some(Err(e)),
         };
-        let layout = match &format {
-            Format::Pcap {
-                big_endian,
-                record_header_len,
-                ..
-            } => Layout::Pcap {
-                big_endian: *big_endian,
-                modified: *record_header_len == 24,
-            },
-            Format::PcapNg { big_endian, .. } => Layout::PcapNg {
-                big_endian: *big_endian,
-            },
-        };
         let mut reader = Self::with(
-            Records::Mapped(MapReader::new(map.clone(), layout)),
+            Records::Mapped(MapReader::new(map.clone(), Layout::of(&format))),
             format,
             Arc::new(TapState::default()),
             false,
@@ -844,6 +931,11 @@ impl CaptureReader {
         None
     }
 
+    /// True when a regular file is read in chunks ([`FileAccess::Chunks`]).
+    pub fn is_chunked(&self) -> bool {
+        matches!(self.rdr, Records::Chunked(_))
+    }
+
     /// True when the file is read through a memory map rather than `read()`.
     pub fn is_mapped(&self) -> bool {
         #[cfg(target_os = "linux")]
@@ -1087,8 +1179,23 @@ impl CaptureReader {
         let base = self.rdr.data().as_ptr() as usize;
         let frames = self.frames;
         let last_ts = self.last_ts;
+        // The block alone is parsed, not what follows it: a block whose fields claim more than
+        // its length is short whatever bytes follow, and whichever reader holds them (a stream's
+        // buffer, a map, a chunk that may end right after it).
+        let block = self.rdr.data().get(..len).unwrap_or_default();
+        let parsed = match parse_next(
+            &mut Layout::PcapNg {
+                big_endian: *big_endian,
+            },
+            block,
+            self.rdr.consumed(),
+        ) {
+            Ok(parsed) => Ok(parsed),
+            Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),
+            Err(nom::Err::Incomplete(_)) => Err(PcapError::Incomplete(0)),
+        };
         // The outcome is computed while the block borrows the buffer, then acted on after.
-        let outcome: Result<Option<PacketMeta>, String> = match self.rdr.next() {
+        let outcome: Result<Option<PacketMeta>, String> = match parsed {
             Ok((_, PcapBlockOwned::NG(block))) => match block {
                 Block::SectionHeader(shb) => {
                     *big_endian = shb.big_endian();

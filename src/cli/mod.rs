@@ -167,13 +167,14 @@ pub struct InputArgs {
     /// are written in the order given.
     #[arg(long)]
     pub separate: bool,
-    /// Threads for one capture: 2 is the reading thread and a pager that maps the file's pages
-    /// ahead of it; N > 2 adds N - 2 workers its connections are shared out among (not with
-    /// `--keys` or `dissect -x`/`-w`). The output is the same whatever N. Default: 2 where the
-    /// machine has a second core (the pager), else 1; workers only when asked, since on the
-    /// machines measured they were slower than one thread (README "Performance"). Captures
-    /// that are not regular files (stdin, pipes) use one. With `--separate`, N is the run's
-    /// budget: files in parallel times threads per file.
+    /// Threads for one capture: 2 is the reading thread and one that reads the file ahead of
+    /// it, the two sharing the copying; N > 2 adds N - 2 workers its connections are shared
+    /// out among (not with `--keys` or `dissect -x`/`-w`). The output is the same whatever N.
+    /// Default: 2 where the machine has a second core, else 1; workers only when asked, since
+    /// on the machines measured they were slower than one thread (README "Performance").
+    /// Captures that are not regular files (stdin, pipes) use one. With `--separate`, N is the
+    /// run's budget: files in parallel times threads per file. `SQOS_READ=map` reads a regular
+    /// file through a memory map instead (the second thread maps its pages ahead).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 }

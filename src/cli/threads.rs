@@ -17,10 +17,10 @@ pub fn cores() -> usize {
 }
 
 /// Threads for one capture when `--threads` is not given: the reading thread and, where the
-/// machine has a second core, the pager (`--threads 2`), which maps the file's pages ahead of
-/// the reader on the other core. Workers (`--threads` above 2) only when asked: on every
-/// machine measured so far they made a capture slower, the reading thread's walk being most of
-/// a run (README "Performance").
+/// machine has a second core, one that reads the file ahead of it (`--threads 2`; they share
+/// the copying of the file's chunks, `CaptureReader::read_ahead`). Workers (`--threads` above
+/// 2) only when asked: on every machine measured so far they made a capture slower, the
+/// reading thread's walk being most of a run (README "Performance").
 fn default_per_capture(cores: usize) -> usize {
     cores.clamp(1, 2)
 }
@@ -74,7 +74,7 @@ mod tests {
     }
 
     #[test]
-    fn without_threads_one_file_is_read_with_the_pager_where_there_is_a_second_core() {
+    fn without_threads_one_file_is_read_ahead_where_there_is_a_second_core() {
         assert_eq!(share_of(None, 1, 1), (1, 1));
         assert_eq!(share_of(None, 1, 2), (1, 2));
         assert_eq!(share_of(None, 1, 16), (1, 2));

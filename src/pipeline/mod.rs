@@ -298,8 +298,10 @@ pub struct PipelineConfig {
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
     /// Threads for the capture (`--threads`), the calling thread included: 0 or 1, all on the
-    /// calling thread; 2, the calling thread and a pager mapping a mapped file's pages ahead of
-    /// it ([`SharedMap::pager`]); N > 2, those and N - 2 workers for the per-connection work
+    /// calling thread; 2, the calling thread and a thread reading the file ahead of it
+    /// ([`crate::capture::CaptureReader::read_ahead`], started by `run::run_capture`; with
+    /// `SQOS_READ=map`, a pager mapping the file's pages ahead of it, [`SharedMap::pager`]);
+    /// N > 2, those and N - 2 workers for the per-connection work
     /// (`shard`; the calling thread reads and runs the session-wide stage). The output is the
     /// same either way. Runs with `keys` (a session's keys can come from another of its
     /// connections) or `keep_frames` have no workers.
@@ -667,7 +669,8 @@ impl Pipeline {
     }
 
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
-        // N threads: the reading thread, a pager (`share_maps`) and N - 2 workers.
+        // N threads: the reading thread, one reading ahead (or a pager, `share_maps`) and N - 2
+        // workers.
         let shards = if cfg.threads > 2 && cfg.keys.is_empty() && !cfg.keep_frames {
             let workers = cfg.threads - 2;
             shard::Shards::start(workers, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)

@@ -1,5 +1,6 @@
 //! `PipelineConfig::threads` (`--threads N`, N > 2): one capture on N threads, the reading
-//! thread, the pager (`SharedMap::pager`) and N - 2 workers.
+//! thread, the one reading the file ahead (`CaptureReader::read_ahead`; a mapped file's pager,
+//! `SharedMap::pager`) and N - 2 workers.
 //!
 //! A worker runs everything that belongs to its connections: link, IP and TCP decoding,
 //! reassembly, SMB2 framing (each its own share of the memory budget). The reading thread reads

@@ -239,7 +239,7 @@ impl CaptureSink for Shared {
 /// How the reader thread gets its capture: already open, or opened in the thread (pipes and
 /// interfaces, whose header may take a while to arrive).
 pub enum Opener {
-    Ready(CaptureReader),
+    Ready(Box<CaptureReader>),
     Deferred(Box<dyn FnOnce() -> Result<CaptureReader, String> + Send>),
 }
 
@@ -258,7 +258,7 @@ pub fn spawn_reader(
 
 fn read_all(opener: Opener, cfg: PipelineConfig, shared: Shared, stop: &AtomicBool) {
     let mut reader = match opener {
-        Opener::Ready(r) => r,
+        Opener::Ready(r) => *r,
         Opener::Deferred(open) => match open() {
             Ok(r) => r,
             Err(e) => {

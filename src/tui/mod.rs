@@ -74,7 +74,7 @@ fn prepare(input: &Input, stop: Arc<AtomicBool>) -> Result<Prepared, String> {
         Input::File(path) => {
             let reader = crate::run::open(path).map_err(|e| e.to_string())?;
             Ok(Prepared {
-                opener: Opener::Ready(reader),
+                opener: Opener::Ready(Box::new(reader)),
                 total: std::fs::metadata(path).ok().map(|m| m.len()),
                 child: None,
             })

@@ -160,9 +160,12 @@ fn pcap_modified_format_records() {
     let dir = crate::support::scratch("sqos-formats-");
     let path = dir.path().join("modified.pcap");
     std::fs::write(&path, &bytes).unwrap();
-    let mapped = CaptureReader::open(&path).unwrap();
+    let mapped = CaptureReader::open_as(&path, sqos::capture::FileAccess::Map).unwrap();
     assert!(mapped.is_mapped());
     check(read_all(mapped));
+    let chunked = CaptureReader::open(&path).unwrap();
+    assert!(chunked.is_chunked());
+    check(read_all(chunked));
 }
 
 #[test]

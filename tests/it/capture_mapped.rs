@@ -6,7 +6,9 @@ use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use sqos::capture::{CaptureReader, PcapOptions, PcapWriter, PcapngWriter, Timestamp, TsPrecision};
+use sqos::capture::{
+    CaptureReader, FileAccess, PcapOptions, PcapWriter, PcapngWriter, Timestamp, TsPrecision,
+};
 
 /// A file in a directory removed when the value drops.
 struct TempFile(PathBuf, #[allow(dead_code)] tempfile::TempDir);
@@ -27,6 +29,11 @@ fn pcap(n: u64) -> Vec<u8> {
         w.write_packet(Timestamp(i as i64 * 1_000_000), &f).unwrap();
     }
     w.into_inner()
+}
+
+/// `path` read through a memory map (not the default, [`FileAccess::Chunks`]).
+fn open_mapped(path: &Path) -> Result<CaptureReader, sqos::capture::CaptureError> {
+    CaptureReader::open_as(path, FileAccess::Map)
 }
 
 /// A frame's number, timestamp, bytes, interface and link type.
@@ -57,13 +64,21 @@ fn streamed_walked(path: &Path) -> CaptureReader {
     CaptureReader::from_reader(Box::new(std::fs::File::open(path).unwrap())).unwrap()
 }
 
-/// `bytes` written to a file named `name` and read mapped, then streamed by the general path:
-/// the frames and endings of each. Streamed with the walk, they are the general path's.
-fn mapped_and_streamed(name: &str, bytes: &[u8]) -> [(Vec<Read1>, Option<String>); 2] {
+/// `bytes` written to a file named `name` and read as `access` says, then streamed by the
+/// general path: the frames and endings of each. Streamed with the walk, they are the general
+/// path's.
+fn read_and_streamed(
+    name: &str,
+    bytes: &[u8],
+    access: FileAccess,
+) -> [(Vec<Read1>, Option<String>); 2] {
     let file = TempFile::new(name);
     std::fs::write(&file.0, bytes).unwrap();
-    let mut mapped = CaptureReader::open(&file.0).unwrap();
-    assert!(mapped.is_mapped());
+    let mut mapped = CaptureReader::open_as(&file.0, access).unwrap();
+    match access {
+        FileAccess::Map => assert!(mapped.is_mapped()),
+        FileAccess::Chunks => assert!(mapped.is_chunked()),
+    }
     let reference = frames(&mut streamed(&file.0));
     assert_eq!(
         frames(&mut streamed_walked(&file.0)),
@@ -81,7 +96,7 @@ fn mapped_files_give_the_frames_the_stream_gives() {
         "captures/real/smb311-encrypted-aes-128-ccm.pcap",
     ] {
         let path = repo.join(rel);
-        let mut mapped = CaptureReader::open(&path).unwrap();
+        let mut mapped = open_mapped(&path).unwrap();
         assert!(mapped.is_mapped(), "{rel}: a regular file is mapped");
         let (m, m_end) = frames(&mut mapped);
         let (s, s_end) = frames(&mut streamed(&path));
@@ -95,7 +110,7 @@ fn mapped_files_give_the_frames_the_stream_gives() {
         "captures/steady-ipv6.pcapng.gz",
     ] {
         let gz = repo.join(rel);
-        let mut streamed_gz = CaptureReader::open(&gz).unwrap();
+        let mut streamed_gz = open_mapped(&gz).unwrap();
         assert!(!streamed_gz.is_mapped(), "{rel}: gzip input is streamed");
         let mut plain = Vec::new();
         flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
@@ -103,7 +118,7 @@ fn mapped_files_give_the_frames_the_stream_gives() {
             .unwrap();
         let file = TempFile::new("plain.pcapng");
         std::fs::write(&file.0, &plain).unwrap();
-        let mut mapped = CaptureReader::open(&file.0).unwrap();
+        let mut mapped = open_mapped(&file.0).unwrap();
         assert!(mapped.is_mapped(), "{rel}: the plain file is mapped");
         let (m, m_end) = frames(&mut mapped);
         assert!(!m.is_empty());
@@ -117,7 +132,7 @@ fn a_cut_mapped_file_ends_like_a_cut_stream() {
     let cut = bytes.len() - 300; // inside the last record
     let file = TempFile::new("cut.pcap");
     std::fs::write(&file.0, &bytes[..cut]).unwrap();
-    let mut mapped = CaptureReader::open(&file.0).unwrap();
+    let mut mapped = open_mapped(&file.0).unwrap();
     assert!(mapped.is_mapped());
     let (m, m_end) = frames(&mut mapped);
     let (s, s_end) = frames(&mut streamed(&file.0));
@@ -132,6 +147,16 @@ fn a_cut_mapped_file_ends_like_a_cut_stream() {
 /// takes sane whole records in one look, gives the stream's frames and ending.
 #[test]
 fn mapped_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
+    legacy_pcap_reads_as_the_stream(FileAccess::Map);
+}
+
+/// The same read in chunks.
+#[test]
+fn chunked_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
+    legacy_pcap_reads_as_the_stream(FileAccess::Chunks);
+}
+
+fn legacy_pcap_reads_as_the_stream(access: FileAccess) {
     let mut checked = 0;
     for (big_endian, precision) in [(false, TsPrecision::Micro), (true, TsPrecision::Nano)] {
         let opts = PcapOptions {
@@ -170,7 +195,7 @@ fn mapped_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
             ("oversized", oversized, Some("corrupt capture at frame 3")),
         ];
         for (what, bytes, ending) in cases {
-            let [(m, m_end), (s, s_end)] = mapped_and_streamed("layout.pcap", &bytes);
+            let [(m, m_end), (s, s_end)] = read_and_streamed("layout.pcap", &bytes, access);
             assert_eq!(m, s, "{what}, big endian {big_endian}");
             assert_eq!(m_end, s_end, "{what}, big endian {big_endian}");
             assert_eq!(m.len(), if ending.is_none() { 4 } else { 2 }, "{what}");
@@ -202,6 +227,16 @@ fn mapped_legacy_pcap_reads_as_the_stream_whatever_the_layout_or_damage() {
 /// the section did not describe, a cut): the frames and ending of the stream.
 #[test]
 fn mapped_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
+    pcapng_reads_as_the_stream(FileAccess::Map);
+}
+
+/// The same read in chunks.
+#[test]
+fn chunked_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
+    pcapng_reads_as_the_stream(FileAccess::Chunks);
+}
+
+fn pcapng_reads_as_the_stream(access: FileAccess) {
     let mut w = PcapngWriter::new(Vec::new()).unwrap();
     let eth = w.add_interface(1, 0, 6).unwrap();
     let raw = w.add_interface_with_offset(101, 0, 9, 1_000).unwrap();
@@ -233,24 +268,38 @@ fn mapped_pcapng_reads_as_the_stream_whatever_the_layout_or_damage() {
     huge[fifth + 20..fifth + 24].copy_from_slice(&word(0xff00_004e));
     let mut interface = whole.clone();
     interface[fifth + 8..fifth + 12].copy_from_slice(&word(7));
+    // A block too short for an enhanced packet block's fields: short whatever bytes follow it
+    // (a case the `mapped` fuzz target found: the stream's parser read on past the block and
+    // called it malformed, a chunk that ended after the block, short).
+    let mut short = whole.clone();
+    short[fifth + 4..fifth + 8].copy_from_slice(&word(16));
     let cases = [
         ("whole", whole.clone(), 7),
         ("trailing length", trailer, 4),
         ("captured bytes past the block", caplen, 4),
         ("captured bytes past any buffer", huge, 4),
         ("undescribed interface", interface, 4),
+        ("block shorter than its fields", short, 4),
         ("cut in a block", whole[..fifth + 700].to_vec(), 4),
     ];
     for (what, bytes, count) in cases {
-        let [(m, m_end), (s, s_end)] = mapped_and_streamed("layout.pcapng", &bytes);
+        let [(m, m_end), (s, s_end)] = read_and_streamed("layout.pcapng", &bytes, access);
         assert_eq!(m, s, "{what}");
         assert_eq!(m_end, s_end, "{what}");
         assert_eq!(m.len(), count, "{what}: {m_end:?}");
         assert_eq!(m_end.is_some(), count < 7, "{what}: {m_end:?}");
+        if what == "block shorter than its fields" {
+            assert!(
+                m_end
+                    .as_deref()
+                    .is_some_and(|e| e.contains("shorter than its contents claim")),
+                "{what}: {m_end:?}"
+            );
+        }
     }
     // What the walk read: interfaces, link types, padding, times with their resolution and
     // offset, the big-endian section's interface.
-    let [(m, _), _] = mapped_and_streamed("whole.pcapng", &whole);
+    let [(m, _), _] = read_and_streamed("whole.pcapng", &whole, access);
     let sizes: Vec<_> = m.iter().map(|f| (f.2.len(), f.3, f.4)).collect();
     assert_eq!(
         sizes,
@@ -321,7 +370,7 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     let file = TempFile::new("shrinks.pcap");
     std::fs::write(&file.0, &bytes).unwrap();
 
-    let mut r = CaptureReader::open(&file.0).unwrap();
+    let mut r = open_mapped(&file.0).unwrap();
     assert!(r.is_mapped());
     let mut before = Vec::new();
     for _ in 0..10 {
@@ -347,7 +396,7 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     // that one map).
     assert!(matches!(r.next_frame(), Ok(None)));
     drop(r);
-    let mut again = CaptureReader::open(&file.0).unwrap();
+    let mut again = open_mapped(&file.0).unwrap();
     let (frames_again, end_again) = frames(&mut again);
     assert_eq!(frames_again.len(), whole);
     assert!(end_again.unwrap().contains("cut off"));
@@ -355,7 +404,7 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
     let mut f = OpenOptions::new().append(true).open(&file.0).unwrap();
     f.write_all(&bytes[CUT as usize..]).unwrap();
     drop(f);
-    let (all, clean) = frames(&mut CaptureReader::open(&file.0).unwrap());
+    let (all, clean) = frames(&mut open_mapped(&file.0).unwrap());
     assert_eq!(all.len(), 400);
     assert_eq!(clean, None);
 }
@@ -368,7 +417,7 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     let bytes = pcap(12_000);
     let file = TempFile::new("paged.pcap");
     std::fs::write(&file.0, &bytes).unwrap();
-    let mut r = CaptureReader::open(&file.0).unwrap();
+    let mut r = open_mapped(&file.0).unwrap();
     let map = r.shared_map().expect("mapped");
     let pager = map.pager().expect("a pager starts");
     assert!(map.pager().is_none(), "one pager a map");
@@ -408,7 +457,7 @@ fn the_pager_keeps_the_maps_resident_pages_within_its_window() {
     // 32,000 records: about 32 MB, six times the bound.
     let file = TempFile::new("window.pcap");
     std::fs::write(&file.0, pcap(32_000)).unwrap();
-    let mut r = CaptureReader::open(&file.0).unwrap();
+    let mut r = open_mapped(&file.0).unwrap();
     let map = r.shared_map().expect("mapped");
     let pager = map.pager().expect("a pager starts");
     let (mut most, mut samples) = (0, 0);
@@ -473,7 +522,7 @@ fn runs_ended_by_a_refusal_hand_out_every_frame_once() {
         for how in ["mapped", "streamed"] {
             let what = format!("{layout}, {how}");
             let mut r = if how == "mapped" {
-                CaptureReader::open(&file.0).unwrap()
+                open_mapped(&file.0).unwrap()
             } else {
                 streamed_walked(&file.0)
             };

@@ -14,6 +14,7 @@ mod analysis_spec_examples;
 mod analysis_state;
 mod analysis_synth;
 mod budget_late_tables;
+mod capture_chunks;
 mod capture_encapsulations;
 mod capture_formats;
 mod capture_many;

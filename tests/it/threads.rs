@@ -79,10 +79,11 @@ pub(crate) fn gunzipped(dir: &Path, gz: &Path) -> PathBuf {
 }
 
 /// The committed captures are mostly gzipped, which is streamed: the workers get copies of the
-/// frames. Unpacked, the same captures are memory-mapped and the workers read the frames where
-/// they lie in the map; the output is still the gzip's on one thread.
+/// frames. Unpacked, the same captures are regular files, read in chunks (ahead on a thread of
+/// its own with `--threads 2` and more) or, with `SQOS_READ=map`, memory-mapped (the workers
+/// read the frames where they lie in the map); the output is still the gzip's on one thread.
 #[test]
-fn mapped_captures_of_many_connections_give_the_same_output_on_several_threads() {
+fn regular_files_of_many_connections_give_the_same_output_on_several_threads() {
     let dir = crate::support::scratch("sqos-threads-");
     let mut files = Vec::new();
     for name in [
@@ -93,21 +94,27 @@ fn mapped_captures_of_many_connections_give_the_same_output_on_several_threads()
     ] {
         let gz = repo().join("captures").join(name);
         let path = unpacked(dir.path(), name);
-        assert!(sqos::run::open(&path).expect("opens").is_mapped());
+        assert!(sqos::run::open(&path).expect("opens").is_chunked());
         for args in [&["dissect", "-T", "jsonl"][..], &["stats"]] {
             let gz_one = sqos_on(
                 &[args, &["--threads", "1"]].concat(),
                 std::slice::from_ref(&gz),
             );
-            for n in ["2", "3"] {
-                let mapped = sqos_on(
-                    &[args, &["--threads", n]].concat(),
-                    std::slice::from_ref(&path),
-                );
+            for (access, n) in [("chunks", "1"), ("chunks", "2"), ("chunks", "3")]
+                .into_iter()
+                .chain([("map", "1"), ("map", "2"), ("map", "3")])
+            {
+                let read = std::process::Command::new(env!("CARGO_BIN_EXE_sqos"))
+                    .env("SQOS_READ", access)
+                    .args(args)
+                    .args(["--threads", n, "--quiet"])
+                    .arg(&path)
+                    .output()
+                    .expect("sqos runs");
                 assert_eq!(
-                    stdout_text(&mapped),
+                    stdout_text(&read),
                     stdout_text(&gz_one),
-                    "{name}: {args:?} --threads {n}"
+                    "{name}: {args:?} --threads {n}, SQOS_READ={access}"
                 );
             }
         }

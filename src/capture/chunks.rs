@@ -1,0 +1,634 @@
+//! A regular capture file read with `read()` in chunks of [`CHUNK`] bytes, into a few buffers
+//! reused over and over, in which the records are parsed where they lie (pcap-parser's reader
+//! interface, as [`super::map_reader`] gives it over a memory map).
+//!
+//! Why not the map (`SQOS_READ=map`): on the AMD EPYC of sessions 25–26 the kernel's mapping
+//! of a file's pages cost more than their copy into a buffer that stays in the cache, and a
+//! walk over a mapped page waits for memory where a buffer just written is in the cache
+//! (README, Performance).
+//!
+//! With a thread to spare (`--threads 2` and more), [`ChunkReader::read_ahead`] starts a
+//! helper that reads chunks ahead (up to [`AHEAD`] buffers) while the reading thread walks
+//! one. Both take the next chunk nobody has taken yet: the reading thread reads one itself
+//! whenever the chunk it wants is still being read, so the copying is shared between the two
+//! threads as the reading thread's other work allows. Copying alone, the helper was slower
+//! than `cat` (buffers written on one core and read on the other); shared, a run was as fast
+//! as `cat` or faster where the two cores share a cache. Where they do not, the reading thread
+//! spends longer on the helper's chunks than on reading its own: a [`Trial`] on the file's
+//! first chunks decides whether the helper stays.
+//!
+//! A record that a chunk cuts is made whole in the next buffer: the part already read is
+//! copied into the room left before the chunk's bytes ([`HEAD`]). A record longer than that
+//! room (up to [`super::source::MAX_BLOCK_LEN`]) is put together in a buffer of its own.
+
+use std::fs::File;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use pcap_parser::nom::{self, Needed};
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{PcapBlockOwned, PcapError};
+
+use super::input::TapState;
+use super::layout::{parse_next, Layout};
+
+/// Bytes read at a time: small enough that a chunk is still in the cache when it is walked.
+#[cfg(not(fuzzing))]
+const CHUNK: usize = 256 << 10;
+/// Room before a chunk's bytes for the end of the record the chunk before cut: frames of up to
+/// 64 KiB (segmentation offload) and their headers.
+#[cfg(not(fuzzing))]
+const HEAD: usize = 80 << 10;
+/// Fuzzed inputs are small: chunks and room of a few bytes cut and join records everywhere.
+#[cfg(fuzzing)]
+const CHUNK: usize = 64;
+#[cfg(fuzzing)]
+const HEAD: usize = 40;
+/// Buffers a read-ahead thread fills ahead of the reading thread.
+const AHEAD: usize = 4;
+
+/// Chunks timed on each side of the trial that decides whether a helper pays (see [`Trial`]).
+#[cfg(not(fuzzing))]
+const TRIAL_CHUNKS: u32 = 16;
+#[cfg(fuzzing)]
+const TRIAL_CHUNKS: u32 = 3;
+
+/// How long a thread spins for the other's next chunk or buffer before it sleeps.
+const SPIN_MICROS: u64 = 200;
+/// One chunk's buffer: [`HEAD`] bytes of room, then the chunk.
+type Buffer = Box<[u8]>;
+
+fn new_buffer() -> Buffer {
+    vec![0u8; HEAD + CHUNK].into_boxed_slice()
+}
+
+/// The file, and the next of its chunks (the one at `next * CHUNK`) that neither thread has
+/// taken to read yet: the two read chunks as they find them untaken.
+struct Chunks {
+    file: File,
+    next: AtomicUsize,
+}
+
+/// What a read-ahead thread sends: for each chunk it took, in the order it took them, the
+/// chunk's number and its bytes after [`HEAD`] in its buffer (fewer than [`CHUNK`]: the
+/// last it takes), or that the read failed (the error kept in the [`TapState`]).
+type Filled = (usize, Result<(Buffer, usize), ()>);
+
+/// The read-ahead thread, as the reading thread sees it.
+struct Helper {
+    full: Receiver<Filled>,
+    empty: SyncSender<Buffer>,
+}
+
+/// Where the next chunks come from.
+struct Source {
+    chunks: Arc<Chunks>,
+    /// The file offset of the next chunk the window needs: a multiple of [`CHUNK`] while a
+    /// helper reads ahead.
+    at: usize,
+    spare: Option<Buffer>,
+    /// A chunk this thread took and read while the helper was still reading the one needed
+    /// before it (a failed read stands there until the window reaches it).
+    own: Option<Filled>,
+    helper: Option<Helper>,
+}
+
+/// Whether a helper pays, found out on the file itself. After a few chunks untimed, the
+/// reading thread times what a chunk costs it reading alone (the copy and the work on the
+/// chunk until it needs the next), then, the helper started, what the work on a chunk the
+/// helper read costs it. Bytes another core has just written are not in this core's cache:
+/// where the two cores share no cache (two core complexes of an AMD EPYC, a VM's cores placed
+/// apart) the reading thread took longer over the helper's chunks than reading them itself
+/// (small I/Os: 68 ms against 47), and then the helper is stopped.
+enum Trial {
+    /// No helper asked for, or decided.
+    Off,
+    /// Reading alone, untimed: the first chunks of a run cost more (caches, tables growing).
+    Warming { chunks: u32 },
+    /// Reading alone: chunks timed and their nanoseconds.
+    Alone { chunks: u32, nanos: u64 },
+    /// The helper runs: what a chunk cost alone, and the helper's chunks timed.
+    Helped { alone: u64, chunks: u32, nanos: u64 },
+}
+
+/// Where the chunk a refill gave the window came from, for the [`Trial`].
+#[derive(Clone, Copy)]
+enum Came {
+    /// Read here, in `copy` nanoseconds.
+    Read { copy: u64 },
+    /// Read by the helper.
+    Helper,
+    /// Read here ahead of the helper, or not timed.
+    Other,
+}
+
+/// Whether the helper pays: its chunks cost the reading thread less than reading alone.
+fn helper_pays(alone: u64, helped: u64) -> bool {
+    helped < alone
+}
+
+/// Where the bytes not consumed yet lie.
+enum Window {
+    /// In a chunk's buffer.
+    Chunk(Buffer),
+    /// In the buffer a record longer than [`HEAD`] was put together in.
+    Joined(Vec<u8>),
+}
+
+impl Window {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Window::Chunk(b) => b,
+            Window::Joined(v) => v,
+        }
+    }
+}
+
+pub(crate) struct ChunkReader {
+    layout: Layout,
+    window: Window,
+    /// The bytes not consumed: `window[pos..end]`.
+    pos: usize,
+    end: usize,
+    /// The file offset of `window[pos]`.
+    consumed: usize,
+    source: Source,
+    /// The last refill found the end of the file.
+    exhausted: bool,
+    /// Kept for the next record longer than [`HEAD`] once a window no longer needs it.
+    joined: Vec<u8>,
+    tap: Arc<TapState>,
+    trial: Trial,
+    /// While the trial runs: when the last refill ended, and where its chunk came from.
+    since: Option<(Instant, Came)>,
+}
+
+impl ChunkReader {
+    /// Reads `file` from its start (the caller has probed its format: `layout`), the first
+    /// chunk at once.
+    pub(crate) fn new(file: File, layout: Layout, tap: Arc<TapState>) -> io::Result<Self> {
+        let mut reader = ChunkReader {
+            layout,
+            window: Window::Chunk(new_buffer()),
+            pos: HEAD,
+            end: HEAD,
+            consumed: 0,
+            source: Source {
+                chunks: Arc::new(Chunks {
+                    file,
+                    next: AtomicUsize::new(0),
+                }),
+                at: 0,
+                spare: Some(new_buffer()),
+                own: None,
+                helper: None,
+            },
+            exhausted: false,
+            joined: Vec::new(),
+            tap,
+            trial: Trial::Off,
+            since: None,
+        };
+        if reader.refill().is_err() {
+            return Err(reader
+                .tap
+                .take_error()
+                .unwrap_or_else(|| io::Error::other("read failed")));
+        }
+        Ok(reader)
+    }
+
+    /// Reads the file ahead on a thread of its own where that pays: each thread reads the
+    /// next chunk that the other has not taken, so that the copying is shared between them as
+    /// their other work allows (this thread walks the records too). The helper starts after
+    /// [`TRIAL_CHUNKS`] chunks read alone, and stops after as many of its own if they cost
+    /// this thread more than those ([`Trial`]). False when asked already or the file has been
+    /// read to its end.
+    pub(crate) fn read_ahead(&mut self) -> bool {
+        if !matches!(self.trial, Trial::Off) || self.source.helper.is_some() || self.exhausted {
+            return false;
+        }
+        self.trial = Trial::Warming { chunks: 0 };
+        true
+    }
+
+    /// Starts the helper. False when it could not be started (reading goes on here).
+    fn start_helper(&mut self) -> bool {
+        let src = &mut self.source;
+        if src.helper.is_some() || src.at % CHUNK != 0 {
+            return false;
+        }
+        src.chunks.next.store(src.at / CHUNK, Ordering::Relaxed);
+        let (full_tx, full) = sync_channel::<Filled>(AHEAD);
+        let (empty, empty_rx) = sync_channel::<Buffer>(AHEAD + 2);
+        for _ in 0..AHEAD {
+            // The channel has room for them all.
+            let _ = empty.try_send(new_buffer());
+        }
+        let chunks = Arc::clone(&src.chunks);
+        let tap = Arc::clone(&self.tap);
+        let started = std::thread::Builder::new()
+            .name("sqos-read-ahead".into())
+            .spawn(move || {
+                // Ends at the file's end, at a failed read, and when the reader stops taking
+                // (either channel closes).
+                while let Ok(mut buffer) = wait(&empty_rx) {
+                    let number = chunks.next.fetch_add(1, Ordering::Relaxed);
+                    let read = read_chunk(&chunks.file, number * CHUNK, &mut buffer, &tap);
+                    let last = read.is_err() || read.is_ok_and(|n| n < CHUNK);
+                    if full_tx.send((number, read.map(|n| (buffer, n)))).is_err() || last {
+                        return;
+                    }
+                }
+            });
+        if started.is_err() {
+            return false;
+        }
+        src.helper = Some(Helper { full, empty });
+        true
+    }
+
+    /// The next chunk read: its buffer and length (0 at the end of the file) and where it
+    /// came from, `Err` when a read failed.
+    fn next_chunk(&mut self) -> Result<(Buffer, usize, Came), ()> {
+        let src = &mut self.source;
+        if src.helper.is_none() {
+            let mut buffer = src.spare.take().unwrap_or_else(new_buffer);
+            let start = matches!(self.trial, Trial::Alone { .. }).then(Instant::now);
+            let n = read_chunk(&src.chunks.file, src.at, &mut buffer, &self.tap)?;
+            src.at += n;
+            let came = start.map_or(Came::Other, |t| Came::Read {
+                copy: nanos(t.elapsed()),
+            });
+            return Ok((buffer, n, came));
+        }
+        let wanted = src.at / CHUNK;
+        loop {
+            let (ready, came) = match &src.own {
+                // Read here ahead of the helper, and wanted now.
+                Some((number, _)) if *number == wanted => (src.own.take(), Came::Other),
+                _ => match src.helper.as_ref().map(|h| h.full.try_recv()) {
+                    Some(Ok(filled)) => (Some(filled), Came::Helper),
+                    Some(Err(TryRecvError::Empty)) => (None, Came::Helper),
+                    Some(Err(TryRecvError::Disconnected)) | None => break,
+                },
+            };
+            let filled = match ready {
+                Some(filled) => filled,
+                None if src.own.is_none() && src.spare.is_some() => {
+                    // The helper is still reading the chunk wanted: read the next one nobody
+                    // has taken meanwhile, instead of waiting.
+                    let mut buffer = src.spare.take().unwrap_or_else(new_buffer);
+                    let number = src.chunks.next.fetch_add(1, Ordering::Relaxed);
+                    let read = read_chunk(&src.chunks.file, number * CHUNK, &mut buffer, &self.tap);
+                    src.own = Some((number, read.map(|n| (buffer, n))));
+                    continue;
+                }
+                None => match src.helper.as_ref().map(|h| wait(&h.full)) {
+                    Some(Ok(filled)) => filled,
+                    _ => break,
+                },
+            };
+            return match filled {
+                (number, Ok((buffer, n))) if number == wanted => {
+                    let (buffer, n) = src.took(buffer, n);
+                    Ok((buffer, n, came))
+                }
+                (number, Err(())) if number == wanted => {
+                    src.stop_helper();
+                    Err(())
+                }
+                // Not what the helper should send: read on here.
+                _ => break,
+            };
+        }
+        // The helper ended without the chunk wanted: read on here, from where the window is.
+        src.stop_helper();
+        self.next_chunk()
+    }
+
+    /// The [`Trial`]'s step: `work` nanoseconds spent on the last chunk, which came as `came`.
+    fn time(&mut self, work: u64, came: Came) {
+        match (&mut self.trial, came) {
+            (Trial::Warming { chunks }, _) => {
+                *chunks += 1;
+                if *chunks >= TRIAL_CHUNKS {
+                    self.trial = Trial::Alone {
+                        chunks: 0,
+                        nanos: 0,
+                    };
+                }
+            }
+            (Trial::Alone { chunks, nanos }, Came::Read { copy }) => {
+                *chunks += 1;
+                *nanos += work + copy;
+                if *chunks >= TRIAL_CHUNKS {
+                    let alone = *nanos / u64::from(*chunks);
+                    self.trial = if self.start_helper() {
+                        Trial::Helped {
+                            alone,
+                            chunks: 0,
+                            nanos: 0,
+                        }
+                    } else {
+                        Trial::Off
+                    };
+                }
+            }
+            (
+                Trial::Helped {
+                    alone,
+                    chunks,
+                    nanos,
+                },
+                Came::Helper,
+            ) => {
+                *chunks += 1;
+                *nanos += work;
+                if *chunks >= TRIAL_CHUNKS {
+                    if !helper_pays(*alone, *nanos / u64::from(*chunks)) {
+                        self.source.stop_helper();
+                    }
+                    self.trial = Trial::Off;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A chunk's buffer is done with.
+    fn give_back(&mut self, buffer: Buffer) {
+        self.source.give_back(buffer);
+    }
+
+    /// Puts the bytes not consumed and the next chunk's `n` bytes (after [`HEAD`] in `next`)
+    /// together in one window.
+    fn join(&mut self, mut next: Buffer, n: usize) {
+        let rest = self.end - self.pos;
+        let chunk = next.get(HEAD..HEAD + n).unwrap_or_default();
+        if rest <= HEAD {
+            // The usual case: the start of a record (or nothing) before the chunk.
+            let from = HEAD - rest;
+            if let (Some(to), Some(part)) = (
+                next.get_mut(from..HEAD),
+                self.window.bytes().get(self.pos..self.end),
+            ) {
+                to.copy_from_slice(part);
+            }
+            match std::mem::replace(&mut self.window, Window::Chunk(next)) {
+                Window::Chunk(old) => self.give_back(old),
+                Window::Joined(old) => self.joined = old,
+            }
+            self.pos = from;
+            self.end = HEAD + n;
+            return;
+        }
+        // A record longer than the room before a chunk.
+        let mut joined = match std::mem::replace(&mut self.window, Window::Joined(Vec::new())) {
+            Window::Joined(mut v) => {
+                v.copy_within(self.pos..self.end, 0);
+                v.truncate(rest);
+                v
+            }
+            Window::Chunk(old) => {
+                let mut v = std::mem::take(&mut self.joined);
+                v.clear();
+                v.extend_from_slice(old.get(self.pos..self.end).unwrap_or_default());
+                self.give_back(old);
+                v
+            }
+        };
+        joined.extend_from_slice(chunk);
+        self.give_back(next);
+        self.window = Window::Joined(joined);
+        self.pos = 0;
+        self.end = rest + n;
+    }
+}
+
+impl Source {
+    /// The chunk wanted, `n` bytes in `buffer`: the window moves on by as much. One shorter
+    /// than [`CHUNK`] is the file's end for now: the helper has stopped there, and anything
+    /// read beyond is dropped (the file may have grown since, from that very offset).
+    fn took(&mut self, buffer: Buffer, n: usize) -> (Buffer, usize) {
+        self.at += n;
+        if n < CHUNK {
+            self.stop_helper();
+        }
+        (buffer, n)
+    }
+
+    /// Reads on this thread only, from `at`.
+    fn stop_helper(&mut self) {
+        self.helper = None;
+        if let Some((_, Ok((buffer, _)))) = self.own.take() {
+            self.spare = Some(buffer);
+        }
+    }
+
+    fn give_back(&mut self, buffer: Buffer) {
+        if self.spare.is_none() {
+            self.spare = Some(buffer);
+        } else if let Some(helper) = &self.helper {
+            // Room for every buffer there is; a helper that has ended takes none.
+            let _ = helper.empty.try_send(buffer);
+        }
+    }
+}
+
+/// The next message on `rx`: spun for first (a chunk is read in tens of microseconds, and
+/// a thread put to sleep may take longer than that to be woken), then waited for.
+fn wait<T>(rx: &Receiver<T>) -> Result<T, std::sync::mpsc::RecvError> {
+    let start = std::time::Instant::now();
+    loop {
+        for _ in 0..64 {
+            match rx.try_recv() {
+                Ok(v) => return Ok(v),
+                Err(TryRecvError::Disconnected) => return Err(std::sync::mpsc::RecvError),
+                Err(TryRecvError::Empty) => {}
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() > std::time::Duration::from_micros(SPIN_MICROS) {
+            return rx.recv();
+        }
+    }
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `read()` at `offset`, without moving the file's own offset (both threads read the file).
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], offset: usize) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset as u64)
+}
+
+#[cfg(windows)]
+fn read_at(file: &File, buf: &mut [u8], offset: usize) -> io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, offset as u64)
+}
+
+/// Reads the chunk at `offset` of `file` into `buffer` after its room: the bytes read (fewer
+/// than [`CHUNK`] only at the end of the file), `Err` when a read failed (the error kept in
+/// `tap`).
+fn read_chunk(
+    file: &File,
+    offset: usize,
+    buffer: &mut Buffer,
+    tap: &TapState,
+) -> Result<usize, ()> {
+    let chunk = buffer.get_mut(HEAD..).unwrap_or_default();
+    let mut filled = 0;
+    while filled < chunk.len() {
+        match read_at(
+            file,
+            chunk.get_mut(filled..).unwrap_or_default(),
+            offset + filled,
+        ) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tap.keep_error(e);
+                return Err(());
+            }
+        }
+    }
+    tap.add_read(filled);
+    Ok(filled)
+}
+
+impl PcapReaderIterator for ChunkReader {
+    fn next(&mut self) -> Result<(usize, PcapBlockOwned<'_>), PcapError<&[u8]>> {
+        let data = self
+            .window
+            .bytes()
+            .get(self.pos..self.end)
+            .unwrap_or_default();
+        match parse_next(&mut self.layout, data, self.consumed) {
+            Ok(parsed) => Ok(parsed),
+            Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),
+            Err(nom::Err::Incomplete(Needed::Size(n))) => Err(PcapError::Incomplete(n.get())),
+            Err(nom::Err::Incomplete(Needed::Unknown)) => Err(PcapError::Incomplete(0)),
+        }
+    }
+
+    fn consume(&mut self, offset: usize) {
+        self.consume_noshift(offset);
+    }
+
+    fn consume_noshift(&mut self, offset: usize) {
+        let offset = offset.min(self.end - self.pos);
+        self.pos += offset;
+        self.consumed += offset;
+    }
+
+    fn consumed(&self) -> usize {
+        self.consumed
+    }
+
+    /// Reads the next chunk behind the bytes not consumed. At the end of the file, nothing
+    /// changes and [`reader_exhausted`](PcapReaderIterator::reader_exhausted) says so (a later
+    /// call reads again: the file may have grown).
+    fn refill(&mut self) -> Result<(), PcapError<&[u8]>> {
+        let worked = self
+            .since
+            .take()
+            .map(|(t, came)| (nanos(t.elapsed()), came));
+        match self.next_chunk() {
+            Ok((next, 0, _)) => {
+                self.give_back(next);
+                self.exhausted = true;
+                self.trial = Trial::Off;
+                Ok(())
+            }
+            Ok((next, n, came)) => {
+                self.exhausted = false;
+                self.join(next, n);
+                if let Some((work, last)) = worked {
+                    self.time(work, last);
+                }
+                if !matches!(self.trial, Trial::Off) {
+                    self.since = Some((Instant::now(), came));
+                }
+                Ok(())
+            }
+            Err(()) => Err(PcapError::ReadError),
+        }
+    }
+
+    fn position(&self) -> usize {
+        self.consumed
+    }
+
+    /// Nothing to grow: a record longer than a buffer is put together by `refill`.
+    fn grow(&mut self, _new_size: usize) -> bool {
+        true
+    }
+
+    fn data(&self) -> &[u8] {
+        self.window
+            .bytes()
+            .get(self.pos..self.end)
+            .unwrap_or_default()
+    }
+
+    fn reader_exhausted(&self) -> bool {
+        self.exhausted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of a file of three chunks of zeros, asked to read ahead.
+    fn reader(dir: &tempfile::TempDir) -> ChunkReader {
+        let path = dir.path().join("zeros");
+        std::fs::write(&path, vec![0u8; 3 * CHUNK]).unwrap();
+        let file = File::open(&path).unwrap();
+        let layout = Layout::Pcap {
+            big_endian: false,
+            modified: false,
+        };
+        let mut r = ChunkReader::new(file, layout, Arc::default()).unwrap();
+        assert!(r.read_ahead());
+        assert!(!r.read_ahead(), "asked once");
+        r
+    }
+
+    /// The trial with chunks read alone costing 200 ns (100 copying, 100 working) and the
+    /// helper's `helped`: whether the helper still runs at the end.
+    fn helper_kept(helped: u64) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = reader(&dir);
+        for _ in 0..TRIAL_CHUNKS {
+            r.time(1_000_000, Came::Read { copy: 1_000_000 });
+            assert!(r.source.helper.is_none(), "warming up alone");
+        }
+        for _ in 0..TRIAL_CHUNKS {
+            // Chunks not read here alone do not count.
+            r.time(5, Came::Other);
+            r.time(100, Came::Read { copy: 100 });
+        }
+        assert!(r.source.helper.is_some(), "the helper started");
+        for _ in 0..TRIAL_CHUNKS {
+            r.time(1, Came::Other);
+            r.time(helped, Came::Helper);
+        }
+        assert!(matches!(r.trial, Trial::Off), "decided");
+        r.source.helper.is_some()
+    }
+
+    #[test]
+    fn the_helper_is_kept_only_where_its_chunks_cost_less_than_reading_alone() {
+        assert!(helper_kept(120));
+        assert!(!helper_kept(200));
+        assert!(!helper_kept(340));
+    }
+}
