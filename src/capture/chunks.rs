@@ -50,7 +50,8 @@ const HEAD: usize = 40;
 /// Buffers a read-ahead thread fills ahead of the reading thread.
 const AHEAD: usize = 4;
 
-/// Chunks timed on each side of the trial that decides whether a helper pays (see [`Trial`]).
+/// Chunks timed on each side of the trial that decides whether a helper pays (see [`Trial`]):
+/// the medians are compared.
 #[cfg(not(fuzzing))]
 const TRIAL_CHUNKS: u32 = 16;
 #[cfg(fuzzing)]
@@ -108,10 +109,32 @@ enum Trial {
     Off,
     /// Reading alone, untimed: the first chunks of a run cost more (caches, tables growing).
     Warming { chunks: u32 },
-    /// Reading alone: chunks timed and their nanoseconds.
-    Alone { chunks: u32, nanos: u64 },
-    /// The helper runs: what a chunk cost alone, and the helper's chunks timed.
-    Helped { alone: u64, chunks: u32, nanos: u64 },
+    /// Reading alone: the chunks timed.
+    Alone(Timings),
+    /// The helper runs: what a chunk cost alone (the median), and the helper's chunks timed.
+    Helped { alone: u64, times: Timings },
+}
+
+/// Nanoseconds of [`TRIAL_CHUNKS`] chunks, of which the median is taken: one chunk that waited
+/// for the core (another process, an interrupt) does not decide.
+#[derive(Default)]
+struct Timings {
+    nanos: [u64; TRIAL_CHUNKS as usize],
+    len: usize,
+}
+
+impl Timings {
+    /// Adds one chunk's time; once all are in, their median.
+    fn push(&mut self, nanos: u64) -> Option<u64> {
+        let slot = self.nanos.get_mut(self.len)?;
+        *slot = nanos;
+        self.len += 1;
+        if self.len < self.nanos.len() {
+            return None;
+        }
+        self.nanos.sort_unstable();
+        self.nanos.get(self.nanos.len() / 2).copied()
+    }
 }
 
 /// Where the chunk a refill gave the window came from, for the [`Trial`].
@@ -257,7 +280,7 @@ impl ChunkReader {
         let src = &mut self.source;
         if src.helper.is_none() {
             let mut buffer = src.spare.take().unwrap_or_else(new_buffer);
-            let start = matches!(self.trial, Trial::Alone { .. }).then(Instant::now);
+            let start = matches!(self.trial, Trial::Alone(_)).then(Instant::now);
             let n = read_chunk(&src.chunks.file, src.at, &mut buffer, &self.tap)?;
             src.at += n;
             let came = start.map_or(Came::Other, |t| Came::Read {
@@ -316,40 +339,24 @@ impl ChunkReader {
             (Trial::Warming { chunks }, _) => {
                 *chunks += 1;
                 if *chunks >= TRIAL_CHUNKS {
-                    self.trial = Trial::Alone {
-                        chunks: 0,
-                        nanos: 0,
-                    };
+                    self.trial = Trial::Alone(Timings::default());
                 }
             }
-            (Trial::Alone { chunks, nanos }, Came::Read { copy }) => {
-                *chunks += 1;
-                *nanos += work + copy;
-                if *chunks >= TRIAL_CHUNKS {
-                    let alone = *nanos / u64::from(*chunks);
+            (Trial::Alone(times), Came::Read { copy }) => {
+                if let Some(alone) = times.push(work + copy) {
                     self.trial = if self.start_helper() {
                         Trial::Helped {
                             alone,
-                            chunks: 0,
-                            nanos: 0,
+                            times: Timings::default(),
                         }
                     } else {
                         Trial::Off
                     };
                 }
             }
-            (
-                Trial::Helped {
-                    alone,
-                    chunks,
-                    nanos,
-                },
-                Came::Helper,
-            ) => {
-                *chunks += 1;
-                *nanos += work;
-                if *chunks >= TRIAL_CHUNKS {
-                    if !helper_pays(*alone, *nanos / u64::from(*chunks)) {
+            (Trial::Helped { alone, times }, Came::Helper) => {
+                if let Some(helped) = times.push(work) {
+                    if !helper_pays(*alone, helped) {
                         self.source.stop_helper();
                     }
                     self.trial = Trial::Off;
@@ -623,6 +630,24 @@ mod tests {
         }
         assert!(matches!(r.trial, Trial::Off), "decided");
         r.source.helper.is_some()
+    }
+
+    #[test]
+    fn one_slow_chunk_does_not_decide_the_trial() {
+        let mut t = Timings::default();
+        for i in 1..TRIAL_CHUNKS {
+            assert_eq!(
+                t.push(if i == 1 {
+                    1_000_000
+                } else {
+                    100 + u64::from(i)
+                }),
+                None
+            );
+        }
+        // 50, 102 to 115 and 1,000,000: the ninth of sixteen.
+        assert_eq!(t.push(50), Some(109));
+        assert_eq!(t.push(1), None, "full");
     }
 
     #[test]
