@@ -32,7 +32,7 @@ use pcap_parser::nom::{self, Needed};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
-use super::input::TapState;
+use super::input::{read_full, TapState};
 use super::layout::{parse_next, Layout};
 
 /// Bytes read at a time: small enough that a chunk is still in the cache when it is walked.
@@ -105,8 +105,10 @@ struct Source {
 /// apart) the reading thread took longer over the helper's chunks than reading them itself
 /// (small I/Os: 68 ms against 47), and then the helper is stopped.
 enum Trial {
-    /// No helper asked for, or decided.
+    /// No helper asked for.
     Off,
+    /// Decided (the helper kept or stopped), or the file read to its end first.
+    Done,
     /// Reading alone, untimed: the first chunks of a run cost more (caches, tables growing).
     Warming { chunks: u32 },
     /// Reading alone: the chunks timed.
@@ -231,7 +233,7 @@ impl ChunkReader {
     /// this thread more than those ([`Trial`]). False when asked already or the file has been
     /// read to its end.
     pub(crate) fn read_ahead(&mut self) -> bool {
-        if !matches!(self.trial, Trial::Off) || self.source.helper.is_some() || self.exhausted {
+        if !matches!(self.trial, Trial::Off) || self.exhausted {
             return false;
         }
         self.trial = Trial::Warming { chunks: 0 };
@@ -350,7 +352,7 @@ impl ChunkReader {
                             times: Timings::default(),
                         }
                     } else {
-                        Trial::Off
+                        Trial::Done
                     };
                 }
             }
@@ -359,7 +361,7 @@ impl ChunkReader {
                     if !helper_pays(*alone, helped) {
                         self.source.stop_helper();
                     }
-                    self.trial = Trial::Off;
+                    self.trial = Trial::Done;
                 }
             }
             _ => {}
@@ -469,15 +471,21 @@ fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// `read()` at `offset`, without moving the file's own offset (both threads read the file).
-#[cfg(unix)]
-fn read_at(file: &File, buf: &mut [u8], offset: usize) -> io::Result<usize> {
-    std::os::unix::fs::FileExt::read_at(file, buf, offset as u64)
+/// A file read from `offset` on without moving the file's own offset (both threads read it).
+struct ReadAt<'f> {
+    file: &'f File,
+    offset: usize,
 }
 
-#[cfg(windows)]
-fn read_at(file: &File, buf: &mut [u8], offset: usize) -> io::Result<usize> {
-    std::os::windows::fs::FileExt::seek_read(file, buf, offset as u64)
+impl io::Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        #[cfg(unix)]
+        let n = std::os::unix::fs::FileExt::read_at(self.file, buf, self.offset as u64)?;
+        #[cfg(windows)]
+        let n = std::os::windows::fs::FileExt::seek_read(self.file, buf, self.offset as u64)?;
+        self.offset += n;
+        Ok(n)
+    }
 }
 
 /// Reads the chunk at `offset` of `file` into `buffer` after its room: the bytes read (fewer
@@ -490,24 +498,7 @@ fn read_chunk(
     tap: &TapState,
 ) -> Result<usize, ()> {
     let chunk = buffer.get_mut(HEAD..).unwrap_or_default();
-    let mut filled = 0;
-    while filled < chunk.len() {
-        match read_at(
-            file,
-            chunk.get_mut(filled..).unwrap_or_default(),
-            offset + filled,
-        ) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                tap.keep_error(e);
-                return Err(());
-            }
-        }
-    }
-    tap.add_read(filled);
-    Ok(filled)
+    read_full(&mut ReadAt { file, offset }, chunk).map_err(|e| tap.keep_error(e))
 }
 
 impl PcapReaderIterator for ChunkReader {
@@ -551,7 +542,9 @@ impl PcapReaderIterator for ChunkReader {
             Ok((next, 0, _)) => {
                 self.give_back(next);
                 self.exhausted = true;
-                self.trial = Trial::Off;
+                if !matches!(self.trial, Trial::Off) {
+                    self.trial = Trial::Done;
+                }
                 Ok(())
             }
             Ok((next, n, came)) => {
@@ -560,7 +553,7 @@ impl PcapReaderIterator for ChunkReader {
                 if let Some((work, last)) = worked {
                     self.time(work, last);
                 }
-                if !matches!(self.trial, Trial::Off) {
+                if !matches!(self.trial, Trial::Off | Trial::Done) {
                     self.since = Some((Instant::now(), came));
                 }
                 Ok(())
@@ -628,8 +621,55 @@ mod tests {
             r.time(1, Came::Other);
             r.time(helped, Came::Helper);
         }
-        assert!(matches!(r.trial, Trial::Off), "decided");
+        assert!(matches!(r.trial, Trial::Done), "decided");
+        assert!(!r.read_ahead(), "not asked again");
         r.source.helper.is_some()
+    }
+
+    /// Chunks read by the helper and by this thread (whichever takes a chunk first) come to
+    /// the window in file order, each with its own bytes, to the end of the file.
+    #[test]
+    fn chunks_of_both_threads_come_in_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("words");
+        // Each 4-byte word is its own offset: 60.5 chunks.
+        let len = 60 * CHUNK + CHUNK / 2;
+        let bytes: Vec<u8> = (0..len / 4)
+            .flat_map(|w| (w as u32 * 4).to_le_bytes())
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let layout = Layout::Pcap {
+            big_endian: false,
+            modified: false,
+        };
+        let mut r = ChunkReader::new(File::open(&path).unwrap(), layout, Arc::default()).unwrap();
+        assert!(r.start_helper());
+        // The helper takes its first chunks before this thread asks (on a busy machine it may
+        // otherwise not run before this thread has taken them all).
+        let started = Instant::now();
+        while r.source.chunks.next.load(Ordering::Relaxed) < 1 + AHEAD {
+            assert!(started.elapsed().as_secs() < 60, "the helper takes chunks");
+            std::thread::yield_now();
+        }
+        let (mut at, mut from_helper) = (CHUNK, 0);
+        loop {
+            let (buffer, n, came) = r.next_chunk().unwrap();
+            if n == 0 {
+                r.give_back(buffer);
+                break;
+            }
+            assert_eq!(
+                &buffer[HEAD..HEAD + n],
+                &bytes[at..at + n],
+                "the chunk at {at}"
+            );
+            from_helper += usize::from(matches!(came, Came::Helper));
+            at += n;
+            r.give_back(buffer);
+        }
+        assert_eq!(at, len, "read to the end");
+        assert!(from_helper >= AHEAD, "the helper read {from_helper}");
+        assert!(r.source.helper.is_none(), "a short chunk stops the helper");
     }
 
     #[test]

@@ -21,10 +21,6 @@ impl TapState {
     pub(crate) fn raw_bytes(&self) -> u64 {
         self.raw_bytes.load(Ordering::Relaxed)
     }
-    /// `n` more bytes read (for a reader that reads its file itself, not through a [`Tap`]).
-    pub(crate) fn add_read(&self, n: usize) {
-        self.raw_bytes.fetch_add(n as u64, Ordering::Relaxed);
-    }
     /// Keeps `e` as the error that ended reading.
     pub(crate) fn keep_error(&self, e: io::Error) {
         if let Ok(mut slot) = self.error.lock() {

@@ -916,7 +916,10 @@ impl CaptureReader {
     /// Bytes read from the underlying file or pipe (compressed bytes for gzip input): compare
     /// with the file size for a progress bar.
     pub fn input_bytes_read(&self) -> u64 {
-        if self.is_mapped() {
+        // A regular file, mapped or in chunks: where the reader is in it. (Not what `read()`
+        // returned: a helper reads ahead, and chunks it read past where it stopped are read
+        // again.)
+        if self.is_mapped() || self.is_chunked() {
             return self.bytes_read();
         }
         self.tap.raw_bytes()
