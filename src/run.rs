@@ -39,6 +39,8 @@ pub trait FrameSource {
     /// Read ahead of the frames handed out on a thread of its own, where the source can
     /// ([`CaptureReader::read_ahead`]).
     fn read_ahead(&mut self) {}
+    /// The run has one thread: read as suits that ([`CaptureReader::read_alone`]).
+    fn read_alone(&mut self) {}
     /// The frames that come next, handed over as one run while `take` says yes to each, at
     /// most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a source that does
     /// not walk its records in place.
@@ -63,6 +65,9 @@ impl FrameSource for CaptureReader {
     }
     fn read_ahead(&mut self) {
         CaptureReader::read_ahead(self);
+    }
+    fn read_alone(&mut self) {
+        CaptureReader::read_alone(self);
     }
     fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
@@ -183,6 +188,8 @@ where
     if cfg.threads > 1 {
         // A thread to spare reads the file ahead (the pipeline's own threads are the others).
         source.read_ahead();
+    } else {
+        source.read_alone();
     }
     let mut pipeline = Pipeline::new(cfg);
     pipeline.share_maps(source.shared_maps());

@@ -2,10 +2,11 @@
 //! reused over and over, in which the records are parsed where they lie (pcap-parser's reader
 //! interface, as [`super::map_reader`] gives it over a memory map).
 //!
-//! Why not the map (`SQOS_READ=map`): on the AMD EPYC of sessions 25–26 the kernel's mapping
-//! of a file's pages cost more than their copy into a buffer that stays in the cache, and a
-//! walk over a mapped page waits for memory where a buffer just written is in the cache
-//! (README, Performance).
+//! Why not the map (`SQOS_READ=map`): on the AMD EPYC of sessions 25–27 the kernel's mapping
+//! of a file's pages cost more than their copy into a buffer that stays in the cache where
+//! the page cache held the file in 4 KiB pages, and a walk over a mapped page waits for
+//! memory where a buffer just written is in the cache (README, Performance). One thread
+//! switches to the map where a look finds it much cheaper ([`super::access`]).
 //!
 //! With a thread to spare (`--threads 2` and more), [`ChunkReader::read_ahead`] starts a
 //! helper that reads chunks ahead (up to [`AHEAD`] buffers) while the reading thread walks
@@ -224,6 +225,11 @@ impl ChunkReader {
                 .unwrap_or_else(|| io::Error::other("read failed")));
         }
         Ok(reader)
+    }
+
+    /// The file read.
+    pub(crate) fn file(&self) -> &File {
+        &self.source.chunks.file
     }
 
     /// Reads the file ahead on a thread of its own where that pays: each thread reads the

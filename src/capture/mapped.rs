@@ -200,6 +200,48 @@ impl Map {
         self.released.load(Ordering::Relaxed) + RELEASE_STEP
     }
 
+    /// True when every page of `range` is in the page cache (`mincore`): touching them
+    /// waits for no disk.
+    pub(crate) fn resident(&self, range: Range<usize>) -> bool {
+        let page = PAGE.load(Ordering::Relaxed);
+        let (start, end) = (range.start / page * page, range.end.min(self.len));
+        if start >= end {
+            return false;
+        }
+        let mut pages = vec![0u8; (end - start).div_ceil(page)];
+        // SAFETY: a page-aligned range inside our own map, and a vector of one byte per page
+        // for the kernel to fill.
+        let ok = unsafe {
+            libc::mincore(
+                (self.ptr as *mut u8).add(start) as *mut libc::c_void,
+                end - start,
+                pages.as_mut_ptr(),
+            )
+        } == 0;
+        ok && pages.iter().all(|p| p & 1 == 1)
+    }
+
+    /// Gives back the pages of `range` and the rest of the [`RELEASE_STEP`] (2 MiB) of the
+    /// address space it starts in: touched for a look ahead of the reader, they would stay
+    /// resident until it gets there.
+    pub(crate) fn forget(&self, range: Range<usize>) {
+        let base = self.ptr as usize;
+        let start = ((base + range.start) & !(RELEASE_STEP - 1)).max(base) - base;
+        let end = (((base + range.end).next_multiple_of(RELEASE_STEP)) - base).min(self.len);
+        if start >= end {
+            return;
+        }
+        // SAFETY: as in `release`: a page-aligned start inside our own private read-only map
+        // (the map starts on a page); the pages read back from the file when touched again.
+        unsafe {
+            libc::madvise(
+                (self.ptr as *mut u8).add(start) as *mut libc::c_void,
+                end - start,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+
     /// `release_before`'s work: the pages from `released` up to the last `RELEASE_STEP`
     /// boundary (in the address space) at or before `offset`.
     fn release(&self, offset: usize, released: usize) {

@@ -5,6 +5,7 @@
 //! buffers, or through a memory map whose pages are given back behind the reader); [`decode_link`] peels link layers off a frame without
 //! copying; [`PcapWriter`] / [`PcapngWriter`] write captures for tests and the generator.
 
+mod access;
 mod chunks;
 mod frame;
 mod input;
@@ -47,10 +48,11 @@ impl SharedMap {
 #[cfg(not(target_os = "linux"))]
 pub enum Pager {}
 
+pub use access::FileAccess;
 pub use frame::{is_cut, Frame, FrameCopy, FrameRun, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
 #[cfg(target_os = "linux")]
 pub use mapped::{Pager, SharedMap};
 pub use merge::MergedCaptures;
-pub use source::{CaptureError, CaptureFormat, CaptureReader, FileAccess};
+pub use source::{CaptureError, CaptureFormat, CaptureReader};
 pub use writer::{PcapOptions, PcapWriter, PcapngWriter, TsPrecision};

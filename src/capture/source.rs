@@ -18,6 +18,7 @@ use pcap_parser::{
 };
 use thiserror::Error;
 
+use super::access::FileAccess;
 use super::chunks::ChunkReader;
 use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
 use super::layout::{parse_next, Layout};
@@ -549,26 +550,28 @@ struct PacketMeta {
     orig_len: u32,
 }
 
-/// How a regular, uncompressed capture file is read (pipes and gzip are streamed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum FileAccess {
-    /// With `read()` in chunks, into buffers the records are parsed in where they lie; with a
-    /// thread to spare, read ahead on it ([`CaptureReader::read_ahead`]).
-    #[default]
-    Chunks,
-    /// Through a memory map (Linux; elsewhere, in chunks), the pages mapped ahead by a pager
-    /// thread with a thread to spare: faster where the kernel maps a file's pages for less
-    /// than it copies them (the Intel Xeon of sessions 15–24; not the AMD EPYC of 25–26).
-    Map,
-}
-
-impl FileAccess {
-    /// `SQOS_READ=map` or `SQOS_READ=chunks` (the default).
-    pub fn from_env() -> FileAccess {
-        match std::env::var_os("SQOS_READ") {
-            Some(v) if v == "map" => FileAccess::Map,
-            _ => FileAccess::Chunks,
-        }
+/// Whether `map` (of `file`) is cheaper to walk than `file` to copy, from looks at three
+/// places: only where all three are in the page cache (a file coming from disk is read in
+/// chunks, with the kernel's readahead for `read()`), and not if the file shrank meanwhile.
+#[cfg(target_os = "linux")]
+fn map_pays_here(map: &Map, file: &std::fs::File) -> bool {
+    use super::access::{look, look_buffer, looked, map_pays, places};
+    let bytes = map.bytes();
+    let Some(places) = places(bytes.as_ptr() as usize, bytes.len()) else {
+        return false;
+    };
+    if !places.iter().all(|&at| map.resident(looked(at))) {
+        return false;
+    }
+    let mut buf = look_buffer();
+    let mut looks = Vec::with_capacity(3);
+    for at in places {
+        looks.extend(look(bytes, at, file, &mut buf, super::mapped::touch));
+        map.forget(looked(at));
+    }
+    match <[_; 3]>::try_from(looks) {
+        Ok(looks) => !map.shrunk() && map_pays(&looks),
+        Err(_) => false,
     }
 }
 
@@ -596,6 +599,9 @@ pub struct CaptureReader {
     ahead: StreamAhead,
     /// Whole packet records are read where they lie (`walk_record`); off, by `step` alone.
     walk: bool,
+    /// Read in chunks as [`FileAccess::Auto`] asks: through the map instead if a run on one
+    /// thread finds it pays ([`CaptureReader::read_alone`]).
+    may_map: bool,
 }
 
 impl CaptureReader {
@@ -621,7 +627,10 @@ impl CaptureReader {
             }
         }
         match Self::chunked(f) {
-            Ok(chunked) => chunked,
+            Ok(chunked) => chunked.map(|mut r| {
+                r.may_map = access == FileAccess::Auto;
+                r
+            }),
             Err(f) => Self::from_reader(Box::new(f)),
         }
     }
@@ -667,6 +676,40 @@ impl CaptureReader {
             Records::Chunked(r) => r.read_ahead(),
             _ => false,
         }
+    }
+
+    /// The run reads and works on one thread: a file opened as [`FileAccess::Auto`] is read
+    /// through its memory map from here on where a look at three places of it finds the map
+    /// costs much less than the copy ([`super::access`]), before the first frame and unless
+    /// followed. True when it switched.
+    pub fn read_alone(&mut self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            if !self.may_map || self.frames > 0 || self.pending > 0 || self.follow {
+                return false;
+            }
+            self.may_map = false;
+            let Records::Chunked(chunks) = &self.rdr else {
+                return false;
+            };
+            match Map::of(chunks.file()).filter(|m| map_pays_here(m, chunks.file())) {
+                Some(map) => {
+                    self.read_mapped(map);
+                    true
+                }
+                None => false,
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// Reads on through `map` (of the file read) instead: before the first record.
+    #[cfg(target_os = "linux")]
+    fn read_mapped(&mut self, map: Map) {
+        let map = SharedMap::new(map);
+        self.rdr = Records::Mapped(MapReader::new(map.clone(), Layout::of(&self.format)));
+        self.mapped = Some(map);
     }
 
     /// A regular, uncompressed file read through a memory map (no copy into a buffer; see
@@ -729,6 +772,7 @@ impl CaptureReader {
             ready: None,
             ahead: StreamAhead::default(),
             walk: true,
+            may_map: false,
         }
     }
 
@@ -1545,6 +1589,54 @@ mod tests {
         let at = moved.address(0);
         assert!((lines..=lines + 1).contains(&asked), "{asked}");
         assert!(ahead.next >= at + STREAM_AHEAD && ahead.next < at + STREAM_AHEAD + CACHE_LINE);
+    }
+
+    /// Frames as (number, length, first byte), and how reading ended.
+    #[cfg(target_os = "linux")]
+    fn seen(r: &mut CaptureReader) -> (Vec<(u64, usize, u8)>, Option<String>) {
+        let mut out = Vec::new();
+        loop {
+            match r.next_frame() {
+                Ok(Some(f)) => out.push((f.number, f.data.len(), f.data[0])),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e.to_string())),
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_opened_in_chunks_reads_on_through_its_map_from_the_start() {
+        let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
+        for i in 0..3000u32 {
+            let len = [60, 1514, 9000, 300_000][i as usize % 4];
+            w.write_packet(Timestamp(i64::from(i)), &vec![i as u8; len])
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.pcap");
+        std::fs::write(&path, w.into_inner()).unwrap();
+        let mut chunks = CaptureReader::open_as(&path, FileAccess::Chunks).unwrap();
+        let mut auto = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
+        assert!(auto.is_chunked() && auto.may_map);
+        let Records::Chunked(r) = &auto.rdr else {
+            panic!("in chunks")
+        };
+        let map = Map::of(r.file()).unwrap();
+        auto.read_mapped(map);
+        assert!(auto.is_mapped() && !auto.is_chunked());
+        let want = seen(&mut chunks);
+        assert_eq!(want.0.len(), 3000);
+        assert_eq!(seen(&mut auto), want);
+        assert_eq!(
+            auto.input_bytes_read(),
+            std::fs::metadata(&path).unwrap().len()
+        );
+        // Once frames have been read, or when asked not to: no switch.
+        assert!(!auto.read_alone());
+        let mut chunks = CaptureReader::open_as(&path, FileAccess::Chunks).unwrap();
+        assert!(!chunks.read_alone());
+        assert!(chunks.is_chunked());
     }
 
     #[test]

@@ -298,7 +298,8 @@ pub struct PipelineConfig {
     /// Keys for encrypted SMB3 sessions (`--keys`); empty: encrypted messages are counted.
     pub keys: Arc<KeyRing>,
     /// Threads for the capture (`--threads`), the calling thread included: 0 or 1, all on the
-    /// calling thread; 2, the calling thread and a thread reading the file ahead of it
+    /// calling thread (through the file's map where that pays,
+    /// [`crate::capture::CaptureReader::read_alone`]); 2, the calling thread and a thread reading the file ahead of it
     /// ([`crate::capture::CaptureReader::read_ahead`], started by `run::run_capture`; with
     /// `SQOS_READ=map`, a pager mapping the file's pages ahead of it, [`SharedMap::pager`]);
     /// N > 2, those and N - 2 workers for the per-connection work

@@ -192,3 +192,31 @@ fn a_file_cut_while_read_ahead_ends_with_its_frames_intact() {
         "{end:?}"
     );
 }
+
+/// On one thread, a file of 40 MB (enough for the look at three places of it) is read through
+/// its map or in chunks as the look finds: the frames and the progress are the same.
+#[test]
+fn a_run_on_one_thread_reads_the_same_frames_whichever_way_it_chooses() {
+    let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
+    let (mut i, mut written) = (0, 0);
+    while written < 40 << 20 {
+        let len = LENGTHS[i % LENGTHS.len()];
+        written += 16 + len;
+        w.write_packet(Timestamp(i as i64 * 1_000), &frame(i, len))
+            .unwrap();
+        i += 1;
+    }
+    let bytes = w.into_inner();
+    let file = TempFile::with("large.pcap", &bytes);
+    let want = frames(&mut CaptureReader::open_as(&file.0, FileAccess::Chunks).unwrap());
+    assert_eq!(want.0.len(), i);
+    for _ in 0..2 {
+        let mut r = CaptureReader::open_as(&file.0, FileAccess::Auto).unwrap();
+        let switched = r.read_alone();
+        assert_eq!(switched, r.is_mapped());
+        assert_eq!(!switched, r.is_chunked());
+        assert!(!r.read_alone(), "decided once");
+        assert_eq!(frames(&mut r), want, "mapped: {switched}");
+        assert_eq!(r.input_bytes_read(), bytes.len() as u64);
+    }
+}

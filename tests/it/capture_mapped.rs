@@ -77,7 +77,7 @@ fn read_and_streamed(
     let mut mapped = CaptureReader::open_as(&file.0, access).unwrap();
     match access {
         FileAccess::Map => assert!(mapped.is_mapped()),
-        FileAccess::Chunks => assert!(mapped.is_chunked()),
+        FileAccess::Chunks | FileAccess::Auto => assert!(mapped.is_chunked()),
     }
     let reference = frames(&mut streamed(&file.0));
     assert_eq!(

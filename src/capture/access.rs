@@ -1,0 +1,162 @@
+//! How a regular, uncompressed capture file is read: copied in chunks with `read()`, or
+//! walked where it lies through a memory map — and, by default, which of the two costs less
+//! for this file as the page cache holds it now.
+//!
+//! What a map costs is the kernel's mapping of the file's pages, and that depends on how the
+//! page cache holds them (sessions 25–27, AMD EPYC, Linux 6.18): a file read from disk sits in
+//! large folios, mapped 2 MiB in one fault, and one thread through the map was 1.3–1.4× as
+//! quick as through chunks; a file written in 4 KiB writes (what tcpdump or a copy leaves)
+//! sits in 4 KiB pages, and the map took 1.5–1.7× as long. So a run on one thread looks at a
+//! few places of the file before its first frame ([`map_pays`]). A run with a thread to spare
+//! reads in chunks with a helper ([`super::chunks`]), which beat the map with its pager in
+//! both states.
+
+use std::fs::File;
+use std::time::Instant;
+
+/// How a regular, uncompressed capture file is read (pipes and gzip are streamed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FileAccess {
+    /// In chunks; on one thread, through the map instead where a look at the file finds its
+    /// pages map for much less than they copy ([`map_pays`]).
+    #[default]
+    Auto,
+    /// With `read()` in chunks, into buffers the records are parsed in where they lie; with a
+    /// thread to spare, read ahead on it ([`super::CaptureReader::read_ahead`]).
+    Chunks,
+    /// Through a memory map (Linux; elsewhere, in chunks), the pages mapped ahead by a pager
+    /// thread with a thread to spare.
+    Map,
+}
+
+impl FileAccess {
+    /// `SQOS_READ=map`, `SQOS_READ=chunks`, or else [`FileAccess::Auto`].
+    pub fn from_env() -> FileAccess {
+        match std::env::var_os("SQOS_READ") {
+            Some(v) if v == "map" => FileAccess::Map,
+            Some(v) if v == "chunks" => FileAccess::Chunks,
+            _ => FileAccess::Auto,
+        }
+    }
+}
+
+/// Files smaller than this are read in chunks without a look: the look costs about 0.1 ms,
+/// and on a small file there is little to win.
+pub(crate) const LOOK_FROM: usize = 32 << 20;
+/// Bytes looked at in each place: 512 KiB took 4–5 µs to map where the file lay in large
+/// folios, 52–57 µs where it lay in 4 KiB pages, and 20–40 µs to copy.
+const SPAN: usize = 512 << 10;
+const PAGE: usize = 4096;
+
+/// What one place of the file cost, in nanoseconds: its pages mapped (one byte a page
+/// touched), and as many bytes right after it copied with `read()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Look {
+    pub(crate) map: u64,
+    pub(crate) copy: u64,
+}
+
+/// Whether the map pays, from the looks at three places: the median map cost is under half
+/// the median copy. Beyond the copy it saves, the map costs the walk more (its pages are not
+/// in the cache as a buffer just written is, and more of them miss the TLB): where the look
+/// found the map 4–5× cheaper, the whole run was 1.3× quicker, not the 2× the copy alone
+/// would give.
+pub(crate) fn map_pays(looks: &[Look; 3]) -> bool {
+    let median = |f: fn(&Look) -> u64| {
+        let mut v = looks.map(|l| f(&l));
+        v.sort_unstable();
+        v[1]
+    };
+    median(|l| l.map).saturating_mul(2) < median(|l| l.copy)
+}
+
+/// The three places looked at (a quarter, half and three quarters into the file), each at a
+/// 2 MiB boundary of the map's addresses, where a large folio maps in one entry. `None`: the
+/// file is too short for a look.
+pub(crate) fn places(base: usize, len: usize) -> Option<[usize; 3]> {
+    const ENTRY: usize = 2 << 20;
+    if len < LOOK_FROM.max(4 * (ENTRY + 2 * SPAN)) {
+        return None;
+    }
+    let at = |k: usize| {
+        let want = base + len / 4 * k;
+        (want & !(ENTRY - 1)).saturating_sub(base)
+    };
+    Some([at(1), at(2), at(3)])
+}
+
+/// Looks at one place of the file: `bytes` is the whole map, `touch` reads one byte of it
+/// (faulting its page in), and `buf` (at least [`SPAN`] bytes, already written to) takes the
+/// copy. `None` when the copy failed or came short.
+pub(crate) fn look(
+    bytes: &[u8],
+    at: usize,
+    file: &File,
+    buf: &mut [u8],
+    touch: fn(&u8),
+) -> Option<Look> {
+    use std::os::unix::fs::FileExt;
+    let mapped = bytes.get(at..at + SPAN)?;
+    let buf = buf.get_mut(..SPAN)?;
+    let start = Instant::now();
+    for page in mapped.iter().step_by(PAGE) {
+        touch(page);
+    }
+    let map = nanos(start.elapsed());
+    let start = Instant::now();
+    let n = file.read_at(buf, (at + SPAN) as u64).ok()?;
+    let copy = nanos(start.elapsed());
+    (n == SPAN).then_some(Look { map, copy })
+}
+
+/// The bytes a look at `at` reads: [`SPAN`] mapped, then as many copied.
+pub(crate) fn looked(at: usize) -> std::ops::Range<usize> {
+    at..at + 2 * SPAN
+}
+
+/// The buffer a look copies into, written to so that its pages exist before the timing.
+pub(crate) fn look_buffer() -> Vec<u8> {
+    vec![1u8; SPAN]
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn looks(v: [(u64, u64); 3]) -> [Look; 3] {
+        v.map(|(map, copy)| Look { map, copy })
+    }
+
+    #[test]
+    fn the_map_is_chosen_only_where_it_costs_under_half_the_copy() {
+        // Measured on a file read from disk (large folios), µs for 512 KiB.
+        assert!(map_pays(&looks([(5, 20), (4, 24), (4, 22)])));
+        // Written in 4 KiB writes.
+        assert!(!map_pays(&looks([(54, 71), (57, 41), (54, 34)])));
+        // Close: no.
+        assert!(!map_pays(&looks([(10, 20), (10, 20), (10, 20)])));
+    }
+
+    #[test]
+    fn one_slow_place_does_not_decide() {
+        assert!(map_pays(&looks([(5, 20), (400, 24), (4, 22)])));
+        assert!(!map_pays(&looks([(54, 71), (57, 1000), (54, 34)])));
+    }
+
+    #[test]
+    fn places_are_on_2_mib_boundaries_of_the_map_and_inside_the_file() {
+        let base = 0x7f00_0012_3000;
+        let len = 100 << 20;
+        let p = places(base, len).unwrap();
+        for at in p {
+            assert_eq!((base + at) % (2 << 20), 0);
+            assert!(at + 2 * SPAN <= len);
+        }
+        assert!(p[0] < p[1] && p[1] < p[2]);
+        assert_eq!(places(base, LOOK_FROM - 1), None);
+    }
+}
