@@ -88,6 +88,12 @@ impl FrameSource for MergedCaptures {
     fn shared_maps(&self) -> Vec<SharedMap> {
         MergedCaptures::shared_maps(self)
     }
+    fn read_ahead(&mut self) {
+        MergedCaptures::read_ahead(self);
+    }
+    fn read_alone(&mut self) {
+        MergedCaptures::read_alone(self);
+    }
     fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
         max: u64,

@@ -1,7 +1,8 @@
 //! Several captures read as one: rotated captures (`tcpdump -G/-C`, `dumpcap -b`) are one
 //! timeline, so their frames are merged by timestamp (ties: the file named first) and numbered
-//! in that order, as if they were one file. Each file is read as it would be alone (a memory
-//! map for a regular file, streamed for gzip); only the file whose frame is earliest advances.
+//! in that order, as if they were one file. Each file is read as it would be alone (in chunks
+//! or through its map for a regular file, streamed for gzip); only the file whose frame is
+//! earliest advances.
 
 use std::path::{Path, PathBuf};
 
@@ -137,7 +138,28 @@ impl MergedCaptures {
         Some(run)
     }
 
-    /// Bytes read from all files so far.
+    /// [`CaptureReader::read_ahead`] for every file: each file read in chunks gets its own
+    /// trial, and its helper while it is read (a helper ends at its file's end, so rotated
+    /// captures, read one after the other, have one at a time).
+    /// Returns how many files got a trial.
+    pub fn read_ahead(&mut self) -> usize {
+        let mut asked = 0;
+        for input in &mut self.inputs {
+            asked += usize::from(input.reader.read_ahead());
+        }
+        asked
+    }
+
+    /// [`CaptureReader::read_alone`] for every file: each through its map where that pays.
+    /// Returns how many files are read through their map from here on.
+    pub fn read_alone(&mut self) -> usize {
+        let mut mapped = 0;
+        for input in &mut self.inputs {
+            mapped += usize::from(input.reader.read_alone());
+        }
+        mapped
+    }
+
     /// The memory maps of the files read through one (see [`CaptureReader::shared_map`]).
     pub fn shared_maps(&self) -> Vec<super::SharedMap> {
         self.inputs
@@ -146,6 +168,7 @@ impl MergedCaptures {
             .collect()
     }
 
+    /// Bytes read from all files so far.
     pub fn input_bytes_read(&self) -> u64 {
         self.inputs
             .iter()

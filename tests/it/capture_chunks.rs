@@ -7,7 +7,9 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
-use sqos::capture::{CaptureReader, FileAccess, PcapWriter, PcapngWriter, Timestamp};
+use sqos::capture::{
+    CaptureReader, FileAccess, MergedCaptures, PcapWriter, PcapngWriter, Timestamp,
+};
 
 /// A frame's number, timestamp, length and a digest of its bytes.
 type Seen = (u64, i64, usize, u64);
@@ -219,4 +221,39 @@ fn a_run_on_one_thread_reads_the_same_frames_whichever_way_it_chooses() {
         assert_eq!(frames(&mut r), want, "mapped: {switched}");
         assert_eq!(r.input_bytes_read(), bytes.len() as u64);
     }
+}
+
+/// Rotated captures read as one timeline, each file read ahead by a helper of its own while it
+/// is read: the frames of the one file they were cut from, numbered on across the files.
+#[test]
+fn rotated_files_read_ahead_give_the_frames_of_one_file() {
+    let write = |range: std::ops::Range<usize>| {
+        let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
+        // 20,000 records of 100 to 1,600 bytes a file: about 17 MB, 65 chunks.
+        for i in range {
+            w.write_packet(Timestamp(i as i64), &frame(i, 100 + i * 37 % 1500))
+                .unwrap();
+        }
+        w.into_inner()
+    };
+    let whole = TempFile::with("whole.pcap", &write(0..40_000));
+    let first = TempFile::with("part1.pcap", &write(0..20_000));
+    let second = TempFile::with("part2.pcap", &write(20_000..40_000));
+    let reference = frames(&mut streamed(&whole.0));
+    assert_eq!(reference.0.len(), 40_000);
+    let mut merged = MergedCaptures::new(vec![
+        (first.0.clone(), chunked(&first.0, false)),
+        (second.0.clone(), chunked(&second.0, false)),
+    ]);
+    assert_eq!(merged.read_ahead(), 2, "a trial a file");
+    let mut seen = Vec::new();
+    while let Some(f) = merged.next_frame().unwrap() {
+        let digest = f.data.iter().fold(0u64, |h, b| {
+            h.wrapping_mul(0x100_0000_01b3).wrapping_add(u64::from(*b))
+        });
+        seen.push((f.number, f.ts.0, f.data.len(), digest));
+    }
+    assert_eq!((seen, None), reference);
+    let len = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert_eq!(merged.input_bytes_read(), len(&first.0) + len(&second.0));
 }
