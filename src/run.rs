@@ -251,11 +251,11 @@ where
 
 /// Open several captures (each as [`open`] does) to be read as one, merged by time.
 pub fn open_merged(paths: &[std::path::PathBuf]) -> Result<MergedCaptures, Unusable> {
-    let mut readers = Vec::with_capacity(paths.len());
+    let mut merged = MergedCaptures::default();
     for p in paths {
-        readers.push((p.clone(), open(p)?));
+        merged.add(p.clone(), open(p)?);
     }
-    Ok(MergedCaptures::new(readers))
+    Ok(merged)
 }
 
 /// [`open`] and [`run_capture`] without progress: for tests and library users with a file.

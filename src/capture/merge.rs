@@ -17,66 +17,115 @@ enum Head {
     Ended,
 }
 
+/// A file's reader, as far as the merge holds it: memory per file would grow with the number
+/// of files (rotated captures come by the hundred), so only the files being read hold one.
+enum Reader {
+    Open(Box<CaptureReader>),
+    /// A regular file whose first frame's time is known (`Head::Ready`) and that is opened
+    /// again when that frame is the earliest: until then it holds neither buffers nor a map.
+    Parked,
+    /// Read to its end (or its damage): the bytes it read, for progress.
+    Done(u64),
+}
+
 struct Input {
     path: PathBuf,
-    reader: CaptureReader,
+    reader: Reader,
     head: Head,
 }
 
+/// How the files are read, as `run_capture` asked ([`MergedCaptures::read_ahead`],
+/// [`MergedCaptures::read_alone`]): asked again of each file opened anew.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+enum Asked {
+    #[default]
+    Nothing,
+    Ahead,
+    Alone,
+}
+
+impl Asked {
+    /// Asks it of `reader`.
+    fn of(self, reader: &mut CaptureReader) {
+        match self {
+            Asked::Ahead => _ = reader.read_ahead(),
+            Asked::Alone => _ = reader.read_alone(),
+            Asked::Nothing => {}
+        }
+    }
+}
+
 /// Frames of several captures in timestamp order.
+#[derive(Default)]
 pub struct MergedCaptures {
     inputs: Vec<Input>,
     frames: u64,
     /// The first file that ended in damage: the others are read to their end first, then it is
     /// reported (what every file held before its damage stands).
     damaged: Option<CaptureError>,
+    asked: Asked,
 }
 
 impl MergedCaptures {
-    /// Merge readers already opened, each with the path that names it in errors.
+    /// Merge readers already opened, each with the path that names it in errors (see
+    /// [`MergedCaptures::add`]).
     pub fn new(readers: Vec<(PathBuf, CaptureReader)>) -> Self {
-        MergedCaptures {
-            inputs: readers
-                .into_iter()
-                .map(|(path, reader)| Input {
-                    path,
-                    reader,
-                    head: Head::Unknown,
-                })
-                .collect(),
-            frames: 0,
-            damaged: None,
+        let mut merged = MergedCaptures::default();
+        for (path, reader) in readers {
+            merged.add(path, reader);
         }
+        merged
+    }
+
+    /// Adds a file just opened, with the path that names it in errors. A regular file's first
+    /// frame is looked at now, and the file closed until that frame is the earliest (see
+    /// [`Reader::Parked`]): open the files one at a time and add each at once, and only one
+    /// file's buffers exist at a time.
+    pub fn add(&mut self, path: PathBuf, reader: CaptureReader) {
+        let parkable = reader.frames_read() == 0
+            && path.as_os_str() != "-"
+            && std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+        let mut input = Input {
+            path,
+            reader: Reader::Open(Box::new(reader)),
+            head: Head::Unknown,
+        };
+        if parkable {
+            look(&mut input, &mut self.damaged);
+            if let Head::Ready(_) = input.head {
+                input.reader = Reader::Parked;
+            }
+        }
+        self.inputs.push(input);
     }
 
     /// The next frame over all files, `Ok(None)` when every file has ended. A damaged file ends
     /// there; its error (naming the file) comes after the other files' frames.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
-        let mut earliest: Option<(Timestamp, usize)> = None;
-        for (i, input) in self.inputs.iter_mut().enumerate() {
-            if let Head::Unknown = input.head {
-                input.head = match input.reader.peek_ts() {
-                    Ok(Some(ts)) => Head::Ready(ts),
-                    Ok(None) => Head::Ended,
-                    Err(e) => {
-                        if self.damaged.is_none() {
-                            self.damaged = Some(in_file(&input.path, e));
-                        }
-                        Head::Ended
+        let i = loop {
+            let mut earliest: Option<(Timestamp, usize)> = None;
+            for (i, input) in self.inputs.iter_mut().enumerate() {
+                if let Head::Unknown = input.head {
+                    look(input, &mut self.damaged);
+                }
+                if let Head::Ready(ts) = input.head {
+                    if earliest.is_none_or(|(t, _)| ts < t) {
+                        earliest = Some((ts, i));
                     }
-                };
-            }
-            if let Head::Ready(ts) = input.head {
-                if earliest.is_none_or(|(t, _)| ts < t) {
-                    earliest = Some((ts, i));
                 }
             }
-        }
-        let Some((_, i)) = earliest else {
-            return match self.damaged.take() {
-                Some(e) => Err(e),
-                None => Ok(None),
+            let Some((_, i)) = earliest else {
+                return match self.damaged.take() {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
             };
+            match self.inputs.get_mut(i) {
+                Some(input) if matches!(input.reader, Reader::Parked) => {
+                    unpark(input, self.asked, &mut self.damaged);
+                }
+                _ => break i,
+            }
         };
         self.frames += 1;
         let number = self.frames;
@@ -85,7 +134,10 @@ impl MergedCaptures {
         };
         input.head = Head::Unknown;
         let path = &input.path;
-        match input.reader.next_frame() {
+        let Reader::Open(reader) = &mut input.reader else {
+            return Ok(None);
+        };
+        match reader.next_frame() {
             Ok(Some(mut f)) => {
                 f.number = number;
                 Ok(Some(f))
@@ -128,43 +180,47 @@ impl MergedCaptures {
             number += 1;
             first && take(&Frame { number, ..*frame })
         };
-        let mut run = self
-            .inputs
-            .get_mut(from)?
-            .reader
-            .take_run(max, &mut before_bound)?;
+        let Reader::Open(reader) = &mut self.inputs.get_mut(from)?.reader else {
+            return None;
+        };
+        let mut run = reader.take_run(max, &mut before_bound)?;
         self.frames = base + run.frames;
         run.last.0 = self.frames;
         Some(run)
     }
 
-    /// [`CaptureReader::read_ahead`] for every file: each file read in chunks gets its own
-    /// trial, and its helper while it is read (a helper ends at its file's end, so rotated
-    /// captures, read one after the other, have one at a time).
-    /// Returns how many files got a trial.
-    pub fn read_ahead(&mut self) -> usize {
-        let mut asked = 0;
-        for input in &mut self.inputs {
-            asked += usize::from(input.reader.read_ahead());
-        }
-        asked
+    /// [`CaptureReader::read_ahead`] for every file, as it is opened: each file read in
+    /// chunks gets its own trial, and its helper while it is read (a helper ends at its file's
+    /// end, so rotated captures, read one after the other, have one at a time).
+    pub fn read_ahead(&mut self) {
+        self.ask(Asked::Ahead);
     }
 
-    /// [`CaptureReader::read_alone`] for every file: each through its map where that pays.
-    /// Returns how many files are read through their map from here on.
-    pub fn read_alone(&mut self) -> usize {
-        let mut mapped = 0;
-        for input in &mut self.inputs {
-            mapped += usize::from(input.reader.read_alone());
-        }
-        mapped
+    /// [`CaptureReader::read_alone`] for every file, as it is opened: each through its map
+    /// where that pays.
+    pub fn read_alone(&mut self) {
+        self.ask(Asked::Alone);
     }
 
-    /// The memory maps of the files read through one (see [`CaptureReader::shared_map`]).
+    fn ask(&mut self, asked: Asked) {
+        self.asked = asked;
+        for input in &mut self.inputs {
+            if let Reader::Open(reader) = &mut input.reader {
+                asked.of(reader);
+            }
+        }
+    }
+
+    /// The memory maps of the files read through one now (see
+    /// [`CaptureReader::shared_map`]): a file opened later is not among them, and worker
+    /// threads get copies of its frames.
     pub fn shared_maps(&self) -> Vec<super::SharedMap> {
         self.inputs
             .iter()
-            .filter_map(|i| i.reader.shared_map())
+            .filter_map(|i| match &i.reader {
+                Reader::Open(r) => r.shared_map(),
+                _ => None,
+            })
             .collect()
     }
 
@@ -172,8 +228,52 @@ impl MergedCaptures {
     pub fn input_bytes_read(&self) -> u64 {
         self.inputs
             .iter()
-            .map(|i| i.reader.input_bytes_read())
+            .map(|i| match &i.reader {
+                Reader::Open(r) => r.input_bytes_read(),
+                Reader::Parked => 0,
+                Reader::Done(n) => *n,
+            })
             .sum()
+    }
+}
+
+/// Finds `input`'s next frame's time (its reader open), or its end: then the reader is
+/// closed, its damage, if any, kept in `damaged` to report after the other files' frames.
+fn look(input: &mut Input, damaged: &mut Option<CaptureError>) {
+    let Reader::Open(reader) = &mut input.reader else {
+        return;
+    };
+    input.head = match reader.peek_ts() {
+        Ok(Some(ts)) => Head::Ready(ts),
+        Ok(None) => Head::Ended,
+        Err(e) => {
+            if damaged.is_none() {
+                *damaged = Some(in_file(&input.path, e));
+            }
+            Head::Ended
+        }
+    };
+    if let Head::Ended = input.head {
+        input.reader = Reader::Done(reader.input_bytes_read());
+    }
+}
+
+/// Opens a parked file again, read as `asked`. Its first frame is looked at anew (the file
+/// may have changed since): the merge chooses again.
+fn unpark(input: &mut Input, asked: Asked, damaged: &mut Option<CaptureError>) {
+    match CaptureReader::open(&input.path) {
+        Ok(mut reader) => {
+            asked.of(&mut reader);
+            input.reader = Reader::Open(Box::new(reader));
+            look(input, damaged);
+        }
+        Err(e) => {
+            if damaged.is_none() {
+                *damaged = Some(in_file(&input.path, e));
+            }
+            input.reader = Reader::Done(0);
+            input.head = Head::Ended;
+        }
     }
 }
 
@@ -181,5 +281,102 @@ fn in_file(path: &Path, e: CaptureError) -> CaptureError {
     CaptureError::InFile {
         path: path.display().to_string(),
         source: Box::new(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::PcapWriter;
+
+    /// A pcap file of frames at times `times` (µs), each frame's first byte its time.
+    fn file(dir: &Path, name: &str, times: impl Iterator<Item = i64>) -> PathBuf {
+        let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
+        for t in times {
+            w.write_packet(Timestamp(t * 1_000), &[t as u8; 60])
+                .unwrap();
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, w.into_inner()).unwrap();
+        path
+    }
+
+    fn merged(paths: &[PathBuf]) -> MergedCaptures {
+        MergedCaptures::new(
+            paths
+                .iter()
+                .map(|p| (p.clone(), CaptureReader::open(p).unwrap()))
+                .collect(),
+        )
+    }
+
+    fn open(m: &MergedCaptures) -> usize {
+        let open = |i: &&Input| matches!(i.reader, Reader::Open(_));
+        m.inputs.iter().filter(open).count()
+    }
+
+    /// Every frame's time (µs), and the most files open at once while reading.
+    fn read(m: &mut MergedCaptures) -> (Vec<i64>, usize) {
+        let (mut times, mut most) = (Vec::new(), 0);
+        while let Some(f) = m.next_frame().unwrap() {
+            times.push(f.ts.0 / 1_000);
+            most = most.max(open(m));
+        }
+        (times, most)
+    }
+
+    #[test]
+    fn rotated_files_are_open_one_at_a_time_and_closed_at_their_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..20)
+            .map(|k| file(dir.path(), &format!("r{k}.pcap"), k * 10..k * 10 + 10))
+            .collect();
+        let mut m = merged(&paths);
+        assert_eq!(open(&m), 0, "all parked once their first frame is known");
+        m.read_ahead();
+        let (times, most) = read(&mut m);
+        assert_eq!(times, (0..200).collect::<Vec<_>>());
+        assert_eq!(most, 1);
+        assert_eq!(open(&m), 0);
+        let len: u64 = paths.iter().map(|p| p.metadata().unwrap().len()).sum();
+        assert_eq!(m.input_bytes_read(), len);
+    }
+
+    #[test]
+    fn files_that_overlap_in_time_are_open_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let even = file(dir.path(), "even.pcap", (0..100).map(|t| t * 2));
+        let odd = file(dir.path(), "odd.pcap", (0..50).map(|t| t * 2 + 1));
+        let late = file(dir.path(), "late.pcap", 500..510);
+        let mut m = merged(&[late, even, odd]);
+        let (times, most) = read(&mut m);
+        let mut want: Vec<i64> = (0..100)
+            .map(|t| t * 2)
+            .chain((0..50).map(|t| t * 2 + 1))
+            .collect();
+        want.sort_unstable();
+        want.extend(500..510);
+        assert_eq!(times, want);
+        assert_eq!(most, 2);
+    }
+
+    #[test]
+    fn a_file_gone_before_its_turn_is_named_after_the_others_frames() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = file(dir.path(), "a.pcap", 0..10);
+        let second = file(dir.path(), "b.pcap", 10..20);
+        let third = file(dir.path(), "c.pcap", 20..30);
+        let mut m = merged(&[first, second.clone(), third]);
+        std::fs::remove_file(&second).unwrap();
+        let mut times = Vec::new();
+        let err = loop {
+            match m.next_frame() {
+                Ok(Some(f)) => times.push(f.ts.0 / 1_000),
+                Ok(None) => panic!("no error"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert_eq!(times, (0..10).chain(20..30).collect::<Vec<_>>());
+        assert!(err.contains("b.pcap"), "{err}");
     }
 }
