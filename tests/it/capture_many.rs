@@ -119,3 +119,32 @@ fn a_damaged_file_is_named_and_the_others_are_read() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no capture matches"));
 }
+
+/// A ring buffer of more files than the process may hold open (`dumpcap -b files:2000`): only
+/// the files being read are open, so 100 files read under a limit of 32 descriptors, as the
+/// one capture they were cut from.
+#[test]
+fn more_files_than_open_descriptors_are_read() {
+    let original = crate::support::repo().join("captures/steady.pcap.gz");
+    let tmp = crate::support::scratch("sqos-many-");
+    let parts = rotate(&original, 100, tmp.path());
+    let whole = sqos(
+        &["stats", "--format", "json"],
+        std::slice::from_ref(&original),
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 32 && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_sqos"))
+        .args(["stats", "--format", "json"])
+        .args(&parts)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text(&out), text(&whole));
+}
