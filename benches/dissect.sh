@@ -10,6 +10,7 @@
 #   SKIP_COMPRESSED=1                do not time the compressed capture (same traffic, LZ77 chained)
 #   SKIP_MANY=1                      do not time the many-connection capture (see below)
 #   SKIP_SMALL=1                     do not time the small-I/O capture (see below)
+#   SKIP_ROTATED=1                   do not time the small-I/O capture cut into 6 files
 #   CACHE=written                    each capture in the page cache as a capture tool leaves it
 #                                    (written anew in 4 KiB writes) rather than as a read from
 #                                    disk leaves it (the default): see README, Performance
@@ -34,7 +35,9 @@
 # compressed (chained LZ77, SMB 3.1.1 compression: every message that comes out smaller); a
 # fourth for traffic of many connections at once (`synth --scenario steady`, 8 hosts of 4 VMs,
 # each host's session on 2 channels: 16 connections, I/Os up to 1 MiB), about SIZE bytes; a
-# fifth for the same hosts with small I/Os (4-64 KiB: a message every ~6 frames).
+# fifth for the same hosts with small I/Os (4-64 KiB: a message every ~6 frames); a sixth for
+# that capture cut into 6 files as a rotating capture leaves them, read as one timeline (needs
+# Wireshark's editcap to cut it; no tshark row: tshark reads one file).
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -223,5 +226,27 @@ if [ -z "${SKIP_SMALL:-}" ]; then
   SQOS=()
   TSHARK=()
   variant "small I/Os (4-64 KiB) on 16 connections" "$DIR/small-$SIZE.pcap" ""
+fi
+# Rotated: the small-I/O capture cut into 6 files (`editcap -c`, as `tcpdump -C` leaves a
+# ring), read as one timeline by a glob: each file opened in its turn and read as one file is.
+if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
+  ROT="$DIR/rotated-$SIZE"
+  if [ ! -s "$ROT/done" ]; then
+    rm -rf "$ROT" && mkdir -p "$ROT"
+    frames=$("$BIN" stats --quiet "$DIR/small-$SIZE.pcap" | awk '/^frames/ { print $2 }')
+    editcap -F pcap -c $((frames / 6 + 1)) "$DIR/small-$SIZE.pcap" "$ROT/part.pcap"
+    echo yes >"$ROT/done"
+  fi
+  parts=("$ROT"/part*.pcap)
+  for f in "${parts[@]}"; do cache_state "$f"; done
+  total=$(cat "${parts[@]}" | wc -c)
+  echo
+  echo "rotated: the small-I/O capture in ${#parts[@]} files, $total bytes"
+  row "cat" cat "${parts[@]}"
+  row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "${parts[@]}"
+  row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "${parts[@]}"
+  row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "${parts[@]}"
+  echo "load after: $(uptime | sed 's/.*load average/load average/')"
+  table "$total"
 fi
 [ -n "${SQOS_BENCH_DIR:-}" ] || rm -rf "$DIR"
