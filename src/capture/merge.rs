@@ -78,7 +78,7 @@ impl MergedCaptures {
     }
 
     /// Adds a file just opened, with the path that names it in errors. A regular file's first
-    /// frame is looked at now, and the file closed until that frame is the earliest (see
+    /// frame is peeked at now, and the file closed until that frame is the earliest (see
     /// [`Reader::Parked`]): open the files one at a time and add each at once, and only one
     /// file's buffers exist at a time.
     pub fn add(&mut self, path: PathBuf, reader: CaptureReader) {
@@ -91,7 +91,7 @@ impl MergedCaptures {
             head: Head::Unknown,
         };
         if parkable {
-            look(&mut input, &mut self.damaged);
+            peek(&mut input, &mut self.damaged);
             if let Head::Ready(_) = input.head {
                 input.reader = Reader::Parked;
             }
@@ -106,7 +106,7 @@ impl MergedCaptures {
             let mut earliest: Option<(Timestamp, usize)> = None;
             for (i, input) in self.inputs.iter_mut().enumerate() {
                 if let Head::Unknown = input.head {
-                    look(input, &mut self.damaged);
+                    peek(input, &mut self.damaged);
                 }
                 if let Head::Ready(ts) = input.head {
                     if earliest.is_none_or(|(t, _)| ts < t) {
@@ -239,7 +239,7 @@ impl MergedCaptures {
 
 /// Finds `input`'s next frame's time (its reader open), or its end: then the reader is
 /// closed, its damage, if any, kept in `damaged` to report after the other files' frames.
-fn look(input: &mut Input, damaged: &mut Option<CaptureError>) {
+fn peek(input: &mut Input, damaged: &mut Option<CaptureError>) {
     let Reader::Open(reader) = &mut input.reader else {
         return;
     };
@@ -258,14 +258,14 @@ fn look(input: &mut Input, damaged: &mut Option<CaptureError>) {
     }
 }
 
-/// Opens a parked file again, read as `asked`. Its first frame is looked at anew (the file
+/// Opens a parked file again, read as `asked`. Its first frame is peeked at anew (the file
 /// may have changed since): the merge chooses again.
 fn unpark(input: &mut Input, asked: Asked, damaged: &mut Option<CaptureError>) {
     match CaptureReader::open(&input.path) {
         Ok(mut reader) => {
             asked.of(&mut reader);
             input.reader = Reader::Open(Box::new(reader));
-            look(input, damaged);
+            peek(input, damaged);
         }
         Err(e) => {
             if damaged.is_none() {
