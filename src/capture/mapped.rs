@@ -231,12 +231,23 @@ impl Map {
         if start >= end {
             return;
         }
-        // SAFETY: as in `release`: a page-aligned start inside our own private read-only map
-        // (the map starts on a page); the pages read back from the file when touched again.
+        self.give_back(start..end);
+    }
+
+    /// Unmaps the pages of `range` (page-aligned start, inside the map): the file stays in the
+    /// page cache, and a later touch maps its pages again (or zeros, past a shrunk end).
+    fn give_back(&self, range: Range<usize>) {
+        let page = PAGE.load(Ordering::Relaxed);
+        if range.start % page != 0 || range.start >= range.end || range.end > self.len {
+            return;
+        }
+        // SAFETY: a page-aligned range inside our own private read-only map; after
+        // MADV_DONTNEED the pages read back from the file (or zeros) when touched again, so
+        // nothing borrowed from `bytes()` becomes invalid.
         unsafe {
             libc::madvise(
-                (self.ptr as *mut u8).add(start) as *mut libc::c_void,
-                end - start,
+                (self.ptr as *mut u8).add(range.start) as *mut libc::c_void,
+                range.end - range.start,
                 libc::MADV_DONTNEED,
             );
         }
@@ -255,16 +266,7 @@ impl Map {
         if upto <= released {
             return;
         }
-        // SAFETY: a page-aligned range inside our own private read-only map; after
-        // MADV_DONTNEED the pages read back from the file (or zeros) when touched again, so
-        // nothing borrowed from `bytes()` becomes invalid.
-        unsafe {
-            libc::madvise(
-                (self.ptr as *mut u8).add(released) as *mut libc::c_void,
-                upto - released,
-                libc::MADV_DONTNEED,
-            );
-        }
+        self.give_back(released..upto);
         self.released.store(upto, Ordering::Release);
         if let Some(pager) = self.pager.get() {
             pager.unpark();
@@ -454,16 +456,9 @@ fn page_ahead(map: &Map) {
             // that, nothing would give them back until the map is dropped.
             let passed = map.released.load(Ordering::Acquire).min(upto);
             if passed > from {
-                // SAFETY: a page-aligned range inside the map that the reader has given back
-                // already (it never reads behind `released`): unmapping it again is what the
-                // reader did.
-                unsafe {
-                    libc::madvise(
-                        (map.ptr as *mut u8).add(from) as *mut libc::c_void,
-                        passed - from,
-                        libc::MADV_DONTNEED,
-                    );
-                }
+                // Pages the reader has given back already (it never reads behind `released`):
+                // unmapping them again is what the reader did.
+                map.give_back(from..passed);
             }
         } else if upto >= map.len {
             return;
