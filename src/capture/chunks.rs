@@ -188,6 +188,8 @@ pub(crate) struct ChunkReader {
     joined: Vec<u8>,
     tap: Arc<TapState>,
     trial: Trial,
+    /// The trial stopped the helper: its chunks cost this thread more than reading alone.
+    refused: bool,
     /// While the trial runs: when the last refill ended, and where its chunk came from.
     since: Option<(Instant, Came)>,
 }
@@ -216,6 +218,7 @@ impl ChunkReader {
             joined: Vec::new(),
             tap,
             trial: Trial::Off,
+            refused: false,
             since: None,
         };
         if reader.refill().is_err() {
@@ -230,6 +233,17 @@ impl ChunkReader {
     /// The file read.
     pub(crate) fn file(&self) -> &File {
         &self.source.chunks.file
+    }
+
+    /// How the records are parsed at this point of the file (a pcapng section's byte order).
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// True once the trial has stopped the helper ([`Trial`]): this thread reads alone from
+    /// here on, as a run of one thread does.
+    pub(crate) fn helper_refused(&self) -> bool {
+        self.refused
     }
 
     /// Reads the file ahead on a thread of its own where that pays: each thread reads the
@@ -366,6 +380,7 @@ impl ChunkReader {
                 if let Some(helped) = times.push(work) {
                     if !helper_pays(*alone, helped) {
                         self.source.stop_helper();
+                        self.refused = true;
                     }
                     self.trial = Trial::Done;
                 }
@@ -629,6 +644,7 @@ mod tests {
         }
         assert!(matches!(r.trial, Trial::Done), "decided");
         assert!(!r.read_ahead(), "not asked again");
+        assert_eq!(r.helper_refused(), r.source.helper.is_none());
         r.source.helper.is_some()
     }
 

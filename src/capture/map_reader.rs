@@ -19,11 +19,13 @@ pub(crate) struct MapReader {
 
 impl MapReader {
     pub(crate) fn new(map: SharedMap, layout: Layout) -> Self {
-        MapReader {
-            map,
-            layout,
-            pos: 0,
-        }
+        Self::at(map, layout, 0)
+    }
+
+    /// Reads on from `pos`, where a record starts, parsing as `layout` (as another reader of
+    /// the same file left it there).
+    pub(crate) fn at(map: SharedMap, layout: Layout, pos: usize) -> Self {
+        MapReader { map, layout, pos }
     }
 }
 

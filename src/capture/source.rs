@@ -694,7 +694,7 @@ impl CaptureReader {
             };
             match Map::of(chunks.file()).filter(|m| map_pays_here(m, chunks.file())) {
                 Some(map) => {
-                    self.read_mapped(map);
+                    self.read_mapped(map, Layout::of(&self.format), 0);
                     true
                 }
                 None => false,
@@ -704,12 +704,32 @@ impl CaptureReader {
         false
     }
 
-    /// Reads on through `map` (of the file read) instead: before the first record.
+    /// Reads on through `map` (of the file read) instead, from `pos`, where a record starts,
+    /// parsing as `layout`.
     #[cfg(target_os = "linux")]
-    fn read_mapped(&mut self, map: Map) {
+    fn read_mapped(&mut self, map: Map, layout: Layout, pos: usize) {
         let map = SharedMap::new(map);
-        self.rdr = Records::Mapped(MapReader::new(map.clone(), Layout::of(&self.format)));
+        self.rdr = Records::Mapped(MapReader::at(map.clone(), layout, pos));
         self.mapped = Some(map);
+    }
+
+    /// The helper's trial found reading alone cheaper (the two cores share no cache, say):
+    /// from this record boundary on, the file is read as a run of one thread reads it, through
+    /// its map where a look finds that pays ([`Self::read_alone`]). Asked before every refill
+    /// of a file read in chunks; the answer is found once.
+    #[cfg(target_os = "linux")]
+    fn map_if_helper_refused(&mut self) {
+        let Records::Chunked(chunks) = &self.rdr else {
+            return;
+        };
+        if !self.may_map || !chunks.helper_refused() || self.follow {
+            return;
+        }
+        self.may_map = false;
+        let (layout, pos) = (chunks.layout(), chunks.consumed());
+        if let Some(map) = Map::of(chunks.file()).filter(|m| map_pays_here(m, chunks.file())) {
+            self.read_mapped(map, layout, pos);
+        }
     }
 
     /// A regular, uncompressed file read through a memory map (no copy into a buffer; see
@@ -1070,6 +1090,11 @@ impl CaptureReader {
             if self.rdr.grow(grown) {
                 self.capacity = grown;
             }
+        }
+        // At a record boundary here: `advance` has consumed the record before.
+        #[cfg(target_os = "linux")]
+        if self.pending == 0 && self.ready.is_none() {
+            self.map_if_helper_refused();
         }
         while self.rdr.data().len() < need {
             let offset = self.offset();
@@ -1623,7 +1648,7 @@ mod tests {
             panic!("in chunks")
         };
         let map = Map::of(r.file()).unwrap();
-        auto.read_mapped(map);
+        auto.read_mapped(map, Layout::of(&auto.format), 0);
         assert!(auto.is_mapped() && !auto.is_chunked());
         let want = seen(&mut chunks);
         assert_eq!(want.0.len(), 3000);
@@ -1637,6 +1662,64 @@ mod tests {
         let mut chunks = CaptureReader::open_as(&path, FileAccess::Chunks).unwrap();
         assert!(!chunks.read_alone());
         assert!(chunks.is_chunked());
+    }
+
+    /// A file read in chunks and then, from a record boundary in its middle, through its map
+    /// (as after a helper's trial found reading alone cheaper): the frames of a file read in
+    /// chunks throughout, legacy pcap and pcapng alike.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_read_in_chunks_reads_on_through_its_map_from_a_record_in_its_middle() {
+        let lens = [60usize, 1514, 9000, 300_000, 100];
+        let mut pcap = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
+        let mut ng = crate::capture::PcapngWriter::new(Vec::new()).unwrap();
+        let eth = ng.add_interface(1, 0, 6).unwrap();
+        for i in 0..3000u32 {
+            let len = lens[i as usize % lens.len()];
+            let f = vec![i as u8; len];
+            pcap.write_packet(Timestamp(i64::from(i)), &f).unwrap();
+            ng.write_epb(eth, Timestamp(i64::from(i)), &f, len as u32)
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in [("f.pcap", pcap.into_inner()), ("f.pcapng", ng.into_inner())] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
+            assert_eq!(want.0.len(), 3000, "{name}");
+            for after in [1, 999, 2500] {
+                let mut r = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
+                let mut got = seen_n(&mut r, after);
+                // Where `fill` switches: the record before consumed.
+                r.rdr.consume_noshift(r.pending);
+                r.pending = 0;
+                let Records::Chunked(chunks) = &r.rdr else {
+                    panic!("in chunks")
+                };
+                let (layout, pos) = (chunks.layout(), chunks.consumed());
+                let map = Map::of(chunks.file()).unwrap();
+                r.read_mapped(map, layout, pos);
+                assert!(r.is_mapped());
+                let rest = seen(&mut r);
+                got.extend(rest.0);
+                assert_eq!((got, rest.1), want, "{name}: after {after} frames");
+                assert_eq!(
+                    r.input_bytes_read(),
+                    std::fs::metadata(&path).unwrap().len()
+                );
+            }
+        }
+    }
+
+    /// The first `n` frames, as [`seen`] gives them.
+    #[cfg(target_os = "linux")]
+    fn seen_n(r: &mut CaptureReader, n: usize) -> Vec<(u64, usize, u8)> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let f = r.next_frame().unwrap().unwrap();
+            out.push((f.number, f.data.len(), f.data[0]));
+        }
+        out
     }
 
     #[test]
