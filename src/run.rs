@@ -36,11 +36,8 @@ pub trait FrameSource {
     fn shared_maps(&self) -> Vec<SharedMap> {
         Vec::new()
     }
-    /// Read ahead of the frames handed out on a thread of its own, where the source can
-    /// ([`CaptureReader::read_ahead`]).
-    fn read_ahead(&mut self) {}
-    /// The run has one thread: read as suits that ([`CaptureReader::read_alone`]).
-    fn read_alone(&mut self) {}
+    /// Read as suits a run of `threads` threads ([`CaptureReader::read_for`]).
+    fn read_for(&mut self, _threads: usize) {}
     /// The frames that come next, handed over as one run while `take` says yes to each, at
     /// most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a source that does
     /// not walk its records in place.
@@ -63,11 +60,8 @@ impl FrameSource for CaptureReader {
     fn shared_maps(&self) -> Vec<SharedMap> {
         self.shared_map().into_iter().collect()
     }
-    fn read_ahead(&mut self) {
-        CaptureReader::read_ahead(self);
-    }
-    fn read_alone(&mut self) {
-        CaptureReader::read_alone(self);
+    fn read_for(&mut self, threads: usize) {
+        CaptureReader::read_for(self, threads);
     }
     fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
@@ -88,11 +82,8 @@ impl FrameSource for MergedCaptures {
     fn shared_maps(&self) -> Vec<SharedMap> {
         MergedCaptures::shared_maps(self)
     }
-    fn read_ahead(&mut self) {
-        MergedCaptures::read_ahead(self);
-    }
-    fn read_alone(&mut self) {
-        MergedCaptures::read_alone(self);
+    fn read_for(&mut self, threads: usize) {
+        MergedCaptures::read_for(self, threads);
     }
     fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
@@ -191,12 +182,9 @@ where
     F: FrameSource + ?Sized,
     S: CaptureSink,
 {
-    if cfg.threads > 1 {
-        // A thread to spare reads the file ahead (the pipeline's own threads are the others).
-        source.read_ahead();
-    } else {
-        source.read_alone();
-    }
+    // With a thread to spare, it reads the file ahead (the pipeline's own threads are the
+    // others); alone, through the file's map where that pays.
+    source.read_for(cfg.threads);
     let mut pipeline = Pipeline::new(cfg);
     pipeline.share_maps(source.shared_maps());
     let mut frames = 0;

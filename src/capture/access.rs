@@ -11,6 +11,9 @@
 //! reads in chunks with a helper ([`super::chunks`]), which beat the map with its pager in
 //! both states.
 
+// The look maps the file: only Linux reads through a map.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use std::fs::File;
 use std::time::Instant;
 
@@ -40,9 +43,34 @@ impl FileAccess {
     }
 }
 
+/// Whether `map` (of `file`) is cheaper to walk than `file` to copy, from looks at three
+/// places ([`places`]): only where all three are in the page cache (a file coming from disk is
+/// read in chunks, with the kernel's readahead for `read()`, and nothing of it is read out of
+/// turn), and not if the file shrank meanwhile. The pages touched are given back.
+#[cfg(target_os = "linux")]
+pub(crate) fn mapping_pays(map: &super::mapped::Map, file: &File) -> bool {
+    let bytes = map.bytes();
+    let Some(places) = places(bytes.as_ptr() as usize, bytes.len()) else {
+        return false;
+    };
+    if !places.iter().all(|&at| map.resident(looked(at))) {
+        return false;
+    }
+    let mut buf = vec![1u8; SPAN];
+    let mut looks = Vec::with_capacity(3);
+    for at in places {
+        looks.extend(look(bytes, at, file, &mut buf, super::mapped::touch));
+        map.forget(looked(at));
+    }
+    match <[_; 3]>::try_from(looks) {
+        Ok(looks) => !map.shrunk() && map_pays(&looks),
+        Err(_) => false,
+    }
+}
+
 /// Files smaller than this are read in chunks without a look: the look costs about 0.1 ms,
 /// and on a small file there is little to win.
-pub(crate) const LOOK_FROM: usize = 32 << 20;
+const LOOK_FROM: usize = 32 << 20;
 /// Bytes looked at in each place: 512 KiB took 4–5 µs to map where the file lay in large
 /// folios, 52–57 µs where it lay in 4 KiB pages, and 20–40 µs to copy.
 const SPAN: usize = 512 << 10;
@@ -51,9 +79,9 @@ const PAGE: usize = 4096;
 /// What one place of the file cost, in nanoseconds: its pages mapped (one byte a page
 /// touched), and as many bytes right after it copied with `read()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Look {
-    pub(crate) map: u64,
-    pub(crate) copy: u64,
+struct Look {
+    map: u64,
+    copy: u64,
 }
 
 /// Whether the map pays, from the looks at three places: the median map cost is under half
@@ -61,7 +89,7 @@ pub(crate) struct Look {
 /// in the cache as a buffer just written is, and more of them miss the TLB): where the look
 /// found the map 4–5× cheaper, the whole run was 1.3× quicker, not the 2× the copy alone
 /// would give.
-pub(crate) fn map_pays(looks: &[Look; 3]) -> bool {
+fn map_pays(looks: &[Look; 3]) -> bool {
     let median = |f: fn(&Look) -> u64| {
         let mut v = looks.map(|l| f(&l));
         v.sort_unstable();
@@ -73,7 +101,7 @@ pub(crate) fn map_pays(looks: &[Look; 3]) -> bool {
 /// The three places looked at (a quarter, half and three quarters into the file), each at a
 /// 2 MiB boundary of the map's addresses, where a large folio maps in one entry. `None`: the
 /// file is too short for a look.
-pub(crate) fn places(base: usize, len: usize) -> Option<[usize; 3]> {
+fn places(base: usize, len: usize) -> Option<[usize; 3]> {
     const ENTRY: usize = 2 << 20;
     if len < LOOK_FROM.max(4 * (ENTRY + 2 * SPAN)) {
         return None;
@@ -86,15 +114,9 @@ pub(crate) fn places(base: usize, len: usize) -> Option<[usize; 3]> {
 }
 
 /// Looks at one place of the file: `bytes` is the whole map, `touch` reads one byte of it
-/// (faulting its page in), and `buf` (at least [`SPAN`] bytes, already written to) takes the
-/// copy. `None` when the copy failed or came short.
-pub(crate) fn look(
-    bytes: &[u8],
-    at: usize,
-    file: &File,
-    buf: &mut [u8],
-    touch: fn(&u8),
-) -> Option<Look> {
+/// (faulting its page in), and `buf` (at least [`SPAN`] bytes, written to before so that its
+/// pages exist before the timing) takes the copy. `None` when the copy failed or came short.
+fn look(bytes: &[u8], at: usize, file: &File, buf: &mut [u8], touch: fn(&u8)) -> Option<Look> {
     use std::os::unix::fs::FileExt;
     let mapped = bytes.get(at..at + SPAN)?;
     let buf = buf.get_mut(..SPAN)?;
@@ -110,13 +132,8 @@ pub(crate) fn look(
 }
 
 /// The bytes a look at `at` reads: [`SPAN`] mapped, then as many copied.
-pub(crate) fn looked(at: usize) -> std::ops::Range<usize> {
+fn looked(at: usize) -> std::ops::Range<usize> {
     at..at + 2 * SPAN
-}
-
-/// The buffer a look copies into, written to so that its pages exist before the timing.
-pub(crate) fn look_buffer() -> Vec<u8> {
-    vec![1u8; SPAN]
 }
 
 fn nanos(d: std::time::Duration) -> u64 {

@@ -29,12 +29,12 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 
-use pcap_parser::nom::{self, Needed};
+use pcap_parser::nom::Needed;
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 use super::input::{read_full, TapState};
-use super::layout::{parse_next, Layout};
+use super::layout::{next_record, Layout};
 
 /// Bytes read at a time: small enough that a chunk is still in the cache when it is walked.
 #[cfg(not(fuzzing))]
@@ -233,11 +233,6 @@ impl ChunkReader {
     /// The file read.
     pub(crate) fn file(&self) -> &File {
         &self.source.chunks.file
-    }
-
-    /// How the records are parsed at this point of the file (a pcapng section's byte order).
-    pub(crate) fn layout(&self) -> Layout {
-        self.layout
     }
 
     /// True once the trial has stopped the helper ([`Trial`]): this thread reads alone from
@@ -529,12 +524,15 @@ impl PcapReaderIterator for ChunkReader {
             .bytes()
             .get(self.pos..self.end)
             .unwrap_or_default();
-        match parse_next(&mut self.layout, data, self.consumed) {
-            Ok(parsed) => Ok(parsed),
-            Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),
-            Err(nom::Err::Incomplete(Needed::Size(n))) => Err(PcapError::Incomplete(n.get())),
-            Err(nom::Err::Incomplete(Needed::Unknown)) => Err(PcapError::Incomplete(0)),
-        }
+        next_record(
+            &mut self.layout,
+            data,
+            self.consumed,
+            |needed| match needed {
+                Needed::Size(n) => PcapError::Incomplete(n.get()),
+                Needed::Unknown => PcapError::Incomplete(0),
+            },
+        )
     }
 
     fn consume(&mut self, offset: usize) {

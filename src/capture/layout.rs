@@ -2,7 +2,7 @@
 //! the readers that parse records where they lie (in a memory map, in the buffers of a file
 //! read in chunks).
 
-use pcap_parser::nom::{self, Offset};
+use pcap_parser::nom::{self, Needed, Offset};
 use pcap_parser::{
     parse_block_be, parse_block_le, parse_pcap_frame, parse_pcap_frame_be,
     parse_pcap_frame_modified, parse_pcap_header, Block, PcapBlockOwned, PcapError,
@@ -17,7 +17,7 @@ pub(crate) enum Layout {
 
 /// The record at the front of `data`, which lies at `offset` of the file, as pcap-parser's
 /// readers return it: its length and the block. `Incomplete`: `data` ends inside it.
-pub(crate) fn parse_next<'a>(
+fn parse_next<'a>(
     layout: &mut Layout,
     data: &'a [u8],
     offset: usize,
@@ -53,4 +53,20 @@ pub(crate) fn parse_next<'a>(
         }
     };
     parsed.map(|(rem, block)| (data.offset(rem), block))
+}
+
+/// [`parse_next`] as a reader returns it: a record `data` ends inside is `incomplete(needed)`
+/// (for a reader that holds the whole file, a record cut off; for one that reads on, more to
+/// read).
+pub(crate) fn next_record<'a>(
+    layout: &mut Layout,
+    data: &'a [u8],
+    offset: usize,
+    incomplete: fn(Needed) -> PcapError<&'a [u8]>,
+) -> Result<(usize, PcapBlockOwned<'a>), PcapError<&'a [u8]>> {
+    match parse_next(layout, data, offset) {
+        Ok(parsed) => Ok(parsed),
+        Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),
+        Err(nom::Err::Incomplete(needed)) => Err(incomplete(needed)),
+    }
 }

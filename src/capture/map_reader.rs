@@ -3,11 +3,10 @@
 //! pcap-parser's own streaming readers (whose `next` it mirrors: the file header first for
 //! legacy pcap, the byte order of each pcapng section).
 
-use pcap_parser::nom::{self, Needed};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
-use super::layout::{parse_next, Layout};
+use super::layout::{next_record, Layout};
 use super::mapped::SharedMap;
 
 pub(crate) struct MapReader {
@@ -22,8 +21,8 @@ impl MapReader {
         Self::at(map, layout, 0)
     }
 
-    /// Reads on from `pos`, where a record starts, parsing as `layout` (as another reader of
-    /// the same file left it there).
+    /// Reads on from `pos`, where a record starts, parsing as `layout` (where another reader
+    /// of the same file stopped).
     pub(crate) fn at(map: SharedMap, layout: Layout, pos: usize) -> Self {
         MapReader { map, layout, pos }
     }
@@ -32,14 +31,10 @@ impl MapReader {
 impl PcapReaderIterator for MapReader {
     fn next(&mut self) -> Result<(usize, PcapBlockOwned<'_>), PcapError<&[u8]>> {
         let data = self.map.bytes().get(self.pos..).unwrap_or_default();
-        match parse_next(&mut self.layout, data, self.pos) {
-            Ok(parsed) => Ok(parsed),
-            Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),
-            // The whole file is there: a record that needs more is cut off.
-            Err(nom::Err::Incomplete(Needed::Size(_) | Needed::Unknown)) => {
-                Err(PcapError::UnexpectedEof)
-            }
-        }
+        // The whole file is there: a record that needs more is cut off.
+        next_record(&mut self.layout, data, self.pos, |_| {
+            PcapError::UnexpectedEof
+        })
     }
 
     fn consume(&mut self, offset: usize) {

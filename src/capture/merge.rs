@@ -34,27 +34,6 @@ struct Input {
     head: Head,
 }
 
-/// How the files are read, as `run_capture` asked ([`MergedCaptures::read_ahead`],
-/// [`MergedCaptures::read_alone`]): asked again of each file opened anew.
-#[derive(Clone, Copy, PartialEq, Eq, Default)]
-enum Asked {
-    #[default]
-    Nothing,
-    Ahead,
-    Alone,
-}
-
-impl Asked {
-    /// Asks it of `reader`.
-    fn of(self, reader: &mut CaptureReader) {
-        match self {
-            Asked::Ahead => _ = reader.read_ahead(),
-            Asked::Alone => _ = reader.read_alone(),
-            Asked::Nothing => {}
-        }
-    }
-}
-
 /// Frames of several captures in timestamp order.
 #[derive(Default)]
 pub struct MergedCaptures {
@@ -63,7 +42,9 @@ pub struct MergedCaptures {
     /// The first file that ended in damage: the others are read to their end first, then it is
     /// reported (what every file held before its damage stands).
     damaged: Option<CaptureError>,
-    asked: Asked,
+    /// The threads `run_capture` said the run has ([`MergedCaptures::read_for`]): each file
+    /// opened anew is read as suits them.
+    threads: Option<usize>,
 }
 
 impl MergedCaptures {
@@ -122,7 +103,7 @@ impl MergedCaptures {
             };
             match self.inputs.get_mut(i) {
                 Some(input) if matches!(input.reader, Reader::Parked) => {
-                    unpark(input, self.asked, &mut self.damaged);
+                    unpark(input, self.threads, &mut self.damaged);
                 }
                 _ => break i,
             }
@@ -189,24 +170,14 @@ impl MergedCaptures {
         Some(run)
     }
 
-    /// [`CaptureReader::read_ahead`] for every file, as it is opened: each file read in
-    /// chunks gets its own trial, and its helper while it is read (a helper ends at its file's
-    /// end, so rotated captures, read one after the other, have one at a time).
-    pub fn read_ahead(&mut self) {
-        self.ask(Asked::Ahead);
-    }
-
-    /// [`CaptureReader::read_alone`] for every file, as it is opened: each through its map
-    /// where that pays.
-    pub fn read_alone(&mut self) {
-        self.ask(Asked::Alone);
-    }
-
-    fn ask(&mut self, asked: Asked) {
-        self.asked = asked;
+    /// [`CaptureReader::read_for`] for every file, as it is opened: each file read in chunks
+    /// gets its own trial and helper with a thread to spare (a helper ends at its file's end,
+    /// so rotated captures, read one after the other, have one at a time), or its look alone.
+    pub fn read_for(&mut self, threads: usize) {
+        self.threads = Some(threads);
         for input in &mut self.inputs {
             if let Reader::Open(reader) = &mut input.reader {
-                asked.of(reader);
+                reader.read_for(threads);
             }
         }
     }
@@ -258,12 +229,14 @@ fn peek(input: &mut Input, damaged: &mut Option<CaptureError>) {
     }
 }
 
-/// Opens a parked file again, read as `asked`. Its first frame is peeked at anew (the file
-/// may have changed since): the merge chooses again.
-fn unpark(input: &mut Input, asked: Asked, damaged: &mut Option<CaptureError>) {
+/// Opens a parked file again, read as suits `threads` if the run said. Its first frame is
+/// peeked at anew (the file may have changed since): the merge chooses again.
+fn unpark(input: &mut Input, threads: Option<usize>, damaged: &mut Option<CaptureError>) {
     match CaptureReader::open(&input.path) {
         Ok(mut reader) => {
-            asked.of(&mut reader);
+            if let Some(threads) = threads {
+                reader.read_for(threads);
+            }
             input.reader = Reader::Open(Box::new(reader));
             peek(input, damaged);
         }
@@ -333,7 +306,7 @@ mod tests {
             .collect();
         let mut m = merged(&paths);
         assert_eq!(open(&m), 0, "all parked once their first frame is known");
-        m.read_ahead();
+        m.read_for(2);
         let (times, most) = read(&mut m);
         assert_eq!(times, (0..200).collect::<Vec<_>>());
         assert_eq!(most, 1);

@@ -21,7 +21,7 @@ use thiserror::Error;
 use super::access::FileAccess;
 use super::chunks::ChunkReader;
 use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
-use super::layout::{parse_next, Layout};
+use super::layout::{next_record, Layout};
 #[cfg(target_os = "linux")]
 use super::map_reader::MapReader;
 #[cfg(target_os = "linux")]
@@ -550,31 +550,6 @@ struct PacketMeta {
     orig_len: u32,
 }
 
-/// Whether `map` (of `file`) is cheaper to walk than `file` to copy, from looks at three
-/// places: only where all three are in the page cache (a file coming from disk is read in
-/// chunks, with the kernel's readahead for `read()`), and not if the file shrank meanwhile.
-#[cfg(target_os = "linux")]
-fn map_pays_here(map: &Map, file: &std::fs::File) -> bool {
-    use super::access::{look, look_buffer, looked, map_pays, places};
-    let bytes = map.bytes();
-    let Some(places) = places(bytes.as_ptr() as usize, bytes.len()) else {
-        return false;
-    };
-    if !places.iter().all(|&at| map.resident(looked(at))) {
-        return false;
-    }
-    let mut buf = look_buffer();
-    let mut looks = Vec::with_capacity(3);
-    for at in places {
-        looks.extend(look(bytes, at, file, &mut buf, super::mapped::touch));
-        map.forget(looked(at));
-    }
-    match <[_; 3]>::try_from(looks) {
-        Ok(looks) => !map.shrunk() && map_pays(&looks),
-        Err(_) => false,
-    }
-}
-
 /// Reads frames one at a time from a pcap or pcapng stream, never loading the whole input.
 pub struct CaptureReader {
     rdr: Records,
@@ -668,6 +643,17 @@ impl CaptureReader {
         Ok(Ok(Self::with(Records::Chunked(rdr), format, tap, false)))
     }
 
+    /// Reads as suits a run of `threads` threads (`0` and `1`: one): with a thread to spare,
+    /// ahead on it ([`Self::read_ahead`]); alone, through the file's map where that pays
+    /// ([`Self::read_alone`]).
+    pub fn read_for(&mut self, threads: usize) {
+        if threads > 1 {
+            self.read_ahead();
+        } else {
+            self.read_alone();
+        }
+    }
+
     /// Reads the file ahead on a thread of its own too, where a trial on its first chunks
     /// finds that this pays (a file read in chunks; other inputs: nothing happens). False
     /// when nothing changed.
@@ -683,18 +669,28 @@ impl CaptureReader {
     /// costs much less than the copy ([`super::access`]), before the first frame and unless
     /// followed. True when it switched.
     pub fn read_alone(&mut self) -> bool {
+        self.frames == 0 && self.map_where_it_pays()
+    }
+
+    /// Reads on through the file's map from here, a record boundary, where a look finds that
+    /// pays: asked once, of a file opened as [`FileAccess::Auto`] and read in chunks, and not
+    /// of a followed one (a map holds the file as long as it was). True when it switched.
+    /// Asked by [`Self::read_alone`] before the first frame, and before a refill once the
+    /// helper's trial has found reading alone cheaper (where the two cores share no cache).
+    fn map_where_it_pays(&mut self) -> bool {
         #[cfg(target_os = "linux")]
         {
-            if !self.may_map || self.frames > 0 || self.pending > 0 || self.follow {
-                return false;
-            }
-            self.may_map = false;
             let Records::Chunked(chunks) = &self.rdr else {
                 return false;
             };
-            match Map::of(chunks.file()).filter(|m| map_pays_here(m, chunks.file())) {
+            if !self.may_map || self.follow || self.pending > 0 || self.ready.is_some() {
+                return false;
+            }
+            self.may_map = false;
+            let pos = chunks.consumed();
+            match Map::of(chunks.file()).filter(|m| super::access::mapping_pays(m, chunks.file())) {
                 Some(map) => {
-                    self.read_mapped(map, Layout::of(&self.format), 0);
+                    self.read_mapped(map, pos);
                     true
                 }
                 None => false,
@@ -704,32 +700,15 @@ impl CaptureReader {
         false
     }
 
-    /// Reads on through `map` (of the file read) instead, from `pos`, where a record starts,
-    /// parsing as `layout`.
+    /// Reads on through `map` (of the file read) instead, from `pos`, where a record starts
+    /// (the format as read so far says how records are laid out: a pcapng section's byte
+    /// order).
     #[cfg(target_os = "linux")]
-    fn read_mapped(&mut self, map: Map, layout: Layout, pos: usize) {
+    fn read_mapped(&mut self, map: Map, pos: usize) {
         let map = SharedMap::new(map);
+        let layout = Layout::of(&self.format);
         self.rdr = Records::Mapped(MapReader::at(map.clone(), layout, pos));
         self.mapped = Some(map);
-    }
-
-    /// The helper's trial found reading alone cheaper (the two cores share no cache, say):
-    /// from this record boundary on, the file is read as a run of one thread reads it, through
-    /// its map where a look finds that pays ([`Self::read_alone`]). Asked before every refill
-    /// of a file read in chunks; the answer is found once.
-    #[cfg(target_os = "linux")]
-    fn map_if_helper_refused(&mut self) {
-        let Records::Chunked(chunks) = &self.rdr else {
-            return;
-        };
-        if !self.may_map || !chunks.helper_refused() || self.follow {
-            return;
-        }
-        self.may_map = false;
-        let (layout, pos) = (chunks.layout(), chunks.consumed());
-        if let Some(map) = Map::of(chunks.file()).filter(|m| map_pays_here(m, chunks.file())) {
-            self.read_mapped(map, layout, pos);
-        }
     }
 
     /// A regular, uncompressed file read through a memory map (no copy into a buffer; see
@@ -998,7 +977,8 @@ impl CaptureReader {
         None
     }
 
-    /// True when a regular file is read in chunks ([`FileAccess::Chunks`]).
+    /// True when a regular file is read in chunks ([`FileAccess::Chunks`], and
+    /// [`FileAccess::Auto`] unless it switched to the map).
     pub fn is_chunked(&self) -> bool {
         matches!(self.rdr, Records::Chunked(_))
     }
@@ -1092,9 +1072,8 @@ impl CaptureReader {
             }
         }
         // At a record boundary here: `advance` has consumed the record before.
-        #[cfg(target_os = "linux")]
-        if self.pending == 0 && self.ready.is_none() {
-            self.map_if_helper_refused();
+        if matches!(&self.rdr, Records::Chunked(c) if c.helper_refused()) {
+            self.map_where_it_pays();
         }
         while self.rdr.data().len() < need {
             let offset = self.offset();
@@ -1255,17 +1234,14 @@ impl CaptureReader {
         // its length is short whatever bytes follow, and whichever reader holds them (a stream's
         // buffer, a map, a chunk that may end right after it).
         let block = self.rdr.data().get(..len).unwrap_or_default();
-        let parsed = match parse_next(
+        let parsed = next_record(
             &mut Layout::PcapNg {
                 big_endian: *big_endian,
             },
             block,
             self.rdr.consumed(),
-        ) {
-            Ok(parsed) => Ok(parsed),
-            Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),
-            Err(nom::Err::Incomplete(_)) => Err(PcapError::Incomplete(0)),
-        };
+            |_| PcapError::Incomplete(0),
+        );
         // The outcome is computed while the block borrows the buffer, then acted on after.
         let outcome: Result<Option<PacketMeta>, String> = match parsed {
             Ok((_, PcapBlockOwned::NG(block))) => match block {
@@ -1634,7 +1610,7 @@ mod tests {
     fn a_file_opened_in_chunks_reads_on_through_its_map_from_the_start() {
         let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
         for i in 0..3000u32 {
-            let len = [60, 1514, 9000, 300_000][i as usize % 4];
+            let len = [60, 1514, 9000, 100][i as usize % 4];
             w.write_packet(Timestamp(i64::from(i)), &vec![i as u8; len])
                 .unwrap();
         }
@@ -1648,7 +1624,7 @@ mod tests {
             panic!("in chunks")
         };
         let map = Map::of(r.file()).unwrap();
-        auto.read_mapped(map, Layout::of(&auto.format), 0);
+        auto.read_mapped(map, 0);
         assert!(auto.is_mapped() && !auto.is_chunked());
         let want = seen(&mut chunks);
         assert_eq!(want.0.len(), 3000);
@@ -1657,11 +1633,21 @@ mod tests {
             auto.input_bytes_read(),
             std::fs::metadata(&path).unwrap().len()
         );
-        // Once frames have been read, or when asked not to: no switch.
-        assert!(!auto.read_alone());
+        // Once a frame has been read, or when asked not to: no switch, and no look (which
+        // would be asked only once).
+        let mut late = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
+        late.next_frame().unwrap().unwrap();
+        assert!(!late.read_alone());
+        assert!(late.may_map, "not looked at after a frame");
         let mut chunks = CaptureReader::open_as(&path, FileAccess::Chunks).unwrap();
+        assert!(!chunks.may_map);
         assert!(!chunks.read_alone());
         assert!(chunks.is_chunked());
+        // Asked before the first frame, the look is taken (here a file too small for one).
+        let mut early = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
+        assert!(!early.read_alone());
+        assert!(!early.may_map, "looked at once");
+        assert!(early.is_chunked());
     }
 
     /// A file read in chunks and then, from a record boundary in its middle, through its map
@@ -1670,7 +1656,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_file_read_in_chunks_reads_on_through_its_map_from_a_record_in_its_middle() {
-        let lens = [60usize, 1514, 9000, 300_000, 100];
+        // About 8 MB: 32 chunks, records cut by chunks' ends on the way.
+        let lens = [60usize, 1514, 9000, 3000, 100];
         let mut pcap = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
         let mut ng = crate::capture::PcapngWriter::new(Vec::new()).unwrap();
         let eth = ng.add_interface(1, 0, 6).unwrap();
@@ -1696,9 +1683,9 @@ mod tests {
                 let Records::Chunked(chunks) = &r.rdr else {
                     panic!("in chunks")
                 };
-                let (layout, pos) = (chunks.layout(), chunks.consumed());
+                let pos = chunks.consumed();
                 let map = Map::of(chunks.file()).unwrap();
-                r.read_mapped(map, layout, pos);
+                r.read_mapped(map, pos);
                 assert!(r.is_mapped());
                 let rest = seen(&mut r);
                 got.extend(rest.0);

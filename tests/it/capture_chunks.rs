@@ -1,4 +1,5 @@
-//! A regular file is read in chunks (the default, [`FileAccess::Chunks`]), its records parsed
+//! A regular file is read in chunks (the default, [`FileAccess::Auto`], until a look says the
+//! map pays), its records parsed
 //! where they lie in the chunks' buffers: records cut by a chunk's end, longer than the room
 //! kept before a chunk (80 KiB) or than a chunk (256 KiB), give the frames the stream gives,
 //! read on one thread or with a thread reading ahead; a file cut under the reader ends the
@@ -245,7 +246,7 @@ fn rotated_files_read_ahead_give_the_frames_of_one_file() {
         (first.0.clone(), chunked(&first.0, false)),
         (second.0.clone(), chunked(&second.0, false)),
     ]);
-    merged.read_ahead();
+    merged.read_for(2);
     let mut seen = Vec::new();
     while let Some(f) = merged.next_frame().unwrap() {
         let digest = f.data.iter().fold(0u64, |h, b| {

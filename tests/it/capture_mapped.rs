@@ -31,7 +31,8 @@ fn pcap(n: u64) -> Vec<u8> {
     w.into_inner()
 }
 
-/// `path` read through a memory map (not the default, [`FileAccess::Chunks`]).
+/// `path` read through a memory map (not the default, [`FileAccess::Auto`]: in chunks, and on
+/// one thread through the map where a look finds that pays).
 fn open_mapped(path: &Path) -> Result<CaptureReader, sqos::capture::CaptureError> {
     CaptureReader::open_as(path, FileAccess::Map)
 }
