@@ -717,7 +717,7 @@ impl Pipeline {
             while shards.must_merge() {
                 match shards.next() {
                     Some(m) => {
-                        let ops = self.merge(m, sink);
+                        let ops = self.merge(m, sink, shards.spent_events());
                         shards.give_back(ops);
                     }
                     None => break,
@@ -840,11 +840,13 @@ impl Pipeline {
     }
 
     /// The workers' results, in frame order: what `push_frame` does on one thread. Gives the
-    /// frame's list of ops back emptied (see [`shard::Shards::give_back`]).
+    /// frame's list of ops back emptied (see [`shard::Shards::give_back`]), and its lists of
+    /// framer events to `spent` (see [`shard::Shards::spent_events`]).
     fn merge<S: RecordSink>(
         &mut self,
         step: shard::Step,
         sink: &mut S,
+        spent: &mut Vec<Vec<crate::smb2::FramerEvent>>,
     ) -> Vec<(ConnId, streams::WorkerOp)> {
         let mut m = match step {
             shard::Step::Frame(m) => m,
@@ -861,7 +863,11 @@ impl Pipeline {
             self.link_error(m.number, e, sink);
         }
         for (conn, op) in m.ops.drain(..) {
-            self.layer.apply(conn, op, m.number, m.ts);
+            if let Some(events) = self.layer.apply(conn, op, m.number, m.ts) {
+                if spent.len() < shard::SPENT_EVENTS {
+                    spent.push(events);
+                }
+            }
         }
         self.layer.outbox.drain(m.ts, sink);
         m.ops
@@ -909,7 +915,7 @@ impl Pipeline {
         sink: &mut S,
     ) -> Vec<MemoryUse> {
         while let Some(m) = shards.next() {
-            let ops = self.merge(m, sink);
+            let ops = self.merge(m, sink, shards.spent_events());
             shards.give_back(ops);
         }
         let end = (*shards).finish();

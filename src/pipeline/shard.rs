@@ -70,6 +70,10 @@ const HEADERS: usize = 14 + 20 + 20;
 const KEEP_STEP: usize = 256 << 10;
 /// Batches per worker sent and not yet merged back, at most.
 const IN_FLIGHT_PER_WORKER: usize = 3;
+/// Lists of framer events merged and emptied that the reading thread keeps to send back
+/// ([`Shards::spent_events`]), at most; and at most this many go with one batch.
+pub(super) const SPENT_EVENTS: usize = 1024;
+const EVENTS_PER_BATCH: usize = 256;
 
 struct FrameIn {
     number: u64,
@@ -105,6 +109,9 @@ struct Batch {
     /// batch): what crosses between the threads is not allocated on one and freed on the other.
     items: VecDeque<Item>,
     ops: VecDeque<(ConnId, WorkerOp)>,
+    /// Lists of framer events the merge emptied, for the worker's next pushes (see
+    /// [`Shards::spent_events`]).
+    events: Vec<Vec<FramerEvent>>,
 }
 
 enum ToWorker {
@@ -170,6 +177,9 @@ enum Item {
     Frame(FrameOut),
 }
 
+// `Frames` is nearly every message, `Finished` one a run: boxing the answer would allocate
+// on the worker and free on the reading thread per batch.
+#[allow(clippy::large_enum_variant)]
 enum FromWorker {
     Frames(Answer),
     Finished(Box<WorkerEnd>),
@@ -193,6 +203,8 @@ struct ConnStage {
     framers: Framers,
     crypto: Decryptor,
     events: Vec<FramerEvent>,
+    /// Emptied lists to take `events`' place when it goes out with an op.
+    spare_events: Vec<Vec<FramerEvent>>,
     ops: Vec<(ConnId, WorkerOp)>,
     shed: u64,
 }
@@ -204,7 +216,8 @@ impl ConnStage {
     fn record(&mut self, conn: ConnId, dir: Dir, gap: bool, shed: u64) {
         self.shed += shed;
         if gap || !self.events.is_empty() {
-            let events = std::mem::take(&mut self.events);
+            let spare = self.spare_events.pop().unwrap_or_default();
+            let events = std::mem::replace(&mut self.events, spare);
             self.ops.push((conn, WorkerOp::Events { dir, gap, events }));
         }
     }
@@ -328,6 +341,7 @@ fn work(
         match msg {
             ToWorker::Maps(shared) => maps = shared,
             ToWorker::Frames(mut batch) => {
+                stage.spare_events.append(&mut batch.events);
                 let mut items = std::mem::take(&mut batch.items);
                 let mut ops = std::mem::take(&mut batch.ops);
                 let mut quiet: Option<FrameRun> = None;
@@ -573,6 +587,8 @@ pub(super) struct Shards {
     /// Batches answered, emptied, to fill again; lists of ops merged, emptied.
     spare: Vec<Batch>,
     spare_ops: Vec<Vec<(ConnId, WorkerOp)>>,
+    /// Lists of framer events merged and emptied, sent back with the next batches.
+    spent_events: Vec<Vec<FramerEvent>>,
     sent: Vec<usize>,
     answered: Vec<Answered>,
     in_flight: usize,
@@ -620,6 +636,7 @@ impl Shards {
             sent: vec![0; n],
             spare: Vec::new(),
             spare_ops: Vec::new(),
+            spent_events: Vec::new(),
             answered: (0..n)
                 .map(|_| Answered {
                     items: VecDeque::new(),
@@ -658,6 +675,7 @@ impl Shards {
                     Share::new(Kind::Sessions, part(limits.max_session_bytes)),
                 ),
                 events: Vec::new(),
+                spare_events: Vec::new(),
                 ops: Vec::new(),
                 shed: 0,
             };
@@ -912,6 +930,13 @@ impl Shards {
         }
     }
 
+    /// Where the merge puts the lists of framer events it emptied (at most [`SPENT_EVENTS`]):
+    /// they go back to the workers with the next batches, and a worker's push that completes
+    /// events takes one instead of allocating a list another thread then frees.
+    pub(super) fn spent_events(&mut self) -> &mut Vec<Vec<FramerEvent>> {
+        &mut self.spent_events
+    }
+
     /// A merged frame's list of ops, applied and emptied: the next frame's.
     pub(super) fn give_back(&mut self, ops: Vec<(ConnId, WorkerOp)>) {
         if ops.capacity() > 0 && self.spare_ops.len() < 4 {
@@ -1128,11 +1153,16 @@ impl Shards {
             frames: Vec::with_capacity(BATCH_FRAMES),
             items: VecDeque::new(),
             ops: VecDeque::new(),
+            events: Vec::new(),
         });
-        let batch = std::mem::replace(&mut self.pending[w], next);
+        let mut batch = std::mem::replace(&mut self.pending[w], next);
         if batch.frames.is_empty() {
             return;
         }
+        let give = self.spent_events.len().min(EVENTS_PER_BATCH);
+        batch
+            .events
+            .extend(self.spent_events.drain(self.spent_events.len() - give..));
         if self.senders[w].send(ToWorker::Frames(batch)).is_err() {
             self.worker_died(w);
         }
@@ -1315,6 +1345,39 @@ mod tests {
             .write(&mut out, payload)
             .expect("a segment that fits");
         out
+    }
+
+    /// A push that completes events sends its list out with the op and takes an emptied one
+    /// the merge sent back in its place: no list is allocated on a worker to be freed on the
+    /// reading thread.
+    #[test]
+    fn a_push_that_completes_events_takes_a_list_sent_back() {
+        let limits = Limits::default();
+        let mut stage = ConnStage {
+            framers: Framers::new(limits.framer, limits.max_framer_bytes),
+            crypto: Decryptor::new(Arc::default()),
+            events: Vec::new(),
+            spare_events: vec![Vec::with_capacity(7)],
+            ops: Vec::new(),
+            shed: 0,
+        };
+        stage.events.push(FramerEvent::Smb1 { len: 9 });
+        stage.record(ConnId(3), Dir::ToClient, false, 0);
+        assert_eq!(stage.events.capacity(), 7);
+        assert!(stage.spare_events.is_empty());
+        match stage.ops.as_slice() {
+            [(ConnId(3), WorkerOp::Events { dir, gap, events })] => {
+                assert_eq!((*dir, *gap), (Dir::ToClient, false));
+                assert_eq!(events, &[FramerEvent::Smb1 { len: 9 }]);
+            }
+            _ => panic!("one Events op"),
+        }
+        // With none sent back, a new list (and a push that completed nothing sends nothing).
+        stage.record(ConnId(3), Dir::ToClient, false, 0);
+        assert_eq!(stage.ops.len(), 1);
+        stage.events.push(FramerEvent::Smb1 { len: 1 });
+        stage.record(ConnId(3), Dir::ToServer, false, 0);
+        assert_eq!((stage.ops.len(), stage.events.capacity()), (2, 0));
     }
 
     /// An IPv6 TCP segment carrying `data`.

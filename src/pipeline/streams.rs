@@ -501,11 +501,23 @@ impl Smb2Layer {
     }
 
     /// Apply what a `--threads` worker's connection stage did in one frame (`conn` already the
-    /// run's connection number): the same steps as the [`StreamSink`] calls below.
-    pub(super) fn apply(&mut self, conn: ConnId, op: WorkerOp, frame: u64, ts: Timestamp) {
+    /// run's connection number): the same steps as the [`StreamSink`] calls below. Gives a
+    /// push's list of events back emptied, for its worker to fill again: a list allocated on
+    /// one thread and freed on the other cost both a lock of the allocator per message.
+    pub(super) fn apply(
+        &mut self,
+        conn: ConnId,
+        op: WorkerOp,
+        frame: u64,
+        ts: Timestamp,
+    ) -> Option<Vec<FramerEvent>> {
         match op {
             WorkerOp::Connection(key) => self.on_connection(conn, &key, frame, ts),
-            WorkerOp::Events { dir, gap, events } => {
+            WorkerOp::Events {
+                dir,
+                gap,
+                mut events,
+            } => {
                 self.last_frame = self.last_frame.max(frame);
                 if gap {
                     self.stats.gaps += 1;
@@ -513,6 +525,8 @@ impl Smb2Layer {
                 self.start_push(conn, dir, frame);
                 self.handle_events(conn, dir, frame, ts, &events);
                 self.end_push(conn, dir);
+                events.clear();
+                return Some(events);
             }
             WorkerOp::Close { how, events } => {
                 let [to_server, to_client] = events;
@@ -523,6 +537,7 @@ impl Smb2Layer {
             WorkerOp::Note(note) => self.on_note(conn, frame, note),
             WorkerOp::Forget => {}
         }
+        None
     }
 }
 
@@ -614,5 +629,34 @@ impl StreamSink for Smb2Layer {
                 )
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The merge applies a worker's push and gives its list of events back emptied, with its
+    /// room, to be sent back to the worker ([`super::super::shard`]).
+    #[test]
+    fn applying_a_workers_events_gives_their_list_back_emptied() {
+        let mut layer = Smb2Layer::new(Limits::default(), Arc::default());
+        let mut events = Vec::with_capacity(5);
+        events.push(FramerEvent::Smb1 { len: 9 });
+        events.push(FramerEvent::Smb1 { len: 4 });
+        let op = WorkerOp::Events {
+            dir: Dir::ToServer,
+            gap: false,
+            events,
+        };
+        let back = layer.apply(ConnId(0), op, 7, Timestamp::default());
+        assert_eq!(layer.stats.smb1_messages, 2);
+        let back = back.expect("the list comes back");
+        assert!(back.is_empty() && back.capacity() >= 5);
+        // Other ops have no list to give back.
+        let op = WorkerOp::Forget;
+        assert!(layer
+            .apply(ConnId(0), op, 8, Timestamp::default())
+            .is_none());
     }
 }
