@@ -24,6 +24,10 @@
 #   cat              `cat FILE > /dev/null`: what the kernel's copy of the file costs
 #   parse ceiling    benches/parse_ceiling.rs: pcap-parser + etherparse on every frame, no
 #                    reassembly (what reading and header parsing cost before sqos's own work)
+#   record walk      benches/parse_ceiling.rs --walk: sqos's own reader alone on one thread
+#                    (through the file's map where its look finds that pays, else in chunks),
+#                    every record walked, a byte of each frame's IP header read: the floor
+#                    under `sqos dissect -t1`, which works on top of this walk
 #   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1) and
 #                    on all the machine's cores (2, the default on 2 cores or more: a helper
 #                    reads the file's chunks ahead of the reader, the two sharing the copying;
@@ -146,6 +150,7 @@ table() {
 
 row "cat" cat "$CAP"
 row "parse ceiling" "$CEILING" "$CAP"
+row "record walk" "$CEILING" --walk "$CAP"
 row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$CAP"
 row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$CAP"
 row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$CAP"
@@ -170,6 +175,7 @@ variant() {
   echo
   echo "$what: $file, $(stat -c %s "$file") bytes ($("$BIN" dissect --quiet "${SQOS[@]}" "$file" | wc -l) SQOS messages)"
   row "cat" cat "$file"
+  row "record walk" "$CEILING" --walk "$file"
   row "sqos dissect -t1 ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads 1 "${SQOS[@]}" "$file"
   row "sqos dissect -t$CORES ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads "$CORES" "${SQOS[@]}" "$file"
   row "sqos flows ${SQOS[*]:0:1}" "$BIN" flows --quiet --threads "$CORES" "${SQOS[@]}" "$file"
