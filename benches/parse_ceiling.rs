@@ -77,8 +77,8 @@ impl Counts {
 /// `--walk`: every record through sqos's reader, in runs where it walks them in place
 /// (`take_run`, as `sqos dissect` takes its bulk lane's runs), else one at a time.
 fn walk(path: &str) -> Result<Counts, String> {
-    let mut reader = sqos::capture::CaptureReader::open(Path::new(path))
-        .map_err(|e| format!("{path}: {e}"))?;
+    let mut reader =
+        sqos::capture::CaptureReader::open(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
     reader.read_for(1);
     let mut counts = Counts::default();
     loop {
