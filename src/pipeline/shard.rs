@@ -42,6 +42,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use foldhash::fast::FixedState;
+
 use super::streams::{Framers, WorkerOp};
 use super::{LaneBackoff, Limits};
 use crate::budget::{Kind, MemoryUse, Share};
@@ -597,8 +599,9 @@ pub(super) struct Shards {
     batch_mapped_bytes: usize,
     order: VecDeque<Dispatched>,
     specials: VecDeque<Special>,
-    /// (worker, its connection number) → the run's.
-    ids: HashMap<(usize, ConnId), ConnId>,
+    /// (worker, its connection number) → the run's. Looked up for every op merged: foldhash,
+    /// not SipHash (the keys are our own numbers, not the capture's).
+    ids: HashMap<(usize, ConnId), ConnId, FixedState>,
     next_id: u32,
     link_error_seen: bool,
     /// Maps frames may lie in, shared with the workers; the last one a frame was found in.
@@ -650,7 +653,7 @@ impl Shards {
             batch_mapped_bytes: (MAPPED_OUT / (max_in_flight + n).max(1)).max(64 << 10),
             order: VecDeque::new(),
             specials: VecDeque::new(),
-            ids: HashMap::new(),
+            ids: HashMap::with_hasher(FixedState::default()),
             next_id: 0,
             link_error_seen: false,
             maps: Vec::new(),
