@@ -864,9 +864,7 @@ impl Pipeline {
         }
         for (conn, op) in m.ops.drain(..) {
             if let Some(events) = self.layer.apply(conn, op, m.number, m.ts) {
-                if spent.len() < shard::SPENT_EVENTS {
-                    spent.push(events);
-                }
+                shard::keep_spent(spent, events);
             }
         }
         self.layer.outbox.drain(m.ts, sink);

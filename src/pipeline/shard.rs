@@ -74,8 +74,20 @@ const KEEP_STEP: usize = 256 << 10;
 const IN_FLIGHT_PER_WORKER: usize = 3;
 /// Lists of framer events merged and emptied that the reading thread keeps to send back
 /// ([`Shards::spent_events`]), at most; and at most this many go with one batch.
-pub(super) const SPENT_EVENTS: usize = 1024;
+const SPENT_EVENTS: usize = 1024;
 const EVENTS_PER_BATCH: usize = 256;
+/// A list with room for more events than this (a flush or a gap that completed many) is
+/// freed, not kept: the lists kept hold at most `SPENT_EVENTS * SPENT_ROOM` events' room (a
+/// push mostly completes one or two).
+const SPENT_ROOM: usize = 8;
+
+/// Keeps a list of framer events the merge emptied among the `spent` ones to send back, within
+/// [`SPENT_EVENTS`] lists of at most [`SPENT_ROOM`] room each; else frees it.
+pub(super) fn keep_spent(spent: &mut Vec<Vec<FramerEvent>>, events: Vec<FramerEvent>) {
+    if spent.len() < SPENT_EVENTS && events.capacity() <= SPENT_ROOM {
+        spent.push(events);
+    }
+}
 
 struct FrameIn {
     number: u64,
@@ -1381,6 +1393,18 @@ mod tests {
         stage.events.push(FramerEvent::Smb1 { len: 1 });
         stage.record(ConnId(3), Dir::ToServer, false, 0);
         assert_eq!((stage.ops.len(), stage.events.capacity()), (2, 0));
+    }
+
+    #[test]
+    fn spent_lists_are_kept_within_their_count_and_room() {
+        let mut spent = Vec::new();
+        keep_spent(&mut spent, Vec::with_capacity(SPENT_ROOM));
+        keep_spent(&mut spent, Vec::with_capacity(SPENT_ROOM + 1));
+        assert_eq!(spent.len(), 1);
+        for _ in 0..2 * SPENT_EVENTS {
+            keep_spent(&mut spent, Vec::with_capacity(2));
+        }
+        assert_eq!(spent.len(), SPENT_EVENTS);
     }
 
     /// An IPv6 TCP segment carrying `data`.
