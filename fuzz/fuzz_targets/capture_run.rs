@@ -5,7 +5,7 @@
 use sqos::analysis::{Analysis, Analyzer};
 use sqos::capture::CaptureReader;
 use sqos::feed::{Feed, Tap};
-use sqos::pipeline::{CaptureNote, Stats};
+use sqos::pipeline::{CaptureNote, PipelineConfig, Stats};
 use sqos::run::{no_progress, run_capture, Ending};
 
 /// The notes, read as a face reads them.
@@ -26,17 +26,21 @@ pub fn run(data: &[u8]) -> Option<(Stats, Analysis)> {
 }
 
 /// [`run`] from a reader opened any way; also how the run ended (the error's text).
-pub fn run_reader(mut reader: CaptureReader) -> Option<(Stats, Analysis, Option<String>)> {
+#[allow(dead_code)] // not every target that includes this module uses it
+pub fn run_reader(reader: CaptureReader) -> Option<(Stats, Analysis, Option<String>)> {
+    run_reader_with(reader, PipelineConfig::default())
+}
+
+/// [`run_reader`] with the pipeline configured as `cfg` says (`threads`: workers).
+pub fn run_reader_with(
+    mut reader: CaptureReader,
+    cfg: PipelineConfig,
+) -> Option<(Stats, Analysis, Option<String>)> {
     let mut faces = Feed {
         analysis: Analyzer::default(),
         tap: Notes(0),
     };
-    let result = run_capture(
-        &mut reader,
-        Default::default(),
-        &mut faces,
-        &mut no_progress,
-    );
+    let result = run_capture(&mut reader, cfg, &mut faces, &mut no_progress);
     let ending = match result.ending {
         Ending::Stopped => return None,
         Ending::Clean => None,

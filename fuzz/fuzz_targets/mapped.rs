@@ -2,8 +2,11 @@
 //! the run they give as a memory-mapped file, a file read in chunks (of 64 bytes in a fuzzing
 //! build, with or without a thread reading ahead) or a stream: the readers walk packet records
 //! where they lie (in the map, the chunks' buffers, the stream's buffer) and hand runs of quiet
-//! frames to the bulk lane (`Pipeline::push_run`), which must change nothing but the speed. Statistics (the memory shares' peaks included), the flows'
-//! analysis (`flows --format json`) and the ending are compared.
+//! frames to the bulk lane (`Pipeline::push_run`), which must change nothing but the speed.
+//! The mapped file is also run on workers (`--threads 3` and `4`: one worker given every frame,
+//! two given their connections' frames, where they lie in the map), whose output must be the
+//! one thread's. Statistics (the memory shares' peaks included), the flows' analysis
+//! (`flows --format json`) and the ending are compared.
 #![no_main]
 
 use std::io::Write;
@@ -24,19 +27,26 @@ fuzz_target!(|data: &[u8]| {
     // The reference: every record through the general path, none walked where it lies.
     reference.set_walk(false);
     // Each input checks one of the walks against it, by its length (which the mutations change
-    // often): two runs an execution rather than five.
-    let (walked, what) = match data.len() % 4 {
-        0 => (file(data, FileAccess::Map), "mapped"),
-        1 => (file(data, FileAccess::Chunks), "chunked"),
+    // often): two runs an execution rather than seven.
+    let (walked, what, threads) = match data.len() % 6 {
+        0 => (file(data, FileAccess::Map), "mapped", 1),
+        1 => (file(data, FileAccess::Chunks), "chunked", 1),
         2 => {
             let mut r = file(data, FileAccess::Chunks);
             r.read_ahead();
-            (r, "chunked read ahead")
+            (r, "chunked read ahead", 1)
         }
+        3 => (file(data, FileAccess::Map), "mapped, one worker", 3),
+        4 => (file(data, FileAccess::Map), "mapped, two workers", 4),
         _ => (
             stream().expect("the same bytes open again"),
             "walked stream",
+            1,
         ),
+    };
+    let cfg = sqos::pipeline::PipelineConfig {
+        threads,
+        ..Default::default()
     };
     // What the faces show: the statistics and the flows' analysis, and how the run ended.
     let outcome = |r: Option<(
@@ -51,7 +61,7 @@ fuzz_target!(|data: &[u8]| {
     };
     assert_eq!(
         outcome(capture_run::run_reader(reference)),
-        outcome(capture_run::run_reader(walked)),
+        outcome(capture_run::run_reader_with(walked, cfg)),
         "the general path's run and the {what}'s differ"
     );
 });
