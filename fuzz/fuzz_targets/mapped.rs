@@ -80,7 +80,9 @@ fn file(data: &[u8], access: FileAccess) -> CaptureReader {
     };
     match access {
         FileAccess::Map => assert!(reader.is_mapped(), "a memfd is a regular file"),
-        FileAccess::Chunks | FileAccess::Auto => assert!(reader.is_chunked(), "a memfd is a regular file"),
+        FileAccess::Chunks | FileAccess::Auto => {
+            assert!(reader.is_chunked(), "a memfd is a regular file")
+        }
     }
     reader
 }
