@@ -184,7 +184,7 @@ where
 {
     // With a thread to spare, it reads the file ahead (the pipeline's own threads are the
     // others); alone, through the file's map where that pays.
-    source.read_for(cfg.threads);
+    source.read_for(cfg.reading_threads());
     let mut pipeline = Pipeline::new(cfg);
     pipeline.share_maps(source.shared_maps());
     let mut frames = 0;

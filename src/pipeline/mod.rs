@@ -326,6 +326,28 @@ impl PipelineConfig {
         }
         self
     }
+
+    /// The workers this configuration runs: `threads` − 2 above 2, none with `keys` or
+    /// `keep_frames` (see [`PipelineConfig::threads`]).
+    pub fn workers(&self) -> usize {
+        if self.keys.is_empty() && !self.keep_frames {
+            self.threads.saturating_sub(2)
+        } else {
+            0
+        }
+    }
+
+    /// The threads the capture is read for ([`crate::capture::CaptureReader::read_for`]):
+    /// `threads`, but at most 2 (the reader and its helper) when no workers run. A run whose
+    /// workers would read the frames where they lie in the file's map then reads as 2 threads do
+    /// (with keys, the reading thread does all the work: a helper's chunks beat the map there).
+    pub fn reading_threads(&self) -> usize {
+        if self.workers() > 0 {
+            self.threads
+        } else {
+            self.threads.min(2)
+        }
+    }
 }
 
 /// Adds one to `map[key]`, allocating the key only when it is new.
@@ -672,11 +694,11 @@ impl Pipeline {
     pub fn with_limits(cfg: PipelineConfig, limits: Limits) -> Self {
         // N threads: the reading thread, one reading ahead (or a pager, `share_maps`) and N - 2
         // workers.
-        let shards = if cfg.threads > 2 && cfg.keys.is_empty() && !cfg.keep_frames {
-            let workers = cfg.threads - 2;
-            shard::Shards::start(workers, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)
-        } else {
-            None
+        let shards = match cfg.workers() {
+            0 => None,
+            workers => {
+                shard::Shards::start(workers, &cfg.reassembly, &limits, &cfg.keys).map(Box::new)
+            }
         };
         let mut layer = Smb2Layer::new(limits, cfg.keys);
         if cfg.keep_frames {
@@ -1002,6 +1024,38 @@ mod tests {
             pause += 1;
         }
         pause
+    }
+
+    /// Workers run above 2 threads, unless keys or kept frames keep the run on one; a run
+    /// without workers reads as 2 threads at most (a helper, not the workers' map).
+    #[test]
+    fn workers_and_reading_threads_follow_the_threads_keys_and_kept_frames() {
+        let of = |threads, keys: bool, keep_frames| {
+            let mut cfg = PipelineConfig {
+                threads,
+                keep_frames,
+                ..Default::default()
+            };
+            if keys {
+                let mut ring = KeyRing::default();
+                ring.insert(crate::smb2::crypto::SessionKeys {
+                    session_id: 7,
+                    session_key: vec![0xab; 16],
+                    server_to_client: Vec::new(),
+                    client_to_server: Vec::new(),
+                });
+                cfg.keys = Arc::new(ring);
+            }
+            (cfg.workers(), cfg.reading_threads())
+        };
+        assert_eq!(of(0, false, false), (0, 0));
+        assert_eq!(of(1, false, false), (0, 1));
+        assert_eq!(of(2, false, false), (0, 2));
+        assert_eq!(of(3, false, false), (1, 3));
+        assert_eq!(of(16, false, false), (14, 16));
+        assert_eq!(of(4, true, false), (0, 2));
+        assert_eq!(of(4, false, true), (0, 2));
+        assert_eq!(of(1, true, true), (0, 1));
     }
 
     #[test]
