@@ -6,7 +6,7 @@
 //!   cargo run --release --example parse_ceiling -- CAPTURE.pcap
 //!   cargo run --release --example parse_ceiling -- --walk CAPTURE.pcap
 //!
-//! `--walk`: sqos's own record walk alone, as one thread reads a file (`read_for(1)`: through
+//! `--walk`: sqos's own record walk alone, as one thread reads a file (`Reading::Alone`: through
 //! its memory map where the look finds that pays, else in chunks), each frame's bytes counted
 //! and one byte of its IP header read, nothing else: the floor under `sqos dissect -t1`, which
 //! does its work on top of this walk.
@@ -79,7 +79,7 @@ impl Counts {
 fn walk(path: &str) -> Result<Counts, String> {
     let mut reader =
         sqos::capture::CaptureReader::open(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
-    reader.read_for(1);
+    reader.read_for(sqos::capture::Reading::Alone);
     let mut counts = Counts::default();
     loop {
         let mut take = |f: &sqos::capture::Frame<'_>| {

@@ -7,8 +7,8 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use crate::capture::{
-    CaptureError, CaptureFormat, CaptureReader, Frame, FrameRun, MergedCaptures, SharedMap,
-    Timestamp,
+    CaptureError, CaptureFormat, CaptureReader, Frame, FrameRun, MergedCaptures, Reading,
+    SharedMap, Timestamp,
 };
 use crate::net::ReassemblyStats;
 use crate::pipeline::{Pipeline, PipelineConfig, RecordSink, Stats};
@@ -36,8 +36,8 @@ pub trait FrameSource {
     fn shared_maps(&self) -> Vec<SharedMap> {
         Vec::new()
     }
-    /// Read as suits a run of `threads` threads ([`CaptureReader::read_for`]).
-    fn read_for(&mut self, _threads: usize) {}
+    /// Read as the run's threads do ([`CaptureReader::read_for`]).
+    fn read_for(&mut self, _reading: Reading) {}
     /// The frames that come next, handed over as one run while `take` says yes to each, at
     /// most `max` ([`CaptureReader::take_run`]); `None`: not one taken, or a source that does
     /// not walk its records in place.
@@ -60,8 +60,8 @@ impl FrameSource for CaptureReader {
     fn shared_maps(&self) -> Vec<SharedMap> {
         self.shared_map().into_iter().collect()
     }
-    fn read_for(&mut self, threads: usize) {
-        CaptureReader::read_for(self, threads);
+    fn read_for(&mut self, reading: Reading) {
+        CaptureReader::read_for(self, reading);
     }
     fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
@@ -82,8 +82,8 @@ impl FrameSource for MergedCaptures {
     fn shared_maps(&self) -> Vec<SharedMap> {
         MergedCaptures::shared_maps(self)
     }
-    fn read_for(&mut self, threads: usize) {
-        MergedCaptures::read_for(self, threads);
+    fn read_for(&mut self, reading: Reading) {
+        MergedCaptures::read_for(self, reading);
     }
     fn take_run<T: FnMut(&Frame<'_>) -> bool>(
         &mut self,
@@ -182,9 +182,9 @@ where
     F: FrameSource + ?Sized,
     S: CaptureSink,
 {
-    // With a thread to spare, it reads the file ahead (the pipeline's own threads are the
-    // others); alone, through the file's map where that pays.
-    source.read_for(cfg.reading_threads());
+    // Alone or for workers, through the file's map where that pays; with a thread to spare
+    // and no workers, the file read ahead on it.
+    source.read_for(cfg.reading());
     let mut pipeline = Pipeline::new(cfg);
     pipeline.share_maps(source.shared_maps());
     let mut frames = 0;

@@ -6,10 +6,11 @@
 //! page cache holds them (sessions 25–27, AMD EPYC, Linux 6.18): a file read from disk sits in
 //! large folios, mapped 2 MiB in one fault, and one thread through the map was 1.3–1.4× as
 //! quick as through chunks; a file written in 4 KiB writes (what tcpdump or a copy leaves)
-//! sits in 4 KiB pages, and the map took 1.5–1.7× as long. So a run on one thread looks at a
-//! few places of the file before its first frame ([`map_pays`]). A run with a thread to spare
-//! reads in chunks with a helper ([`super::chunks`]), which beat the map with its pager in
-//! both states.
+//! sits in 4 KiB pages, and the map took 1.5–1.7× as long. So a run on one thread, and one
+//! with workers (which then read the frames where they lie instead of copies), looks at a few
+//! places of the file before its first frame ([`map_pays`]). A run of the reading thread and a
+//! helper reads in chunks ([`super::chunks`]), which beat the map with its pager in both
+//! states ([`Reading`]).
 
 // The look maps the file: only Linux reads through a map.
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
@@ -20,8 +21,9 @@ use std::time::Instant;
 /// How a regular, uncompressed capture file is read (pipes and gzip are streamed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FileAccess {
-    /// In chunks; on one thread, through the map instead where a look at the file finds its
-    /// pages map for much less than they copy ([`map_pays`]).
+    /// In chunks; through the map instead where the run reads alone or for workers
+    /// ([`Reading`]) and a look at the file finds its pages map for much less than they copy
+    /// ([`map_pays`]).
     #[default]
     Auto,
     /// With `read()` in chunks, into buffers the records are parsed in where they lie; with a
@@ -41,6 +43,19 @@ impl FileAccess {
             _ => FileAccess::Auto,
         }
     }
+}
+
+/// How the threads of a run read a capture ([`super::CaptureReader::read_for`];
+/// `PipelineConfig::reading` says which).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// The reading thread does all the work: through the file's map where that pays.
+    Alone,
+    /// A helper reads chunks ahead of the reading thread, where its trial finds that pays.
+    Ahead,
+    /// Workers take the per-connection work: through the map where that pays (they read the
+    /// frames where they lie), else ahead.
+    ForWorkers,
 }
 
 /// Whether `map` (of `file`) is cheaper to walk than `file` to copy, from looks at three

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CaptureError, CaptureReader, Frame, FrameRun, Timestamp};
+use super::{CaptureError, CaptureReader, Frame, FrameRun, Reading, Timestamp};
 
 /// The next frame of one file, as far as the merge knows.
 #[derive(Clone, Copy)]
@@ -42,9 +42,9 @@ pub struct MergedCaptures {
     /// The first file that ended in damage: the others are read to their end first, then it is
     /// reported (what every file held before its damage stands).
     damaged: Option<CaptureError>,
-    /// The threads `run_capture` said the run has ([`MergedCaptures::read_for`]): each file
-    /// opened anew is read as suits them.
-    threads: Option<usize>,
+    /// How `run_capture` said the run reads ([`MergedCaptures::read_for`]): each file opened
+    /// anew is read so.
+    reading: Option<Reading>,
 }
 
 impl MergedCaptures {
@@ -103,7 +103,7 @@ impl MergedCaptures {
             };
             match self.inputs.get_mut(i) {
                 Some(input) if matches!(input.reader, Reader::Parked) => {
-                    unpark(input, self.threads, &mut self.damaged);
+                    unpark(input, self.reading, &mut self.damaged);
                 }
                 _ => break i,
             }
@@ -173,11 +173,11 @@ impl MergedCaptures {
     /// [`CaptureReader::read_for`] for every file, as it is opened: each file read in chunks
     /// gets its own trial and helper with a thread to spare (a helper ends at its file's end,
     /// so rotated captures, read one after the other, have one at a time), or its look alone.
-    pub fn read_for(&mut self, threads: usize) {
-        self.threads = Some(threads);
+    pub fn read_for(&mut self, reading: Reading) {
+        self.reading = Some(reading);
         for input in &mut self.inputs {
             if let Reader::Open(reader) = &mut input.reader {
-                reader.read_for(threads);
+                reader.read_for(reading);
             }
         }
     }
@@ -229,13 +229,13 @@ fn peek(input: &mut Input, damaged: &mut Option<CaptureError>) {
     }
 }
 
-/// Opens a parked file again, read as suits `threads` if the run said. Its first frame is
+/// Opens a parked file again, read as `reading` says if the run said. Its first frame is
 /// peeked at anew (the file may have changed since): the merge chooses again.
-fn unpark(input: &mut Input, threads: Option<usize>, damaged: &mut Option<CaptureError>) {
+fn unpark(input: &mut Input, reading: Option<Reading>, damaged: &mut Option<CaptureError>) {
     match CaptureReader::open(&input.path) {
         Ok(mut reader) => {
-            if let Some(threads) = threads {
-                reader.read_for(threads);
+            if let Some(reading) = reading {
+                reader.read_for(reading);
             }
             input.reader = Reader::Open(Box::new(reader));
             peek(input, damaged);
@@ -306,7 +306,7 @@ mod tests {
             .collect();
         let mut m = merged(&paths);
         assert_eq!(open(&m), 0, "all parked once their first frame is known");
-        m.read_for(2);
+        m.read_for(Reading::Ahead);
         let (times, most) = read(&mut m);
         assert_eq!(times, (0..200).collect::<Vec<_>>());
         assert_eq!(most, 1);

@@ -48,7 +48,7 @@ impl SharedMap {
 #[cfg(not(target_os = "linux"))]
 pub enum Pager {}
 
-pub use access::FileAccess;
+pub use access::{FileAccess, Reading};
 pub use frame::{is_cut, Frame, FrameCopy, FrameRun, Timestamp};
 pub use link::{decode_link, L3Packet, LinkError};
 #[cfg(target_os = "linux")]

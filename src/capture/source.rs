@@ -18,7 +18,7 @@ use pcap_parser::{
 };
 use thiserror::Error;
 
-use super::access::FileAccess;
+use super::access::{FileAccess, Reading};
 use super::chunks::ChunkReader;
 use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
 use super::layout::{next_record, Layout};
@@ -574,8 +574,8 @@ pub struct CaptureReader {
     ahead: StreamAhead,
     /// Whole packet records are read where they lie (`walk_record`); off, by `step` alone.
     walk: bool,
-    /// Read in chunks as [`FileAccess::Auto`] asks: through the map instead if a run on one
-    /// thread finds it pays ([`CaptureReader::read_alone`]).
+    /// Read in chunks as [`FileAccess::Auto`] asks: through the map instead if the look a run
+    /// asks for finds it pays ([`CaptureReader::map_from_the_start`]).
     may_map: bool,
 }
 
@@ -643,20 +643,24 @@ impl CaptureReader {
         Ok(Ok(Self::with(Records::Chunked(rdr), format, tap, false)))
     }
 
-    /// Reads as suits a run of `threads` threads (`0` and `1`: one): with a thread to spare,
-    /// ahead on it ([`Self::read_ahead`]); alone, through the file's map where that pays
-    /// ([`Self::read_alone`]). With workers (more than 2), through the map where that pays
-    /// too, before the first frame: the workers then read the frames where they lie, where
-    /// in chunks every frame was copied twice, into a chunk and into a worker's batch (small
-    /// I/Os from disk, `--threads 3`: 79 ms of CPU against 189).
-    pub fn read_for(&mut self, threads: usize) {
-        if threads > 2 && self.frames == 0 && self.map_where_it_pays() {
-            return;
-        }
-        if threads > 1 {
-            self.read_ahead();
-        } else {
-            self.read_alone();
+    /// Reads as suits the run's threads: alone, through the file's map where that pays
+    /// ([`Self::map_from_the_start`]); with a helper, ahead on it ([`Self::read_ahead`]); for
+    /// workers, through the map where that pays, else ahead. The workers then read the frames
+    /// where they lie, where in chunks every frame was copied twice, into a chunk and into a
+    /// worker's batch (small I/Os from disk, `--threads 3`: 79 ms of CPU against 189).
+    pub fn read_for(&mut self, reading: Reading) {
+        match reading {
+            Reading::Alone => {
+                self.map_from_the_start();
+            }
+            Reading::Ahead => {
+                self.read_ahead();
+            }
+            Reading::ForWorkers => {
+                if !self.map_from_the_start() {
+                    self.read_ahead();
+                }
+            }
         }
     }
 
@@ -670,18 +674,18 @@ impl CaptureReader {
         }
     }
 
-    /// The run reads and works on one thread: a file opened as [`FileAccess::Auto`] is read
-    /// through its memory map from here on where a look at three places of it finds the map
-    /// costs much less than the copy ([`super::access`]), before the first frame and unless
-    /// followed. True when it switched.
-    pub fn read_alone(&mut self) -> bool {
+    /// A file opened as [`FileAccess::Auto`] is read through its memory map from its first
+    /// frame on where a look at three places of it finds the map costs much less than the
+    /// copy ([`super::access`]): asked before the first frame (after it, nothing happens), and
+    /// not of a followed file. True when it switched.
+    pub fn map_from_the_start(&mut self) -> bool {
         self.frames == 0 && self.map_where_it_pays()
     }
 
     /// Reads on through the file's map from here, a record boundary, where a look finds that
     /// pays: asked once, of a file opened as [`FileAccess::Auto`] and read in chunks, and not
     /// of a followed one (a map holds the file as long as it was). True when it switched.
-    /// Asked by [`Self::read_alone`] before the first frame, and before a refill once the
+    /// Asked by [`Self::map_from_the_start`], and before a refill once the
     /// helper's trial has found reading alone cheaper (where the two cores share no cache).
     fn map_where_it_pays(&mut self) -> bool {
         #[cfg(target_os = "linux")]
@@ -1643,24 +1647,28 @@ mod tests {
         // would be asked only once).
         let mut late = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
         late.next_frame().unwrap().unwrap();
-        assert!(!late.read_alone());
+        assert!(!late.map_from_the_start());
         assert!(late.may_map, "not looked at after a frame");
         let mut chunks = CaptureReader::open_as(&path, FileAccess::Chunks).unwrap();
         assert!(!chunks.may_map);
-        assert!(!chunks.read_alone());
+        assert!(!chunks.map_from_the_start());
         assert!(chunks.is_chunked());
         // Asked before the first frame, the look is taken (here a file too small for one).
         let mut early = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
-        assert!(!early.read_alone());
+        assert!(!early.map_from_the_start());
         assert!(!early.may_map, "looked at once");
         assert!(early.is_chunked());
-        // So with workers; with a helper alone, its trial decides (and looks if it stops it).
-        for (threads, looked) in [(3, true), (4, true), (2, false), (1, true)] {
+        // So for workers; with a helper, its trial decides (and looks if it stops it).
+        for (reading, looked) in [
+            (Reading::ForWorkers, true),
+            (Reading::Ahead, false),
+            (Reading::Alone, true),
+        ] {
             let mut r = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
-            r.read_for(threads);
-            assert_eq!(!r.may_map, looked, "--threads {threads}");
+            r.read_for(reading);
+            assert_eq!(!r.may_map, looked, "{reading:?}");
             assert!(r.is_chunked());
-            assert_eq!(seen(&mut r), want, "--threads {threads}");
+            assert_eq!(seen(&mut r), want, "{reading:?}");
         }
     }
 

@@ -173,8 +173,9 @@ pub struct InputArgs {
     /// Default: 2 where the machine has a second core, else 1; workers only when asked, since
     /// on the machines measured they were slower than one thread (README "Performance").
     /// Captures that are not regular files (stdin, pipes) use one. With `--separate`, N is the
-    /// run's budget: files in parallel times threads per file. With one thread, a regular file
-    /// is read through its memory map where a look at it finds that cheaper than copying it.
+    /// run's budget: files in parallel times threads per file. With one thread, or with
+    /// workers, a regular file is read through its memory map where a look at it finds that
+    /// cheaper than copying it.
     /// `SQOS_READ=map` always reads through the map (the second thread maps its pages ahead),
     /// `SQOS_READ=chunks` never.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]

@@ -32,7 +32,9 @@ pub use by_command::ByCommand;
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
-use crate::capture::{decode_link, Frame, FrameCopy, FrameRun, LinkError, SharedMap, Timestamp};
+use crate::capture::{
+    decode_link, Frame, FrameCopy, FrameRun, LinkError, Reading, SharedMap, Timestamp,
+};
 use crate::net::reassembly::Taken;
 use crate::net::{ConnId, Dir, Reassembler, ReassemblyConfig, ReassemblyStats};
 use crate::smb2::crypto::KeyRing;
@@ -299,7 +301,8 @@ pub struct PipelineConfig {
     pub keys: Arc<KeyRing>,
     /// Threads for the capture (`--threads`), the calling thread included: 0 or 1, all on the
     /// calling thread (through the file's map where that pays,
-    /// [`crate::capture::CaptureReader::read_alone`]); 2, the calling thread and a thread reading the file ahead of it
+    /// [`crate::capture::CaptureReader::map_from_the_start`]); 2, the calling thread and a
+    /// thread reading the file ahead of it
     /// ([`crate::capture::CaptureReader::read_ahead`], started by `run::run_capture`; with
     /// `SQOS_READ=map`, a pager mapping the file's pages ahead of it, [`SharedMap::pager`]);
     /// N > 2, those and N - 2 workers for the per-connection work
@@ -337,15 +340,15 @@ impl PipelineConfig {
         }
     }
 
-    /// The threads the capture is read for ([`crate::capture::CaptureReader::read_for`]):
-    /// `threads`, but at most 2 (the reader and its helper) when no workers run. A run whose
-    /// workers would read the frames where they lie in the file's map then reads as 2 threads do
-    /// (with keys, the reading thread does all the work: a helper's chunks beat the map there).
-    pub fn reading_threads(&self) -> usize {
-        if self.workers() > 0 {
-            self.threads
-        } else {
-            self.threads.min(2)
+    /// How the capture is read ([`crate::capture::CaptureReader::read_for`]): for the
+    /// workers, if any run; else ahead with a second thread, alone with one. (A run with keys
+    /// and `--threads 3` has no workers: the reading thread does all the work, and a helper's
+    /// chunks beat the map there.)
+    pub fn reading(&self) -> Reading {
+        match (self.workers(), self.threads) {
+            (0, 0 | 1) => Reading::Alone,
+            (0, _) => Reading::Ahead,
+            _ => Reading::ForWorkers,
         }
     }
 }
@@ -1029,7 +1032,7 @@ mod tests {
     /// Workers run above 2 threads, unless keys or kept frames keep the run on one; a run
     /// without workers reads as 2 threads at most (a helper, not the workers' map).
     #[test]
-    fn workers_and_reading_threads_follow_the_threads_keys_and_kept_frames() {
+    fn workers_and_reading_follow_the_threads_keys_and_kept_frames() {
         let of = |threads, keys: bool, keep_frames| {
             let mut cfg = PipelineConfig {
                 threads,
@@ -1046,16 +1049,16 @@ mod tests {
                 });
                 cfg.keys = Arc::new(ring);
             }
-            (cfg.workers(), cfg.reading_threads())
+            (cfg.workers(), cfg.reading())
         };
-        assert_eq!(of(0, false, false), (0, 0));
-        assert_eq!(of(1, false, false), (0, 1));
-        assert_eq!(of(2, false, false), (0, 2));
-        assert_eq!(of(3, false, false), (1, 3));
-        assert_eq!(of(16, false, false), (14, 16));
-        assert_eq!(of(4, true, false), (0, 2));
-        assert_eq!(of(4, false, true), (0, 2));
-        assert_eq!(of(1, true, true), (0, 1));
+        assert_eq!(of(0, false, false), (0, Reading::Alone));
+        assert_eq!(of(1, false, false), (0, Reading::Alone));
+        assert_eq!(of(2, false, false), (0, Reading::Ahead));
+        assert_eq!(of(3, false, false), (1, Reading::ForWorkers));
+        assert_eq!(of(16, false, false), (14, Reading::ForWorkers));
+        assert_eq!(of(4, true, false), (0, Reading::Ahead));
+        assert_eq!(of(4, false, true), (0, Reading::Ahead));
+        assert_eq!(of(1, true, true), (0, Reading::Alone));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use sqos::capture::{
-    CaptureReader, FileAccess, MergedCaptures, PcapWriter, PcapngWriter, Timestamp,
+    CaptureReader, FileAccess, MergedCaptures, PcapWriter, PcapngWriter, Reading, Timestamp,
 };
 
 /// A frame's number, timestamp, length and a digest of its bytes.
@@ -215,10 +215,10 @@ fn a_run_on_one_thread_reads_the_same_frames_whichever_way_it_chooses() {
     assert_eq!(want.0.len(), i);
     for _ in 0..2 {
         let mut r = CaptureReader::open_as(&file.0, FileAccess::Auto).unwrap();
-        let switched = r.read_alone();
+        let switched = r.map_from_the_start();
         assert_eq!(switched, r.is_mapped());
         assert_eq!(!switched, r.is_chunked());
-        assert!(!r.read_alone(), "decided once");
+        assert!(!r.map_from_the_start(), "decided once");
         assert_eq!(frames(&mut r), want, "mapped: {switched}");
         assert_eq!(r.input_bytes_read(), bytes.len() as u64);
     }
@@ -246,7 +246,7 @@ fn rotated_files_read_ahead_give_the_frames_of_one_file() {
         (first.0.clone(), chunked(&first.0, false)),
         (second.0.clone(), chunked(&second.0, false)),
     ]);
-    merged.read_for(2);
+    merged.read_for(Reading::Ahead);
     let mut seen = Vec::new();
     while let Some(f) = merged.next_frame().unwrap() {
         let digest = f.data.iter().fold(0u64, |h, b| {
