@@ -8,6 +8,7 @@ use crate::smb2::body::{fixed_body_len, peek_ctl_code};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
 use crate::smb2::names::Command;
+use crate::smb2::netbios::{parse_nbss_header, NbssType, MAX_MESSAGE_LEN, NBSS_HEADER_LEN};
 
 /// How much of a part to keep, decided in two steps: first the header and fixed body; once the
 /// fixed body is there, maybe the whole part.
@@ -98,6 +99,29 @@ impl InMessage {
 
     /// [`InMessage::new`] in place (a spare message reused: no copy of its inline buffers).
     pub(super) fn reset(&mut self, nb: [u8; 4], len: u32) {
+        self.reset_to(nb, len, first_gather(u64::from(len)));
+    }
+
+    /// A message framed at once from where it lies ([`whole_head`]): its one part stored, the
+    /// rest of it to be skipped. The same state the phases of [`InMessage::step`] reach on
+    /// those bytes, without walking them (a READ or WRITE costs a third of the instructions).
+    pub(super) fn reset_framed(&mut self, head: &WholeHead, kept: &[u8], cfg: &FramerConfig) {
+        let len = u64::from(head.len);
+        let rest = len - kept.len() as u64;
+        self.reset_to(
+            head.nb,
+            head.len,
+            PartState::Skip {
+                n: rest,
+                next: false,
+            },
+        );
+        self.store(cfg, head.header, PartBytes::from_slice(kept), len, head.cut);
+        self.remaining = rest;
+    }
+
+    /// [`InMessage::reset`] with the part state to begin in.
+    fn reset_to(&mut self, nb: [u8; 4], len: u32, first: PartState) {
         // Every field named, so that a new one cannot be forgotten here.
         let InMessage {
             nb: nb_field,
@@ -131,7 +155,7 @@ impl InMessage {
         *desync = false;
         *inner = false;
         *headers_only = false;
-        *part = first_gather(u64::from(len));
+        *part = first;
     }
 
     /// The `len`-byte plaintext of an encrypted message.
@@ -732,6 +756,52 @@ impl InMessage {
             self.msg.overflow.clear();
         }
     }
+}
+
+/// A plain SMB2 message of one part whose NBSS header, SMB2 header and kept bytes all lie in
+/// the bytes at hand: what [`whole_head`] found.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct WholeHead {
+    pub(super) nb: [u8; 4],
+    pub(super) len: u32,
+    pub(super) header: Header,
+    /// Bytes of the message kept (from its SMB2 header on), all in the bytes at hand.
+    pub(super) keep: usize,
+    /// Fewer kept than [`keep_plan`] wants (`max_keep`).
+    pub(super) cut: bool,
+}
+
+/// The common case decided at once: `data` (the stream from a message start) holds a session
+/// message's NBSS header, an SMB2 header with no NextCommand and all the part keeps. None for
+/// anything else (compound, encrypted, compressed, SMB1, control, a false start, bytes still to
+/// come), which the phases of [`InMessage::step`] decide as they arrive.
+pub(super) fn whole_head(data: &[u8], cfg: &FramerConfig) -> Option<WholeHead> {
+    let nb = *data.first_chunk::<NBSS_HEADER_LEN>()?;
+    let nbss = parse_nbss_header(nb)?;
+    if nbss.kind != NbssType::SessionMessage
+        || nbss.length > MAX_MESSAGE_LEN
+        || (nbss.length as usize) < HEADER_LEN
+    {
+        return None;
+    }
+    let msg = data.get(NBSS_HEADER_LEN..)?;
+    // Checks the protocol id: 0xFE 'SMB' only.
+    let header = parse_header(msg).ok()?;
+    if header.next_command != 0 {
+        return None;
+    }
+    let wire = nbss.length as usize;
+    let fixed = (HEADER_LEN + fixed_body_len(header.command, header.is_response())).min(wire);
+    let whole = keep_plan(&header, msg.get(..fixed)?, wire as u64, cfg.keep_ioctls);
+    let keep = whole.min(cfg.max_keep).max(fixed);
+    msg.get(..keep)?;
+    Some(WholeHead {
+        nb,
+        len: nbss.length,
+        header,
+        keep,
+        cut: keep < whole,
+    })
 }
 
 /// How many bytes of a part to keep, given its header and fixed body: the whole part for IOCTLs

@@ -485,6 +485,11 @@ impl Framer {
     /// through `self.giveback`. A message in progress is stepped where it is held (no move of
     /// the state out and back per step).
     fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) -> usize {
+        if matches!(&self.state, State::NbHeader { buf } if buf.len() == 0) {
+            if let Some(used) = self.frame_in_place(data, ctx, out) {
+                return used;
+            }
+        }
         match &mut self.state {
             State::Message(m) => {
                 let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
@@ -523,6 +528,29 @@ impl Framer {
                 used
             }
         }
+    }
+
+    /// A message at the start of `data` framed where it lies, when [`chain::whole_head`] finds
+    /// it whole enough; returns the bytes consumed (its NBSS header and kept bytes).
+    fn frame_in_place(
+        &mut self,
+        data: &[u8],
+        ctx: &mut SealCtx<'_>,
+        out: &mut dyn FramerOut,
+    ) -> Option<usize> {
+        let head = chain::whole_head(data, &self.cfg)?;
+        let kept = data.get(NBSS_HEADER_LEN..NBSS_HEADER_LEN + head.keep)?;
+        let mut m = self
+            .spare
+            .take()
+            .unwrap_or_else(|| Box::new(InMessage::new(head.nb, head.len)));
+        m.reset_framed(&head, kept, &self.cfg);
+        if m.remaining == 0 {
+            self.finish_keeping(m, out, ctx);
+        } else {
+            self.state = State::Message(m);
+        }
+        Some(NBSS_HEADER_LEN + head.keep)
     }
 
     /// After a step inside a message: a false start goes back to scanning, a message whose
