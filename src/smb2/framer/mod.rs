@@ -530,21 +530,25 @@ impl Framer {
         }
     }
 
-    /// A message at the start of `data` framed where it lies, when [`chain::whole_head`] finds
-    /// it whole enough; returns the bytes consumed (its NBSS header and kept bytes).
+    /// A message at the start of `data` framed where it lies, when [`chain::message_head`]
+    /// finds its one part's head there; returns the bytes consumed (the NBSS header and the
+    /// part's kept bytes).
     fn frame_in_place(
         &mut self,
         data: &[u8],
         ctx: &mut SealCtx<'_>,
         out: &mut dyn FramerOut,
     ) -> Option<usize> {
-        let head = chain::whole_head(data, &self.cfg)?;
+        let (nb, len, head) = chain::message_head(data, &self.cfg)?;
         let kept = data.get(NBSS_HEADER_LEN..NBSS_HEADER_LEN + head.keep)?;
-        let mut m = self
-            .spare
-            .take()
-            .unwrap_or_else(|| Box::new(InMessage::new(head.nb, head.len)));
-        m.reset_framed(&head, kept, &self.cfg);
+        let mut m = match self.spare.take() {
+            Some(mut spare) => {
+                spare.reset_to(nb, len, chain::PartState::Rest);
+                spare
+            }
+            None => Box::new(InMessage::new(nb, len)),
+        };
+        m.take_head(&head, kept, &self.cfg);
         if m.remaining == 0 {
             self.finish_keeping(m, out, ctx);
         } else {
