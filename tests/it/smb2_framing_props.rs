@@ -60,11 +60,14 @@ proptest! {
     fn chunking_does_not_change_the_result(
         msgs in proptest::collection::vec(msg_strategy(), 1..12),
         cuts in proptest::collection::vec(1usize..700, 1..40),
+        // Also a bound that cuts kept IOCTL and CREATE bytes.
+        max_keep in prop_oneof![Just(1usize << 20), 64usize..400],
     ) {
         let stream: Vec<u8> = msgs.concat();
+        let cfg = FramerConfig { max_keep, ..framer_config() };
         let mut whole = Vec::new();
-        Framer::new(framer_config()).push(&stream, &mut whole);
-        let mut f = Framer::new(framer_config());
+        Framer::new(cfg).push(&stream, &mut whole);
+        let mut f = Framer::new(cfg);
         let mut pieces = Vec::new();
         let mut rest = stream.as_slice();
         let mut i = 0;
@@ -80,6 +83,9 @@ proptest! {
         let resyncs = whole.iter().filter(|e| matches!(e, FramerEvent::Resynced { .. })).count();
         prop_assert_eq!(resyncs, 0);
         prop_assert_eq!(summary(&whole), summary(&pieces));
+        // All of every event (cut marks, wire lengths): a message whose head lies whole in a
+        // push is framed at once, one cut into pieces through the phases.
+        prop_assert_eq!(whole, pieces);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::smb2::body::{fixed_body_len, peek_ctl_code};
 use crate::smb2::error::Smb2Error;
 use crate::smb2::header::{parse_header, Header, ProtocolId, HEADER_LEN};
 use crate::smb2::names::Command;
+use crate::smb2::netbios::{parse_nbss_header, NbssType, MAX_MESSAGE_LEN, NBSS_HEADER_LEN};
 
 /// How much of a part to keep, decided in two steps: first the header and fixed body; once the
 /// fixed body is there, maybe the whole part.
@@ -98,6 +99,12 @@ impl InMessage {
 
     /// [`InMessage::new`] in place (a spare message reused: no copy of its inline buffers).
     pub(super) fn reset(&mut self, nb: [u8; 4], len: u32) {
+        self.reset_to(nb, len, first_gather(u64::from(len)));
+    }
+
+    /// [`InMessage::reset`] to begin in `first` (a message whose part [`InMessage::take_head`]
+    /// takes next begins in `Rest`: its first phase's state is not written for nothing).
+    pub(super) fn reset_to(&mut self, nb: [u8; 4], len: u32, first: PartState) {
         // Every field named, so that a new one cannot be forgotten here.
         let InMessage {
             nb: nb_field,
@@ -131,7 +138,35 @@ impl InMessage {
         *desync = false;
         *inner = false;
         *headers_only = false;
-        *part = first_gather(u64::from(len));
+        *part = first;
+    }
+
+    /// The message's one part taken at once from where it lies ([`part_head`], `kept` its
+    /// bytes), the rest of it to be skipped: the state the phases of [`InMessage::step`]
+    /// reach on those bytes, without walking them (a READ or WRITE then costs a third of the
+    /// instructions). Only on a walker that has taken nothing yet ([`InMessage::untouched`]).
+    #[inline]
+    pub(super) fn take_head(&mut self, head: &PartHead, kept: &[u8], cfg: &FramerConfig) {
+        let len = u64::from(self.msg.len);
+        let rest = len - kept.len() as u64;
+        self.part = PartState::Skip {
+            n: rest,
+            next: false,
+        };
+        self.store(cfg, head.header, PartBytes::from_slice(kept), len, head.cut);
+        self.remaining = rest;
+    }
+
+    /// Nothing of the message taken yet: its first part's first phase, no byte gathered (or
+    /// `Rest`, where [`InMessage::reset_to`] left it for [`InMessage::take_head`]).
+    pub(super) fn untouched(&self) -> bool {
+        self.is_first_part()
+            && u64::from(self.msg.len) == self.remaining
+            && match &self.part {
+                PartState::Gather { buf, phase, .. } => *phase == Phase::Proto && buf.is_empty(),
+                PartState::Rest => true,
+                _ => false,
+            }
     }
 
     /// The `len`-byte plaintext of an encrypted message.
@@ -158,6 +193,12 @@ impl InMessage {
         out: &mut dyn FramerOut,
     ) {
         let mut at = 0usize;
+        if self.untouched() {
+            if let Some(head) = part_head(bytes, self.msg.len, self.headers_only, cfg) {
+                self.take_head(&head, bytes.get(..head.keep).unwrap_or(&[]), cfg);
+                at = head.keep;
+            }
+        }
         let mut stalls = 0;
         // A step may take no byte while its state moves on; three in a row means it is done.
         while self.remaining > 0 && at < bytes.len() && stalls < 3 {
@@ -734,6 +775,66 @@ impl InMessage {
     }
 }
 
+/// A message of one part whose SMB2 header and kept bytes all lie in the bytes at hand: what
+/// [`part_head`] decided.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PartHead {
+    pub(super) header: Header,
+    /// Bytes of the message kept (from its SMB2 header on), all at hand.
+    pub(super) keep: usize,
+    /// Fewer kept than [`keep_plan`] wants (`max_keep`).
+    pub(super) cut: bool,
+}
+
+/// The common case decided at once: `msg` (a `len`-byte message from its start, as much of it
+/// as is at hand) holds an SMB2 header with no NextCommand and all the part keeps (its header
+/// and fixed body only with `headers_only`). None for anything else (compound, encrypted,
+/// compressed, SMB1, too short, bytes still to come), which the phases of [`InMessage::step`]
+/// decide as the bytes arrive. Decides what they would.
+#[inline]
+pub(super) fn part_head(
+    msg: &[u8],
+    len: u32,
+    headers_only: bool,
+    cfg: &FramerConfig,
+) -> Option<PartHead> {
+    let wire = len as usize;
+    if wire < HEADER_LEN {
+        return None;
+    }
+    // Checks the protocol id: 0xFE 'SMB' only.
+    let header = parse_header(msg).ok()?;
+    if header.next_command != 0 {
+        return None;
+    }
+    let fixed = (HEADER_LEN + fixed_body_len(header.command, header.is_response())).min(wire);
+    let fixed_bytes = msg.get(..fixed)?;
+    let whole = if headers_only {
+        fixed
+    } else {
+        keep_plan(&header, fixed_bytes, wire as u64, cfg.keep_ioctls)
+    };
+    let keep = whole.min(cfg.max_keep).max(fixed);
+    msg.get(..keep)?;
+    Some(PartHead {
+        header,
+        keep,
+        cut: keep < whole,
+    })
+}
+
+/// [`part_head`] for a stream at a message start: `data` begins with a session message's NBSS
+/// header. Returns the header's bytes and length, and the part's head.
+pub(super) fn message_head(data: &[u8], cfg: &FramerConfig) -> Option<([u8; 4], u32, PartHead)> {
+    let nb = *data.first_chunk::<NBSS_HEADER_LEN>()?;
+    let nbss = parse_nbss_header(nb)?;
+    if nbss.kind != NbssType::SessionMessage || nbss.length > MAX_MESSAGE_LEN {
+        return None;
+    }
+    let head = part_head(data.get(NBSS_HEADER_LEN..)?, nbss.length, false, cfg)?;
+    Some((nb, nbss.length, head))
+}
+
 /// How many bytes of a part to keep, given its header and fixed body: the whole part for IOCTLs
 /// with one of the `keep_ioctls` control codes (their buffers), up to the end of the name for
 /// CREATE requests and of the share path for TREE_CONNECT requests, else the fixed part.
@@ -763,6 +864,103 @@ fn keep_plan(h: &Header, fixed: &[u8], wire_len: u64, keep_ioctls: &[u32]) -> us
 mod tests {
     use super::*;
     use crate::smb2::framer::SealCtx;
+
+    /// A message of `body` after an SMB2 header for `command` (flags 1: a response).
+    fn smb2(command: u16, flags: u32, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; HEADER_LEN];
+        m[..4].copy_from_slice(&[0xFE, b'S', b'M', b'B']);
+        m[4] = 64;
+        m[12..14].copy_from_slice(&command.to_le_bytes());
+        m[16..20].copy_from_slice(&flags.to_le_bytes());
+        m[24] = 7;
+        m.extend_from_slice(body);
+        m
+    }
+
+    /// What a walker hands out for `msg`, given it in pieces of `piece` bytes through
+    /// `step` (the phases), or whole through `walk` (a head at hand taken at once).
+    fn walked(
+        msg: &[u8],
+        piece: Option<usize>,
+        headers_only: bool,
+        cfg: &FramerConfig,
+    ) -> Vec<FramerEvent> {
+        let mut m = InMessage::inner(msg.len() as u32, headers_only, None);
+        let mut out = Vec::new();
+        match piece {
+            None => m.walk(msg, cfg, &mut SealCtx::none(), &mut out),
+            Some(n) => {
+                for p in msg.chunks(n) {
+                    let mut at = 0;
+                    while at < p.len() {
+                        at += m.step(
+                            &p[at..],
+                            cfg,
+                            &mut out,
+                            &mut Vec::new(),
+                            &mut SealCtx::none(),
+                        );
+                    }
+                }
+            }
+        }
+        m.finish(cfg, &mut out, &mut SealCtx::none());
+        out
+    }
+
+    /// `part_head` decides what the phases decide: the same parts, kept bytes, cut marks and
+    /// wire lengths, for the parts it takes (READ, a CREATE's name, an SQOS IOCTL's buffers,
+    /// headers only, a `max_keep` that cuts) and those it leaves to the phases (compound).
+    #[test]
+    fn a_head_taken_at_once_is_the_head_the_phases_reach() {
+        let mut read = vec![0u8; 48];
+        read[0] = 49;
+        read.extend_from_slice(&[0x55; 200]);
+        let mut create = vec![0u8; 56];
+        create[0] = 57;
+        create[44] = 120; // NameOffset: right after the fixed body
+        create[46] = 40; // NameLength
+        create.extend_from_slice(&[b'a'; 60]);
+        let mut ioctl = vec![0u8; 56];
+        ioctl[0] = 57;
+        ioctl[4..8].copy_from_slice(&0x0009_0350u32.to_le_bytes());
+        ioctl.extend_from_slice(&[0x11; 96]);
+        let mut compound = smb2(8, 0, &read[..48]);
+        compound[20] = 112; // NextCommand
+        compound.extend_from_slice(&smb2(8, 0, &read));
+        let msgs = [
+            smb2(8, 0, &read),
+            smb2(8, 1, &read[..16]),
+            smb2(5, 0, &create),
+            smb2(11, 0, &ioctl),
+            compound,
+        ];
+        for max_keep in [1 << 20, 130] {
+            let cfg = FramerConfig {
+                max_keep,
+                keep_ioctls: &[0x0009_0350],
+                ..FramerConfig::default()
+            };
+            for headers_only in [false, true] {
+                for msg in &msgs {
+                    let at_once = walked(msg, None, headers_only, &cfg);
+                    assert!(!at_once.is_empty());
+                    for piece in [1, 7, 64] {
+                        assert_eq!(at_once, walked(msg, Some(piece), headers_only, &cfg));
+                    }
+                }
+            }
+        }
+        // Taken at once where it applies, and cut by the bound.
+        let cfg = FramerConfig {
+            max_keep: 130,
+            keep_ioctls: &[0x0009_0350],
+            ..FramerConfig::default()
+        };
+        let head = part_head(&msgs[3], msgs[3].len() as u32, false, &cfg).unwrap();
+        assert_eq!((head.keep, head.cut), (130, true));
+        assert!(part_head(&msgs[4], msgs[4].len() as u32, false, &cfg).is_none());
+    }
 
     /// A spare walker reset for the next message is the walker `new` makes: `reset` states
     /// `new`'s values a second time (to keep the inline buffers where they are), so this holds

@@ -485,6 +485,11 @@ impl Framer {
     /// through `self.giveback`. A message in progress is stepped where it is held (no move of
     /// the state out and back per step).
     fn step(&mut self, data: &[u8], ctx: &mut SealCtx<'_>, out: &mut dyn FramerOut) -> usize {
+        if matches!(&self.state, State::NbHeader { buf } if buf.len() == 0) {
+            if let Some(used) = self.frame_in_place(data, ctx, out) {
+                return used;
+            }
+        }
         match &mut self.state {
             State::Message(m) => {
                 let used = m.step(data, &self.cfg, out, &mut self.giveback, ctx);
@@ -523,6 +528,33 @@ impl Framer {
                 used
             }
         }
+    }
+
+    /// A message at the start of `data` framed where it lies, when [`chain::message_head`]
+    /// finds its one part's head there; returns the bytes consumed (the NBSS header and the
+    /// part's kept bytes).
+    fn frame_in_place(
+        &mut self,
+        data: &[u8],
+        ctx: &mut SealCtx<'_>,
+        out: &mut dyn FramerOut,
+    ) -> Option<usize> {
+        let (nb, len, head) = chain::message_head(data, &self.cfg)?;
+        let kept = data.get(NBSS_HEADER_LEN..NBSS_HEADER_LEN + head.keep)?;
+        let mut m = match self.spare.take() {
+            Some(mut spare) => {
+                spare.reset_to(nb, len, chain::PartState::Rest);
+                spare
+            }
+            None => Box::new(InMessage::new(nb, len)),
+        };
+        m.take_head(&head, kept, &self.cfg);
+        if m.remaining == 0 {
+            self.finish_keeping(m, out, ctx);
+        } else {
+            self.state = State::Message(m);
+        }
+        Some(NBSS_HEADER_LEN + head.keep)
     }
 
     /// After a step inside a message: a false start goes back to scanning, a message whose
