@@ -200,6 +200,25 @@ impl Exchange {
         }
     }
 
+    /// [`Exchange::resolve`] for a READ or WRITE request: its name only where a later part of
+    /// its chain may take it. Its I/O record names the file by its id (the analysis knows the
+    /// opens), so the name's lookup, and the count on it while it waits, are saved.
+    fn resolve_io(
+        &self,
+        h: &Header,
+        fid: FileId,
+        chain: &Chain,
+    ) -> (Option<FileId>, Option<Arc<str>>) {
+        if chain.more {
+            return self.resolve(h, fid, chain);
+        }
+        match (fid.is_related_placeholder(), h.flags.is_related()) {
+            (false, _) => (Some(fid), None),
+            (true, true) => (chain.file_id, None),
+            (true, false) => (None, None),
+        }
+    }
+
     /// One part of a message (`chain` is shared by the parts of one message).
     pub fn on_part(
         &mut self,
@@ -247,14 +266,14 @@ impl Exchange {
         let h = &part.header;
         let (file, awaiting) = match body {
             Body::ReadRequest(r) => (
-                self.resolve(h, r.file_id, chain),
+                self.resolve_io(h, r.file_id, chain),
                 Awaiting::Io {
                     kind: IoKind::Read,
                     requested: r.length,
                 },
             ),
             Body::WriteRequest(w) => (
-                self.resolve(h, w.file_id, chain),
+                self.resolve_io(h, w.file_id, chain),
                 Awaiting::Io {
                     kind: IoKind::Write,
                     requested: w.length,
@@ -809,5 +828,54 @@ fn ends(ctx: &MsgCtx, h: &Header) -> (std::net::SocketAddr, std::net::SocketAddr
 impl Default for Exchange {
     fn default() -> Self {
         Self::new(&Limits::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::smb2::header::{parse_header, HEADER_LEN};
+
+    /// A READ request header of session 7 (flags: related or not).
+    fn read_header(related: bool) -> Header {
+        let mut b = [0u8; HEADER_LEN];
+        b[..4].copy_from_slice(&[0xFE, b'S', b'M', b'B']);
+        b[4] = 64;
+        b[12] = 8;
+        b[16] = if related { 4 } else { 0 };
+        b[40] = 7;
+        parse_header(&b).unwrap()
+    }
+
+    /// A READ or WRITE waits for its response with its file's id, not its name (its I/O
+    /// record has none), unless a later part of its chain may take the name.
+    #[test]
+    fn an_io_request_names_its_file_only_for_its_chain() {
+        let mut ex = Exchange::default();
+        let fid = FileId {
+            persistent: 1,
+            volatile: 2,
+        };
+        ex.opens.open(7, fid, "\\\\fs\\vms\\disk.vhdx");
+        let h = read_header(false);
+        let mut chain = Chain::default();
+        assert_eq!(ex.resolve_io(&h, fid, &chain), (Some(fid), None));
+        assert_eq!(
+            ex.resolve(&h, fid, &chain).1.as_deref(),
+            Some("\\\\fs\\vms\\disk.vhdx")
+        );
+        chain.more = true;
+        assert_eq!(
+            ex.resolve_io(&h, fid, &chain).1.as_deref(),
+            Some("\\\\fs\\vms\\disk.vhdx")
+        );
+        // A related READ takes the chain's file; an unrelated placeholder names none.
+        chain.more = false;
+        chain.working_on(Some(fid), None);
+        assert_eq!(
+            ex.resolve_io(&read_header(true), FileId::RELATED, &chain),
+            (Some(fid), None)
+        );
+        assert_eq!(ex.resolve_io(&h, FileId::RELATED, &chain), (None, None));
     }
 }

@@ -194,6 +194,7 @@ pub const UNSOLICITED_MESSAGE_ID: u64 = u64::MAX;
 /// Decode the 64-byte SMB2 header at the start of `buf`. A StructureSize other than 64 is not
 /// an error here (the NBSS framing already says where the message is); see
 /// [`Header::check_structure_size`].
+#[inline]
 pub fn parse_header(buf: &[u8]) -> Result<Header, Smb2Error> {
     let fixed = buf
         .get(..HEADER_LEN)
