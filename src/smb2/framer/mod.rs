@@ -8,6 +8,10 @@
 //! READ/WRITE data above all, is skipped by counting, so memory per direction is bounded by
 //! `max_keep` whatever the traffic.
 //!
+//! A part's head is decided a phase at a time (protocol id, header, fixed body, whole part) as
+//! its bytes arrive; when a one-part message's head and all it keeps are already at hand (most
+//! READs and WRITEs, one segment holding them), `chain::part_head` decides the same at once.
+//!
 //! Lost bytes (`gap`) that fall inside a region being skipped anyway cost nothing: the framer
 //! stays in step. Otherwise it drops what it cannot trust and scans for the next plausible
 //! message start ([`plausible_message_start`]), as it also does when a stream is picked up
