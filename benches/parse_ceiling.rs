@@ -12,7 +12,7 @@
 //! does its work on top of this walk.
 //!
 //! Prints the frames, the TCP segments and their payload bytes (so nothing is optimised away;
-//! with `--walk`, the IPv4 TCP frames on Ethernet and the frames' captured bytes).
+//! with `--walk`, the frames whose byte 23 says TCP and the frames' captured bytes).
 
 use std::fs::File;
 use std::path::Path;
@@ -65,8 +65,9 @@ fn run(reader: &mut dyn PcapReaderIterator, counts: &mut Counts) -> Result<(), S
 }
 
 impl Counts {
-    /// A frame as `--walk` counts it: its captured bytes, and whether it is IPv4 TCP on
-    /// Ethernet (one byte of its IP header read, as decoding it would).
+    /// A frame as `--walk` counts it: its captured bytes, and as a segment when its byte 23
+    /// (IPv4's protocol, on Ethernet) says TCP: one byte of its IP header read, as decoding it
+    /// would, not a check of its link or IP version.
     fn walked(&mut self, frame: &sqos::capture::Frame<'_>) {
         self.frames += 1;
         self.payload += frame.data.len() as u64;

@@ -184,20 +184,7 @@ impl Exchange {
         fid: FileId,
         chain: &Chain,
     ) -> (Option<FileId>, Option<Arc<str>>) {
-        if fid.is_related_placeholder() {
-            if h.flags.is_related() {
-                (chain.file_id, chain.name.clone())
-            } else {
-                (None, None)
-            }
-        } else {
-            let name = self
-                .opens
-                .name(h.session_id, fid)
-                .cloned()
-                .or_else(|| chain.name.clone().filter(|_| chain.file_id == Some(fid)));
-            (Some(fid), name)
-        }
+        self.file_of(h, fid, chain, true)
     }
 
     /// [`Exchange::resolve`] for a READ or WRITE request: its name only where a later part of
@@ -209,13 +196,40 @@ impl Exchange {
         fid: FileId,
         chain: &Chain,
     ) -> (Option<FileId>, Option<Arc<str>>) {
+        // `named` a constant on the common path, which then folds to the placeholder test.
         if chain.more {
-            return self.resolve(h, fid, chain);
+            self.resolve(h, fid, chain)
+        } else {
+            self.file_of(h, fid, chain, false)
         }
-        match (fid.is_related_placeholder(), h.flags.is_related()) {
-            (false, _) => (Some(fid), None),
-            (true, true) => (chain.file_id, None),
-            (true, false) => (None, None),
+    }
+
+    /// The file a FileId names, and its name if `named`.
+    #[inline(always)]
+    fn file_of(
+        &self,
+        h: &Header,
+        fid: FileId,
+        chain: &Chain,
+        named: bool,
+    ) -> (Option<FileId>, Option<Arc<str>>) {
+        let placeholder = fid.is_related_placeholder();
+        match (placeholder, named) {
+            // A READ or WRITE of an open file: most messages.
+            (false, false) => (Some(fid), None),
+            (false, true) => {
+                let name = self
+                    .opens
+                    .name(h.session_id, fid)
+                    .cloned()
+                    .or_else(|| chain.name.clone().filter(|_| chain.file_id == Some(fid)));
+                (Some(fid), name)
+            }
+            (true, _) if h.flags.is_related() => {
+                let name = if named { chain.name.clone() } else { None };
+                (chain.file_id, name)
+            }
+            (true, _) => (None, None),
         }
     }
 

@@ -742,7 +742,8 @@ impl Pipeline {
             while shards.must_merge() {
                 match shards.next() {
                     Some(m) => {
-                        let ops = self.merge(m, sink, shards.spent_events());
+                        let spent = shards.spent_events(m.worker());
+                        let ops = self.merge(m, sink, spent);
                         shards.give_back(ops);
                     }
                     None => break,
@@ -866,12 +867,12 @@ impl Pipeline {
 
     /// The workers' results, in frame order: what `push_frame` does on one thread. Gives the
     /// frame's list of ops back emptied (see [`shard::Shards::give_back`]), and its lists of
-    /// framer events to `spent` (see [`shard::Shards::spent_events`]).
+    /// framer events to `spent`, its worker's (see [`shard::Shards::spent_events`]).
     fn merge<S: RecordSink>(
         &mut self,
         step: shard::Step,
         sink: &mut S,
-        spent: &mut Vec<Vec<crate::smb2::FramerEvent>>,
+        mut spent: Option<&mut Vec<Vec<crate::smb2::FramerEvent>>>,
     ) -> Vec<(ConnId, streams::WorkerOp)> {
         let mut m = match step {
             shard::Step::Frame(m) => m,
@@ -888,7 +889,8 @@ impl Pipeline {
             self.link_error(m.number, e, sink);
         }
         for (conn, op) in m.ops.drain(..) {
-            if let Some(events) = self.layer.apply(conn, op, m.number, m.ts) {
+            let events = self.layer.apply(conn, op, m.number, m.ts);
+            if let (Some(events), Some(spent)) = (events, spent.as_deref_mut()) {
                 shard::keep_spent(spent, events);
             }
         }
@@ -938,7 +940,8 @@ impl Pipeline {
         sink: &mut S,
     ) -> Vec<MemoryUse> {
         while let Some(m) = shards.next() {
-            let ops = self.merge(m, sink, shards.spent_events());
+            let spent = shards.spent_events(m.worker());
+            let ops = self.merge(m, sink, spent);
             shards.give_back(ops);
         }
         let end = (*shards).finish();

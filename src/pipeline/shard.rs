@@ -72,8 +72,8 @@ const HEADERS: usize = 14 + 20 + 20;
 const KEEP_STEP: usize = 256 << 10;
 /// Batches per worker sent and not yet merged back, at most.
 const IN_FLIGHT_PER_WORKER: usize = 3;
-/// Lists of framer events merged and emptied that the reading thread keeps to send back
-/// ([`Shards::spent_events`]), at most; and at most this many go with one batch.
+/// Lists of framer events merged and emptied that the reading thread keeps to send back to a
+/// worker ([`Shards::spent_events`]), at most; and at most this many go with one batch.
 const SPENT_EVENTS: usize = 1024;
 const EVENTS_PER_BATCH: usize = 256;
 /// A list with room for more events than this (a flush or a gap that completed many) is
@@ -123,7 +123,7 @@ struct Batch {
     /// batch): what crosses between the threads is not allocated on one and freed on the other.
     items: VecDeque<Item>,
     ops: VecDeque<(ConnId, WorkerOp)>,
-    /// Lists of framer events the merge emptied, for the worker's next pushes (see
+    /// Lists of framer events the merge emptied, this worker's own, for its next pushes (see
     /// [`Shards::spent_events`]).
     events: Vec<Vec<FramerEvent>>,
 }
@@ -217,7 +217,8 @@ struct ConnStage {
     framers: Framers,
     crypto: Decryptor,
     events: Vec<FramerEvent>,
-    /// Emptied lists to take `events`' place when it goes out with an op.
+    /// Emptied lists to take `events`' place when it goes out with an op: this worker's own,
+    /// sent back (so never more than it once allocated).
     spare_events: Vec<Vec<FramerEvent>>,
     ops: Vec<(ConnId, WorkerOp)>,
     shed: u64,
@@ -540,12 +541,25 @@ pub(super) struct Merged {
     pub(super) undecoded: bool,
     pub(super) link_error: Option<LinkError>,
     pub(super) ops: Vec<(ConnId, WorkerOp)>,
+    /// The worker whose ops these are (None: a frame the reading thread kept).
+    pub(super) worker: Option<usize>,
 }
 
 /// What the merge gives back next, in frame order.
 pub(super) enum Step {
     Quiet(FrameRun),
     Frame(Merged),
+}
+
+impl Step {
+    /// The worker whose ops a frame's step carries (None: quiet frames, or a frame the reading
+    /// thread kept).
+    pub(super) fn worker(&self) -> Option<usize> {
+        match self {
+            Step::Quiet(_) => None,
+            Step::Frame(m) => m.worker,
+        }
+    }
 }
 
 /// The end of the capture, from every worker, in the single thread's order.
@@ -601,8 +615,11 @@ pub(super) struct Shards {
     /// Batches answered, emptied, to fill again; lists of ops merged, emptied.
     spare: Vec<Batch>,
     spare_ops: Vec<Vec<(ConnId, WorkerOp)>>,
-    /// Lists of framer events merged and emptied, sent back with the next batches.
-    spent_events: Vec<Vec<FramerEvent>>,
+    /// Lists of framer events merged and emptied, by the worker that filled them, sent back to
+    /// it with its next batches: a list goes back to the thread that allocated it (one given to
+    /// another worker whose pushes complete fewer events would pile up there, while its own
+    /// worker allocated anew).
+    spent_events: Vec<Vec<Vec<FramerEvent>>>,
     sent: Vec<usize>,
     answered: Vec<Answered>,
     in_flight: usize,
@@ -651,7 +668,7 @@ impl Shards {
             sent: vec![0; n],
             spare: Vec::new(),
             spare_ops: Vec::new(),
-            spent_events: Vec::new(),
+            spent_events: (0..n).map(|_| Vec::new()).collect(),
             answered: (0..n)
                 .map(|_| Answered {
                     items: VecDeque::new(),
@@ -932,6 +949,7 @@ impl Shards {
                         undecoded: false,
                         link_error: None,
                         ops: Vec::new(),
+                        worker: Some(0),
                     };
                     self.take_out(0, out, &mut m);
                     return Some(Step::Frame(m));
@@ -945,11 +963,15 @@ impl Shards {
         }
     }
 
-    /// Where the merge puts the lists of framer events it emptied (at most [`SPENT_EVENTS`]):
-    /// they go back to the workers with the next batches, and a worker's push that completes
-    /// events takes one instead of allocating a list another thread then frees.
-    pub(super) fn spent_events(&mut self) -> &mut Vec<Vec<FramerEvent>> {
-        &mut self.spent_events
+    /// Where the merge puts the lists of framer events of `worker`'s ops it emptied (at most
+    /// [`SPENT_EVENTS`]): they go back to that worker with its next batches, and its push that
+    /// completes events takes one instead of allocating a list another thread then frees.
+    /// None for a frame the reading thread kept (it has no lists).
+    pub(super) fn spent_events(
+        &mut self,
+        worker: Option<usize>,
+    ) -> Option<&mut Vec<Vec<FramerEvent>>> {
+        self.spent_events.get_mut(worker?)
     }
 
     /// A merged frame's list of ops, applied and emptied: the next frame's.
@@ -991,6 +1013,7 @@ impl Shards {
             undecoded: false,
             link_error: None,
             ops: Vec::new(),
+            worker: None,
         };
         if let Some(s) = special {
             m.cut = s.cut;
@@ -998,6 +1021,7 @@ impl Shards {
             m.link_error = s.link_error;
         }
         if let Route::Worker(w) = d.route {
+            m.worker = Some(w);
             let out = match self.answered.get_mut(w) {
                 Some(a) => {
                     a.merged += 1;
@@ -1174,10 +1198,10 @@ impl Shards {
         if batch.frames.is_empty() {
             return;
         }
-        let give = self.spent_events.len().min(EVENTS_PER_BATCH);
-        batch
-            .events
-            .extend(self.spent_events.drain(self.spent_events.len() - give..));
+        if let Some(spent) = self.spent_events.get_mut(w) {
+            let give = spent.len().min(EVENTS_PER_BATCH);
+            batch.events.extend(spent.drain(spent.len() - give..));
+        }
         if self.senders[w].send(ToWorker::Frames(batch)).is_err() {
             self.worker_died(w);
         }
@@ -1393,6 +1417,71 @@ mod tests {
         stage.events.push(FramerEvent::Smb1 { len: 1 });
         stage.record(ConnId(3), Dir::ToServer, false, 0);
         assert_eq!((stage.ops.len(), stage.events.capacity()), (2, 0));
+    }
+
+    /// A list of framer events goes back to the worker that filled it, not to another: with
+    /// one busy connection and one idle, the idle one's worker is sent none (given the busy
+    /// one's lists, its pile grew while the busy one allocated anew).
+    #[test]
+    fn spent_lists_go_back_to_the_worker_that_filled_them() {
+        let server: SocketAddr = "10.0.0.2:445".parse().unwrap();
+        let client = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), port);
+        // The busy connection on worker 1, the idle one on worker 0 (so that a list sent to
+        // the first worker whatever its source shows).
+        let port_on = |w| {
+            (40_000..41_000u16)
+                .find(|&p| worker_of(client(p), server, 2) == w)
+                .expect("a port for each worker")
+        };
+        let (busy, idle) = (port_on(1), port_on(0));
+        let segment = |port: u16, seq: u32, syn: bool, payload: &[u8]| {
+            let b = PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .tcp(port, 445, seq, 65535);
+            let b = if syn { b.syn() } else { b.ack(1) };
+            let mut out = Vec::new();
+            b.write(&mut out, payload).expect("a frame");
+            out
+        };
+        // An SMB1 message in each segment: one framer event a push.
+        let smb1 = [0, 0, 0, 4, 0xFF, b'S', b'M', b'B'];
+        let mut frames = vec![
+            segment(idle, 1000, true, &[]),
+            segment(busy, 1000, true, &[]),
+        ];
+        for i in 0..8_000u32 {
+            frames.push(segment(busy, 1001 + 8 * i, false, &smb1));
+        }
+        let cfg = super::super::PipelineConfig {
+            threads: 4,
+            ..Default::default()
+        };
+        let mut p = super::super::Pipeline::new(cfg);
+        let mut sink = crate::analysis::Analyzer::default();
+        for (i, data) in frames.iter().enumerate() {
+            let frame = Frame {
+                number: i as u64 + 1,
+                ts: Timestamp(i as i64 * 1000),
+                interface: 0,
+                link_type: 1,
+                data,
+                orig_len: data.len() as u32,
+            };
+            p.push_frame(&frame, &mut sink);
+        }
+        let shards = p.shards.as_mut().expect("two workers");
+        assert!(shards.spent_events(None).is_none());
+        let [to_idle, to_busy] = &shards.spent_events[..] else {
+            panic!("two workers")
+        };
+        assert!(
+            to_idle.is_empty(),
+            "{} lists for the idle worker",
+            to_idle.len()
+        );
+        assert!(!to_busy.is_empty() && to_busy.len() <= SPENT_EVENTS);
+        p.finish(&mut sink);
+        assert_eq!(p.stats().smb1_messages, 8_000);
     }
 
     #[test]
