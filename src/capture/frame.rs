@@ -16,6 +16,10 @@ impl Timestamp {
     pub fn secs_since(self, earlier: Timestamp) -> f64 {
         (self.0 - earlier.0) as f64 / 1e9
     }
+    /// Nanoseconds from `earlier` to `self` (negative if `earlier` is later).
+    pub fn nanos_since(self, earlier: Timestamp) -> i64 {
+        self.0.saturating_sub(earlier.0)
+    }
 }
 
 /// Frames in a row that a reader handed over as one run (their bytes looked at in place and

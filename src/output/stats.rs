@@ -113,7 +113,11 @@ fn srt_text(s: &Stats, out: &mut String) {
         let _ = writeln!(
             out,
             "  {cmd:<16} {:>7} {:>10.6} {:>10.6} {:>10.6} {:>11.6}",
-            t.calls, t.min, t.max, t.avg, t.sum
+            t.calls,
+            t.min(),
+            t.max(),
+            t.avg(),
+            t.sum()
         );
     }
 }

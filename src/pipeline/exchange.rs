@@ -430,7 +430,7 @@ impl Exchange {
             self.pending.remove(&(ctx.conn, h.message_id))
         };
         if let Some(r) = &req {
-            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.nanos_since(r.ts));
         }
         self.response_other(ctx, part, body, &mut req, chain, outbox, stats);
         // An I/O request answered by another command still makes its I/O record.
@@ -450,7 +450,7 @@ impl Exchange {
         stats: &mut Stats,
     ) {
         self.pending.remove_with(&(ctx.conn, h.message_id), |r| {
-            super::srt::record(&mut stats.srt, h.command, ctx.ts.secs_since(r.ts));
+            super::srt::record(&mut stats.srt, h.command, ctx.ts.nanos_since(r.ts));
             io_record(ctx, h, body, r, outbox);
         });
     }

@@ -8,37 +8,72 @@ use serde::Serialize;
 use super::ByCommand;
 use crate::smb2::Command;
 
-/// Response times of one command, in seconds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// Response times of one command: kept in nanoseconds, as the capture's times are (a sum of
+/// whole nanoseconds is exact, and a response costs no division), read and written in seconds.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Srt {
     /// The command code (also the table's key; kept in the JSON row).
     pub code: u16,
     pub calls: u64,
-    pub min: f64,
-    pub max: f64,
-    pub avg: f64,
-    pub sum: f64,
+    min_ns: i64,
+    max_ns: i64,
+    sum_ns: i64,
 }
 
 impl Srt {
     #[inline]
-    fn add(&mut self, secs: f64) {
+    fn add(&mut self, ns: i64) {
         if self.calls == 0 {
-            self.min = secs;
-            self.max = secs;
+            self.min_ns = ns;
+            self.max_ns = ns;
         } else {
-            // Compared, not `f64::min`/`max`: those handle NaN, which a time between two
-            // timestamps never is, in twice the instructions.
-            if secs < self.min {
-                self.min = secs;
-            }
-            if secs > self.max {
-                self.max = secs;
-            }
+            self.min_ns = self.min_ns.min(ns);
+            self.max_ns = self.max_ns.max(ns);
         }
         self.calls += 1;
-        self.sum += secs;
-        self.avg = self.sum / self.calls as f64;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+    }
+
+    /// The shortest time, in seconds.
+    pub fn min(&self) -> f64 {
+        secs(self.min_ns)
+    }
+
+    /// The longest time, in seconds.
+    pub fn max(&self) -> f64 {
+        secs(self.max_ns)
+    }
+
+    /// All the times added up, in seconds.
+    pub fn sum(&self) -> f64 {
+        secs(self.sum_ns)
+    }
+
+    /// The mean time, in seconds (0 before the first call).
+    pub fn avg(&self) -> f64 {
+        if self.calls == 0 {
+            return 0.0;
+        }
+        self.sum() / self.calls as f64
+    }
+}
+
+fn secs(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The JSON row: the command's code and calls, then seconds.
+impl Serialize for Srt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut row = s.serialize_struct("Srt", 6)?;
+        row.serialize_field("code", &self.code)?;
+        row.serialize_field("calls", &self.calls)?;
+        row.serialize_field("min", &self.min())?;
+        row.serialize_field("max", &self.max())?;
+        row.serialize_field("avg", &self.avg())?;
+        row.serialize_field("sum", &self.sum())?;
+        row.end()
     }
 }
 
@@ -47,9 +82,10 @@ pub fn is_timed(command: Command) -> bool {
     command != Command::CANCEL && command != Command::OPLOCK_BREAK
 }
 
-/// Add one answered request to the table (inlined: every response is timed).
+/// Add one answered request, `ns` nanoseconds from request to response, to the table
+/// (inlined: every response is timed).
 #[inline]
-pub fn record(table: &mut ByCommand<Srt>, command: Command, secs: f64) {
+pub fn record(table: &mut ByCommand<Srt>, command: Command, ns: i64) {
     if !is_timed(command) {
         return;
     }
@@ -57,7 +93,7 @@ pub fn record(table: &mut ByCommand<Srt>, command: Command, secs: f64) {
         code: command.0,
         ..Srt::default()
     };
-    table.update(command, new, |s| s.add(secs));
+    table.update(command, new, |s| s.add(ns));
 }
 
 #[cfg(test)]
@@ -67,16 +103,22 @@ mod tests {
     #[test]
     fn min_max_avg_sum_per_command_and_no_cancel_or_break() {
         let mut t = ByCommand::default();
-        record(&mut t, Command::CREATE, 0.004);
-        record(&mut t, Command::CREATE, 0.001);
-        record(&mut t, Command::CREATE, 0.007);
-        record(&mut t, Command::READ, 0.5);
-        record(&mut t, Command::CANCEL, 1.0);
-        record(&mut t, Command::OPLOCK_BREAK, 1.0);
+        record(&mut t, Command::CREATE, 4_000_000);
+        record(&mut t, Command::CREATE, 1_000_000);
+        record(&mut t, Command::CREATE, 7_000_000);
+        record(&mut t, Command::READ, 500_000_000);
+        record(&mut t, Command::CANCEL, 1_000_000_000);
+        record(&mut t, Command::OPLOCK_BREAK, 1_000_000_000);
         let c = t.get(Command::CREATE).expect("CREATE timed");
         assert_eq!((c.code, c.calls), (5, 3));
-        assert_eq!((c.min, c.max), (0.001, 0.007));
-        assert!((c.sum - 0.012).abs() < 1e-12 && (c.avg - 0.004).abs() < 1e-12);
+        assert_eq!((c.min(), c.max()), (0.001, 0.007));
+        // Whole nanoseconds added: the sum is exact, not 0.012000000000000002.
+        assert_eq!((c.sum(), c.avg()), (0.012, 0.004));
+        let row = serde_json::to_value(c).expect("a row");
+        assert_eq!(
+            row,
+            serde_json::json!({"code": 5, "calls": 3, "min": 0.001, "max": 0.007, "avg": 0.004, "sum": 0.012})
+        );
         let rows: Vec<Command> = t.by_code().map(|(c, _)| c).collect();
         assert_eq!(rows, [Command::CREATE, Command::READ]);
     }
@@ -84,12 +126,12 @@ mod tests {
     #[test]
     fn a_command_without_a_name_is_keyed_by_its_code_and_counted_once_per_call() {
         let mut t = ByCommand::default();
-        record(&mut t, Command(0x99), 0.25);
-        record(&mut t, Command(0x99), 0.75);
-        record(&mut t, Command::READ, 0.5);
+        record(&mut t, Command(0x99), 250_000_000);
+        record(&mut t, Command(0x99), 750_000_000);
+        record(&mut t, Command::READ, 500_000_000);
         let u = t.get(Command(0x99)).expect("0x99 timed");
         assert_eq!((u.code, u.calls), (0x99, 2));
-        assert_eq!((u.min, u.max), (0.25, 0.75));
+        assert_eq!((u.min(), u.max()), (0.25, 0.75));
         let names: Vec<String> = t.by_name().into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["READ", "UNKNOWN_0x0099"]);
     }
