@@ -110,16 +110,21 @@ fn srt_text(s: &Stats, out: &mut String) {
     for (cmd, t) in s.srt.by_code() {
         // As a string: `Command`'s Display writes the name without padding.
         let cmd = cmd.to_string();
+        // Rounded as tshark rounds them, so that the two tables agree digit for digit.
+        let [min, max, avg, sum] = t.micros().map(secs6);
         let _ = writeln!(
             out,
-            "  {cmd:<16} {:>7} {:>10.6} {:>10.6} {:>10.6} {:>11.6}",
-            t.calls,
-            t.min(),
-            t.max(),
-            t.avg(),
-            t.sum()
+            "  {cmd:<16} {:>7} {min:>10} {max:>10} {avg:>10} {sum:>11}",
+            t.calls
         );
     }
+}
+
+/// Whole microseconds as seconds with six decimals.
+fn secs6(us: i64) -> String {
+    let sign = if us < 0 { "-" } else { "" };
+    let us = us.unsigned_abs();
+    format!("{sign}{}.{:06}", us / 1_000_000, us % 1_000_000)
 }
 
 /// Sessions, and the channels of those that used several connections (SMB3 multichannel).

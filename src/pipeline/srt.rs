@@ -56,10 +56,31 @@ impl Srt {
         }
         self.sum() / self.calls as f64
     }
+
+    /// Minimum, maximum, mean and sum in whole microseconds, as tshark's `-z smb2,srt` table
+    /// gives them: the mean taken of whole nanoseconds (the division truncated), then each
+    /// rounded to the nearest microsecond, halves away from zero.
+    pub fn micros(&self) -> [i64; 4] {
+        let mean = i64::try_from(self.calls)
+            .ok()
+            .and_then(|calls| self.sum_ns.checked_div(calls))
+            .unwrap_or(0);
+        [self.min_ns, self.max_ns, mean, self.sum_ns].map(rounded_micros)
+    }
 }
 
 fn secs(ns: i64) -> f64 {
     ns as f64 / 1e9
+}
+
+/// `ns` to the nearest microsecond, halves away from zero.
+fn rounded_micros(ns: i64) -> i64 {
+    let us = (ns.unsigned_abs().saturating_add(500) / 1000) as i64;
+    if ns < 0 {
+        -us
+    } else {
+        us
+    }
 }
 
 /// The JSON row: the command's code and calls, then seconds.
@@ -114,6 +135,7 @@ mod tests {
         assert_eq!((c.min(), c.max()), (0.001, 0.007));
         // Whole nanoseconds added: the sum is exact, not 0.012000000000000002.
         assert_eq!((c.sum(), c.avg()), (0.012, 0.004));
+        assert_eq!(c.micros(), [1000, 7000, 4000, 12000]);
         let row = serde_json::to_value(c).expect("a row");
         assert_eq!(
             row,
@@ -134,5 +156,30 @@ mod tests {
         assert_eq!((u.min(), u.max()), (0.25, 0.75));
         let names: Vec<String> = t.by_name().into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["READ", "UNKNOWN_0x0099"]);
+    }
+
+    #[test]
+    fn microseconds_are_rounded_as_tshark_rounds_them() {
+        let mut t = ByCommand::default();
+        // 954 us over 4 calls: a mean of 238.5 us, which tshark prints as 0.000239 (the
+        // nearest double to 0.0002385 lies below it: printf would give 0.000238).
+        for us in [231_000, 246_000, 238_000, 239_000] {
+            record(&mut t, Command::QUERY_INFO, us);
+        }
+        let q = t.get(Command::QUERY_INFO).expect("timed");
+        assert_eq!(q.micros(), [231, 246, 239, 954]);
+        // The mean's division truncates first: 1,001 ns over 2 calls is 500 ns, then 1 us.
+        let mut t = ByCommand::default();
+        record(&mut t, Command::READ, 1);
+        record(&mut t, Command::READ, 1_000);
+        let r = t.get(Command::READ).expect("timed");
+        assert_eq!(r.micros(), [0, 1, 1, 1]);
+        // A response before its request (captures out of time order): halves away from zero.
+        let mut t = ByCommand::default();
+        record(&mut t, Command::WRITE, -1_500);
+        assert_eq!(
+            t.get(Command::WRITE).expect("timed").micros(),
+            [-2, -2, -2, -2]
+        );
     }
 }

@@ -71,6 +71,32 @@ fn tshark_srt(path: &Path) -> BTreeMap<u64, (u64, f64, f64, f64)> {
     out
 }
 
+/// The last five columns (calls, min, max, avg, sum) of each row of a response time table, as
+/// printed: tshark's rows begin with their index, ours follow the table's heading.
+fn srt_rows(text: &str, ours: bool) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut in_table = !ours;
+    for line in text.lines() {
+        if ours && line.starts_with("SMB2 service response time") {
+            in_table = true;
+            continue;
+        }
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let is_row = if ours {
+            in_table && w.len() >= 6 && w[w.len() - 5].parse::<u64>().is_ok()
+        } else {
+            w.len() >= 7 && w[0].parse::<u64>().is_ok()
+        };
+        if ours && in_table && line.is_empty() {
+            in_table = false;
+        }
+        if is_row {
+            rows.push(w[w.len() - 5..].iter().map(|c| c.to_string()).collect());
+        }
+    }
+    rows
+}
+
 #[test]
 fn stats_gives_response_times_per_command_and_the_unanswered_requests() {
     // steady: every SQOS request answered; the IOCTLs are exactly the SQOS exchanges.
@@ -172,6 +198,19 @@ fn service_response_times_agree_with_tshark() {
             }
             compared += 1;
         }
+        // The text tables agree digit for digit: the same rows in the same order, each time
+        // rounded to the microsecond as tshark rounds it.
+        let o = sqos(&["stats", &path.to_string_lossy()]);
+        let tshark = Command::new("tshark")
+            .args(["-q", "-n", "-z", "smb2,srt", "-r"])
+            .arg(&path)
+            .output()
+            .expect("run tshark");
+        assert_eq!(
+            srt_rows(&String::from_utf8_lossy(&o.stdout), true),
+            srt_rows(&String::from_utf8_lossy(&tshark.stdout), false),
+            "{name}: the response time tables"
+        );
         names.push(name);
     }
     assert!(compared >= 20, "compared {compared} rows in {names:?}");
