@@ -8,7 +8,7 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use sqos::smb2::crypto::keys::parse_key_file;
 use sqos::smb2::crypto::{Decryptor, KeyRing};
-use sqos::smb2::framer::{Framer, FramerConfig, SealCtx};
+use sqos::smb2::framer::{Framer, FramerConfig, SealCtx, SealSpares};
 use sqos::smb2::transform::parse_transform_header;
 
 fuzz_target!(|data: &[u8]| {
@@ -39,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
         max_parts: 8,
         keep_ioctls: &[sqos::sqos::FSCTL_STORAGE_QOS_CONTROL],
     };
+    let mut spares = SealSpares::default();
     for to_server in [true, false] {
         let mut f = Framer::new(cfg);
         let mut out = Vec::new();
@@ -46,6 +47,8 @@ fuzz_target!(|data: &[u8]| {
             crypto: Some(&mut dec),
             conn: 0,
             to_server,
+            // Reused across this input's messages, as a thread's framers reuse them.
+            spares: Some(&mut spares),
         };
         f.push_sealed(data, &mut ctx, &mut out);
         assert!(f.buffered() <= 2 * cfg.max_keep + 64);

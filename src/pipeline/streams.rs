@@ -14,7 +14,7 @@ use crate::budget::{Kind, MemoryUse, Share};
 use crate::capture::Timestamp;
 use crate::net::{CloseKind, ConnId, ConnKey, ConnSlots, Dir, NetNote, StreamSink};
 use crate::smb2::crypto::{Decryptor, KeyRing};
-use crate::smb2::framer::SealCtx;
+use crate::smb2::framer::{SealCtx, SealSpares};
 use crate::smb2::{Framer, FramerConfig, FramerEvent, FramerOut};
 
 /// Most connections listed one by one in per-connection statistics.
@@ -39,6 +39,8 @@ pub(super) struct Framers {
     recent: [ConnSlots<usize>; 2],
     /// Bytes held by all framers (`Framer::buffered`), within `Limits::max_framer_bytes`.
     bytes: Share,
+    /// Encrypted messages' boxes and buffers, kept for the next ones (a few, for all framers).
+    spares: SealSpares,
 }
 
 impl Framers {
@@ -50,6 +52,7 @@ impl Framers {
             index: HashMap::with_hasher(FixedState::default()),
             recent: Default::default(),
             bytes: Share::new(Kind::Framers, max_bytes),
+            spares: SealSpares::default(),
         }
     }
 
@@ -86,8 +89,9 @@ impl Framers {
             .is_some_and(Framer::in_message)
     }
 
-    /// The framer of (conn, dir), made on first use.
-    fn framer(&mut self, conn: ConnId, dir: Dir) -> &mut Framer {
+    /// The slot of (conn, dir)'s framer, made on first use (a slot, not the framer: the caller
+    /// borrows the spares beside it).
+    fn framer_slot(&mut self, conn: ConnId, dir: Dir) -> usize {
         let slot = match self.slot(conn, dir) {
             Some(slot) => slot,
             None => {
@@ -107,7 +111,10 @@ impl Framers {
                 slot
             }
         };
-        self.slots[slot].get_or_insert_with(|| Framer::new(self.cfg))
+        if self.slots[slot].is_none() {
+            self.slots[slot] = Some(Framer::new(self.cfg));
+        }
+        slot
     }
 
     /// Counts `len` in-order bytes of (conn, dir) off when they lie inside data its framer
@@ -168,13 +175,16 @@ impl Framers {
         events: &mut dyn FramerOut,
         f: impl FnOnce(&mut Framer, &mut SealCtx<'_>, &mut dyn FramerOut),
     ) -> u64 {
-        let framer = self.framer(conn, dir);
+        let slot = self.framer_slot(conn, dir);
+        let cfg = self.cfg;
+        let framer = self.slots[slot].get_or_insert_with(|| Framer::new(cfg));
         let before = framer.buffered();
         crypto.at_frame(frame);
         let mut ctx = SealCtx {
             crypto: Some(crypto),
             conn: conn.0,
             to_server: dir == Dir::ToServer,
+            spares: Some(&mut self.spares),
         };
         f(framer, &mut ctx, events);
         let after = framer.buffered();
@@ -234,6 +244,7 @@ impl Framers {
             crypto: Some(crypto),
             conn: conn.0,
             to_server: dir == Dir::ToServer,
+            spares: Some(&mut self.spares),
         };
         f.finish_sealed(&mut ctx, events);
         true

@@ -175,6 +175,14 @@ impl InMessage {
         InMessage::inner(len, headers_only, Some(info))
     }
 
+    /// [`InMessage::sealed`] in place (a spare walker reused).
+    pub(super) fn reset_sealed(&mut self, len: u32, headers_only: bool, info: SealedInfo) {
+        self.reset([0; 4], len);
+        self.inner = true;
+        self.headers_only = headers_only;
+        self.msg.sealed = Some(info);
+    }
+
     /// A `len`-byte message that is not a stream position: the plaintext of an encrypted
     /// message, or a decompressed one (`sealed`: it came out of an encrypted message).
     pub(super) fn inner(len: u32, headers_only: bool, sealed: Option<SealedInfo>) -> InMessage {
@@ -353,7 +361,7 @@ impl InMessage {
                 let need = (*want).saturating_sub(buf.len()) as u64;
                 if buf.is_empty() && need <= avail {
                     let here = data.get(..avail as usize).unwrap_or(&[]);
-                    return self.gather_in_place(here, cfg, out, giveback);
+                    return self.gather_in_place(here, cfg, out, giveback, ctx);
                 }
                 let take = need.min(avail) as usize;
                 buf.extend_from_slice(data.get(..take).unwrap_or(&[]));
@@ -362,7 +370,7 @@ impl InMessage {
                 if have >= want {
                     // Out of the state while the phase is decided on it, back if it gathers on.
                     let gathered = std::mem::take(buf);
-                    self.advance(&gathered, cfg, out, giveback);
+                    self.advance(&gathered, cfg, out, giveback, ctx);
                     if let PartState::Gather { buf, .. } = &mut self.part {
                         *buf = gathered;
                     }
@@ -390,13 +398,14 @@ impl InMessage {
         cfg: &FramerConfig,
         out: &mut dyn FramerOut,
         giveback: &mut Vec<u8>,
+        ctx: &mut SealCtx<'_>,
     ) -> usize {
         let mut used = 0;
         while let PartState::Gather { want, .. } = self.part {
             match here.get(..want).filter(|_| want > used) {
                 Some(bytes) => {
                     used = want;
-                    self.advance(bytes, cfg, out, giveback);
+                    self.advance(bytes, cfg, out, giveback, ctx);
                     if self.desync || !giveback.is_empty() {
                         break;
                     }
@@ -452,6 +461,7 @@ impl InMessage {
         cfg: &FramerConfig,
         out: &mut dyn FramerOut,
         giveback: &mut Vec<u8>,
+        ctx: &mut SealCtx<'_>,
     ) {
         let first = self.is_first_part();
         let (inner, headers_only) = (self.inner, self.headers_only);
@@ -499,9 +509,12 @@ impl InMessage {
                         self.part = PartState::Compressed(Box::new(squeezed));
                     }
                     (Some(ProtocolId::Transform), true) if !inner => {
-                        let sealed = Sealed::new(len, bytes);
+                        let sealed = match ctx.spares.as_deref_mut() {
+                            Some(spares) => spares.sealed(len, bytes),
+                            None => Box::new(Sealed::new(len, bytes)),
+                        };
                         self.opaque = true;
-                        self.part = PartState::Sealed(Box::new(sealed));
+                        self.part = PartState::Sealed(sealed);
                     }
                     (Some(_), true) if !inner => {
                         out.event(FramerEvent::Smb1 { len });
@@ -540,7 +553,7 @@ impl InMessage {
                     *header = Some(h);
                     *phase = Phase::Fixed;
                     if bytes.len() >= *want {
-                        self.advance(bytes, cfg, out, giveback);
+                        self.advance(bytes, cfg, out, giveback, ctx);
                     }
                 }
                 Err(e) => {
@@ -746,8 +759,13 @@ impl InMessage {
         out: &mut dyn FramerOut,
         ctx: &mut SealCtx<'_>,
     ) {
-        if let PartState::Sealed(s) = &mut self.part {
-            s.finish(cfg, ctx, out);
+        if matches!(self.part, PartState::Sealed(_)) {
+            if let PartState::Sealed(mut s) = std::mem::replace(&mut self.part, PartState::Rest) {
+                s.finish(cfg, ctx, out);
+                if let Some(spares) = ctx.spares.as_deref_mut() {
+                    spares.put_sealed(s);
+                }
+            }
         }
         if let PartState::Compressed(s) = std::mem::replace(&mut self.part, PartState::Rest) {
             let (len, lost) = (self.msg.len, self.msg.lost_bytes);

@@ -22,7 +22,7 @@ mod sealed;
 mod squeezed;
 
 use chain::InMessage;
-pub use sealed::{SealOutcome, SealedInfo, STREAM_MIN};
+pub use sealed::{SealOutcome, SealSpares, SealedInfo, STREAM_MIN};
 use smallvec::SmallVec;
 pub use squeezed::CompressOutcome;
 
@@ -100,6 +100,9 @@ pub struct SealCtx<'a> {
     pub conn: u32,
     /// The bytes travel to the server (client-to-server key).
     pub to_server: bool,
+    /// Where encrypted messages' boxes and buffers are kept for the next ones (None: each
+    /// message allocates its own).
+    pub spares: Option<&'a mut SealSpares>,
 }
 
 impl SealCtx<'_> {
@@ -109,6 +112,7 @@ impl SealCtx<'_> {
             crypto: None,
             conn: 0,
             to_server: true,
+            spares: None,
         }
     }
 }
