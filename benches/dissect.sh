@@ -11,6 +11,7 @@
 #   SKIP_MANY=1                      do not time the many-connection capture (see below)
 #   SKIP_SMALL=1                     do not time the small-I/O capture (see below)
 #   SKIP_ROTATED=1                   do not time the small-I/O capture cut into 6 files
+#   SKIP_SMALL_ENCRYPTED=1           do not time the small-I/O capture encrypted (AES-128-GCM)
 #   CACHE=written                    each capture in the page cache as a capture tool leaves it
 #                                    (written anew in 4 KiB writes) rather than as a read from
 #                                    disk leaves it (the default): see README, Performance
@@ -40,8 +41,9 @@
 # fourth for traffic of many connections at once (`synth --scenario steady`, 8 hosts of 4 VMs,
 # each host's session on 2 channels: 16 connections, I/Os up to 1 MiB), about SIZE bytes; a
 # fifth for the same hosts with small I/Os (4-64 KiB: a message every ~6 frames); a sixth for
-# that capture cut into 6 files as a rotating capture leaves them, read as one timeline (needs
-# Wireshark's editcap to cut it; no tshark row: tshark reads one file).
+# the same small I/Os with every session encrypted (AES-128-GCM); a seventh for the plain
+# small-I/O capture cut into 6 files as a rotating capture leaves them, read as one timeline
+# (needs Wireshark's editcap to cut it; no tshark row: tshark reads one file).
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -233,6 +235,25 @@ if [ -z "${SKIP_SMALL:-}" ]; then
   TSHARK=()
   variant "small I/Os (4-64 KiB) on 16 connections" "$DIR/small-$SIZE.pcap" ""
 fi
+# Small I/Os encrypted: the same hosts, every session sealed with AES-128-GCM (SMB 3.1.1), as
+# Hyper-V hosts that require encryption talk to a Scale-Out File Server. Every READ request and
+# WRITE response, and every other small message, is authenticated whole; the data messages are
+# read by header: the AEAD of the small messages sets the pace.
+if [ -z "${SKIP_SMALL_ENCRYPTED:-}" ]; then
+  seconds=$(( $(numfmt --from=auto "${SIZE%B}") / 4300000 + 1 ))
+  KEYS="$DIR/small-$SIZE-aes128gcm.keys"
+  ENC="$DIR/small-$SIZE-aes128gcm.pcap"
+  [ -s "$KEYS" ] || rm -f "$ENC"
+  SYNTH=(--scenario steady --hosts 8 --vms 4 --channels 2 --duration "$seconds" --seed 1
+    --encrypt aes-128-gcm --keys-out "$KEYS")
+  SQOS=(--keys "$KEYS")
+  TSHARK=()
+  if [ -s "$KEYS" ] || "$BIN" synth "${SYNTH[@]}" -o "$ENC" >/dev/null 2>&1; then
+    while read -r l; do [[ $l == \#* ]] || TSHARK+=(-o "uat:smb2_seskey_list:$l"); done <"$KEYS"
+  fi
+  variant "small I/Os encrypted (AES-128-GCM) on 16 connections" "$ENC" ""
+fi
+
 # Rotated: the small-I/O capture cut into 6 files (`editcap -c`, as `tcpdump -C` leaves a
 # ring), read as one timeline by a glob: each file opened in its turn and read as one file is.
 if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
