@@ -189,19 +189,28 @@ variant() {
   table "$of_bytes"
 }
 
-# Encrypted SMB 3.1.1 session (AES-128-GCM), decrypted with --keys: SQOS and every other small
-# message authenticated whole, READ/WRITE read by header through the keystream.
-if [ -z "${SKIP_ENCRYPTED:-}" ]; then
-  KEYS="$DIR/large-$SIZE-aes128gcm.keys"
-  ENC="$DIR/large-$SIZE-aes128gcm.pcap"
+# The traffic synth's options (the rest of the arguments) make, every session sealed with
+# AES-128-GCM (SMB 3.1.1) and decrypted with --keys by sqos and tshark alike: $1 what it is, $2
+# the name of its capture and key file.
+encrypted_variant() {
+  local what=$1 name=$2
+  shift 2
+  KEYS="$DIR/$name-aes128gcm.keys"
+  ENC="$DIR/$name-aes128gcm.pcap"
   [ -s "$KEYS" ] || rm -f "$ENC"
-  SYNTH=("${LARGE[@]}" --encrypt aes-128-gcm --keys-out "$KEYS")
+  SYNTH=("$@" --encrypt aes-128-gcm --keys-out "$KEYS")
   SQOS=(--keys "$KEYS")
   TSHARK=()
   if [ -s "$KEYS" ] || "$BIN" synth "${SYNTH[@]}" -o "$ENC" >/dev/null 2>&1; then
     while read -r l; do [[ $l == \#* ]] || TSHARK+=(-o "uat:smb2_seskey_list:$l"); done <"$KEYS"
   fi
-  variant "encrypted capture" "$ENC" "$(stat -c %s "$ENC")"
+  variant "$what" "$ENC" ""
+}
+
+# Encrypted SMB 3.1.1 session (AES-128-GCM), decrypted with --keys: SQOS and every other small
+# message authenticated whole, READ/WRITE read by header through the keystream.
+if [ -z "${SKIP_ENCRYPTED:-}" ]; then
+  encrypted_variant "encrypted capture" "large-$SIZE" "${LARGE[@]}"
 fi
 
 # Compressed (chained LZ77): every message decompressed as far as its header and fixed body,
@@ -228,9 +237,10 @@ fi
 # VM disks mostly do), about 4.3 MB of capture per simulated second. Few frames follow the
 # last one's connection here, and a message every ~6 frames: the per-message and
 # per-connection work, not the bulk path, sets the pace.
+SMALL=(--scenario steady --hosts 8 --vms 4 --channels 2
+  --duration $(( $(numfmt --from=auto "${SIZE%B}") / 4300000 + 1 )) --seed 1)
 if [ -z "${SKIP_SMALL:-}" ]; then
-  seconds=$(( $(numfmt --from=auto "${SIZE%B}") / 4300000 + 1 ))
-  SYNTH=(--scenario steady --hosts 8 --vms 4 --channels 2 --duration "$seconds" --seed 1)
+  SYNTH=("${SMALL[@]}")
   SQOS=()
   TSHARK=()
   variant "small I/Os (4-64 KiB) on 16 connections" "$DIR/small-$SIZE.pcap" ""
@@ -240,18 +250,8 @@ fi
 # WRITE response, and every other small message, is authenticated whole; the data messages are
 # read by header: the AEAD of the small messages sets the pace.
 if [ -z "${SKIP_SMALL_ENCRYPTED:-}" ]; then
-  seconds=$(( $(numfmt --from=auto "${SIZE%B}") / 4300000 + 1 ))
-  KEYS="$DIR/small-$SIZE-aes128gcm.keys"
-  ENC="$DIR/small-$SIZE-aes128gcm.pcap"
-  [ -s "$KEYS" ] || rm -f "$ENC"
-  SYNTH=(--scenario steady --hosts 8 --vms 4 --channels 2 --duration "$seconds" --seed 1
-    --encrypt aes-128-gcm --keys-out "$KEYS")
-  SQOS=(--keys "$KEYS")
-  TSHARK=()
-  if [ -s "$KEYS" ] || "$BIN" synth "${SYNTH[@]}" -o "$ENC" >/dev/null 2>&1; then
-    while read -r l; do [[ $l == \#* ]] || TSHARK+=(-o "uat:smb2_seskey_list:$l"); done <"$KEYS"
-  fi
-  variant "small I/Os encrypted (AES-128-GCM) on 16 connections" "$ENC" ""
+  encrypted_variant "small I/Os encrypted (AES-128-GCM) on 16 connections" "small-$SIZE" \
+    "${SMALL[@]}"
 fi
 
 # Rotated: the small-I/O capture cut into 6 files (`editcap -c`, as `tcpdump -C` leaves a

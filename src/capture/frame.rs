@@ -96,6 +96,21 @@ pub struct Frame<'a> {
     pub orig_len: u32,
 }
 
+impl<'a> Frame<'a> {
+    /// Frame `number`, seen at `ts` on a capture's first interface: `data`, a whole Ethernet
+    /// frame. How a tool or a test that makes its own frames hands one to the pipeline.
+    pub fn ethernet(number: u64, ts: Timestamp, data: &'a [u8]) -> Frame<'a> {
+        Frame {
+            number,
+            ts,
+            interface: 0,
+            link_type: super::link::linktype::ETHERNET,
+            data,
+            orig_len: data.len() as u32,
+        }
+    }
+}
+
 impl Frame<'_> {
     /// True when the capture kept fewer bytes than were on the wire (snaplen).
     pub fn is_truncated(&self) -> bool {

@@ -848,17 +848,32 @@ impl Default for Exchange {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::smb2::header::{parse_header, HEADER_LEN};
+    use crate::smb2::header::{HeaderFlags, HeaderForm, HEADER_LEN};
+    use crate::smb2::NtStatus;
 
     /// A READ request header of session 7 (flags: related or not).
     fn read_header(related: bool) -> Header {
-        let mut b = [0u8; HEADER_LEN];
-        b[..4].copy_from_slice(&[0xFE, b'S', b'M', b'B']);
-        b[4] = 64;
-        b[12] = 8;
-        b[16] = if related { 4 } else { 0 };
-        b[40] = 7;
-        parse_header(&b).unwrap()
+        let flags = if related {
+            HeaderFlags::RELATED_OPERATIONS
+        } else {
+            0
+        };
+        Header {
+            structure_size: HEADER_LEN as u16,
+            credit_charge: 1,
+            status: NtStatus(0),
+            command: Command::READ,
+            credits: 1,
+            flags: HeaderFlags(flags),
+            next_command: 0,
+            message_id: 1,
+            form: HeaderForm::Sync {
+                process_id: 0,
+                tree_id: 1,
+            },
+            session_id: 7,
+            signature: [0; 16],
+        }
     }
 
     /// A READ or WRITE waits for its response with its file's id, not its name (its I/O

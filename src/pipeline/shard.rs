@@ -1459,14 +1459,7 @@ mod tests {
         let mut p = super::super::Pipeline::new(cfg);
         let mut sink = crate::analysis::Analyzer::default();
         for (i, data) in frames.iter().enumerate() {
-            let frame = Frame {
-                number: i as u64 + 1,
-                ts: Timestamp(i as i64 * 1000),
-                interface: 0,
-                link_type: 1,
-                data,
-                orig_len: data.len() as u32,
-            };
+            let frame = Frame::ethernet(i as u64 + 1, Timestamp(i as i64 * 1000), data);
             p.push_frame(&frame, &mut sink);
         }
         let shards = p.shards.as_mut().expect("two workers");

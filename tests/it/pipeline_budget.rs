@@ -33,14 +33,7 @@ fn run(frames: &[Vec<u8>], budget: Budget) -> (Notes, Stats) {
     let mut p = Pipeline::new(PipelineConfig::default().with_memory(budget));
     let mut sink = Notes::default();
     for (i, data) in frames.iter().enumerate() {
-        let frame = Frame {
-            number: i as u64 + 1,
-            ts: Timestamp(i as i64 * 1000),
-            interface: 0,
-            link_type: 1,
-            data,
-            orig_len: data.len() as u32,
-        };
+        let frame = Frame::ethernet(i as u64 + 1, Timestamp(i as i64 * 1000), data);
         p.push_frame(&frame, &mut sink);
     }
     p.finish(&mut sink);

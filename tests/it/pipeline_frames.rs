@@ -116,13 +116,10 @@ impl Tcp {
         let mut p = Pipeline::new(cfg);
         let mut sink = Sink::default();
         for (i, (data, orig_len)) in self.frames.iter().enumerate() {
+            // Cut by a snaplen where `orig_len` says so.
             let frame = Frame {
-                number: i as u64 + 1,
-                ts: Timestamp(i as i64 * 1_000_000),
-                interface: 0,
-                link_type: 1,
-                data,
                 orig_len: *orig_len,
+                ..Frame::ethernet(i as u64 + 1, Timestamp(i as i64 * 1_000_000), data)
             };
             p.push_frame(&frame, &mut sink);
         }

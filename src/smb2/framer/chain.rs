@@ -509,12 +509,8 @@ impl InMessage {
                         self.part = PartState::Compressed(Box::new(squeezed));
                     }
                     (Some(ProtocolId::Transform), true) if !inner => {
-                        let sealed = match ctx.spares.as_deref_mut() {
-                            Some(spares) => spares.sealed(len, bytes),
-                            None => Box::new(Sealed::new(len, bytes)),
-                        };
                         self.opaque = true;
-                        self.part = PartState::Sealed(sealed);
+                        self.part = PartState::Sealed(ctx.sealed(len, bytes));
                     }
                     (Some(_), true) if !inner => {
                         out.event(FramerEvent::Smb1 { len });
@@ -762,9 +758,8 @@ impl InMessage {
         if matches!(self.part, PartState::Sealed(_)) {
             if let PartState::Sealed(mut s) = std::mem::replace(&mut self.part, PartState::Rest) {
                 s.finish(cfg, ctx, out);
-                if let Some(spares) = ctx.spares.as_deref_mut() {
-                    spares.put_sealed(s);
-                }
+                // Its box kept for the next encrypted message.
+                ctx.put_sealed(s);
             }
         }
         if let PartState::Compressed(s) = std::mem::replace(&mut self.part, PartState::Rest) {

@@ -115,6 +115,7 @@ pub(super) struct Sealed {
 /// Boxes and buffers of encrypted messages kept for the next ones: a few of each for all of a
 /// thread's framers, whatever the connections (an encrypted stream has them in every message,
 /// and their allocation, copy and free were ~5 % of the instructions on encrypted small I/Os).
+/// Taken and given back through the [`SealCtx`], which may have none.
 #[derive(Default)]
 // The boxes themselves are what is kept: taken out and put back whole, without allocating.
 #[allow(clippy::vec_box)]
@@ -130,10 +131,17 @@ const SPARES: usize = 4;
 /// fixed bodies read through the keystream, fit).
 const SPARE_BUF_MAX: usize = 8 << 10;
 
-impl SealSpares {
+/// Keeps `spare` in `kept` if there is room (else it is dropped).
+fn keep<T>(kept: &mut Vec<T>, spare: T) {
+    if kept.len() < SPARES {
+        kept.push(spare);
+    }
+}
+
+impl SealCtx<'_> {
     /// [`Sealed::new`], in a spare box if there is one.
     pub(super) fn sealed(&mut self, nb_len: u32, proto: &[u8]) -> Box<Sealed> {
-        match self.sealed.pop() {
+        match self.spares.as_deref_mut().and_then(|s| s.sealed.pop()) {
             Some(mut spare) => {
                 *spare = Sealed::new(nb_len, proto);
                 spare
@@ -143,14 +151,14 @@ impl SealSpares {
     }
 
     pub(super) fn put_sealed(&mut self, sealed: Box<Sealed>) {
-        if self.sealed.len() < SPARES {
-            self.sealed.push(sealed);
+        if let Some(spares) = self.spares.as_deref_mut() {
+            keep(&mut spares.sealed, sealed);
         }
     }
 
     /// [`InMessage::sealed`], in a spare box if there is one.
     fn inner(&mut self, len: u32, headers_only: bool, info: SealedInfo) -> Box<InMessage> {
-        match self.inner.pop() {
+        match self.spares.as_deref_mut().and_then(|s| s.inner.pop()) {
             Some(mut spare) => {
                 spare.reset_sealed(len, headers_only, info);
                 spare
@@ -160,36 +168,26 @@ impl SealSpares {
     }
 
     fn put_inner(&mut self, inner: Box<InMessage>) {
-        if self.inner.len() < SPARES {
-            self.inner.push(inner);
+        if let Some(spares) = self.spares.as_deref_mut() {
+            keep(&mut spares.inner, inner);
         }
     }
 
-    /// An empty buffer.
+    /// An empty buffer, a spare one if there is one.
     fn buf(&mut self) -> Vec<u8> {
-        self.bufs.pop().unwrap_or_default()
+        self.spares
+            .as_deref_mut()
+            .and_then(|s| s.bufs.pop())
+            .unwrap_or_default()
     }
 
     fn put_buf(&mut self, mut buf: Vec<u8>) {
-        if self.bufs.len() < SPARES && buf.capacity() <= SPARE_BUF_MAX {
-            buf.clear();
-            self.bufs.push(buf);
+        if let Some(spares) = self.spares.as_deref_mut() {
+            if buf.capacity() <= SPARE_BUF_MAX {
+                buf.clear();
+                keep(&mut spares.bufs, buf);
+            }
         }
-    }
-}
-
-/// An empty buffer, a spare one if the context keeps them.
-fn spare_buf(ctx: &mut SealCtx<'_>) -> Vec<u8> {
-    ctx.spares
-        .as_deref_mut()
-        .map(SealSpares::buf)
-        .unwrap_or_default()
-}
-
-/// Gives `buf` back to the context's spares, if it keeps them.
-fn put_buf(ctx: &mut SealCtx<'_>, buf: Vec<u8>) {
-    if let Some(spares) = ctx.spares.as_deref_mut() {
-        spares.put_buf(buf);
     }
 }
 
@@ -455,7 +453,7 @@ impl Sealed {
         };
         let bulk = is_bulk(plain.as_slice()) && self.len > STREAM_MIN;
         if !bulk && self.len <= cfg.max_keep as u64 {
-            let mut whole = spare_buf(ctx);
+            let mut whole = ctx.buf();
             whole.reserve(self.len as usize);
             whole.extend_from_slice(buf.as_slice());
             self.phase = Phase::Whole {
@@ -483,12 +481,9 @@ impl Sealed {
             out,
         );
         // Too large to authenticate within the bound and not bulk data: headers only.
-        let mut inner = match ctx.spares.as_deref_mut() {
-            Some(spares) => spares.inner(self.len as u32, !bulk, info),
-            None => Box::new(InMessage::sealed(self.len as u32, !bulk, info)),
-        };
+        let mut inner = ctx.inner(self.len as u32, !bulk, info);
         inner.walk(plain.as_slice(), cfg, ctx, out);
-        let scratch = spare_buf(ctx);
+        let scratch = ctx.buf();
         self.phase = Phase::Stream { ks, inner, scratch };
         if self.pos >= self.len {
             self.finish_stream(cfg, ctx, out);
@@ -568,7 +563,7 @@ impl Sealed {
         let mut inner = InMessage::sealed(buf.len() as u32, false, info);
         inner.walk(&buf, cfg, ctx, out);
         inner.finish(cfg, out, ctx);
-        put_buf(ctx, buf);
+        ctx.put_buf(buf);
     }
 
     fn finish_stream(
@@ -587,10 +582,8 @@ impl Sealed {
                 inner.take_current_part(cfg);
             }
             inner.finish(cfg, out, ctx);
-            if let Some(spares) = ctx.spares.as_deref_mut() {
-                spares.put_inner(inner);
-                spares.put_buf(scratch);
-            }
+            ctx.put_inner(inner);
+            ctx.put_buf(scratch);
         }
     }
 
