@@ -5,11 +5,12 @@
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use super::by_label::LabelSlot;
 use super::exchange::{Chain, Exchange};
 use super::outbox::{NoteKind, Out, Outbox};
 use super::sqos_build::MsgCtx;
 use super::streams::{MessageStarts, MAX_LISTED_CONNECTIONS, OTHER_CONNECTIONS, OTHER_SESSIONS};
-use super::{count_key, CaptureNote, Stats};
+use super::{CaptureNote, Stats};
 use crate::capture::Timestamp;
 use crate::net::{ConnId, ConnKey, ConnSlots, Dir};
 use crate::smb2::crypto::KeySource;
@@ -36,7 +37,7 @@ pub(super) struct EventStage<'a> {
     pub(super) exchange: &'a mut Exchange,
     pub(super) outbox: &'a mut Outbox,
     pub(super) stats: &'a mut Stats,
-    pub(super) encrypted_labels: &'a mut BTreeMap<ConnId, String>,
+    pub(super) encrypted_labels: &'a mut BTreeMap<ConnId, LabelSlot>,
     pub(super) sessions_noted: &'a mut HashSet<u64>,
     /// The frame being pushed when the capture's snaplen cut it (see `Smb2Layer::cut_frame`).
     pub(super) cut_frame: Option<(u64, usize, u32)>,
@@ -158,19 +159,19 @@ impl EventStage<'_> {
     ) {
         self.stats.encrypted_messages += 1;
         self.stats.key_file_sessions = self.key_sessions;
-        // Bounded: past MAX_LISTED_CONNECTIONS entries, the rest are counted together. A
-        // connection's label is made once, when its entry is (`encrypted_labels` holds exactly
-        // the connections listed), not for every message.
+        // Bounded: past MAX_LISTED_CONNECTIONS labels, the rest are counted together. A
+        // connection's label is made and found once, when its entry is (`encrypted_labels`
+        // holds exactly the connections listed), not for every message.
         let map = &mut self.stats.encrypted_by_connection;
-        let label = match self.encrypted_labels.get(&conn) {
-            Some(label) => label.as_str(),
-            None if map.len() >= MAX_LISTED_CONNECTIONS => OTHER_CONNECTIONS,
+        let slot = match self.encrypted_labels.get(&conn) {
+            Some(&slot) => slot,
+            None if map.len() >= MAX_LISTED_CONNECTIONS => map.slot(OTHER_CONNECTIONS),
             None => {
-                let label = conn_label(self.conns, conn);
-                self.encrypted_labels.entry(conn).or_insert(label).as_str()
+                let slot = map.slot(&conn_label(self.conns, conn));
+                *self.encrypted_labels.entry(conn).or_insert(slot)
             }
         };
-        count_key(map, label);
+        map.add_one(slot);
         if let SealOutcome::Decrypted { authenticated, .. } = outcome {
             self.stats.decrypted_messages += 1;
             if !authenticated {

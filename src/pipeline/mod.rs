@@ -19,6 +19,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub mod by_command;
+pub mod by_label;
 mod events;
 mod exchange;
 pub mod outbox;
@@ -353,16 +354,6 @@ impl PipelineConfig {
     }
 }
 
-/// Adds one to `map[key]`, allocating the key only when it is new.
-pub(crate) fn count_key(map: &mut BTreeMap<String, u64>, key: &str) {
-    match map.get_mut(key) {
-        Some(n) => *n += 1,
-        None => {
-            map.insert(key.to_owned(), 1);
-        }
-    }
-}
-
 /// Capture statistics (`sqos stats`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Stats {
@@ -392,7 +383,7 @@ pub struct Stats {
     /// (e.g. `smb2.ioctl.function` occurrences for IOCTL).
     pub error_bodies_by_command: ByCommand<u64>,
     /// Encrypted (0xFD) messages per connection.
-    pub encrypted_by_connection: BTreeMap<String, u64>,
+    pub encrypted_by_connection: by_label::ByLabel,
     /// Encrypted messages decrypted (their SMB2 messages are in `by_command`).
     pub decrypted_messages: u64,
     /// Of those, bulk READ/WRITE read through the keystream without the tag check (only their

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 
+use super::by_label::LabelSlot;
 use super::events::{Conns, Direct, EventStage};
 use super::exchange::Exchange;
 use super::outbox::{NoteKind, Outbox};
@@ -272,7 +273,7 @@ pub struct Smb2Layer {
     /// Sessions already given a note about why their messages were not decrypted (bounded).
     sessions_noted: HashSet<u64>,
     /// The label of each connection listed in `Stats::encrypted_by_connection`.
-    encrypted_labels: BTreeMap<ConnId, String>,
+    encrypted_labels: BTreeMap<ConnId, LabelSlot>,
     pub exchange: Exchange,
     pub outbox: Outbox,
     pub stats: Stats,

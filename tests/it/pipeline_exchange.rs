@@ -418,11 +418,7 @@ fn write_io_record_and_encrypted_count() {
     );
     assert_eq!(stats.smb2_messages, 2);
     assert_eq!(
-        stats
-            .encrypted_by_connection
-            .values()
-            .copied()
-            .collect::<Vec<_>>(),
+        stats.encrypted_by_connection.values().collect::<Vec<_>>(),
         vec![1]
     );
 }

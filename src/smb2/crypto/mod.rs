@@ -38,6 +38,8 @@ const MAX_CONNS: usize = 200_000;
 /// Ciphers kept keyed ([`KeyedCache`]): the two directions of 32 sessions (a Scale-Out File
 /// Server's hosts each have their own, and their messages interleave).
 const KEYED_SLOTS: usize = 64;
+// A slot's number fits `KeyedCache::direct`'s bytes, with u8::MAX for none.
+const _: () = assert!(KEYED_SLOTS < u8::MAX as usize);
 /// Most (session, direction) pairs whose candidates are kept ([`Decryptor::candidates`]);
 /// past it they are all forgotten and found again as needed.
 const MAX_FOUND: usize = 256;
@@ -149,11 +151,22 @@ struct KeyedCache {
     /// The slot of each (cipher, key) held: foldhash, seeded per run (keys come from the key
     /// file and the capture's setups).
     index: HashMap<(Cipher, Key), usize, RandomState>,
-    /// The slots of the last lookups, looked at first (a session's requests and responses
-    /// in turn ask for its two keys, and a message's other candidates may be tried).
-    last: [usize; 4],
+    /// Looked at first: the slot a (cipher, key) was last found in, by its key's first byte
+    /// and the cipher ([`direct_at`]; a key's bytes are random). Every encrypted message asks
+    /// for a key, its session's messages interleave with other sessions', and this finds it
+    /// without hashing it (a slot reused for another key, or two keys at one place, miss here
+    /// and are found in `index`).
+    direct: [u8; DIRECT_LEN],
     /// Lookups so far: when each slot was last used.
     tick: u64,
+}
+
+const DIRECT_LEN: usize = 256;
+
+/// Where (cipher, key) is in [`KeyedCache::direct`].
+fn direct_at(cipher: Cipher, key: &Key) -> usize {
+    let cipher = (cipher.id() as u8).wrapping_mul(0x47);
+    usize::from(key.bytes[0] ^ cipher)
 }
 
 struct KeyedSlot {
@@ -167,7 +180,7 @@ impl Default for KeyedCache {
         KeyedCache {
             slots: std::iter::repeat_with(|| None).take(KEYED_SLOTS).collect(),
             index: HashMap::default(),
-            last: [0, 1, 2, 3],
+            direct: [u8::MAX; DIRECT_LEN],
             tick: 0,
         }
     }
@@ -183,9 +196,12 @@ impl KeyedCache {
                 .and_then(Option::as_ref)
                 .is_some_and(|s| s.keyed.cipher() == cipher && s.key == *key)
         };
-        let hit = match self.last.iter().find(|&&i| holds(i)) {
-            Some(&i) => Some(i),
-            None => self.index.get(&(cipher, *key)).copied(),
+        let at = direct_at(cipher, key);
+        let hinted = self.direct.get(at).map_or(usize::MAX, |&i| usize::from(i));
+        let hit = if holds(hinted) {
+            Some(hinted)
+        } else {
+            self.index.get(&(cipher, *key)).copied()
         };
         // Else made anew in an empty slot (never used: 0) or the least recently used one.
         let i = match hit {
@@ -210,15 +226,8 @@ impl KeyedCache {
         }
         let s = slot.as_mut()?;
         s.used = self.tick;
-        // Most recent first; `i` moves to the front from where it was (or from the end).
-        let at = self
-            .last
-            .iter()
-            .position(|&l| l == i)
-            .unwrap_or(self.last.len() - 1);
-        if let Some(head) = self.last.get_mut(..=at) {
-            head.rotate_right(1);
-            head[0] = i;
+        if let (Some(d), Ok(i)) = (self.direct.get_mut(at), u8::try_from(i)) {
+            *d = i;
         }
         Some(&s.keyed)
     }
@@ -707,6 +716,46 @@ mod tests {
         (0..16u8)
             .map(|i| i ^ (sid as u8) ^ u8::from(to_server) << 7)
             .collect()
+    }
+
+    /// Two keys at one place of the direct table (the same first byte) each find their own
+    /// keyed cipher, in turn, and a slot reused for another key is not taken for the old one.
+    #[test]
+    fn keys_at_one_direct_place_find_their_own_cipher() {
+        let mut cache = KeyedCache::default();
+        let a = Key::new(&[0x11; 16]).expect("key");
+        let mut b_bytes = [0x22; 16];
+        b_bytes[0] = 0x11;
+        let b = Key::new(&b_bytes).expect("key");
+        assert_eq!(
+            direct_at(Cipher::Aes128Gcm, &a),
+            direct_at(Cipher::Aes128Gcm, &b)
+        );
+        let ka = Arc::clone(cache.get(Cipher::Aes128Gcm, &a).expect("a"));
+        let kb = Arc::clone(cache.get(Cipher::Aes128Gcm, &b).expect("b"));
+        assert!(!Arc::ptr_eq(&ka, &kb));
+        for _ in 0..3 {
+            assert!(Arc::ptr_eq(
+                &ka,
+                cache.get(Cipher::Aes128Gcm, &a).expect("a")
+            ));
+            assert!(Arc::ptr_eq(
+                &kb,
+                cache.get(Cipher::Aes128Gcm, &b).expect("b")
+            ));
+        }
+        // The same key under the other cipher is another keyed cipher.
+        let ccm = cache.get(Cipher::Aes128Ccm, &a).expect("ccm");
+        assert_eq!(ccm.cipher(), Cipher::Aes128Ccm);
+        assert_eq!(cache.index.len(), 3);
+        // Every slot taken by other keys: `a`'s slot is reused, and `a` is made anew, not
+        // read from the direct table's stale place.
+        for n in 0..KEYED_SLOTS as u8 {
+            cache.get(Cipher::Aes256Gcm, &Key::new(&[n; 32]).expect("key"));
+        }
+        let again = cache.get(Cipher::Aes128Gcm, &a).expect("a");
+        assert!(!Arc::ptr_eq(&ka, again));
+        assert_eq!(again.cipher(), Cipher::Aes128Gcm);
     }
 
     #[test]
