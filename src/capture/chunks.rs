@@ -265,8 +265,16 @@ impl ChunkReader {
     }
 
     /// The file read.
+    #[cfg(test)]
     pub(crate) fn file(&self) -> &File {
         &self.source.chunks.file
+    }
+
+    /// The file read, and the bytes of the buffer not in use now, if one is (what a look at
+    /// the file copies into, `super::access`: no buffer of its own made and faulted in).
+    pub(crate) fn file_and_spare(&mut self) -> (&File, Option<&mut [u8]>) {
+        let spare = self.source.spare.as_deref_mut();
+        (&self.source.chunks.file, spare)
     }
 
     /// True once the trial has stopped the helper ([`Trial`]): this thread reads alone from

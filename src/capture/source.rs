@@ -702,7 +702,7 @@ impl CaptureReader {
     fn map_where_it_pays(&mut self) -> bool {
         #[cfg(target_os = "linux")]
         {
-            let Records::Chunked(chunks) = &self.rdr else {
+            let Records::Chunked(chunks) = &mut self.rdr else {
                 return false;
             };
             if !self.may_map || self.follow || self.pending > 0 || self.ready.is_some() {
@@ -710,7 +710,8 @@ impl CaptureReader {
             }
             self.may_map = false;
             let pos = chunks.consumed();
-            match Map::of(chunks.file()).filter(|m| super::access::mapping_pays(m, chunks.file())) {
+            let (file, spare) = chunks.file_and_spare();
+            match Map::of(file).filter(|m| super::access::mapping_pays(m, file, spare)) {
                 Some(map) => {
                     self.read_mapped(map, pos);
                     true
