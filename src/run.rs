@@ -237,11 +237,16 @@ where
     }
 }
 
-/// Open several captures (each as [`open`] does) to be read as one, merged by time.
+/// Open several captures to be read as one, merged by time: each opened for a look at its
+/// first frame ([`CaptureReader::open_to_peek`]), and as [`open`] does when its turn comes.
 pub fn open_merged(paths: &[std::path::PathBuf]) -> Result<MergedCaptures, Unusable> {
     let mut merged = MergedCaptures::default();
     for p in paths {
-        merged.add(p.clone(), open(p)?);
+        let reader = CaptureReader::open_to_peek(p).map_err(|source| Unusable {
+            path: p.display().to_string(),
+            source,
+        })?;
+        merged.add(p.clone(), reader);
     }
     Ok(merged)
 }

@@ -61,9 +61,15 @@ pub enum Reading {
 /// Whether `map` (of `file`) is cheaper to walk than `file` to copy, from looks at three
 /// places ([`places`]): only where all three are in the page cache (a file coming from disk is
 /// read in chunks, with the kernel's readahead for `read()`, and nothing of it is read out of
-/// turn), and not if the file shrank meanwhile. The pages touched are given back.
+/// turn), and not if the file shrank meanwhile. The pages touched are given back. The copies
+/// go into `spare` where it is long enough (a chunk buffer not in use: the pages of a buffer
+/// made for the look alone were faulted in for every file of a ring of captures).
 #[cfg(target_os = "linux")]
-pub(crate) fn mapping_pays(map: &super::mapped::Map, file: &File) -> bool {
+pub(crate) fn mapping_pays(
+    map: &super::mapped::Map,
+    file: &File,
+    spare: Option<&mut [u8]>,
+) -> bool {
     let bytes = map.bytes();
     let Some(places) = places(bytes.as_ptr() as usize, bytes.len()) else {
         return false;
@@ -71,10 +77,19 @@ pub(crate) fn mapping_pays(map: &super::mapped::Map, file: &File) -> bool {
     if !places.iter().all(|&at| map.resident(looked(at))) {
         return false;
     }
-    let mut buf = vec![1u8; SPAN];
+    let mut own = Vec::new();
+    let buf = match spare.filter(|s| s.len() >= MIN_PIECE) {
+        Some(s) => s,
+        None => {
+            own.resize(SPAN, 0);
+            &mut own[..]
+        }
+    };
+    // Written before the timing, so that its pages exist.
+    buf.fill(1);
     let mut looks = Vec::with_capacity(3);
     for at in places {
-        looks.extend(look(bytes, at, file, &mut buf, super::mapped::touch));
+        looks.extend(look(bytes, at, file, buf, super::mapped::touch));
         map.forget(looked(at));
     }
     match <[_; 3]>::try_from(looks) {
@@ -128,22 +143,40 @@ fn places(base: usize, len: usize) -> Option<[usize; 3]> {
     Some([at(1), at(2), at(3)])
 }
 
+/// The shortest buffer a look copies into: [`SPAN`] bytes are copied in pieces of its length.
+const MIN_PIECE: usize = 64 << 10;
+
 /// Looks at one place of the file: `bytes` is the whole map, `touch` reads one byte of it
-/// (faulting its page in), and `buf` (at least [`SPAN`] bytes, written to before so that its
-/// pages exist before the timing) takes the copy. `None` when the copy failed or came short.
+/// (faulting its page in), and `buf` (at least [`MIN_PIECE`] bytes, written to before so that
+/// its pages exist before the timing) takes the copy of [`SPAN`] bytes, in as many reads as
+/// its length needs. `None` when the copy failed or came short.
 fn look(bytes: &[u8], at: usize, file: &File, buf: &mut [u8], touch: fn(&u8)) -> Option<Look> {
     use std::os::unix::fs::FileExt;
     let mapped = bytes.get(at..at + SPAN)?;
-    let buf = buf.get_mut(..SPAN)?;
+    let piece = buf.len().min(SPAN);
+    if piece < MIN_PIECE {
+        return None;
+    }
+    let buf = buf.get_mut(..piece)?;
     let start = Instant::now();
     for page in mapped.iter().step_by(PAGE) {
         touch(page);
     }
     let map = nanos(start.elapsed());
     let start = Instant::now();
-    let n = file.read_at(buf, (at + SPAN) as u64).ok()?;
+    let mut copied = 0;
+    while copied < SPAN {
+        let want = piece.min(SPAN - copied);
+        let n = file
+            .read_at(buf.get_mut(..want)?, (at + SPAN + copied) as u64)
+            .ok()?;
+        if n != want {
+            return None;
+        }
+        copied += n;
+    }
     let copy = nanos(start.elapsed());
-    (n == SPAN).then_some(Look { map, copy })
+    Some(Look { map, copy })
 }
 
 /// The bytes a look at `at` reads: [`SPAN`] mapped, then as many copied.
@@ -177,6 +210,36 @@ mod tests {
     fn one_slow_place_does_not_decide() {
         assert!(map_pays(&looks([(5, 20), (400, 24), (4, 22)])));
         assert!(!map_pays(&looks([(54, 71), (57, 1000), (54, 34)])));
+    }
+
+    /// A look copies [`SPAN`] bytes whatever its buffer's length (in pieces of it), and
+    /// needs the file to hold them.
+    #[test]
+    fn a_look_copies_a_span_in_pieces_of_its_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 2 * SPAN]).unwrap();
+        let file = File::open(&path).unwrap();
+        let bytes = vec![7u8; 2 * SPAN];
+        for len in [MIN_PIECE, MIN_PIECE + 1000, SPAN, 2 * SPAN] {
+            let mut buf = vec![1u8; len];
+            let l = look(&bytes, 0, &file, &mut buf, |_| ()).expect("a look");
+            assert!(l.map > 0 || l.copy > 0, "{len}");
+            // The last piece copied ends with the span: the file's bytes are in the buffer.
+            assert_eq!(buf[0], 7, "{len}");
+        }
+        let mut short = vec![1u8; MIN_PIECE - 1];
+        assert_eq!(look(&bytes, 0, &file, &mut short, |_| ()), None);
+        // The copy of the span after `at` runs past the file's end (its first pieces do
+        // not): no look.
+        for len in [MIN_PIECE, SPAN] {
+            let mut buf = vec![1u8; len];
+            assert_eq!(
+                look(&bytes, SPAN / 2, &file, &mut buf, |_| ()),
+                None,
+                "{len}"
+            );
+        }
     }
 
     #[test]

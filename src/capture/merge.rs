@@ -288,14 +288,55 @@ mod tests {
         m.inputs.iter().filter(open).count()
     }
 
-    /// Every frame's time (µs), and the most files open at once while reading.
+    /// Every frame's time (µs), and the most files open at once while reading. The frames
+    /// are numbered 1, 2, 3… across the files.
     fn read(m: &mut MergedCaptures) -> (Vec<i64>, usize) {
         let (mut times, mut most) = (Vec::new(), 0);
         while let Some(f) = m.next_frame().unwrap() {
             times.push(f.ts.0 / 1_000);
+            assert_eq!(f.number, times.len() as u64);
             most = most.max(open(m));
         }
         (times, most)
+    }
+
+    /// Runs and single frames in turn, over files that overlap in time: every frame once, in
+    /// time order, numbered 1, 2, 3… across the files as `next_frame` alone numbers them.
+    #[test]
+    fn runs_and_frames_in_turn_are_numbered_in_one_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let even = file(dir.path(), "even.pcap", (0..60).map(|t| t * 2));
+        let odd = file(dir.path(), "odd.pcap", (10..40).map(|t| t * 2 + 1));
+        let late = file(dir.path(), "late.pcap", 200..230);
+        let mut m = merged(&[even, odd, late]);
+        let mut seen: Vec<(u64, i64)> = Vec::new();
+        for turn in 0.. {
+            if turn % 2 == 1 {
+                let mut taken = Vec::new();
+                let run = m.take_run(7, &mut |f| {
+                    taken.push((f.number, f.ts.0 / 1_000));
+                    true
+                });
+                if let Some(run) = run {
+                    assert_eq!(run.frames, taken.len() as u64);
+                    assert_eq!(Some(run.last.0), taken.last().map(|t| t.0));
+                }
+                seen.extend(taken);
+            } else {
+                match m.next_frame().unwrap() {
+                    Some(f) => seen.push((f.number, f.ts.0 / 1_000)),
+                    None => break,
+                }
+            }
+        }
+        let mut want: Vec<i64> = (0..60)
+            .map(|t| t * 2)
+            .chain((10..40).map(|t| t * 2 + 1))
+            .chain(200..230)
+            .collect();
+        want.sort_unstable();
+        let numbered: Vec<(u64, i64)> = (1..).zip(want).collect();
+        assert_eq!(seen, numbered);
     }
 
     #[test]
