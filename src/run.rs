@@ -160,7 +160,15 @@ pub fn exit_code(ending: &Ending) -> i32 {
 
 /// Open `path` (`-` for stdin) as a capture.
 pub fn open(path: &Path) -> Result<CaptureReader, Unusable> {
-    CaptureReader::open(path).map_err(|source| Unusable {
+    named(path, CaptureReader::open(path))
+}
+
+/// What opening `path` gave, an error naming it.
+fn named(
+    path: &Path,
+    opened: Result<CaptureReader, CaptureError>,
+) -> Result<CaptureReader, Unusable> {
+    opened.map_err(|source| Unusable {
         path: path.display().to_string(),
         source,
     })
@@ -242,11 +250,7 @@ where
 pub fn open_merged(paths: &[std::path::PathBuf]) -> Result<MergedCaptures, Unusable> {
     let mut merged = MergedCaptures::default();
     for p in paths {
-        let reader = CaptureReader::open_to_peek(p).map_err(|source| Unusable {
-            path: p.display().to_string(),
-            source,
-        })?;
-        merged.add(p.clone(), reader);
+        merged.add(p.clone(), named(p, CaptureReader::open_to_peek(p))?);
     }
     Ok(merged)
 }

@@ -20,9 +20,11 @@ pub struct LabelSlot(usize);
 
 impl ByLabel {
     /// The slot of `label`, made (with a count of 0) the first time. A search: once per
-    /// connection, not per message.
+    /// connection, not per message — but for the label past the bound that the connections
+    /// not listed share (`OTHER_CONNECTIONS`), asked for each of their messages: the last
+    /// label made, so the search goes from the end.
     pub fn slot(&mut self, label: &str) -> LabelSlot {
-        match self.counts.iter().position(|(l, _)| l == label) {
+        match self.counts.iter().rposition(|(l, _)| l == label) {
             Some(i) => LabelSlot(i),
             None => {
                 self.counts.push((label.to_owned(), 0));

@@ -423,6 +423,43 @@ fn write_io_record_and_encrypted_count() {
     );
 }
 
+/// Encrypted messages are counted by connection up to 1,000 labels
+/// (`MAX_LISTED_CONNECTIONS`); the connections past them share one label, which counts each of
+/// their messages.
+#[test]
+fn encrypted_messages_past_the_listed_connections_are_counted_together() {
+    let mut p = Pipeline::new(PipelineConfig::default());
+    let mut out = Collect::default();
+    // A TRANSFORM_HEADER (session 0x77) and no key, as above.
+    let mut enc = vec![0xFD, b'S', b'M', b'B'];
+    enc.resize(200, 0);
+    enc[36..40].copy_from_slice(&148u32.to_le_bytes());
+    enc[44..52].copy_from_slice(&0x77u64.to_le_bytes());
+    let mut frame = 0;
+    for i in 0..1005u32 {
+        let k = ConnKey {
+            client: SocketAddr::from(([10, 0, (i / 250) as u8, 1], 40000 + (i % 250) as u16)),
+            server: "10.0.0.2:445".parse::<SocketAddr>().unwrap(),
+        };
+        frame += 1;
+        let ts = Timestamp(i64::from(i) * SEC);
+        p.stream_sink().on_connection(ConnId(i), &k, frame, ts);
+        for _ in 0..2 {
+            frame += 1;
+            p.stream_sink()
+                .on_data(ConnId(i), Dir::ToServer, frame, ts, &nbss(&enc));
+        }
+        p.deliver(ts, &mut out);
+    }
+    p.finish(&mut out);
+    let by = &p.stats().encrypted_by_connection;
+    assert_eq!(p.stats().encrypted_messages, 2010);
+    assert_eq!(by.len(), 1001);
+    assert_eq!(by.get("(other connections)"), Some(10));
+    assert_eq!(by.values().sum::<u64>(), 2010);
+    assert!(by.values().all(|n| n == 2 || n == 10));
+}
+
 /// The layer handles each framer event the moment the framer gives it, a message too: the
 /// resynchronisation over junk in front of a response, given first, has its note first, as the
 /// bytes did.
