@@ -90,31 +90,19 @@ impl Framers {
             .is_some_and(Framer::in_message)
     }
 
-    /// The slot of (conn, dir)'s framer, made on first use (a slot, not the framer: the caller
-    /// borrows the spares beside it).
+    /// The slot of (conn, dir)'s framer, taken on first use (a slot, not the framer: the caller
+    /// borrows the spares beside it, and makes the framer in an empty slot).
     fn framer_slot(&mut self, conn: ConnId, dir: Dir) -> usize {
-        let slot = match self.slot(conn, dir) {
-            Some(slot) => slot,
-            None => {
-                let framer = Some(Framer::new(self.cfg));
-                let slot = match self.free.pop() {
-                    Some(slot) => {
-                        self.slots[slot] = framer;
-                        slot
-                    }
-                    None => {
-                        self.slots.push(framer);
-                        self.slots.len() - 1
-                    }
-                };
-                self.index.insert((conn, dir), slot);
-                self.recent[dir.index()].set(conn, slot);
-                slot
-            }
-        };
-        if self.slots[slot].is_none() {
-            self.slots[slot] = Some(Framer::new(self.cfg));
+        if let Some(slot) = self.slot(conn, dir) {
+            return slot;
         }
+        // A freed slot is empty (`finish` took its framer).
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        self.index.insert((conn, dir), slot);
+        self.recent[dir.index()].set(conn, slot);
         slot
     }
 
@@ -272,7 +260,7 @@ pub struct Smb2Layer {
     crypto: Decryptor,
     /// Sessions already given a note about why their messages were not decrypted (bounded).
     sessions_noted: HashSet<u64>,
-    /// The label of each connection listed in `Stats::encrypted_by_connection`.
+    /// The slot of each connection listed in `Stats::encrypted_by_connection`.
     encrypted_labels: BTreeMap<ConnId, LabelSlot>,
     pub exchange: Exchange,
     pub outbox: Outbox,
