@@ -58,6 +58,7 @@ SIZE=${1:-1GiB}
 RUNS=${RUNS:-3}
 TSHARK_RUNS=${TSHARK_RUNS:-3}
 DIR=${SQOS_BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$DIR"
 CAP="$DIR/large-$SIZE.pcap"
 
 cargo build --release --quiet --bin sqos --example parse_ceiling
