@@ -34,6 +34,9 @@
 #                    reads the file's chunks ahead of the reader, the two sharing the copying;
 #                    more: connections shared out to workers too)
 #   sqos flows       the whole analysis (flow table), all cores
+#   PGO build        `sqos dissect` as above, built by benches/pgo-build.sh (a release build
+#                    optimised with a profile of its runs on this traffic, made with 48 MiB of
+#                    each kind); SKIP_PGO=1 leaves these rows out
 #   tshark           `tshark -Y` on the SQOS IOCTLs, out-of-order reassembly on
 # A second table does the same for the same traffic in an encrypted SMB 3.1.1 session
 # (AES-128-GCM), decrypted with --keys (sqos and tshark alike); a third for the same traffic
@@ -50,15 +53,24 @@
 set -euo pipefail
 CORES=$(nproc)
 cd "$(dirname "$0")/.."
+source benches/traffic.sh
 SIZE=${1:-1GiB}
 RUNS=${RUNS:-3}
 TSHARK_RUNS=${TSHARK_RUNS:-3}
 DIR=${SQOS_BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$DIR"
 CAP="$DIR/large-$SIZE.pcap"
 
 cargo build --release --quiet --bin sqos --example parse_ceiling
 BIN=./target/release/sqos
 CEILING=./target/release/examples/parse_ceiling
+PGO_BIN=""
+if [ -z "${SKIP_PGO:-}" ]; then
+  PGO_BIN=$(benches/pgo-build.sh | tail -n 1) || {
+    echo "no PGO rows: benches/pgo-build.sh failed (its messages are above)"
+    PGO_BIN=""
+  }
+fi
 
 # Runs a command (stdout to /dev/null); prints "wall cpu max_rss_kib". Times come from bash's
 # `time` (milliseconds: GNU time's 10 ms steps are a sixth of a run here), the peak RSS from GNU
@@ -105,7 +117,8 @@ cache_state() {
 }
 
 if [ ! -s "$CAP" ]; then
-  "$BIN" synth --scenario large --size "$SIZE" --seed 1 -o "$CAP" >/dev/null 2>&1
+  traffic large "$SIZE"
+  "$BIN" synth "${SYNTH[@]}" -o "$CAP" >/dev/null 2>&1
 fi
 bytes=$(stat -c %s "$CAP")
 cache_state "$CAP"
@@ -123,6 +136,15 @@ row() {
   shift
   names+=("$name")
   results+=("$(measure "$@")")
+}
+# The PGO build's rows (when it was built): `sqos dissect` on one thread and on all cores, with
+# the options and files given.
+pgo_rows() {
+  [ -n "$PGO_BIN" ] || return 0
+  local opt=${1:-}
+  [[ $opt == -* ]] || opt=""
+  row "PGO build -t1 $opt" "$PGO_BIN" dissect --quiet --threads 1 "$@"
+  row "PGO build -t$CORES $opt" "$PGO_BIN" dissect --quiet --threads "$CORES" "$@"
 }
 # Prints the rows measured on a capture of $1 bytes as a table, then forgets them.
 table() {
@@ -156,6 +178,7 @@ row "record walk" "$CEILING" --walk "$CAP"
 row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$CAP"
 row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$CAP"
 row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$CAP"
+pgo_rows "$CAP"
 if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
   RUNS=$TSHARK_RUNS row "tshark -Y sqos" tshark -n -r "$CAP" -o tcp.reassemble_out_of_order:TRUE \
     -Y 'smb2.ioctl.function == 0x00090350'
@@ -164,9 +187,8 @@ echo "load after: $(uptime | sed 's/.*load average/load average/')"
 table "$bytes"
 
 # Other traffic, as a table of its own: $1 what it is, $2 its file, $3 the bytes its MB/s are
-# of (empty: the file's size); the arrays SYNTH (synth's options that make it), SQOS and TSHARK
-# (the options that read it) say the rest.
-LARGE=(--scenario large --size "$SIZE" --seed 1)
+# of (empty: the file's size); the arrays SYNTH (synth's options that make it: `traffic`), SQOS
+# and TSHARK (the options that read it) say the rest.
 variant() {
   local what=$1 file=$2 of_bytes=$3
   if [ ! -s "$file" ]; then
@@ -181,6 +203,7 @@ variant() {
   row "sqos dissect -t1 ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads 1 "${SQOS[@]}" "$file"
   row "sqos dissect -t$CORES ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads "$CORES" "${SQOS[@]}" "$file"
   row "sqos flows ${SQOS[*]:0:1}" "$BIN" flows --quiet --threads "$CORES" "${SQOS[@]}" "$file"
+  pgo_rows "${SQOS[@]}" "$file"
   if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
     RUNS=$TSHARK_RUNS row "tshark -Y sqos" tshark -n -r "$file" -o tcp.reassemble_out_of_order:TRUE \
       "${TSHARK[@]}" -Y 'smb2.ioctl.function == 0x00090350'
@@ -189,16 +212,15 @@ variant() {
   table "$of_bytes"
 }
 
-# The traffic synth's options (the rest of the arguments) make, every session sealed with
-# AES-128-GCM (SMB 3.1.1) and decrypted with --keys by sqos and tshark alike: $1 what it is, $2
-# the name of its capture and key file.
+# The traffic of kind $3 (`traffic`), every session sealed with AES-128-GCM (SMB 3.1.1) and
+# decrypted with --keys by sqos and tshark alike: $1 what it is, $2 the name of its capture and
+# key file.
 encrypted_variant() {
-  local what=$1 name=$2
-  shift 2
+  local what=$1 name=$2 kind=$3
   KEYS="$DIR/$name-aes128gcm.keys"
   ENC="$DIR/$name-aes128gcm.pcap"
   [ -s "$KEYS" ] || rm -f "$ENC"
-  SYNTH=("$@" --encrypt aes-128-gcm --keys-out "$KEYS")
+  traffic "$kind" "$SIZE" "$KEYS"
   SQOS=(--keys "$KEYS")
   TSHARK=()
   if [ -s "$KEYS" ] || "$BIN" synth "${SYNTH[@]}" -o "$ENC" >/dev/null 2>&1; then
@@ -210,37 +232,32 @@ encrypted_variant() {
 # Encrypted SMB 3.1.1 session (AES-128-GCM), decrypted with --keys: SQOS and every other small
 # message authenticated whole, READ/WRITE read by header through the keystream.
 if [ -z "${SKIP_ENCRYPTED:-}" ]; then
-  encrypted_variant "encrypted capture" "large-$SIZE" "${LARGE[@]}"
+  encrypted_variant "encrypted capture" "large-$SIZE" large
 fi
 
 # Compressed (chained LZ77): every message decompressed as far as its header and fixed body,
 # bulk READ/WRITE data skipped. Synthetic payloads compress to almost nothing, so MB/s are of
 # the same traffic uncompressed (the plain capture's size).
 if [ -z "${SKIP_COMPRESSED:-}" ]; then
-  SYNTH=("${LARGE[@]}" --compress lz77 --chained)
+  traffic large-lz77 "$SIZE"
   SQOS=()
   TSHARK=()
   variant "compressed capture (MB/s of the uncompressed traffic)" "$DIR/large-$SIZE-lz77.pcap" "$bytes"
 fi
 
-# Many connections: `steady` writes about 24 MB of capture per simulated second with these
-# options, so SIZE sets the duration.
+# Many connections (benches/traffic.sh): SIZE sets the duration.
 if [ -z "${SKIP_MANY:-}" ]; then
-  seconds=$(( $(numfmt --from=auto "${SIZE%B}") / 24000000 + 1 ))
-  SYNTH=(--scenario steady --hosts 8 --vms 4 --channels 2 --big-io --duration "$seconds" --seed 1)
+  traffic many "$SIZE"
   SQOS=()
   TSHARK=()
   variant "many connections (16, 8 sessions on 2 channels each)" "$DIR/many-$SIZE.pcap" ""
 fi
 
-# Small I/Os on many connections: the same hosts with `steady`'s own I/O sizes (4-64 KiB, as
-# VM disks mostly do), about 4.3 MB of capture per simulated second. Few frames follow the
-# last one's connection here, and a message every ~6 frames: the per-message and
-# per-connection work, not the bulk path, sets the pace.
-SMALL=(--scenario steady --hosts 8 --vms 4 --channels 2
-  --duration $(( $(numfmt --from=auto "${SIZE%B}") / 4300000 + 1 )) --seed 1)
+# Small I/Os on many connections (benches/traffic.sh). Few frames follow the last one's
+# connection here, and a message every ~6 frames: the per-message and per-connection work, not
+# the bulk path, sets the pace.
 if [ -z "${SKIP_SMALL:-}" ]; then
-  SYNTH=("${SMALL[@]}")
+  traffic small "$SIZE"
   SQOS=()
   TSHARK=()
   variant "small I/Os (4-64 KiB) on 16 connections" "$DIR/small-$SIZE.pcap" ""
@@ -250,8 +267,7 @@ fi
 # WRITE response, and every other small message, is authenticated whole; the data messages are
 # read by header: the AEAD of the small messages sets the pace.
 if [ -z "${SKIP_SMALL_ENCRYPTED:-}" ]; then
-  encrypted_variant "small I/Os encrypted (AES-128-GCM) on 16 connections" "small-$SIZE" \
-    "${SMALL[@]}"
+  encrypted_variant "small I/Os encrypted (AES-128-GCM) on 16 connections" "small-$SIZE" small
 fi
 
 # Rotated: the small-I/O capture cut into 6 files (`editcap -c`, as `tcpdump -C` leaves a
@@ -273,6 +289,7 @@ if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap 
   row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "${parts[@]}"
   row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "${parts[@]}"
   row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "${parts[@]}"
+  pgo_rows "${parts[@]}"
   echo "load after: $(uptime | sed 's/.*load average/load average/')"
   table "$total"
 fi
