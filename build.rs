@@ -13,4 +13,32 @@ fn main() {
     if on {
         println!("cargo::rustc-cfg=sqos_external_tests");
     }
+    // `sqos --version` names how the binary was optimised (benches/pgo-build.sh), so that a
+    // bench row or a bug report says which build it was. Cargo gives a build script the flags
+    // in CARGO_ENCODED_RUSTFLAGS but reruns it only when an environment variable it names
+    // changes: RUSTFLAGS, as the script passes them.
+    println!("cargo::rerun-if-env-changed=RUSTFLAGS");
+    println!("cargo::rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    println!("cargo::rustc-env=SQOS_BUILD={}", build_kind(&flags));
+}
+
+/// " (PGO build)", " (PGO build, this CPU only)", " (instrumented for PGO)" or "" from the
+/// rustc flags (separated by 0x1f; `-Cx=y` or `-C` then `x=y`).
+fn build_kind(flags: &str) -> String {
+    let has = |what: &str| flags.split('\x1f').any(|f| f.contains(what));
+    let mut kind = Vec::new();
+    if has("profile-use=") {
+        kind.push("PGO build");
+    } else if has("profile-generate") {
+        kind.push("instrumented for PGO");
+    }
+    if has("target-cpu=native") {
+        kind.push("this CPU only");
+    }
+    if kind.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", kind.join(", "))
+    }
 }

@@ -125,6 +125,7 @@ cache_state "$CAP"
 
 echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(free -g | awk '/^Mem:/ { print $2 }') GiB"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
+echo "builds: $("$BIN" --version)${PGO_BIN:+; $("$PGO_BIN" --version)}"
 echo "capture: $CAP, $bytes bytes ($("$BIN" dissect --quiet "$CAP" | wc -l) SQOS messages)"
 
 # Rows of the table being measured: a name and "wall cpu rss" each. The first row is cat; a row

@@ -111,6 +111,11 @@ for cap in "${committed[@]}"; do
   done
 done
 rm -rf "$DIR/check-raw"
+# (build.rs: the binary names its build.)
+if ! "$DIR/use/release/sqos" --version | grep -q "PGO build"; then
+  echo "benches/pgo-build.sh: the optimised build does not say it is one: $("$DIR/use/release/sqos" --version)" >&2
+  exit 1
+fi
 cp "$DIR/use/release/sqos" "$DIR/sqos"
 rm -rf "$DIR/use"
 echo "pgo: same output on ${#committed[@]} committed captures; built:" >&2

@@ -31,7 +31,8 @@ use sqos::smb2::crypto::KeyRing;
 #[derive(Parser)]
 #[command(
     name = "sqos",
-    version,
+    // build.rs: " (PGO build)" and the like, or nothing for a plain build.
+    version = concat!(env!("CARGO_PKG_VERSION"), env!("SQOS_BUILD")),
     about = "Dissect and analyze MS-SQOS (Storage QoS over SMB3) in pcap/pcapng captures",
     after_help = "\
 Examples:
