@@ -23,18 +23,25 @@ fn main() {
     println!("cargo::rustc-env=SQOS_BUILD={}", build_kind(&flags));
 }
 
-/// " (PGO build)", " (PGO build, this CPU only)", " (instrumented for PGO)" or "" from the
-/// rustc flags (separated by 0x1f; `-Cx=y` or `-C` then `x=y`).
+/// " (PGO build)", " (PGO build, this CPU only)", " (x86-64-v3 CPUs)", " (instrumented for
+/// PGO)" or "" from the rustc flags (separated by 0x1f; `-Cx=y` or `-C` then `x=y`).
 fn build_kind(flags: &str) -> String {
     let has = |what: &str| flags.split('\x1f').any(|f| f.contains(what));
     let mut kind = Vec::new();
     if has("profile-use=") {
-        kind.push("PGO build");
+        kind.push("PGO build".to_string());
     } else if has("profile-generate") {
-        kind.push("instrumented for PGO");
+        kind.push("instrumented for PGO".to_string());
     }
-    if has("target-cpu=native") {
-        kind.push("this CPU only");
+    let cpu = flags
+        .split('\x1f')
+        .filter_map(|f| f.split_once("target-cpu="))
+        .map(|(_, cpu)| cpu)
+        .next_back();
+    match cpu {
+        Some("native") => kind.push("this CPU only".to_string()),
+        Some(cpu) => kind.push(format!("{cpu} CPUs")),
+        None => {}
     }
     if kind.is_empty() {
         String::new()
