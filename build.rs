@@ -26,15 +26,17 @@ fn main() {
 /// " (PGO build)", " (PGO build, this CPU only)", " (x86-64-v3 CPUs)", " (instrumented for
 /// PGO)" or "" from the rustc flags (separated by 0x1f; `-Cx=y` or `-C` then `x=y`).
 fn build_kind(flags: &str) -> String {
-    let has = |what: &str| flags.split('\x1f').any(|f| f.contains(what));
+    let flags: Vec<&str> = flags.split('\x1f').collect();
+    let has = |what: &str| flags.iter().any(|f| f.contains(what));
     let mut kind = Vec::new();
     if has("profile-use=") {
         kind.push("PGO build".to_string());
     } else if has("profile-generate") {
         kind.push("instrumented for PGO".to_string());
     }
+    // The last one given is the one rustc takes.
     let cpu = flags
-        .split('\x1f')
+        .iter()
         .filter_map(|f| f.split_once("target-cpu="))
         .map(|(_, cpu)| cpu)
         .next_back();

@@ -80,7 +80,10 @@ for cap in "$DIR"/traffic/*.pcap; do
   train flows --quiet "${keys[@]}" "$cap"
   train stats --quiet "${keys[@]}" "$cap"
 done
+# (nullglob: a pattern no file matches is no capture, not a path that fails.)
+shopt -s nullglob
 committed=(captures/*.pcap captures/*.pcap.gz captures/*.pcapng.gz captures/*/*.pcap*)
+shopt -u nullglob
 # (captures/real's encrypted sessions with their keys.)
 REAL_KEYS=(--keys captures/real/smb2_seskey_list)
 keys_of() {

@@ -648,6 +648,19 @@ impl PcapReaderIterator for ChunkReader {
 mod tests {
     use super::*;
 
+    /// Buffers dropped are kept for the next reader up to `MAX_KEPT`, whatever the number
+    /// dropped, and only those of a chunk's size. (Other tests take and drop buffers meanwhile:
+    /// only what holds at every moment is asserted.)
+    #[test]
+    fn kept_buffers_are_bounded_and_of_a_chunks_size() {
+        let many: Vec<Buffer> = (0..MAX_KEPT + 5).map(|_| new_buffer()).collect();
+        drop(many);
+        drop(Buffer(vec![0u8; 100].into_boxed_slice()));
+        let kept = KEPT.lock().unwrap();
+        assert!(kept.len() <= MAX_KEPT, "{} kept", kept.len());
+        assert!(kept.iter().all(|b| b.len() == HEAD + CHUNK));
+    }
+
     /// A reader of a file of three chunks of zeros, asked to read ahead.
     fn reader(dir: &tempfile::TempDir) -> ChunkReader {
         let path = dir.path().join("zeros");
