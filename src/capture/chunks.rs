@@ -59,6 +59,10 @@ const TRIAL_CHUNKS: u32 = 16;
 const TRIAL_CHUNKS: u32 = 3;
 /// The longest chunk times of a trial's side left out (see [`Timings`]).
 const OUTLIERS: usize = 2;
+/// Chunks not timed once the helper has started: until it is [`AHEAD`] of the reading thread,
+/// the two read side by side (small I/Os, session 33: the helper was refused in half the runs
+/// when these were timed, each such run 34 ms against 28–30 with the helper).
+const HELPED_UNTIMED: u32 = 2 * AHEAD as u32;
 
 /// How long a thread spins for the other's next chunk or buffer before it sleeps.
 const SPIN_MICROS: u64 = 200;
@@ -155,8 +159,13 @@ enum Trial {
     Warming { chunks: u32 },
     /// Reading alone: the chunks timed.
     Alone(Timings),
-    /// The helper runs: what a chunk cost alone (the median), and the helper's chunks timed.
-    Helped { alone: u64, times: Timings },
+    /// The helper runs: what a chunk cost alone, the chunks timed since, and how many are
+    /// still to pass untimed.
+    Helped {
+        alone: u64,
+        times: Timings,
+        untimed: u32,
+    },
 }
 
 /// Nanoseconds of [`TRIAL_CHUNKS`] chunks, of which the mean is taken without the [`OUTLIERS`]
@@ -296,9 +305,9 @@ impl ChunkReader {
     /// Reads the file ahead on a thread of its own where that pays: each thread reads the
     /// next chunk that the other has not taken, so that the copying is shared between them as
     /// their other work allows (this thread walks the records too). The helper starts after
-    /// [`TRIAL_CHUNKS`] chunks read alone, and stops after as many of its own if they cost
-    /// this thread more than those ([`Trial`]). False when asked already or the file has been
-    /// read to its end.
+    /// [`TRIAL_CHUNKS`] chunks read alone, and stops after [`HELPED_UNTIMED`] and as many
+    /// more if those cost this thread more time than reading alone ([`Trial`]). False when
+    /// asked already or the file has been read to its end.
     pub(crate) fn read_ahead(&mut self) -> bool {
         if !matches!(self.trial, Trial::Off) || self.exhausted {
             return false;
@@ -414,13 +423,15 @@ impl ChunkReader {
                         Trial::Helped {
                             alone,
                             times: Timings::default(),
+                            untimed: HELPED_UNTIMED,
                         }
                     } else {
                         Trial::Done
                     };
                 }
             }
-            (Trial::Helped { alone, times }, Came::Helper | Came::Other) => {
+            (Trial::Helped { untimed, .. }, _) if *untimed > 0 => *untimed -= 1,
+            (Trial::Helped { alone, times, .. }, Came::Helper | Came::Other) => {
                 if let Some(helped) = times.push(nanos) {
                     if !helper_pays(*alone, helped) {
                         self.source.stop_helper();
@@ -696,9 +707,20 @@ mod tests {
             r.time(200, Came::Read);
         }
         assert!(r.source.helper.is_some(), "the helper started");
+        for _ in 0..HELPED_UNTIMED {
+            // Not timed while the helper gets ahead.
+            r.time(1_000_000_000, Came::Other);
+        }
         for i in 0..TRIAL_CHUNKS as usize {
             let nanos = if i < OUTLIERS { 1_000_000 } else { helped };
-            r.time(nanos, if i % 2 == 0 { Came::Helper } else { Came::Other });
+            r.time(
+                nanos,
+                if i % 2 == 0 {
+                    Came::Helper
+                } else {
+                    Came::Other
+                },
+            );
         }
         assert!(matches!(r.trial, Trial::Done), "decided");
         assert!(!r.read_ahead(), "not asked again");
