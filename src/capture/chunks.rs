@@ -110,9 +110,8 @@ struct Chunks {
 
 /// What a read-ahead thread sends: for each chunk it took, in the order it took them, the
 /// chunk's number and its bytes after [`HEAD`] in its buffer (fewer than [`CHUNK`]: the
-/// last it takes), or that the read failed (the error kept in the [`TapState`]); and the
-/// nanoseconds the read took it (for the [`Trial`]; 0 for a chunk read here).
-type Filled = (usize, Result<(Buffer, usize), ()>, u64);
+/// last it takes), or that the read failed (the error kept in the [`TapState`]).
+type Filled = (usize, Result<(Buffer, usize), ()>);
 
 /// The read-ahead thread, as the reading thread sees it.
 struct Helper {
@@ -136,14 +135,10 @@ struct Source {
 /// Whether a helper pays, found out on the file itself. After a few chunks untimed, the
 /// reading thread times what a chunk costs it reading alone (the copy and the work on the
 /// chunk until it needs the next), then, the helper started, what the work on a chunk the
-/// helper read costs it, and what the read cost the helper. Bytes another core has just
-/// written are not in this core's cache: where the two cores share no cache (two core
-/// complexes of an AMD EPYC, a VM's cores placed apart) the reading thread took longer over
-/// the helper's chunks than reading them itself (small I/Os: 68 ms against 47). And where the
-/// two cores copy at half the speed of one each (session 33: the bulk capture from disk, read
-/// ahead, took 42 ms in half the runs and 24 in the others; `perf` put 61 % of both threads'
-/// time in the kernel's copy), the reading thread does little but wait for the helper. In
-/// either case the helper is stopped.
+/// helper read costs it. Bytes another core has just written are not in this core's cache:
+/// where the two cores share no cache (two core complexes of an AMD EPYC, a VM's cores placed
+/// apart) the reading thread took longer over the helper's chunks than reading them itself
+/// (small I/Os: 68 ms against 47), and then the helper is stopped.
 enum Trial {
     /// No helper asked for.
     Off,
@@ -153,13 +148,8 @@ enum Trial {
     Warming { chunks: u32 },
     /// Reading alone: the chunks timed.
     Alone(Timings),
-    /// The helper runs: what a chunk cost alone (the median), and the helper's chunks timed:
-    /// the work on each here, and its read on the helper.
-    Helped {
-        alone: u64,
-        times: Timings,
-        copies: Timings,
-    },
+    /// The helper runs: what a chunk cost alone (the median), and the helper's chunks timed.
+    Helped { alone: u64, times: Timings },
 }
 
 /// Nanoseconds of [`TRIAL_CHUNKS`] chunks, of which the median is taken: one chunk that waited
@@ -189,17 +179,15 @@ impl Timings {
 enum Came {
     /// Read here, in `copy` nanoseconds.
     Read { copy: u64 },
-    /// Read by the helper, in `copy` nanoseconds of its own.
-    Helper { copy: u64 },
+    /// Read by the helper.
+    Helper,
     /// Read here ahead of the helper, or not timed.
     Other,
 }
 
-/// Whether the helper pays: its chunks cost the reading thread less than reading alone, and
-/// their reads cost the helper less too (else the reading thread waits for them: with the
-/// helper, a chunk takes the longer of the two).
-fn helper_pays(alone: u64, helped: u64, copied: u64) -> bool {
-    helped < alone && copied < alone
+/// Whether the helper pays: its chunks cost the reading thread less than reading alone.
+fn helper_pays(alone: u64, helped: u64) -> bool {
+    helped < alone
 }
 
 /// Where the bytes not consumed yet lie.
@@ -331,15 +319,9 @@ impl ChunkReader {
                 // (either channel closes).
                 while let Ok(mut buffer) = wait(&empty_rx) {
                     let number = chunks.next.fetch_add(1, Ordering::Relaxed);
-                    let start = Instant::now();
                     let read = read_chunk(&chunks.file, number * CHUNK, &mut buffer, &tap);
-                    let copy = nanos(start.elapsed());
                     let last = read.is_err() || read.is_ok_and(|n| n < CHUNK);
-                    if full_tx
-                        .send((number, read.map(|n| (buffer, n)), copy))
-                        .is_err()
-                        || last
-                    {
+                    if full_tx.send((number, read.map(|n| (buffer, n)))).is_err() || last {
                         return;
                     }
                 }
@@ -367,12 +349,12 @@ impl ChunkReader {
         }
         let wanted = src.at / CHUNK;
         loop {
-            let (ready, own) = match &src.own {
+            let (ready, came) = match &src.own {
                 // Read here ahead of the helper, and wanted now.
-                Some((number, ..)) if *number == wanted => (src.own.take(), true),
+                Some((number, _)) if *number == wanted => (src.own.take(), Came::Other),
                 _ => match src.helper.as_ref().map(|h| h.full.try_recv()) {
-                    Some(Ok(filled)) => (Some(filled), false),
-                    Some(Err(TryRecvError::Empty)) => (None, false),
+                    Some(Ok(filled)) => (Some(filled), Came::Helper),
+                    Some(Err(TryRecvError::Empty)) => (None, Came::Helper),
                     Some(Err(TryRecvError::Disconnected)) | None => break,
                 },
             };
@@ -384,7 +366,7 @@ impl ChunkReader {
                     let mut buffer = src.spare.take().unwrap_or_else(new_buffer);
                     let number = src.chunks.next.fetch_add(1, Ordering::Relaxed);
                     let read = read_chunk(&src.chunks.file, number * CHUNK, &mut buffer, &self.tap);
-                    src.own = Some((number, read.map(|n| (buffer, n)), 0));
+                    src.own = Some((number, read.map(|n| (buffer, n))));
                     continue;
                 }
                 None => match src.helper.as_ref().map(|h| wait(&h.full)) {
@@ -393,16 +375,11 @@ impl ChunkReader {
                 },
             };
             return match filled {
-                (number, Ok((buffer, n)), copy) if number == wanted => {
+                (number, Ok((buffer, n))) if number == wanted => {
                     let (buffer, n) = src.took(buffer, n);
-                    let came = if own {
-                        Came::Other
-                    } else {
-                        Came::Helper { copy }
-                    };
                     Ok((buffer, n, came))
                 }
-                (number, Err(()), _) if number == wanted => {
+                (number, Err(())) if number == wanted => {
                     src.stop_helper();
                     Err(())
                 }
@@ -430,25 +407,15 @@ impl ChunkReader {
                         Trial::Helped {
                             alone,
                             times: Timings::default(),
-                            copies: Timings::default(),
                         }
                     } else {
                         Trial::Done
                     };
                 }
             }
-            (
-                Trial::Helped {
-                    alone,
-                    times,
-                    copies,
-                },
-                Came::Helper { copy },
-            ) => {
-                // Pushed together: both are full at once.
-                let copied = copies.push(copy);
-                if let (Some(helped), Some(copied)) = (times.push(work), copied) {
-                    if !helper_pays(*alone, helped, copied) {
+            (Trial::Helped { alone, times }, Came::Helper) => {
+                if let Some(helped) = times.push(work) {
+                    if !helper_pays(*alone, helped) {
                         self.source.stop_helper();
                         self.refused = true;
                     }
@@ -524,7 +491,7 @@ impl Source {
     /// Reads on this thread only, from `at`.
     fn stop_helper(&mut self) {
         self.helper = None;
-        if let Some((_, Ok((buffer, _)), _)) = self.own.take() {
+        if let Some((_, Ok((buffer, _)))) = self.own.take() {
             self.spare = Some(buffer);
         }
     }
@@ -710,9 +677,8 @@ mod tests {
     }
 
     /// The trial with chunks read alone costing 200 ns (100 copying, 100 working) and the
-    /// helper's costing `helped` here and `copied` on the helper: whether the helper still
-    /// runs at the end.
-    fn helper_kept(helped: u64, copied: u64) -> bool {
+    /// helper's `helped`: whether the helper still runs at the end.
+    fn helper_kept(helped: u64) -> bool {
         let dir = tempfile::tempdir().unwrap();
         let mut r = reader(&dir);
         for _ in 0..TRIAL_CHUNKS {
@@ -727,7 +693,7 @@ mod tests {
         assert!(r.source.helper.is_some(), "the helper started");
         for _ in 0..TRIAL_CHUNKS {
             r.time(1, Came::Other);
-            r.time(helped, Came::Helper { copy: copied });
+            r.time(helped, Came::Helper);
         }
         assert!(matches!(r.trial, Trial::Done), "decided");
         assert!(!r.read_ahead(), "not asked again");
@@ -772,7 +738,7 @@ mod tests {
                 &bytes[at..at + n],
                 "the chunk at {at}"
             );
-            from_helper += usize::from(matches!(came, Came::Helper { .. }));
+            from_helper += usize::from(matches!(came, Came::Helper));
             at += n;
             r.give_back(buffer);
         }
@@ -801,17 +767,8 @@ mod tests {
 
     #[test]
     fn the_helper_is_kept_only_where_its_chunks_cost_less_than_reading_alone() {
-        assert!(helper_kept(120, 150));
-        assert!(!helper_kept(200, 150));
-        assert!(!helper_kept(340, 150));
-    }
-
-    /// Where the helper's reads are slower than reading and working alone, the reading thread
-    /// would wait for them, however little its work on them costs.
-    #[test]
-    fn the_helper_is_stopped_where_its_reads_cost_more_than_reading_alone() {
-        assert!(!helper_kept(50, 200));
-        assert!(!helper_kept(50, 400));
-        assert!(helper_kept(50, 190));
+        assert!(helper_kept(120));
+        assert!(!helper_kept(200));
+        assert!(!helper_kept(340));
     }
 }
