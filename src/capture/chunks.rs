@@ -57,12 +57,6 @@ const AHEAD: usize = 4;
 const TRIAL_CHUNKS: u32 = 16;
 #[cfg(fuzzing)]
 const TRIAL_CHUNKS: u32 = 3;
-/// The longest chunk times of a trial's side left out (see [`Timings`]).
-const OUTLIERS: usize = 2;
-/// Chunks not timed once the helper has started: until it is [`AHEAD`] of the reading thread,
-/// the two read side by side (small I/Os, session 33: the helper was refused in half the runs
-/// when these were timed, each such run 34 ms against 28–30 with the helper).
-const HELPED_UNTIMED: u32 = 2 * AHEAD as u32;
 
 /// How long a thread spins for the other's next chunk or buffer before it sleeps.
 const SPIN_MICROS: u64 = 200;
@@ -139,17 +133,12 @@ struct Source {
 }
 
 /// Whether a helper pays, found out on the file itself. After a few chunks untimed, the
-/// reading thread times what a chunk costs it reading alone (the work on a chunk and the copy
-/// of the next), then, the helper started, what a chunk costs it with the helper: the work on
-/// it and whatever it took to have the next, its own copies and its waits for the helper
-/// included. Bytes another core has just written are not in this core's cache: where the two
-/// cores share no cache (two core complexes of an AMD EPYC, a VM's cores placed apart) the
-/// reading thread took longer over the helper's chunks than reading them itself (small I/Os:
-/// 68 ms against 47). And two cores copying at once may each copy at half the speed of one
-/// (a VM's two cores on one memory channel): the bulk capture, read ahead, took 42 ms in about
-/// half the runs of session 33 and 24 in the others, while the work on a helper's chunk still
-/// cost a quarter of reading one alone — what the trial timed then, the waits left out. Where
-/// the helper does not pay, it is stopped.
+/// reading thread times what a chunk costs it reading alone (the copy and the work on the
+/// chunk until it needs the next), then, the helper started, what the work on a chunk the
+/// helper read costs it. Bytes another core has just written are not in this core's cache:
+/// where the two cores share no cache (two core complexes of an AMD EPYC, a VM's cores placed
+/// apart) the reading thread took longer over the helper's chunks than reading them itself
+/// (small I/Os: 68 ms against 47), and then the helper is stopped.
 enum Trial {
     /// No helper asked for.
     Off,
@@ -159,19 +148,12 @@ enum Trial {
     Warming { chunks: u32 },
     /// Reading alone: the chunks timed.
     Alone(Timings),
-    /// The helper runs: what a chunk cost alone, the chunks timed since, and how many are
-    /// still to pass untimed.
-    Helped {
-        alone: u64,
-        times: Timings,
-        untimed: u32,
-    },
+    /// The helper runs: what a chunk cost alone (the median), and the helper's chunks timed.
+    Helped { alone: u64, times: Timings },
 }
 
-/// Nanoseconds of [`TRIAL_CHUNKS`] chunks, of which the mean is taken without the [`OUTLIERS`]
-/// longest: a chunk that waited for the core (another process, an interrupt) does not decide.
-/// (Not the median: with the helper, the chunks that waited for it and those that came at
-/// once alternate, and the median is either.)
+/// Nanoseconds of [`TRIAL_CHUNKS`] chunks, of which the median is taken: one chunk that waited
+/// for the core (another process, an interrupt) does not decide.
 #[derive(Default)]
 struct Timings {
     nanos: [u64; TRIAL_CHUNKS as usize],
@@ -179,7 +161,7 @@ struct Timings {
 }
 
 impl Timings {
-    /// Adds one chunk's time; once all are in, their mean without the longest.
+    /// Adds one chunk's time; once all are in, their median.
     fn push(&mut self, nanos: u64) -> Option<u64> {
         let slot = self.nanos.get_mut(self.len)?;
         *slot = nanos;
@@ -188,31 +170,24 @@ impl Timings {
             return None;
         }
         self.nanos.sort_unstable();
-        let kept = self.nanos.get(..self.nanos.len() - OUTLIERS)?;
-        Some(kept.iter().sum::<u64>() / kept.len() as u64)
+        self.nanos.get(self.nanos.len() / 2).copied()
     }
 }
 
 /// Where the chunk a refill gave the window came from, for the [`Trial`].
 #[derive(Clone, Copy)]
 enum Came {
-    /// Read here, the helper not running.
-    Read,
+    /// Read here, in `copy` nanoseconds.
+    Read { copy: u64 },
     /// Read by the helper.
     Helper,
     /// Read here ahead of the helper, or not timed.
     Other,
 }
 
-/// Whether the helper pays: a chunk with it costs the reading thread less than a quarter more
-/// than reading alone. The trial runs on the file's first chunks, which a file read from disk
-/// has in small page-cache folios (readahead starts small), where two threads copying get in
-/// each other's way the most: on the small-I/O capture a chunk with the helper took 18–22 µs
-/// there against 22 alone, and 13.5 over the whole run (28 ms; 34 with the helper stopped).
-/// Where it does not pay, it costs half again as much or more (the bulk capture: 25–27 µs
-/// against 15–17).
+/// Whether the helper pays: its chunks cost the reading thread less than reading alone.
 fn helper_pays(alone: u64, helped: u64) -> bool {
-    helped.saturating_mul(4) < alone.saturating_mul(5)
+    helped < alone
 }
 
 /// Where the bytes not consumed yet lie.
@@ -249,8 +224,8 @@ pub(crate) struct ChunkReader {
     trial: Trial,
     /// The trial stopped the helper: its chunks cost this thread more than reading alone.
     refused: bool,
-    /// While the trial runs: when the last refill ended.
-    since: Option<Instant>,
+    /// While the trial runs: when the last refill ended, and where its chunk came from.
+    since: Option<(Instant, Came)>,
 }
 
 impl ChunkReader {
@@ -311,9 +286,9 @@ impl ChunkReader {
     /// Reads the file ahead on a thread of its own where that pays: each thread reads the
     /// next chunk that the other has not taken, so that the copying is shared between them as
     /// their other work allows (this thread walks the records too). The helper starts after
-    /// [`TRIAL_CHUNKS`] chunks read alone, and stops after [`HELPED_UNTIMED`] and as many
-    /// more if those cost this thread more time than reading alone ([`Trial`]). False when
-    /// asked already or the file has been read to its end.
+    /// [`TRIAL_CHUNKS`] chunks read alone, and stops after as many of its own if they cost
+    /// this thread more than those ([`Trial`]). False when asked already or the file has been
+    /// read to its end.
     pub(crate) fn read_ahead(&mut self) -> bool {
         if !matches!(self.trial, Trial::Off) || self.exhausted {
             return false;
@@ -364,9 +339,13 @@ impl ChunkReader {
         let src = &mut self.source;
         if src.helper.is_none() {
             let mut buffer = src.spare.take().unwrap_or_else(new_buffer);
+            let start = matches!(self.trial, Trial::Alone(_)).then(Instant::now);
             let n = read_chunk(&src.chunks.file, src.at, &mut buffer, &self.tap)?;
             src.at += n;
-            return Ok((buffer, n, Came::Read));
+            let came = start.map_or(Came::Other, |t| Came::Read {
+                copy: nanos(t.elapsed()),
+            });
+            return Ok((buffer, n, came));
         }
         let wanted = src.at / CHUNK;
         loop {
@@ -413,9 +392,8 @@ impl ChunkReader {
         self.next_chunk()
     }
 
-    /// The [`Trial`]'s step: `nanos` from the end of the refill before to the end of this one
-    /// (the work on the chunk before and the getting of this one), which came as `came`.
-    fn time(&mut self, nanos: u64, came: Came) {
+    /// The [`Trial`]'s step: `work` nanoseconds spent on the last chunk, which came as `came`.
+    fn time(&mut self, work: u64, came: Came) {
         match (&mut self.trial, came) {
             (Trial::Warming { chunks }, _) => {
                 *chunks += 1;
@@ -423,22 +401,20 @@ impl ChunkReader {
                     self.trial = Trial::Alone(Timings::default());
                 }
             }
-            (Trial::Alone(times), Came::Read) => {
-                if let Some(alone) = times.push(nanos) {
+            (Trial::Alone(times), Came::Read { copy }) => {
+                if let Some(alone) = times.push(work + copy) {
                     self.trial = if self.start_helper() {
                         Trial::Helped {
                             alone,
                             times: Timings::default(),
-                            untimed: HELPED_UNTIMED,
                         }
                     } else {
                         Trial::Done
                     };
                 }
             }
-            (Trial::Helped { untimed, .. }, _) if *untimed > 0 => *untimed -= 1,
-            (Trial::Helped { alone, times, .. }, Came::Helper | Came::Other) => {
-                if let Some(helped) = times.push(nanos) {
+            (Trial::Helped { alone, times }, Came::Helper) => {
+                if let Some(helped) = times.push(work) {
                     if !helper_pays(*alone, helped) {
                         self.source.stop_helper();
                         self.refused = true;
@@ -619,7 +595,10 @@ impl PcapReaderIterator for ChunkReader {
     /// changes and [`reader_exhausted`](PcapReaderIterator::reader_exhausted) says so (a later
     /// call reads again: the file may have grown).
     fn refill(&mut self) -> Result<(), PcapError<&[u8]>> {
-        let since = self.since.take();
+        let worked = self
+            .since
+            .take()
+            .map(|(t, came)| (nanos(t.elapsed()), came));
         match self.next_chunk() {
             Ok((next, 0, _)) => {
                 self.give_back(next);
@@ -632,11 +611,11 @@ impl PcapReaderIterator for ChunkReader {
             Ok((next, n, came)) => {
                 self.exhausted = false;
                 self.join(next, n);
-                if let Some(t) = since {
-                    self.time(nanos(t.elapsed()), came);
+                if let Some((work, last)) = worked {
+                    self.time(work, last);
                 }
                 if !matches!(self.trial, Trial::Off | Trial::Done) {
-                    self.since = Some(Instant::now());
+                    self.since = Some((Instant::now(), came));
                 }
                 Ok(())
             }
@@ -697,36 +676,24 @@ mod tests {
         r
     }
 
-    /// The trial with chunks read alone costing 200 ns and, with the helper, `helped` (the
-    /// helper's chunks and those read here meanwhile alike), two of them far longer: whether
-    /// the helper still runs at the end.
+    /// The trial with chunks read alone costing 200 ns (100 copying, 100 working) and the
+    /// helper's `helped`: whether the helper still runs at the end.
     fn helper_kept(helped: u64) -> bool {
         let dir = tempfile::tempdir().unwrap();
         let mut r = reader(&dir);
         for _ in 0..TRIAL_CHUNKS {
-            r.time(1_000_000, Came::Read);
+            r.time(1_000_000, Came::Read { copy: 1_000_000 });
             assert!(r.source.helper.is_none(), "warming up alone");
         }
         for _ in 0..TRIAL_CHUNKS {
             // Chunks not read here alone do not count.
             r.time(5, Came::Other);
-            r.time(200, Came::Read);
+            r.time(100, Came::Read { copy: 100 });
         }
         assert!(r.source.helper.is_some(), "the helper started");
-        for _ in 0..HELPED_UNTIMED {
-            // Not timed while the helper gets ahead.
-            r.time(1_000_000_000, Came::Other);
-        }
-        for i in 0..TRIAL_CHUNKS as usize {
-            let nanos = if i < OUTLIERS { 1_000_000 } else { helped };
-            r.time(
-                nanos,
-                if i % 2 == 0 {
-                    Came::Helper
-                } else {
-                    Came::Other
-                },
-            );
+        for _ in 0..TRIAL_CHUNKS {
+            r.time(1, Came::Other);
+            r.time(helped, Came::Helper);
         }
         assert!(matches!(r.trial, Trial::Done), "decided");
         assert!(!r.read_ahead(), "not asked again");
@@ -781,27 +748,27 @@ mod tests {
     }
 
     #[test]
-    fn two_slow_chunks_do_not_decide_the_trial() {
+    fn one_slow_chunk_does_not_decide_the_trial() {
         let mut t = Timings::default();
         for i in 1..TRIAL_CHUNKS {
-            let nanos = match i {
-                1 => 2_000_000,
-                2 => 1_000_000,
-                _ => 100 + u64::from(i),
-            };
-            assert_eq!(t.push(nanos), None);
+            assert_eq!(
+                t.push(if i == 1 {
+                    1_000_000
+                } else {
+                    100 + u64::from(i)
+                }),
+                None
+            );
         }
-        // 50, 103 to 115, 1,000,000 and 2,000,000: the mean of the fourteen shortest,
-        // 1,467 / 14.
-        assert_eq!(t.push(50), Some(104));
+        // 50, 102 to 115 and 1,000,000: the ninth of sixteen.
+        assert_eq!(t.push(50), Some(109));
         assert_eq!(t.push(1), None, "full");
     }
 
     #[test]
-    fn the_helper_is_kept_only_where_its_chunks_cost_less_than_a_quarter_more_than_alone() {
-        assert!(helper_kept(190));
-        assert!(helper_kept(240));
-        assert!(!helper_kept(250));
+    fn the_helper_is_kept_only_where_its_chunks_cost_less_than_reading_alone() {
+        assert!(helper_kept(120));
+        assert!(!helper_kept(200));
         assert!(!helper_kept(340));
     }
 }
