@@ -37,6 +37,9 @@
 #   PGO build        `sqos dissect` as above, built by benches/pgo-build.sh (a release build
 #                    optimised with a profile of its runs on this traffic, made with 48 MiB of
 #                    each kind); SKIP_PGO=1 leaves these rows out
+#   cat again        `cat` once more after sqos's rows; the line under each table ("pace:")
+#                    says when the two `cat` rows differ by more than a fifth: the machine's
+#                    pace changed while the table was measured, and its rows do not compare
 #   tshark           `tshark -Y` on the SQOS IOCTLs, out-of-order reassembly on
 # A second table does the same for the same traffic in an encrypted SMB 3.1.1 session
 # (AES-128-GCM), decrypted with --keys (sqos and tshark alike); a third for the same traffic
@@ -147,12 +150,19 @@ pgo_rows() {
   row "PGO build -t1 $opt" "$PGO_BIN" dissect --quiet --threads 1 "$@"
   row "PGO build -t$CORES $opt" "$PGO_BIN" dissect --quiet --threads "$CORES" "$@"
 }
+# `cat` once more, after sqos's rows: on a VM whose pace changes within minutes (twice as slow
+# for a minute or so, README, Performance), a table whose two `cat` rows disagree does not
+# compare its rows with each other; `table` says so.
+cat_again() {
+  row "cat again" cat "$@"
+}
 # Prints the rows measured on a capture of $1 bytes as a table, then forgets them.
 table() {
-  local bytes=$1 cat_s cat_c tshark_s="" tshark_c="" wall cpu rss i
+  local bytes=$1 cat_s cat_c tshark_s="" tshark_c="" again_s="" wall cpu rss i
   read -r cat_s cat_c _ <<<"${results[0]}"
   for i in "${!names[@]}"; do
     [[ ${names[$i]} == tshark* ]] && read -r tshark_s tshark_c _ <<<"${results[$i]}"
+    [[ ${names[$i]} == "cat again" ]] && read -r again_s _ <<<"${results[$i]}"
   done
   printf '%-22s %7s %7s %7s %8s %9s %13s %13s\n' "" "wall s" "CPU s" "MB/s" "MB/CPU-s" "peak RSS" \
     "vs cat" "vs tshark"
@@ -169,6 +179,13 @@ table() {
           r / 1024, cw / w, cc / c, ts
       }'
   done
+  if [ -n "$again_s" ]; then
+    awk -v a="$cat_s" -v b="$again_s" 'BEGIN {
+      d = a > 0 ? (b - a) / a * 100 : 0
+      printf "pace: cat %.3f s before the sqos rows, %.3f s after (%+.0f %%)", a, b, d
+      print (d > 20 || d < -20) ? ": the machine changed pace, the rows do not compare" : ""
+    }'
+  fi
   names=()
   results=()
 }
@@ -180,6 +197,7 @@ row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$CAP"
 row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$CAP"
 row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$CAP"
 pgo_rows "$CAP"
+cat_again "$CAP"
 if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
   RUNS=$TSHARK_RUNS row "tshark -Y sqos" tshark -n -r "$CAP" -o tcp.reassemble_out_of_order:TRUE \
     -Y 'smb2.ioctl.function == 0x00090350'
@@ -205,6 +223,7 @@ variant() {
   row "sqos dissect -t$CORES ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads "$CORES" "${SQOS[@]}" "$file"
   row "sqos flows ${SQOS[*]:0:1}" "$BIN" flows --quiet --threads "$CORES" "${SQOS[@]}" "$file"
   pgo_rows "${SQOS[@]}" "$file"
+  cat_again "$file"
   if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark >/dev/null; then
     RUNS=$TSHARK_RUNS row "tshark -Y sqos" tshark -n -r "$file" -o tcp.reassemble_out_of_order:TRUE \
       "${TSHARK[@]}" -Y 'smb2.ioctl.function == 0x00090350'
@@ -291,6 +310,7 @@ if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap 
   row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "${parts[@]}"
   row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "${parts[@]}"
   pgo_rows "${parts[@]}"
+  cat_again "${parts[@]}"
   echo "load after: $(uptime | sed 's/.*load average/load average/')"
   table "$total"
 fi
