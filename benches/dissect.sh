@@ -31,8 +31,9 @@
 #                    under `sqos dissect -t1`, which works on top of this walk
 #   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1) and
 #                    on all the machine's cores (2, the default on 2 cores or more: a helper
-#                    reads the file's chunks ahead of the reader, the two sharing the copying;
-#                    more: connections shared out to workers too)
+#                    reads the file's chunks ahead of the reader, the two sharing the copying,
+#                    unless the reader's work is small beside the copy and the file's map
+#                    pays; more: connections shared out to workers too)
 #   sqos flows       the whole analysis (flow table), all cores
 #   PGO build        `sqos dissect` as above, built by benches/pgo-build.sh (a release build
 #                    optimised with a profile of its runs on this traffic, made with 48 MiB of

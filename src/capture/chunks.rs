@@ -138,7 +138,9 @@ struct Source {
 /// helper read costs it. Bytes another core has just written are not in this core's cache:
 /// where the two cores share no cache (two core complexes of an AMD EPYC, a VM's cores placed
 /// apart) the reading thread took longer over the helper's chunks than reading them itself
-/// (small I/Os: 68 ms against 47), and then the helper is stopped.
+/// (small I/Os: 68 ms against 47), and then the helper is stopped. And where the work on a
+/// chunk read alone is small beside its copy, the file's map is looked at before the helper
+/// starts ([`map_first`]).
 enum Trial {
     /// No helper asked for.
     Off,
@@ -146,8 +148,11 @@ enum Trial {
     Done,
     /// Reading alone, untimed: the first chunks of a run cost more (caches, tables growing).
     Warming { chunks: u32 },
-    /// Reading alone: the chunks timed.
-    Alone(Timings),
+    /// Reading alone: the chunks timed, whole and their copies.
+    Alone { times: Timings, copies: Timings },
+    /// Reading alone, the work on a chunk under a third of its copy ([`map_first`]): the map
+    /// is looked at before a helper is started. What a chunk cost alone.
+    MapFirst { alone: u64 },
     /// The helper runs: what a chunk cost alone (the median), and the helper's chunks timed.
     Helped { alone: u64, times: Timings },
 }
@@ -183,6 +188,18 @@ enum Came {
     Helper,
     /// Read here ahead of the helper, or not timed.
     Other,
+}
+
+/// Whether the map is looked at before a helper is started: reading alone, a chunk cost `alone`
+/// and its copy `copied`, and the work on it is under a third of the copy (bulk traffic from
+/// disk, session 33: 3–4 µs against 12.5–16). A helper then takes little but the copy off this
+/// thread, which the map does not make at all: through the map the plain capture took as long
+/// as with the helper (23–26 ms) on half the CPU, and the helper's runs came in two modes, 24
+/// or 42 ms, the two cores copying at once at half the speed of one each. Where the work is
+/// larger the helper is tried first, as before: AES-sealed bulk traffic with its keys (5–6 µs
+/// against 13: 25–27 ms with the helper, 29 through the map), small I/Os (9–10 against 12–14).
+fn map_first(alone: u64, copied: u64) -> bool {
+    alone.saturating_sub(copied).saturating_mul(3) < copied
 }
 
 /// Whether the helper pays: its chunks cost the reading thread less than reading alone.
@@ -286,9 +303,10 @@ impl ChunkReader {
     /// Reads the file ahead on a thread of its own where that pays: each thread reads the
     /// next chunk that the other has not taken, so that the copying is shared between them as
     /// their other work allows (this thread walks the records too). The helper starts after
-    /// [`TRIAL_CHUNKS`] chunks read alone, and stops after as many of its own if they cost
-    /// this thread more than those ([`Trial`]). False when asked already or the file has been
-    /// read to its end.
+    /// [`TRIAL_CHUNKS`] chunks read alone (unless the work on them was small beside their copy
+    /// and the file's map pays, [`map_first`]), and stops after as many of its own if they
+    /// cost this thread more than those ([`Trial`]). False when asked already or the file has
+    /// been read to its end.
     pub(crate) fn read_ahead(&mut self) -> bool {
         if !matches!(self.trial, Trial::Off) || self.exhausted {
             return false;
@@ -339,7 +357,7 @@ impl ChunkReader {
         let src = &mut self.source;
         if src.helper.is_none() {
             let mut buffer = src.spare.take().unwrap_or_else(new_buffer);
-            let start = matches!(self.trial, Trial::Alone(_)).then(Instant::now);
+            let start = matches!(self.trial, Trial::Alone { .. }).then(Instant::now);
             let n = read_chunk(&src.chunks.file, src.at, &mut buffer, &self.tap)?;
             src.at += n;
             let came = start.map_or(Came::Other, |t| Came::Read {
@@ -398,18 +416,20 @@ impl ChunkReader {
             (Trial::Warming { chunks }, _) => {
                 *chunks += 1;
                 if *chunks >= TRIAL_CHUNKS {
-                    self.trial = Trial::Alone(Timings::default());
+                    self.trial = Trial::Alone {
+                        times: Timings::default(),
+                        copies: Timings::default(),
+                    };
                 }
             }
-            (Trial::Alone(times), Came::Read { copy }) => {
-                if let Some(alone) = times.push(work + copy) {
-                    self.trial = if self.start_helper() {
-                        Trial::Helped {
-                            alone,
-                            times: Timings::default(),
-                        }
+            (Trial::Alone { times, copies }, Came::Read { copy }) => {
+                // Pushed together: both are full at once.
+                let copied = copies.push(copy);
+                if let (Some(alone), Some(copied)) = (times.push(work + copy), copied) {
+                    self.trial = if map_first(alone, copied) {
+                        Trial::MapFirst { alone }
                     } else {
-                        Trial::Done
+                        self.helped(alone)
                     };
                 }
             }
@@ -423,6 +443,32 @@ impl ChunkReader {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The helper started, the trial on: a chunk cost `alone` without it.
+    fn helped(&mut self, alone: u64) -> Trial {
+        if self.start_helper() {
+            Trial::Helped {
+                alone,
+                times: Timings::default(),
+            }
+        } else {
+            Trial::Done
+        }
+    }
+
+    /// True while the trial waits for a look at the file's map before it starts a helper
+    /// ([`map_first`]): the reader reads on through the map where that pays, else calls
+    /// [`Self::helper_after_all`].
+    pub(crate) fn wants_map_first(&self) -> bool {
+        matches!(self.trial, Trial::MapFirst { .. })
+    }
+
+    /// The map does not pay: the helper is started and its trial goes on.
+    pub(crate) fn helper_after_all(&mut self) {
+        if let Trial::MapFirst { alone } = self.trial {
+            self.trial = self.helped(alone);
         }
     }
 
@@ -763,6 +809,39 @@ mod tests {
         // 50, 102 to 115 and 1,000,000: the ninth of sixteen.
         assert_eq!(t.push(50), Some(109));
         assert_eq!(t.push(1), None, "full");
+    }
+
+    /// Where the work on a chunk is under a third of its copy, no helper starts until the reader
+    /// has looked at the map; where the map does not pay, the helper's trial goes on.
+    #[test]
+    fn little_work_on_a_chunk_looks_at_the_map_before_a_helper() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = reader(&dir);
+        for _ in 0..2 * TRIAL_CHUNKS {
+            // 30 ns of work, 100 of copy.
+            r.time(30, Came::Read { copy: 100 });
+        }
+        assert!(r.wants_map_first());
+        assert!(r.source.helper.is_none(), "no helper before the look");
+        r.helper_after_all();
+        assert!(!r.wants_map_first());
+        assert!(
+            r.source.helper.is_some(),
+            "the map did not pay: the helper started"
+        );
+        for _ in 0..TRIAL_CHUNKS {
+            r.time(10, Came::Helper);
+        }
+        assert!(matches!(r.trial, Trial::Done), "decided");
+        assert!(!r.helper_refused(), "10 against 130: kept");
+    }
+
+    #[test]
+    fn the_map_comes_first_only_where_the_work_is_under_half_the_copy() {
+        assert!(map_first(130, 100));
+        assert!(map_first(100, 100));
+        assert!(!map_first(134, 100));
+        assert!(!map_first(200, 100));
     }
 
     #[test]

@@ -656,7 +656,9 @@ impl CaptureReader {
     }
 
     /// Reads as suits the run's threads: alone, through the file's map where that pays
-    /// ([`Self::map_from_the_start`]); with a helper, ahead on it ([`Self::read_ahead`]); for
+    /// ([`Self::map_from_the_start`]); with a helper, ahead on it ([`Self::read_ahead`]; where
+    /// its trial finds the work on a chunk small beside the copy, through the map instead
+    /// where that pays); for
     /// workers, through the map where that pays, else ahead. The workers then read the frames
     /// where they lie, where in chunks every frame was copied twice, into a chunk and into a
     /// worker's batch (small I/Os from disk, `--threads 3`: 79 ms of CPU against 189).
@@ -1094,9 +1096,17 @@ impl CaptureReader {
                 self.capacity = grown;
             }
         }
-        // At a record boundary here: `advance` has consumed the record before.
+        // At a record boundary here: `advance` has consumed the record before. The map is
+        // looked at once the helper's trial has stopped it, or before it starts where the
+        // trial found little work beside the copy (`chunks::map_first`).
         if matches!(&self.rdr, Records::Chunked(c) if c.helper_refused()) {
             self.map_where_it_pays();
+        } else if matches!(&self.rdr, Records::Chunked(c) if c.wants_map_first())
+            && !self.map_where_it_pays()
+        {
+            if let Records::Chunked(c) = &mut self.rdr {
+                c.helper_after_all();
+            }
         }
         while self.rdr.data().len() < need {
             let offset = self.offset();

@@ -304,7 +304,8 @@ pub struct PipelineConfig {
     /// calling thread (through the file's map where that pays,
     /// [`crate::capture::CaptureReader::map_from_the_start`]); 2, the calling thread and a
     /// thread reading the file ahead of it
-    /// ([`crate::capture::CaptureReader::read_ahead`], started by `run::run_capture`; with
+    /// ([`crate::capture::CaptureReader::read_ahead`], started by `run::run_capture`, unless
+    /// the calling thread's work is small beside the file's copy and the map pays; with
     /// `SQOS_READ=map`, a pager mapping the file's pages ahead of it, [`SharedMap::pager`]);
     /// N > 2, those and N - 2 workers for the per-connection work
     /// (`shard`; the calling thread reads and runs the session-wide stage). The output is the
