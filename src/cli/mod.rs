@@ -169,7 +169,8 @@ pub struct InputArgs {
     #[arg(long)]
     pub separate: bool,
     /// Threads for one capture: 2 is the reading thread and one that reads the file ahead of
-    /// it, the two sharing the copying; N > 2 adds N - 2 workers its connections are shared
+    /// it, the two sharing the copying (bulk traffic in a file whose pages map cheaply: read
+    /// through the map, alone); N > 2 adds N - 2 workers its connections are shared
     /// out among (not with `--keys` or `dissect -x`/`-w`). The output is the same whatever N.
     /// Default: 2 where the machine has a second core, else 1; workers only when asked, since
     /// on the machines measured they were slower than one thread (README "Performance").
