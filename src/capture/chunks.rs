@@ -837,7 +837,7 @@ mod tests {
     }
 
     #[test]
-    fn the_map_comes_first_only_where_the_work_is_under_half_the_copy() {
+    fn the_map_comes_first_only_where_the_work_is_under_a_third_of_the_copy() {
         assert!(map_first(130, 100));
         assert!(map_first(100, 100));
         assert!(!map_first(134, 100));
