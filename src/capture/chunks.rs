@@ -287,6 +287,18 @@ impl ChunkReader {
         &self.source.chunks.file
     }
 
+    /// The trial as [`map_first`] leaves it for bulk traffic, whatever the chunks cost here.
+    #[cfg(test)]
+    pub(crate) fn want_map_first(&mut self) {
+        self.trial = Trial::MapFirst { alone: 1 };
+    }
+
+    /// A helper reads ahead.
+    #[cfg(test)]
+    pub(crate) fn helper_runs(&self) -> bool {
+        self.source.helper.is_some()
+    }
+
     /// The file read, and the bytes of the buffer not in use now, if one is (what a look at
     /// the file copies into, `super::access`: no buffer of its own made and faulted in).
     pub(crate) fn file_and_spare(&mut self) -> (&File, Option<&mut [u8]>) {

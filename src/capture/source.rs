@@ -1743,6 +1743,43 @@ mod tests {
         }
     }
 
+    /// A reader whose helper's trial wants the map looked at first (`chunks::map_first`, bulk
+    /// traffic) where the look refuses it (a file under `access::LOOK_FROM`): the helper starts
+    /// after all, at the next refill, and the frames are those of the file read in chunks.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn where_the_map_does_not_pay_the_helper_starts_after_all() {
+        let lens = [60usize, 1514, 9000, 3000, 100];
+        let mut pcap = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
+        for i in 0..3000u32 {
+            let len = lens[i as usize % lens.len()];
+            pcap.write_packet(Timestamp(i64::from(i)), &vec![i as u8; len])
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.pcap");
+        std::fs::write(&path, pcap.into_inner()).unwrap();
+        let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Auto).unwrap());
+        assert_eq!(want.0.len(), 3000);
+        let mut r = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
+        r.read_for(Reading::Ahead);
+        let mut got = seen_n(&mut r, 10);
+        let Records::Chunked(chunks) = &mut r.rdr else {
+            panic!("in chunks")
+        };
+        chunks.want_map_first();
+        assert!(!chunks.helper_runs());
+        got.extend(seen_n(&mut r, 1000));
+        let Records::Chunked(chunks) = &r.rdr else {
+            panic!("the look refused the map: still in chunks")
+        };
+        assert!(!chunks.wants_map_first(), "the map was looked at");
+        assert!(chunks.helper_runs(), "the helper started after all");
+        let rest = seen(&mut r);
+        got.extend(rest.0);
+        assert_eq!((got, rest.1), want);
+    }
+
     /// The first `n` frames, as [`seen`] gives them.
     #[cfg(target_os = "linux")]
     fn seen_n(r: &mut CaptureReader, n: usize) -> Vec<(u64, usize, u8)> {
