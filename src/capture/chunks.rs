@@ -741,22 +741,22 @@ mod tests {
         let mut r = reader(&dir);
         for _ in 0..TRIAL_CHUNKS {
             r.time(1_000_000, Came::Read { copy: 1_000_000 });
-            assert!(r.source.helper.is_none(), "warming up alone");
+            assert!(!r.helper_runs(), "warming up alone");
         }
         for _ in 0..TRIAL_CHUNKS {
             // Chunks not read here alone do not count.
             r.time(5, Came::Other);
             r.time(100, Came::Read { copy: 100 });
         }
-        assert!(r.source.helper.is_some(), "the helper started");
+        assert!(r.helper_runs(), "the helper started");
         for _ in 0..TRIAL_CHUNKS {
             r.time(1, Came::Other);
             r.time(helped, Came::Helper);
         }
         assert!(matches!(r.trial, Trial::Done), "decided");
         assert!(!r.read_ahead(), "not asked again");
-        assert_eq!(r.helper_refused(), r.source.helper.is_none());
-        r.source.helper.is_some()
+        assert_eq!(r.helper_refused(), !r.helper_runs());
+        r.helper_runs()
     }
 
     /// Chunks read by the helper and by this thread (whichever takes a chunk first) come to
@@ -802,7 +802,7 @@ mod tests {
         }
         assert_eq!(at, len, "read to the end");
         assert!(from_helper >= AHEAD, "the helper read {from_helper}");
-        assert!(r.source.helper.is_none(), "a short chunk stops the helper");
+        assert!(!r.helper_runs(), "a short chunk stops the helper");
     }
 
     #[test]
@@ -834,13 +834,10 @@ mod tests {
             r.time(30, Came::Read { copy: 100 });
         }
         assert!(r.wants_map_first());
-        assert!(r.source.helper.is_none(), "no helper before the look");
+        assert!(!r.helper_runs(), "no helper before the look");
         r.helper_after_all();
         assert!(!r.wants_map_first());
-        assert!(
-            r.source.helper.is_some(),
-            "the map did not pay: the helper started"
-        );
+        assert!(r.helper_runs(), "the map did not pay: the helper started");
         for _ in 0..TRIAL_CHUNKS {
             r.time(10, Came::Helper);
         }

@@ -1701,17 +1701,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_file_read_in_chunks_reads_on_through_its_map_from_a_record_in_its_middle() {
-        // About 8 MB: 32 chunks, records cut by chunks' ends on the way.
-        let lens = [60usize, 1514, 9000, 3000, 100];
         let mut pcap = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
         let mut ng = crate::capture::PcapngWriter::new(Vec::new()).unwrap();
         let eth = ng.add_interface(1, 0, 6).unwrap();
-        for i in 0..3000u32 {
-            let len = lens[i as usize % lens.len()];
-            let f = vec![i as u8; len];
-            pcap.write_packet(Timestamp(i64::from(i)), &f).unwrap();
-            ng.write_epb(eth, Timestamp(i64::from(i)), &f, len as u32)
-                .unwrap();
+        for (ts, f) in chunk_cut_frames() {
+            pcap.write_packet(ts, &f).unwrap();
+            ng.write_epb(eth, ts, &f, f.len() as u32).unwrap();
         }
         let dir = tempfile::tempdir().unwrap();
         for (name, bytes) in [("f.pcap", pcap.into_inner()), ("f.pcapng", ng.into_inner())] {
@@ -1749,12 +1744,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn where_the_map_does_not_pay_the_helper_starts_after_all() {
-        let lens = [60usize, 1514, 9000, 3000, 100];
         let mut pcap = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
-        for i in 0..3000u32 {
-            let len = lens[i as usize % lens.len()];
-            pcap.write_packet(Timestamp(i64::from(i)), &vec![i as u8; len])
-                .unwrap();
+        for (ts, f) in chunk_cut_frames() {
+            pcap.write_packet(ts, &f).unwrap();
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.pcap");
@@ -1778,6 +1770,17 @@ mod tests {
         let rest = seen(&mut r);
         got.extend(rest.0);
         assert_eq!((got, rest.1), want);
+    }
+
+    /// 3,000 frames of 60 to 9,000 bytes, each filled with its number's low byte: about 8 MB,
+    /// 32 chunks, records cut by chunks' ends on the way.
+    #[cfg(target_os = "linux")]
+    fn chunk_cut_frames() -> impl Iterator<Item = (Timestamp, Vec<u8>)> {
+        let lens = [60usize, 1514, 9000, 3000, 100];
+        (0..3000u32).map(move |i| {
+            let len = lens[i as usize % lens.len()];
+            (Timestamp(i64::from(i)), vec![i as u8; len])
+        })
     }
 
     /// The first `n` frames, as [`seen`] gives them.
