@@ -4,6 +4,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
+use foldhash::fast::RandomState;
+
 use uuid::Uuid;
 
 use super::channel::{ChannelEnding, ChannelInfo, ChannelUse, MAX_FLOWS_PER_CHANNEL};
@@ -80,13 +82,15 @@ pub struct Analysis {
 #[derive(Clone)]
 pub struct Analyzer {
     cfg: AnalyzerConfig,
-    opens: HashMap<OpenKey, OpenState>,
+    /// Looked up for every I/O, as `flows` and `channels` are: foldhash, seeded per run (the
+    /// keys are the wire's), not SipHash.
+    opens: HashMap<OpenKey, OpenState, RandomState>,
     /// Boxed: the table's empty buckets then cost a pointer, not a whole flow.
-    flows: HashMap<Uuid, Box<FlowState>>,
+    flows: HashMap<Uuid, Box<FlowState>, RandomState>,
     /// By (connection, MessageId): ordered, so a connection's requests are a range.
     pending: BTreeMap<(ConnId, u64), Pending>,
     /// Channels (session × connection) open now.
-    channels: HashMap<(u64, ConnId), ChannelInfo>,
+    channels: HashMap<(u64, ConnId), ChannelInfo, RandomState>,
     /// Insertion order of `pending` (with stale keys, compacted when it grows), for eviction.
     pending_order: VecDeque<((ConnId, u64), u64)>,
     /// SET_POLICY → GET_STATUS deadlines (section 3.1.6).
@@ -101,7 +105,7 @@ pub struct Analyzer {
     /// The channel table: an entry per channel, 16 bytes per flow it lists.
     channels_mem: Share,
     /// Requests of each flow forgotten before their answer (for the flow's finding).
-    forgotten_by_flow: HashMap<Uuid, u64>,
+    forgotten_by_flow: HashMap<Uuid, u64, RandomState>,
     rows_out: Vec<(Uuid, IntervalRow)>,
     last: MessageView,
 }
@@ -134,13 +138,51 @@ fn open_key(session_id: u64, file_id: Option<crate::pipeline::FileId>) -> Option
     })
 }
 
+/// The channel table and its memory share, borrowed apart from the flows: a flow looked up
+/// once is told of its channel without a second lookup.
+struct FlowChannels<'a> {
+    table: &'a mut HashMap<(u64, ConnId), ChannelInfo, RandomState>,
+    mem: &'a mut Share,
+}
+
+impl FlowChannels<'_> {
+    /// `f` (the flow `flow`) used `conn` of `session` at `frame`: the flow lists the channel,
+    /// and the channel the flow (within its cap).
+    fn saw(
+        &mut self,
+        f: &mut FlowState,
+        flow: Uuid,
+        session: u64,
+        conn: ConnId,
+        frame: u64,
+        used: ChannelUse,
+    ) {
+        if f.touch_channel(conn, session, frame, used) {
+            return;
+        }
+        let info = self.table.get_mut(&(session, conn));
+        f.saw_channel(conn, session, info.as_deref(), frame, used);
+        if let Some(i) = info {
+            if i.flows.len() < MAX_FLOWS_PER_CHANNEL && !i.flows.contains(&flow) {
+                if self.mem.fits(0, FLOW_REF_BYTES) {
+                    self.mem.charge(0, FLOW_REF_BYTES);
+                    i.flows.push(flow);
+                } else {
+                    // The flow still lists the channel; it is not told when the channel ends.
+                    self.mem.dropped(0, FLOW_REF_BYTES as u64, frame);
+                }
+            }
+        }
+    }
+}
+
 impl Analyzer {
     pub fn new(cfg: AnalyzerConfig) -> Self {
         Analyzer {
-            opens: HashMap::new(),
-            flows: HashMap::new(),
+            opens: HashMap::default(),
+            flows: HashMap::default(),
             pending: BTreeMap::new(),
-            channels: HashMap::new(),
+            channels: HashMap::default(),
             pending_order: VecDeque::new(),
             timers: BinaryHeap::new(),
             start: None,
@@ -164,7 +206,7 @@ impl Analyzer {
                 cfg.max_channels
                     .saturating_mul(Kind::FlowChannels.entry_cost()),
             ),
-            forgotten_by_flow: HashMap::new(),
+            forgotten_by_flow: HashMap::default(),
             cfg,
             rows_out: Vec::new(),
             last: MessageView::default(),
@@ -341,22 +383,11 @@ impl Analyzer {
         let Some(f) = self.flows.get_mut(&flow) else {
             return;
         };
-        if f.touch_channel(conn, session, frame, used) {
-            return;
-        }
-        let info = self.channels.get_mut(&(session, conn));
-        f.saw_channel(conn, session, info.as_deref(), frame, used);
-        if let Some(i) = info {
-            if i.flows.len() < MAX_FLOWS_PER_CHANNEL && !i.flows.contains(&flow) {
-                if self.channels_mem.fits(0, FLOW_REF_BYTES) {
-                    self.channels_mem.charge(0, FLOW_REF_BYTES);
-                    i.flows.push(flow);
-                } else {
-                    // The flow still lists the channel; it is not told when the channel ends.
-                    self.channels_mem.dropped(0, FLOW_REF_BYTES as u64, frame);
-                }
-            }
-        }
+        let mut channels = FlowChannels {
+            table: &mut self.channels,
+            mem: &mut self.channels_mem,
+        };
+        channels.saw(f, flow, session, conn, frame, used);
     }
 
     fn on_channel_joined(&mut self, rec: &ChannelRecord, joined: crate::pipeline::ChannelJoin) {
@@ -1138,18 +1169,25 @@ impl RecordSink for Analyzer {
         let Some(id) = open.association.flow() else {
             return;
         };
-        if let Some(f) = self.flows.get_mut(&id) {
-            if raised {
-                f.channel_failure();
-            }
-            f.add_io(
-                rec.request_ts,
-                rec.response_ts,
-                rec.response_frame,
-                rec.requested,
-            );
+        // One lookup of the flow per I/O, for its figures and its channel.
+        let Some(f) = self.flows.get_mut(&id) else {
+            return;
+        };
+        if raised {
+            f.channel_failure();
         }
-        self.saw_channel(
+        f.add_io(
+            rec.request_ts,
+            rec.response_ts,
+            rec.response_frame,
+            rec.requested,
+        );
+        let mut channels = FlowChannels {
+            table: &mut self.channels,
+            mem: &mut self.channels_mem,
+        };
+        channels.saw(
+            f,
             id,
             rec.session_id,
             rec.conn,
