@@ -144,6 +144,13 @@ pub fn push_json(out: &mut String, v: &impl Serialize, pretty: bool) {
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
 }
 
+/// `v` written to `w` as one line of JSON Lines, through serde_json's writer (see
+/// [`push_json`]).
+pub fn write_json_line(w: &mut impl std::io::Write, v: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *w, v)?;
+    w.write_all(b"\n")
+}
+
 /// One SQOS message as a JSON object (one line of `--format jsonl`).
 pub fn record_json(rec: &SqosRecord) -> Value {
     serde_json::to_value(RecordJson(rec)).unwrap_or(Value::Null)
