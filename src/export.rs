@@ -4,6 +4,7 @@
 
 use std::ops::ControlFlow;
 
+use serde::ser::{Serialize, Serializer};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -17,7 +18,7 @@ use crate::output::columns::{
     FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
 };
 use crate::output::flows::{flow_json, series_row_json, sorted_findings};
-use crate::output::json::record_json;
+use crate::output::json::{record_json, RecordJson};
 use crate::pipeline::{ChannelRecord, PipelineConfig, RecordSink, SqosBody, SqosRecord};
 use crate::run::{run_capture, CaptureSink, FrameSource, Progress, RunResult};
 use crate::sqos::Finding;
@@ -94,6 +95,17 @@ impl Row<'_> {
             },
             Row::MessageFinding(rec, f) => message_finding_flat(rec, f),
             Row::FlowFinding(flow, f) => flow_finding_flat(flow, f),
+        }
+    }
+}
+
+/// A row as JSONL writes it: a message straight from its record, the others through
+/// [`Row::json`].
+impl Serialize for Row<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Row::Message(rec) => RecordJson(rec).serialize(ser),
+            _ => self.json().serialize(ser),
         }
     }
 }

@@ -9,7 +9,7 @@ use sqos::analysis::Analyzer;
 use sqos::feed::{Feed, Tap};
 use sqos::output::annotate::{closing_json, header_json, message_json};
 use sqos::output::flows::dialect;
-use sqos::output::json::record_json;
+use sqos::output::json::{record_json, write_json_line};
 use sqos::pipeline::{SqosBody, SqosRecord};
 use sqos::run::Ending;
 
@@ -36,7 +36,7 @@ struct Lines<W: Write> {
 impl<W: Write> Lines<W> {
     fn line(&mut self, v: &serde_json::Value) {
         if self.error.is_none() {
-            if let Err(e) = writeln!(self.out, "{v}") {
+            if let Err(e) = write_json_line(&mut self.out, v) {
                 self.error = Some(e);
             }
         }
@@ -86,7 +86,7 @@ pub fn run(a: &AnnotateArgs) -> i32 {
     let mut failed = sink.tap.error;
     for v in closing_json(&analysis, result.stats.frames, error) {
         if failed.is_none() {
-            if let Err(e) = writeln!(out, "{v}") {
+            if let Err(e) = write_json_line(&mut out, &v) {
                 failed = Some(e);
             }
         }

@@ -15,7 +15,7 @@ use sqos::filter::fields::{resolve, Context, FieldRef, Unresolved};
 use sqos::filter::select::MessageSink;
 use sqos::filter::{MessageSelect, Subject};
 use sqos::output::frames::FramesOut;
-use sqos::output::json::record_json;
+use sqos::output::json::{push_json, RecordJson};
 use sqos::output::text::{detail_tree, frame_hex, hex_dump, push_summary_line};
 use sqos::output::time::{TimeColumn, TimeFormat};
 use sqos::pipeline::{CaptureNote, ChannelRecord, RecordSink, SqosRecord, Stats};
@@ -315,10 +315,20 @@ impl MessageSink for Printer {
                 self.text(&rec, &mut s);
                 s
             }
-            DissectFormat::Jsonl => format!("{}\n", record_json(&rec)),
+            DissectFormat::Jsonl => {
+                let mut s = std::mem::take(&mut self.line);
+                s.clear();
+                push_json(&mut s, &RecordJson(&rec), false);
+                s.push('\n');
+                s
+            }
             DissectFormat::Json => {
                 let sep = if self.count == 0 { "[\n" } else { ",\n" };
-                format!("{sep}{:#}", record_json(&rec))
+                let mut s = std::mem::take(&mut self.line);
+                s.clear();
+                s.push_str(sep);
+                push_json(&mut s, &RecordJson(&rec), true);
+                s
             }
             DissectFormat::Fields => {
                 let _ = self.time.shown(rec.ts, self.prev_seen);

@@ -14,6 +14,7 @@ use sqos::export::{ExportSink, Row, RowSink, Table};
 use sqos::filter::{Context, Filter};
 use sqos::output::arrow::{CaptureLabel, TableError};
 use sqos::output::csv::CsvTable;
+use sqos::output::json::write_json_line;
 use sqos::output::parquet::ParquetTable;
 
 use super::filter::FilterArgs;
@@ -199,7 +200,7 @@ impl RowSink for Sink {
         }
         let live = self.live;
         let r = match &mut self.rows {
-            Rows::Jsonl(w) => writeln!(w, "{}", row.json())
+            Rows::Jsonl(w) => write_json_line(w, &row)
                 .map(|()| w.end_record())
                 .map_err(TableError::from),
             Rows::Csv(t) => t

@@ -4,13 +4,14 @@
 //! carry that field (e.g. `bandwidth_limit` in a dialect 1.0 request, `nt_status` in a request);
 //! an error response has no `sqos` object.
 
-use serde_json::{json, Map, Value};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::time::iso_utc;
 use crate::pipeline::{FileId, SqosBody, SqosRecord};
 use crate::sqos::layout::{request, FieldDef};
-use crate::sqos::{FieldValue, Finding, Request, Response};
+use crate::sqos::{FieldValue, Finding};
 
 /// FileId as tshark shows `smb2.fid`: its 16 bytes read as a little-endian GUID.
 pub fn file_id_guid(id: FileId) -> Uuid {
@@ -21,12 +22,33 @@ pub fn file_id_guid(id: FileId) -> Uuid {
 }
 
 pub fn findings_json(findings: &[Finding]) -> Value {
-    Value::Array(
-        findings
-            .iter()
-            .map(|f| json!({"code": f.code.as_str(), "severity": f.severity.as_str(), "message": f.message}))
-            .collect(),
-    )
+    serde_json::to_value(FindingsJson(findings)).unwrap_or(Value::Null)
+}
+
+/// Findings as the JSON array of `{code, message, severity}` objects.
+struct FindingsJson<'a>(&'a [Finding]);
+
+impl Serialize for FindingsJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut seq = ser.serialize_seq(Some(self.0.len()))?;
+        for f in self.0 {
+            seq.serialize_element(&FindingJson(f))?;
+        }
+        seq.end()
+    }
+}
+
+struct FindingJson<'a>(&'a Finding);
+
+impl Serialize for FindingJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let f = self.0;
+        let mut m = ser.serialize_map(Some(3))?;
+        m.serialize_entry("code", f.code.as_str())?;
+        m.serialize_entry("message", &f.message)?;
+        m.serialize_entry("severity", f.severity.as_str())?;
+        m.end()
+    }
 }
 
 /// The key of the Options flag names beside `options`.
@@ -34,110 +56,199 @@ pub const OPTION_NAMES: &str = "option_names";
 /// The key of the Status's spec name beside `status`.
 pub const STATUS_NAME: &str = "status_name";
 
-/// The `sqos` object: each field of the layout table under its key (reserved fields left out),
-/// Options with its flag names and Status with its spec name beside them.
-fn fields_json(fields: Vec<(FieldDef, FieldValue)>) -> Map<String, Value> {
-    let mut m = Map::new();
-    for (def, value) in fields.into_iter().filter(|(def, _)| !def.reserved) {
-        let v = match value {
-            FieldValue::U16(x) => json!(x),
-            FieldValue::U32(x) => json!(x),
-            FieldValue::U64(x) => json!(x),
-            FieldValue::Guid(g) => json!(g.to_string()),
-            FieldValue::Version(v) => json!(v.0),
-            FieldValue::Options(o) => {
-                m.insert(OPTION_NAMES.into(), json!(o.names()));
-                json!(o.bits())
-            }
-            FieldValue::Status(s) => {
-                if let Some(name) = s.name() {
-                    m.insert(STATUS_NAME.into(), json!(name));
-                }
-                json!(s.0)
-            }
-            FieldValue::Text(t) => json!(t),
-            FieldValue::Bytes => continue,
-        };
-        m.insert(def.key.into(), v);
-    }
-    m
+/// A value of the `sqos` object.
+enum SqosValue<'a> {
+    Number(u64),
+    Guid(Uuid),
+    Text(&'a str),
+    Names(Vec<&'static str>),
 }
 
-fn request_json(r: &Request) -> Map<String, Value> {
-    let mut m = fields_json(r.wire_fields());
-    for (name, text) in [
-        (request::INITIATOR_NAME, &r.initiator_name),
-        (request::INITIATOR_NODE_NAME, &r.initiator_node_name),
-    ] {
-        if let Some(t) = text {
-            m.insert(name.key.into(), json!(t));
+impl Serialize for SqosValue<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SqosValue::Number(x) => ser.serialize_u64(*x),
+            SqosValue::Guid(g) => g.serialize(ser),
+            SqosValue::Text(t) => ser.serialize_str(t),
+            SqosValue::Names(n) => n.serialize(ser),
         }
     }
-    m
 }
 
-fn response_json(r: &Response) -> Map<String, Value> {
-    fields_json(r.wire_fields())
+/// The `sqos` object: each field of the layout table under its key (reserved fields left out),
+/// Options with its flag names and Status with its spec name beside them, and a request's
+/// names; in the order of the keys, as every JSON object of the schema.
+struct SqosJson<'a>(Vec<(&'static str, SqosValue<'a>)>);
+
+impl<'a> SqosJson<'a> {
+    fn of(
+        fields: &'a [(FieldDef, FieldValue)],
+        names: [(&'static str, Option<&'a str>); 2],
+    ) -> Self {
+        let mut m = Vec::with_capacity(fields.len() + 2);
+        for (def, value) in fields.iter().filter(|(def, _)| !def.reserved) {
+            let v = match value {
+                FieldValue::U16(x) => SqosValue::Number(u64::from(*x)),
+                FieldValue::U32(x) => SqosValue::Number(u64::from(*x)),
+                FieldValue::U64(x) => SqosValue::Number(*x),
+                FieldValue::Guid(g) => SqosValue::Guid(*g),
+                FieldValue::Version(v) => SqosValue::Number(u64::from(v.0)),
+                FieldValue::Options(o) => {
+                    m.push((OPTION_NAMES, SqosValue::Names(o.names())));
+                    SqosValue::Number(u64::from(o.bits()))
+                }
+                FieldValue::Status(s) => {
+                    if let Some(name) = s.name() {
+                        m.push((STATUS_NAME, SqosValue::Text(name)));
+                    }
+                    SqosValue::Number(u64::from(s.0))
+                }
+                FieldValue::Text(t) => SqosValue::Text(t),
+                FieldValue::Bytes => continue,
+            };
+            m.push((def.key, v));
+        }
+        for (key, text) in names {
+            if let Some(t) = text {
+                m.push((key, SqosValue::Text(t)));
+            }
+        }
+        m.sort_unstable_by_key(|(key, _)| *key);
+        SqosJson(m)
+    }
+}
+
+impl Serialize for SqosJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut m = ser.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            m.serialize_entry(key, value)?;
+        }
+        m.end()
+    }
+}
+
+/// `v` as JSON text (indented with `pretty`) appended to `out`. Through serde_json's writer,
+/// not `Display`, whose formatter machinery per piece cost as much again.
+pub fn push_json(out: &mut String, v: &impl Serialize, pretty: bool) {
+    let mut bytes = std::mem::take(out).into_bytes();
+    // Writing into a Vec fails only where a value cannot be written (a map with keys that are
+    // not strings), which the schema's values never hold.
+    let _ = if pretty {
+        serde_json::to_writer_pretty(&mut bytes, v)
+    } else {
+        serde_json::to_writer(&mut bytes, v)
+    };
+    // serde_json writes UTF-8.
+    *out = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+}
+
+/// `v` written to `w` as one line of JSON Lines, through serde_json's writer (see
+/// [`push_json`]).
+pub fn write_json_line(w: &mut impl std::io::Write, v: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *w, v)?;
+    w.write_all(b"\n")
 }
 
 /// One SQOS message as a JSON object (one line of `--format jsonl`).
 pub fn record_json(rec: &SqosRecord) -> Value {
-    let mut m = Map::new();
-    m.insert("frame".into(), json!(rec.frame));
-    m.insert("time".into(), json!(rec.ts.as_secs_f64()));
-    m.insert("datetime".into(), json!(iso_utc(rec.ts)));
-    m.insert("src".into(), json!(rec.src.to_string()));
-    m.insert("dst".into(), json!(rec.dst.to_string()));
-    m.insert("direction".into(), json!(rec.direction));
-    m.insert("msg_id".into(), json!(rec.msg_id));
-    m.insert("session_id".into(), json!(rec.session_id));
-    if let Some(t) = rec.tree_id {
-        m.insert("tree_id".into(), json!(t));
-    }
-    if let Some(a) = rec.async_id {
-        m.insert("async_id".into(), json!(a));
-    }
-    if let Some(f) = rec.file_id {
-        m.insert("file_id".into(), json!(file_id_guid(f).to_string()));
-    }
-    if let Some(n) = &rec.file_name {
-        m.insert("file_name".into(), json!(n));
-    }
-    if let Some(s) = rec.nt_status {
-        m.insert("nt_status".into(), json!(s));
-        m.insert("interim".into(), json!(rec.interim));
-    }
-    if let Some(f) = rec.request_frame {
-        m.insert("request_frame".into(), json!(f));
-    }
-    if let Some(f) = rec.response_frame {
-        m.insert("response_frame".into(), json!(f));
-    }
-    if let Some(t) = rec.response_time {
-        m.insert("response_time".into(), json!(t));
-    }
-    if let Some(x) = rec.max_output_response {
-        m.insert("max_output_response".into(), json!(x));
-    }
-    m.insert("buffer_length".into(), json!(rec.buffer.len()));
-    if rec.buffer_truncated {
-        m.insert("buffer_truncated".into(), json!(true));
-    }
-    let findings = match &rec.body {
-        SqosBody::Request(d) => {
-            if let Some(r) = &d.message {
-                m.insert("sqos".into(), Value::Object(request_json(r)));
-            }
-            &d.findings[..]
+    serde_json::to_value(RecordJson(rec)).unwrap_or(Value::Null)
+}
+
+/// One SQOS message as the schema's JSON object, for any serde serializer: written straight
+/// to text by `dissect -T jsonl`, made a [`Value`] by [`record_json`] for the other faces. The
+/// keys come in their order (as serde_json's map keeps them), so both give the same bytes
+/// (a test holds them to it).
+pub struct RecordJson<'a>(pub &'a SqosRecord);
+
+impl Serialize for RecordJson<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let rec = self.0;
+        // The message's fields, and the names a request carries beside them.
+        let (fields, names, findings) = match &rec.body {
+            SqosBody::Request(d) => (
+                d.message.as_ref().map(|r| r.wire_fields()),
+                d.message.as_ref().map_or([None, None], |r| {
+                    [
+                        r.initiator_name.as_deref(),
+                        r.initiator_node_name.as_deref(),
+                    ]
+                }),
+                &d.findings[..],
+            ),
+            SqosBody::Response(d) => (
+                d.message.as_ref().map(|r| r.wire_fields()),
+                [None, None],
+                &d.findings[..],
+            ),
+            SqosBody::NoBuffer => (None, [None, None], &[][..]),
+        };
+        let sqos = fields.as_deref().map(|f| {
+            SqosJson::of(
+                f,
+                [
+                    (request::INITIATOR_NAME.key, names[0]),
+                    (request::INITIATOR_NODE_NAME.key, names[1]),
+                ],
+            )
+        });
+        let mut m = ser.serialize_map(None)?;
+        if let Some(a) = rec.async_id {
+            m.serialize_entry("async_id", &a)?;
         }
-        SqosBody::Response(d) => {
-            if let Some(r) = &d.message {
-                m.insert("sqos".into(), Value::Object(response_json(r)));
-            }
-            &d.findings[..]
+        m.serialize_entry("buffer_length", &rec.buffer.len())?;
+        if rec.buffer_truncated {
+            m.serialize_entry("buffer_truncated", &true)?;
         }
-        SqosBody::NoBuffer => &[],
-    };
-    m.insert("findings".into(), findings_json(findings));
-    Value::Object(m)
+        m.serialize_entry("datetime", &iso_utc(rec.ts))?;
+        m.serialize_entry("direction", &rec.direction)?;
+        m.serialize_entry("dst", &Shown(&rec.dst))?;
+        if let Some(f) = rec.file_id {
+            m.serialize_entry("file_id", &file_id_guid(f))?;
+        }
+        if let Some(n) = &rec.file_name {
+            m.serialize_entry("file_name", n)?;
+        }
+        m.serialize_entry("findings", &FindingsJson(findings))?;
+        m.serialize_entry("frame", &rec.frame)?;
+        if rec.nt_status.is_some() {
+            m.serialize_entry("interim", &rec.interim)?;
+        }
+        if let Some(x) = rec.max_output_response {
+            m.serialize_entry("max_output_response", &x)?;
+        }
+        m.serialize_entry("msg_id", &rec.msg_id)?;
+        if let Some(s) = rec.nt_status {
+            m.serialize_entry("nt_status", &s)?;
+        }
+        if let Some(f) = rec.request_frame {
+            m.serialize_entry("request_frame", &f)?;
+        }
+        if let Some(f) = rec.response_frame {
+            m.serialize_entry("response_frame", &f)?;
+        }
+        if let Some(t) = rec.response_time {
+            m.serialize_entry("response_time", &t)?;
+        }
+        m.serialize_entry("session_id", &rec.session_id)?;
+        if let Some(s) = &sqos {
+            m.serialize_entry("sqos", s)?;
+        }
+        m.serialize_entry("src", &Shown(&rec.src))?;
+        m.serialize_entry("time", &rec.ts.as_secs_f64())?;
+        if let Some(t) = rec.tree_id {
+            m.serialize_entry("tree_id", &t)?;
+        }
+        m.end()
+    }
+}
+
+/// A value written as its `Display` text, a JSON string.
+struct Shown<'a, T: std::fmt::Display>(&'a T);
+
+impl<T: std::fmt::Display> Serialize for Shown<'_, T> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_str(self.0)
+    }
 }

@@ -40,6 +40,7 @@ mod net_real;
 mod net_reassembly;
 mod net_throughput;
 mod output_hostile_names;
+mod output_json;
 mod pipeline_budget;
 mod pipeline_bulk_path;
 mod pipeline_exchange;

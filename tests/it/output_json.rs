@@ -1,0 +1,69 @@
+//! The SQOS record's JSON object is written once (`output::json::RecordJson`): straight to text
+//! by `dissect -T jsonl`, made a `serde_json::Value` for the other faces. Both must give the
+//! same bytes, which holds only while the writer puts the keys in their order (a `Value`'s map
+//! sorts them).
+
+use sqos::output::json::{record_json, RecordJson};
+
+use crate::support::{captures_in, repo, run};
+
+#[test]
+fn the_record_written_straight_is_the_value_written() {
+    let mut files = captures_in(&repo().join("captures"));
+    files.extend(captures_in(&repo().join("captures/hostile")));
+    let mut records = 0;
+    let mut with_sqos = 0;
+    let mut with_findings = 0;
+    for f in &files {
+        for rec in run(f).0.sqos {
+            let straight = serde_json::to_string(&RecordJson(&rec)).expect("written");
+            let value = record_json(&rec);
+            assert_eq!(
+                straight,
+                value.to_string(),
+                "{}: frame {}",
+                f.display(),
+                rec.frame
+            );
+            assert_eq!(
+                serde_json::to_string_pretty(&RecordJson(&rec)).expect("written"),
+                format!("{value:#}"),
+                "{}: frame {}",
+                f.display(),
+                rec.frame
+            );
+            records += 1;
+            with_sqos += usize::from(value.get("sqos").is_some());
+            with_findings +=
+                usize::from(value["findings"].as_array().is_some_and(|a| !a.is_empty()));
+        }
+    }
+    // Every kind of object the schema has was compared: decoded messages, and findings.
+    // 816, 718 and 14 on the captures of session 34.
+    assert!(records >= 800, "{records} records");
+    assert!(with_sqos >= 700, "{with_sqos} with an sqos object");
+    assert!(with_findings >= 10, "{with_findings} with findings");
+}
+
+#[test]
+fn a_dialect_1_1_response_keeps_its_keys_in_order_with_its_values() {
+    let f = repo().join("captures/spec-examples-1.1.pcap");
+    let recs = run(&f).0.sqos;
+    let rec = recs
+        .iter()
+        .find(|r| {
+            serde_json::to_value(RecordJson(r)).unwrap()["sqos"]["maximum_bandwidth"].is_u64()
+        })
+        .expect("a response with MaximumBandwidth");
+    let line = serde_json::to_string(&RecordJson(rec)).expect("written");
+    let sqos = &record_json(rec)["sqos"];
+    assert_eq!(sqos["protocol_version"], 0x0101, "{line}");
+    assert!(line.contains("\"maximum_bandwidth\":"), "{line}");
+    // "status_name" beside "status", "time_to_live" after both: the keys' order.
+    let at = |k: &str| {
+        line.find(&format!("\"{k}\":"))
+            .unwrap_or_else(|| panic!("{k} in {line}"))
+    };
+    assert!(at("status") < at("status_name") && at("status_name") < at("time_to_live"));
+    assert!(at("session_id") < at("sqos") && at("sqos") < at("src"));
+}
