@@ -34,6 +34,8 @@
 #                    reads the file's chunks ahead of the reader, the two sharing the copying,
 #                    unless the reader's work is small beside the copy and the file's map
 #                    pays; more: connections shared out to workers too)
+#   sqos dissect -T jsonl  the same on one thread, each SQOS message a JSON line (the output
+#                    the issue measured first; its cost is per SQOS message)
 #   sqos flows       the whole analysis (flow table), all cores
 #   PGO build        `sqos dissect` as above, built by benches/pgo-build.sh (a release build
 #                    optimised with a profile of its runs on this traffic, made with 48 MiB of
@@ -199,6 +201,7 @@ row "parse ceiling" "$CEILING" "$CAP"
 row "record walk" "$CEILING" --walk "$CAP"
 row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$CAP"
 row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$CAP"
+row "sqos dissect -T jsonl" "$BIN" dissect --quiet -T jsonl --threads 1 "$CAP"
 row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$CAP"
 pgo_rows "$CAP"
 cat_again "$CAP"
@@ -225,6 +228,7 @@ variant() {
   row "record walk" "$CEILING" --walk "$file"
   row "sqos dissect -t1 ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads 1 "${SQOS[@]}" "$file"
   row "sqos dissect -t$CORES ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads "$CORES" "${SQOS[@]}" "$file"
+  row "sqos dissect -T jsonl ${SQOS[*]:0:1}" "$BIN" dissect --quiet -T jsonl --threads 1 "${SQOS[@]}" "$file"
   row "sqos flows ${SQOS[*]:0:1}" "$BIN" flows --quiet --threads "$CORES" "${SQOS[@]}" "$file"
   pgo_rows "${SQOS[@]}" "$file"
   cat_again "$file"
