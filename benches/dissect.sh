@@ -14,7 +14,7 @@
 #   SKIP_SMALL_ENCRYPTED=1           do not time the small-I/O capture encrypted (AES-128-GCM)
 #   CACHE=written                    each capture in the page cache as a capture tool leaves it
 #                                    (written anew in 4 KiB writes) rather than as a read from
-#                                    disk leaves it (the default): see README, Performance
+#                                    disk leaves it (the default): see docs/performance.md
 #   RUNS=N                           runs of each fast command, the quickest is kept (default 3)
 #   TSHARK_RUNS=N                    runs of tshark, the quickest is kept (default 3: tshark's
 #                                    time varies by a third from run to run on a shared machine,
@@ -108,7 +108,7 @@ measure() {
 # The file in the page cache as a read from disk leaves it: dropped from the cache, then read
 # once (readahead brings it back in large pieces). How the cache holds a file changes what
 # mapping it costs: the same file as written in 4 KiB writes took sqos 1.5-1.9x as long
-# (README, Performance), and `cat` 1.2x.
+# (docs/performance.md), and `cat` 1.2x.
 from_disk() {
   dd if="$1" iflag=nocache count=0 status=none 2>/dev/null || true
   cat "$1" >/dev/null
@@ -155,7 +155,7 @@ pgo_rows() {
   row "PGO build -t$CORES $opt" "$PGO_BIN" dissect --quiet --threads "$CORES" "$@"
 }
 # `cat` once more, after sqos's rows: on a VM whose pace changes within minutes (twice as slow
-# for a minute or so, README, Performance), a table whose two `cat` rows disagree does not
+# for a minute or so, docs/performance.md), a table whose two `cat` rows disagree does not
 # compare its rows with each other; `table` says so.
 cat_again() {
   row "cat again" cat "$@"

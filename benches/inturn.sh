@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Commands timed in turn, each after the other, ROUNDS times, so that the machine's drift within
-# the minute affects them alike (README, Performance):
+# the minute affects them alike (docs/performance.md):
 #   benches/inturn.sh ROUNDS label1 "command 1" label2 "command 2" ...
 # prints, per label, the least and median wall time (bash's clock) and task-clock (from
 # `perf stat`), in ms. Each round runs every command twice: once under perf, once for the clock.

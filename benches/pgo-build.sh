@@ -2,7 +2,7 @@
 # The quickest sqos: a release build optimised with a profile of its own runs on the bench's
 # traffic (profile-guided optimisation, PGO). The compiler then lays out and inlines the hot path
 # (frames, segments, messages) by what it really does: 9-12 % less time than `cargo build
-# --release` on small I/Os, plain or encrypted, in session 32's runs (README, Performance). Output is the same: the
+# --release` on small I/Os, plain or encrypted, in session 32's runs (docs/performance.md). Output is the same: the
 # script checks it on every committed capture before it says the build is done.
 #
 #   benches/pgo-build.sh           builds $PGO_DIR/sqos (prints its path last)

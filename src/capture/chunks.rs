@@ -5,7 +5,7 @@
 //! Why not the map (`SQOS_READ=map`): on the AMD EPYC of sessions 25–27 the kernel's mapping
 //! of a file's pages cost more than their copy into a buffer that stays in the cache where
 //! the page cache held the file in 4 KiB pages, and a walk over a mapped page waits for
-//! memory where a buffer just written is in the cache (README, Performance). One thread
+//! memory where a buffer just written is in the cache (docs/performance.md). One thread
 //! switches to the map where a look finds it much cheaper ([`super::access`]).
 //!
 //! With a thread to spare (`--threads 2` and more), [`ChunkReader::read_ahead`] starts a

@@ -43,7 +43,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
 
 /// Bytes read past before the pages behind the reader are given back: about what they add to
-/// the peak RSS. 2 MiB took 2 MB off it against 4 MiB, at no time measured (README, Performance).
+/// the peak RSS. 2 MiB took 2 MB off it against 4 MiB, at no time measured (docs/performance.md).
 const RELEASE_STEP: usize = 2 << 20;
 /// Maps alive at once (one per capture being read); past it, files are read, not mapped.
 const SLOTS: usize = 64;

@@ -430,7 +430,7 @@ fn walk_record(
     // Where a record begins is known only from the header before it, so walking them is a
     // chain of waits for memory once a frame needs little work (the bulk lane's runs). Asking
     // for every line of the file up to `STREAM_AHEAD` bytes past this record breaks the chain:
-    // the walk streams the file in as a copy does (README, Performance).
+    // the walk streams the file in as a copy does (docs/performance.md).
     // (Not in a stream's buffer: `read()` has just copied its bytes into the cache.)
     if !map.is_buffer() {
         ahead.stream(map, at + len);

@@ -173,7 +173,7 @@ pub struct InputArgs {
     /// through the map, alone); N > 2 adds N - 2 workers its connections are shared
     /// out among (not with `--keys` or `dissect -x`/`-w`). The output is the same whatever N.
     /// Default: 2 where the machine has a second core, else 1; workers only when asked, since
-    /// on the machines measured they were slower than one thread (README "Performance").
+    /// on the machines measured they were slower than one thread (docs/performance.md).
     /// Captures that are not regular files (stdin, pipes) use one. With `--separate`, N is the
     /// run's budget: files in parallel times threads per file. With one thread, or with
     /// workers, a regular file is read through its memory map where a look at it finds that

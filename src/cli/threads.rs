@@ -20,7 +20,7 @@ pub fn cores() -> usize {
 /// machine has a second core, one that reads the file ahead of it (`--threads 2`; they share
 /// the copying of the file's chunks, `CaptureReader::read_ahead`). Workers (`--threads` above
 /// 2) only when asked: on every machine measured so far they made a capture slower, the
-/// reading thread's walk being most of a run (README "Performance").
+/// reading thread's walk being most of a run (docs/performance.md).
 fn default_per_capture(cores: usize) -> usize {
     cores.clamp(1, 2)
 }
