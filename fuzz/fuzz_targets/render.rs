@@ -116,7 +116,12 @@ fuzz_target!(|data: &[u8]| {
     if let Some(f) = &rec.frame_copy {
         shown += text::frame_hex(f, rec.first_frame).len();
     }
-    shown += json::record_json(&rec).to_string().len();
+    // The record written straight is the Value written: the keys in their order, whatever
+    // the record holds.
+    let value = json::record_json(&rec).to_string();
+    let straight = serde_json::to_string(&json::RecordJson(&rec)).expect("a record writes");
+    assert_eq!(straight, value);
+    shown += value.len();
     let flat = columns::message_flat(&rec);
     shown += flat
         .values()
