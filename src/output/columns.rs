@@ -10,7 +10,7 @@ use crate::sqos::layout::{self, request, response, FieldDef};
 use crate::sqos::Finding;
 
 use super::flows::finding_json;
-use super::json::{record_json, OPTION_NAMES, STATUS_NAME};
+use super::json::{RecordFlat, OPTION_NAMES, STATUS_NAME};
 use super::time::iso_utc;
 use Kind::*;
 
@@ -304,26 +304,14 @@ pub const CAPTURE_COLUMNS: &[Column] = &[
     col("capture_start", Time),
 ];
 
-/// One SQOS message as a flat object: `record_json` with its `sqos` object merged in and the
-/// findings reduced to their codes.
+/// One SQOS message as a flat object: `record_json`'s keys with its `sqos` object merged in and
+/// the findings reduced to their codes ([`RecordFlat`], made in one pass: no nested objects
+/// built and taken apart).
 pub fn message_flat(rec: &SqosRecord) -> Map<String, Value> {
-    let mut m = match record_json(rec) {
-        Value::Object(m) => m,
+    match serde_json::to_value(RecordFlat(rec)) {
+        Ok(Value::Object(m)) => m,
         _ => Map::new(),
-    };
-    if let Some(Value::Object(sqos)) = m.remove("sqos") {
-        for (k, v) in sqos {
-            m.entry(k).or_insert(v);
-        }
     }
-    if let Some(Value::Array(chans)) = m.remove("channels") {
-        m.insert("channels".into(), channel_ends(&chans));
-    }
-    if let Some(Value::Array(f)) = m.remove("findings") {
-        let codes: Vec<Value> = f.iter().filter_map(|x| x.get("code").cloned()).collect();
-        m.insert("findings".into(), Value::Array(codes));
-    }
-    m
 }
 
 /// client>server of each channel of a `channels` list (the connection number when the

@@ -164,84 +164,130 @@ pub struct RecordJson<'a>(pub &'a SqosRecord);
 
 impl Serialize for RecordJson<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let rec = self.0;
-        // The message's fields, and the names a request carries beside them.
-        let (fields, names, findings) = match &rec.body {
-            SqosBody::Request(d) => (
-                d.message.as_ref().map(|r| r.wire_fields()),
-                d.message.as_ref().map_or([None, None], |r| {
-                    [
-                        r.initiator_name.as_deref(),
-                        r.initiator_node_name.as_deref(),
-                    ]
-                }),
-                &d.findings[..],
-            ),
-            SqosBody::Response(d) => (
-                d.message.as_ref().map(|r| r.wire_fields()),
-                [None, None],
-                &d.findings[..],
-            ),
-            SqosBody::NoBuffer => (None, [None, None], &[][..]),
-        };
-        let sqos = fields.as_deref().map(|f| {
-            SqosJson::of(
-                f,
-                [
-                    (request::INITIATOR_NAME.key, names[0]),
-                    (request::INITIATOR_NODE_NAME.key, names[1]),
-                ],
-            )
-        });
-        let mut m = ser.serialize_map(None)?;
-        if let Some(a) = rec.async_id {
-            m.serialize_entry("async_id", &a)?;
-        }
-        m.serialize_entry("buffer_length", &rec.buffer.len())?;
-        if rec.buffer_truncated {
-            m.serialize_entry("buffer_truncated", &true)?;
-        }
-        m.serialize_entry("datetime", &iso_utc(rec.ts))?;
-        m.serialize_entry("direction", &rec.direction)?;
-        m.serialize_entry("dst", &Shown(&rec.dst))?;
-        if let Some(f) = rec.file_id {
-            m.serialize_entry("file_id", &file_id_guid(f))?;
-        }
-        if let Some(n) = &rec.file_name {
-            m.serialize_entry("file_name", n)?;
-        }
-        m.serialize_entry("findings", &FindingsJson(findings))?;
-        m.serialize_entry("frame", &rec.frame)?;
-        if rec.nt_status.is_some() {
-            m.serialize_entry("interim", &rec.interim)?;
-        }
-        if let Some(x) = rec.max_output_response {
-            m.serialize_entry("max_output_response", &x)?;
-        }
-        m.serialize_entry("msg_id", &rec.msg_id)?;
-        if let Some(s) = rec.nt_status {
-            m.serialize_entry("nt_status", &s)?;
-        }
-        if let Some(f) = rec.request_frame {
-            m.serialize_entry("request_frame", &f)?;
-        }
-        if let Some(f) = rec.response_frame {
-            m.serialize_entry("response_frame", &f)?;
-        }
-        if let Some(t) = rec.response_time {
-            m.serialize_entry("response_time", &t)?;
-        }
-        m.serialize_entry("session_id", &rec.session_id)?;
-        if let Some(s) = &sqos {
-            m.serialize_entry("sqos", s)?;
-        }
-        m.serialize_entry("src", &Shown(&rec.src))?;
-        m.serialize_entry("time", &rec.ts.as_secs_f64())?;
-        if let Some(t) = rec.tree_id {
-            m.serialize_entry("tree_id", &t)?;
-        }
-        m.end()
+        serialize_record(self.0, ser, Shape::Nested)
     }
+}
+
+/// One SQOS message as the flat object of the tables and filters: [`RecordJson`]'s keys with
+/// the `sqos` object's merged in (a message's own keys first, should a name be both) and the
+/// findings reduced to their codes. Only made a `Value` (`output::columns::message_flat`),
+/// whose map orders the keys.
+pub struct RecordFlat<'a>(pub &'a SqosRecord);
+
+impl Serialize for RecordFlat<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        serialize_record(self.0, ser, Shape::Flat)
+    }
+}
+
+/// The two shapes of a record's object.
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    /// The schema's: `sqos` and `findings` objects nested, the keys in their order.
+    Nested,
+    /// [`RecordFlat`]'s.
+    Flat,
+}
+
+/// The codes of findings, as a JSON array of strings.
+struct FindingCodes<'a>(&'a [Finding]);
+
+impl Serialize for FindingCodes<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_seq(self.0.iter().map(|f| f.code.as_str()))
+    }
+}
+
+fn serialize_record<S: Serializer>(
+    rec: &SqosRecord,
+    ser: S,
+    shape: Shape,
+) -> Result<S::Ok, S::Error> {
+    // The message's fields, and the names a request carries beside them.
+    let (fields, names, findings) = match &rec.body {
+        SqosBody::Request(d) => (
+            d.message.as_ref().map(|r| r.wire_fields()),
+            d.message.as_ref().map_or([None, None], |r| {
+                [
+                    r.initiator_name.as_deref(),
+                    r.initiator_node_name.as_deref(),
+                ]
+            }),
+            &d.findings[..],
+        ),
+        SqosBody::Response(d) => (
+            d.message.as_ref().map(|r| r.wire_fields()),
+            [None, None],
+            &d.findings[..],
+        ),
+        SqosBody::NoBuffer => (None, [None, None], &[][..]),
+    };
+    let sqos = fields.as_deref().map(|f| {
+        SqosJson::of(
+            f,
+            [
+                (request::INITIATOR_NAME.key, names[0]),
+                (request::INITIATOR_NODE_NAME.key, names[1]),
+            ],
+        )
+    });
+    let mut m = ser.serialize_map(None)?;
+    if let (Shape::Flat, Some(s)) = (shape, &sqos) {
+        // First: a value map keeps the last of two entries of one name.
+        for (key, value) in &s.0 {
+            m.serialize_entry(key, value)?;
+        }
+    }
+    if let Some(a) = rec.async_id {
+        m.serialize_entry("async_id", &a)?;
+    }
+    m.serialize_entry("buffer_length", &rec.buffer.len())?;
+    if rec.buffer_truncated {
+        m.serialize_entry("buffer_truncated", &true)?;
+    }
+    m.serialize_entry("datetime", &iso_utc(rec.ts))?;
+    m.serialize_entry("direction", &rec.direction)?;
+    m.serialize_entry("dst", &Shown(&rec.dst))?;
+    if let Some(f) = rec.file_id {
+        m.serialize_entry("file_id", &file_id_guid(f))?;
+    }
+    if let Some(n) = &rec.file_name {
+        m.serialize_entry("file_name", n)?;
+    }
+    match shape {
+        Shape::Nested => m.serialize_entry("findings", &FindingsJson(findings))?,
+        Shape::Flat => m.serialize_entry("findings", &FindingCodes(findings))?,
+    }
+    m.serialize_entry("frame", &rec.frame)?;
+    if rec.nt_status.is_some() {
+        m.serialize_entry("interim", &rec.interim)?;
+    }
+    if let Some(x) = rec.max_output_response {
+        m.serialize_entry("max_output_response", &x)?;
+    }
+    m.serialize_entry("msg_id", &rec.msg_id)?;
+    if let Some(s) = rec.nt_status {
+        m.serialize_entry("nt_status", &s)?;
+    }
+    if let Some(f) = rec.request_frame {
+        m.serialize_entry("request_frame", &f)?;
+    }
+    if let Some(f) = rec.response_frame {
+        m.serialize_entry("response_frame", &f)?;
+    }
+    if let Some(t) = rec.response_time {
+        m.serialize_entry("response_time", &t)?;
+    }
+    m.serialize_entry("session_id", &rec.session_id)?;
+    if let (Shape::Nested, Some(s)) = (shape, &sqos) {
+        m.serialize_entry("sqos", s)?;
+    }
+    m.serialize_entry("src", &Shown(&rec.src))?;
+    m.serialize_entry("time", &rec.ts.as_secs_f64())?;
+    if let Some(t) = rec.tree_id {
+        m.serialize_entry("tree_id", &t)?;
+    }
+    m.end()
 }
 
 /// A value written as its `Display` text, a JSON string.

@@ -3,6 +3,7 @@
 //! same bytes, which holds only while the writer puts the keys in their order (a `Value`'s map
 //! sorts them).
 
+use sqos::output::columns::message_flat;
 use sqos::output::json::{record_json, RecordJson};
 
 use crate::support::{captures_in, repo, run};
@@ -66,4 +67,47 @@ fn a_dialect_1_1_response_keeps_its_keys_in_order_with_its_values() {
     };
     assert!(at("status") < at("status_name") && at("status_name") < at("time_to_live"));
     assert!(at("session_id") < at("sqos") && at("sqos") < at("src"));
+}
+
+#[test]
+fn the_flat_record_is_the_nested_one_with_its_sqos_object_merged_and_finding_codes() {
+    let mut files = captures_in(&repo().join("captures"));
+    files.extend(captures_in(&repo().join("captures/hostile")));
+    let mut merged = 0;
+    for f in &files {
+        for rec in run(f).0.sqos {
+            let nested = record_json(&rec);
+            let flat = message_flat(&rec);
+            let at = || format!("{}: frame {}", f.display(), rec.frame);
+            let mut keys = 0;
+            for (k, v) in nested.as_object().expect("an object") {
+                match (k.as_str(), v) {
+                    ("sqos", serde_json::Value::Object(sqos)) => {
+                        for (sk, sv) in sqos {
+                            assert_eq!(flat.get(sk), Some(sv), "{} {sk}", at());
+                            keys += 1;
+                            merged += 1;
+                        }
+                    }
+                    ("findings", serde_json::Value::Array(list)) => {
+                        let codes: Vec<&serde_json::Value> =
+                            list.iter().map(|x| &x["code"]).collect();
+                        let flat_codes: Vec<&serde_json::Value> = flat["findings"]
+                            .as_array()
+                            .expect("a list")
+                            .iter()
+                            .collect();
+                        assert_eq!(flat_codes, codes, "{}", at());
+                        keys += 1;
+                    }
+                    _ => {
+                        assert_eq!(flat.get(k), Some(v), "{} {k}", at());
+                        keys += 1;
+                    }
+                }
+            }
+            assert_eq!(flat.len(), keys, "{}: no other key", at());
+        }
+    }
+    assert!(merged > 10_000, "{merged} sqos values compared");
 }
