@@ -169,7 +169,7 @@ impl Serialize for RecordJson<'_> {
 }
 
 /// One SQOS message as the flat object of the tables and filters: [`RecordJson`]'s keys with
-/// the `sqos` object's merged in (a message's own keys first, should a name be both) and the
+/// the `sqos` object's merged in (the message's own key kept, should a name be both) and the
 /// findings reduced to their codes. Only made a `Value` (`output::columns::message_flat`),
 /// whose map orders the keys.
 pub struct RecordFlat<'a>(pub &'a SqosRecord);
@@ -198,6 +198,7 @@ impl Serialize for FindingCodes<'_> {
     }
 }
 
+/// The record's entries in `shape`: the one place its keys and values are stated.
 fn serialize_record<S: Serializer>(
     rec: &SqosRecord,
     ser: S,
