@@ -658,8 +658,7 @@ impl CaptureReader {
     /// Reads as suits the run's threads: alone, through the file's map where that pays
     /// ([`Self::map_from_the_start`]); with a helper, ahead on it ([`Self::read_ahead`]; where
     /// its trial finds the work on a chunk small beside the copy, through the map instead
-    /// where that pays); for
-    /// workers, through the map where that pays, else ahead. The workers then read the frames
+    /// where that pays); for workers, through the map where that pays, else ahead. The workers then read the frames
     /// where they lie, where in chunks every frame was copied twice, into a chunk and into a
     /// worker's batch (small I/Os from disk, `--threads 3`: 79 ms of CPU against 189).
     pub fn read_for(&mut self, reading: Reading) {
@@ -1099,11 +1098,13 @@ impl CaptureReader {
         // At a record boundary here: `advance` has consumed the record before. The map is
         // looked at once the helper's trial has stopped it, or before it starts where the
         // trial found little work beside the copy (`chunks::map_first`).
-        if matches!(&self.rdr, Records::Chunked(c) if c.helper_refused()) {
+        let (refused, map_first) = match &self.rdr {
+            Records::Chunked(c) => (c.helper_refused(), c.wants_map_first()),
+            _ => (false, false),
+        };
+        if refused {
             self.map_where_it_pays();
-        } else if matches!(&self.rdr, Records::Chunked(c) if c.wants_map_first())
-            && !self.map_where_it_pays()
-        {
+        } else if map_first && !self.map_where_it_pays() {
             if let Records::Chunked(c) = &mut self.rdr {
                 c.helper_after_all();
             }

@@ -21,10 +21,6 @@ pub fn file_id_guid(id: FileId) -> Uuid {
     Uuid::from_bytes_le(b)
 }
 
-pub fn findings_json(findings: &[Finding]) -> Value {
-    serde_json::to_value(FindingsJson(findings)).unwrap_or(Value::Null)
-}
-
 /// Findings as the JSON array of `{code, message, severity}` objects.
 struct FindingsJson<'a>(&'a [Finding]);
 
@@ -181,7 +177,7 @@ impl Serialize for RecordFlat<'_> {
 }
 
 /// The two shapes of a record's object.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Shape {
     /// The schema's: `sqos` and `findings` objects nested, the keys in their order.
     Nested,
