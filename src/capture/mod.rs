@@ -6,6 +6,8 @@
 //! copying; [`PcapWriter`] / [`PcapngWriter`] write captures for tests and the generator.
 
 mod access;
+#[cfg(target_os = "linux")]
+mod ahead;
 mod chunks;
 mod frame;
 mod input;

@@ -19,6 +19,8 @@ use pcap_parser::{
 use thiserror::Error;
 
 use super::access::{FileAccess, Reading};
+#[cfg(target_os = "linux")]
+use super::ahead::LinesAhead;
 use super::chunks::ChunkReader;
 use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
 use super::layout::{next_record, Layout};
@@ -38,8 +40,6 @@ const BUFFER_CAPACITY: usize = MAX_BLOCK_LEN + 64 * 1024;
 /// record needs it: most records are far smaller, and a small capture (or a fuzz input) then
 /// costs no 1 MiB buffer.
 const INITIAL_CAPACITY: usize = 64 * 1024;
-/// A CPU cache line (64 bytes where this runs): a record's headers may reach into the next.
-const CACHE_LINE: usize = 64;
 /// Interfaces per pcapng section; a file declaring more is treated as damaged.
 const MAX_INTERFACES: usize = 1 << 16;
 
@@ -324,7 +324,7 @@ struct RunWalk<'m> {
     start: usize,
     map: Option<&'m super::mapped::Map>,
     frames: u64,
-    ahead: StreamAhead,
+    ahead: LinesAhead,
 }
 
 #[cfg(target_os = "linux")]
@@ -400,7 +400,7 @@ fn walk_record(
     map: MapView<'_>,
     at: usize,
     walk: Walk<'_>,
-    ahead: &mut StreamAhead,
+    ahead: &mut LinesAhead,
 ) -> Option<Walked> {
     let data = map.bytes.get(at..)?;
     let (meta, len) = match walk {
@@ -428,12 +428,11 @@ fn walk_record(
         return None;
     }
     // Where a record begins is known only from the header before it, so walking them is a
-    // chain of waits for memory once a frame needs little work (the bulk lane's runs). Asking
-    // for every line of the file up to `STREAM_AHEAD` bytes past this record breaks the chain:
-    // the walk streams the file in as a copy does (docs/performance.md).
-    // (Not in a stream's buffer: `read()` has just copied its bytes into the cache.)
+    // chain of waits for memory once a frame needs little work (the bulk lane's runs): lines
+    // are asked for ahead (`capture::ahead`). Not in a stream's buffer: `read()` has just
+    // copied its bytes into the cache.
     if !map.is_buffer() {
-        ahead.stream(map, at + len);
+        ahead.ask(map, at, len);
     }
     Some(Walked { meta, len })
 }
@@ -490,46 +489,6 @@ impl Epb {
     }
 }
 
-/// How far past the record it walks the walk asks for the file's lines. A C walk of the
-/// records of the bench's small-I/O capture (541 MB, AMD EPYC): 32–36 ms at 4 KiB, 32–34 at 8,
-/// 36–40 at 16, against 55–56 for the lines of the record 4 ahead, guessed from the last
-/// lengths (the rule before, session 20); on the bulk capture 54.7 at 4 KiB against 58.9.
-const STREAM_AHEAD: usize = 4 << 10;
-
-/// The next line of the file the walk has not asked for yet, as an address: the walk asks for
-/// each line once, in order, [`STREAM_AHEAD`] bytes before it reaches it.
-#[derive(Default, Clone, Copy)]
-struct StreamAhead {
-    next: usize,
-}
-
-impl StreamAhead {
-    /// The walk is at `at` of `map`: ask for the lines up to `STREAM_AHEAD` past it. Returns
-    /// how many it asked for.
-    #[cfg(target_os = "linux")]
-    #[inline(always)]
-    fn stream(&mut self, map: MapView<'_>, at: usize) -> usize {
-        let here = map.address(at);
-        let end = here.wrapping_add(STREAM_AHEAD);
-        // Asked up to the line that holds `end` at most, whatever the records' lengths (a
-        // record shorter than a line, as a snaplen cut makes them, moves `end` less than a
-        // line). Behind the walk or further ahead than that: first, or another map; start
-        // where the walk is.
-        let mut line = if self.next < here || self.next > end + CACHE_LINE {
-            here & !(CACHE_LINE - 1)
-        } else {
-            self.next
-        };
-        let from = line;
-        while line < end {
-            super::mapped::prefetch_address(line);
-            line += CACHE_LINE;
-        }
-        self.next = line;
-        (line - from) / CACHE_LINE
-    }
-}
-
 /// What the next record is, learnt from its header alone.
 enum Peek {
     /// Not enough bytes buffered to tell; at least this many are needed.
@@ -571,7 +530,7 @@ pub struct CaptureReader {
     /// A packet moved to by `peek_ts` and not handed out yet.
     ready: Option<PacketMeta>,
     /// How far ahead of the walk the map's lines have been asked for (see `walk_record`).
-    ahead: StreamAhead,
+    ahead: LinesAhead,
     /// Whole packet records are read where they lie (`walk_record`); off, by `step` alone.
     walk: bool,
     /// Read in chunks as [`FileAccess::Auto`] asks: through the map instead if the look a run
@@ -793,7 +752,7 @@ impl CaptureReader {
             #[cfg(target_os = "linux")]
             mapped: None,
             ready: None,
-            ahead: StreamAhead::default(),
+            ahead: LinesAhead::default(),
             walk: true,
             may_map: false,
         }
@@ -1581,50 +1540,6 @@ fn corrupt_at(frame: u64, offset: u64, e: &PcapError<&[u8]>) -> CaptureError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_walk_asks_for_each_line_once_ahead_and_starts_again_elsewhere() {
-        let bytes = vec![0u8; 64 << 10];
-        let view = super::super::mapped::MapView::of_buffer(&bytes);
-        let base = view.address(0);
-        let lines = STREAM_AHEAD / CACHE_LINE;
-        let mut ahead = StreamAhead::default();
-        // First: the window ahead of the walk, from the line the walk is in.
-        let asked = ahead.stream(view, 100);
-        let first = ahead.next;
-        assert!((lines..=lines + 1).contains(&asked), "{asked}");
-        assert_eq!(first % CACHE_LINE, 0);
-        assert!(
-            first >= base + 100 + STREAM_AHEAD && first < base + 100 + STREAM_AHEAD + CACHE_LINE
-        );
-        // A little further on: only the new lines.
-        let asked = ahead.stream(view, 1600);
-        assert_eq!(asked, (ahead.next - first) / CACHE_LINE);
-        assert!(
-            (1500 / CACHE_LINE..=1500 / CACHE_LINE + 1).contains(&asked),
-            "{asked}"
-        );
-        assert!(ahead.next >= base + 1600 + STREAM_AHEAD);
-        // Not further: nothing asked, the cursor stays.
-        let held = ahead.next;
-        assert_eq!(ahead.stream(view, 1600), 0);
-        assert_eq!(ahead.next, held);
-        // Records shorter than a line (a snaplen cut): each line still asked for once.
-        let asked: usize = (1..=100).map(|i| ahead.stream(view, 1600 + 40 * i)).sum();
-        assert!(
-            asked <= 4000 / CACHE_LINE + 1,
-            "{asked} lines for 4,000 bytes"
-        );
-        // Another map (its bytes below or far above what was asked for): from where the
-        // walk is.
-        let other = vec![0u8; 64 << 10];
-        let moved = super::super::mapped::MapView::of_buffer(&other);
-        let asked = ahead.stream(moved, 0);
-        let at = moved.address(0);
-        assert!((lines..=lines + 1).contains(&asked), "{asked}");
-        assert!(ahead.next >= at + STREAM_AHEAD && ahead.next < at + STREAM_AHEAD + CACHE_LINE);
-    }
 
     /// Frames as (number, length, first byte), and how reading ended.
     #[cfg(target_os = "linux")]

@@ -1,0 +1,285 @@
+//! How the record walk asks for a map's lines before it reaches them.
+//!
+//! Where a record begins is known only from the header before it, so walking a map's records
+//! is a chain of waits for memory unless lines are asked for ahead. There are two ways, and
+//! which pays depends on the machine and on the work done on the frames
+//! (docs/performance.md, session 35):
+//! - **stream**: every line up to [`STREAM_AHEAD`] bytes past the walk; the file streams in as
+//!   a copy does, every byte crossing whether or not it is read. Best on the AMD EPYC of
+//!   sessions 25–34, and on the Xeon of session 35 where the work reads every byte
+//!   (decrypting small messages: 5–10 % quicker than guessing).
+//! - **guess**: the two lines where the record [`GUESS_RECORDS`] on begins if records keep
+//!   the last one's length; only the headers' lines cross. On that Xeon, a quarter to a third
+//!   quicker on one thread on the bench's plain captures, whose payloads are skipped; on the
+//!   AMD EPYC, small I/Os took 94.7 ms against streaming's 68.9.
+//!
+//! So the walk measures both as it goes: every [`CYCLE`] windows of [`WINDOW`] bytes it times
+//! two windows each way (stream, guess, guess, stream: a drift in the traffic or the
+//! machine's pace weighs on both alike) and keeps the quicker until the next trial. What the
+//! walk reads is the same either way: the asking is only a hint to the CPU.
+
+use std::time::{Duration, Instant};
+
+use super::mapped::{prefetch_address, MapView};
+
+/// A CPU cache line (64 bytes where this runs): a record's headers may reach into the next.
+const CACHE_LINE: usize = 64;
+
+/// How far past the record it walks the stream asks for the file's lines. A C walk of the
+/// records of the bench's small-I/O capture (541 MB, AMD EPYC): 32–36 ms at 4 KiB, 32–34 at 8,
+/// 36–40 at 16, against 55–56 for the lines of the record 4 ahead, guessed from the last
+/// lengths (the rule before, session 20); on the bulk capture 54.7 at 4 KiB against 58.9.
+const STREAM_AHEAD: usize = 4 << 10;
+
+/// How many records ahead a guess asks for (on the Xeon of session 35, one thread on the
+/// bench's captures: 4 quickest on small I/Os and many connections, 8 by 2 % on bulk).
+const GUESS_RECORDS: usize = 4;
+
+/// The stretch of the walk timed as one: long enough that a timer read (~25 ns) is lost in
+/// it, short enough that a trial costs little (~0.1 ms a window at 10 GB/s).
+const WINDOW: usize = 1 << 20;
+
+/// Windows from one trial to the next: one to settle, the trial's, the rest the quicker way.
+const CYCLE: u32 = 128;
+
+/// The ways of a trial's timed windows, after the first window of a cycle: four each, in an
+/// order that gives a drift within the trial to both alike. A window's time varies by a
+/// third either way (the work in it, the kernel's faults); four each chose the way that was
+/// quicker over the whole run in 64 of 68 trials on the bench's bulk capture, two each in
+/// 121 of 137.
+const TRIAL: [Way; 8] = {
+    use Way::*;
+    [Stream, Guess, Guess, Stream, Guess, Stream, Stream, Guess]
+};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Way {
+    #[default]
+    Stream,
+    Guess,
+}
+
+/// Where the walk asks for lines, and its trial of the two ways.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LinesAhead {
+    /// The next line the stream has not asked for yet, as an address: the stream asks for
+    /// each line once, in order.
+    next: usize,
+    way: Way,
+    /// The window being timed: its first address and when the walk entered it (`None`:
+    /// no window yet, or the walk came from elsewhere).
+    window: usize,
+    entered: Option<Instant>,
+    /// Windows into the cycle.
+    step: u32,
+    /// Time the trial's windows took, streaming and guessing.
+    spent: [Duration; 2],
+}
+
+impl LinesAhead {
+    /// The walk has found a record of `len` bytes at `at` of `map`: ask for lines ahead of
+    /// the next, the current way.
+    #[inline(always)]
+    pub(crate) fn ask(&mut self, map: MapView<'_>, at: usize, len: usize) {
+        let next = map.address(at + len);
+        if next.wrapping_sub(self.window) >= WINDOW {
+            self.turn(next, Instant::now());
+        }
+        match self.way {
+            Way::Stream => {
+                self.stream(map, at + len);
+            }
+            Way::Guess => {
+                let guess = next.wrapping_add(GUESS_RECORDS.wrapping_mul(len));
+                prefetch_address(guess);
+                prefetch_address(guess.wrapping_add(CACHE_LINE));
+            }
+        }
+    }
+
+    /// The walk left its window at `here` (time `now`): the window's time counted if it was
+    /// one of a trial's, the next window's way chosen. A walk that jumped (another map, a
+    /// record longer than a window) starts a new cycle, its window not counted.
+    #[cold]
+    #[inline(never)]
+    fn turn(&mut self, here: usize, now: Instant) {
+        let onward = here.wrapping_sub(self.window) < 2 * WINDOW;
+        match self.entered {
+            Some(t) if onward => {
+                if (1..=TRIAL.len() as u32).contains(&self.step) {
+                    self.spent[self.way as usize] += now.saturating_duration_since(t);
+                }
+                self.step = (self.step + 1) % CYCLE;
+            }
+            _ => self.step = 0,
+        }
+        self.way = match self.step {
+            0 => {
+                self.spent = [Duration::ZERO; 2];
+                Way::Stream
+            }
+            s if s as usize <= TRIAL.len() => TRIAL[s as usize - 1],
+            s if s as usize == TRIAL.len() + 1 => {
+                if self.spent[Way::Guess as usize] < self.spent[Way::Stream as usize] {
+                    Way::Guess
+                } else {
+                    Way::Stream
+                }
+            }
+            _ => self.way,
+        };
+        self.window = here;
+        self.entered = Some(now);
+    }
+
+    /// The walk is at `at` of `map`: ask for the lines up to `STREAM_AHEAD` past it. Returns
+    /// how many it asked for.
+    #[inline(always)]
+    fn stream(&mut self, map: MapView<'_>, at: usize) -> usize {
+        let here = map.address(at);
+        let end = here.wrapping_add(STREAM_AHEAD);
+        // Asked up to the line that holds `end` at most, whatever the records' lengths (a
+        // record shorter than a line, as a snaplen cut makes them, moves `end` less than a
+        // line). Behind the walk or further ahead than that: first, or another map; start
+        // where the walk is.
+        let mut line = if self.next < here || self.next > end + CACHE_LINE {
+            here & !(CACHE_LINE - 1)
+        } else {
+            self.next
+        };
+        let from = line;
+        while line < end {
+            prefetch_address(line);
+            line += CACHE_LINE;
+        }
+        self.next = line;
+        (line - from) / CACHE_LINE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_asks_for_each_line_once_ahead_and_starts_again_elsewhere() {
+        let bytes = vec![0u8; 64 << 10];
+        let view = MapView::of_buffer(&bytes);
+        let base = view.address(0);
+        let lines = STREAM_AHEAD / CACHE_LINE;
+        let mut ahead = LinesAhead::default();
+        // First: the window ahead of the walk, from the line the walk is in.
+        let asked = ahead.stream(view, 100);
+        let first = ahead.next;
+        assert!((lines..=lines + 1).contains(&asked), "{asked}");
+        assert_eq!(first % CACHE_LINE, 0);
+        assert!(
+            first >= base + 100 + STREAM_AHEAD && first < base + 100 + STREAM_AHEAD + CACHE_LINE
+        );
+        // A little further on: only the new lines.
+        let asked = ahead.stream(view, 1600);
+        assert_eq!(asked, (ahead.next - first) / CACHE_LINE);
+        assert!(
+            (1500 / CACHE_LINE..=1500 / CACHE_LINE + 1).contains(&asked),
+            "{asked}"
+        );
+        assert!(ahead.next >= base + 1600 + STREAM_AHEAD);
+        // Not further: nothing asked, the cursor stays.
+        let held = ahead.next;
+        assert_eq!(ahead.stream(view, 1600), 0);
+        assert_eq!(ahead.next, held);
+        // Records shorter than a line (a snaplen cut): each line still asked for once.
+        let asked: usize = (1..=100).map(|i| ahead.stream(view, 1600 + 40 * i)).sum();
+        assert!(
+            asked <= 4000 / CACHE_LINE + 1,
+            "{asked} lines for 4,000 bytes"
+        );
+        // Another map (its bytes below or far above what was asked for): from where the
+        // walk is.
+        let other = vec![0u8; 64 << 10];
+        let moved = MapView::of_buffer(&other);
+        let asked = ahead.stream(moved, 0);
+        let at = moved.address(0);
+        assert!((lines..=lines + 1).contains(&asked), "{asked}");
+        assert!(ahead.next >= at + STREAM_AHEAD && ahead.next < at + STREAM_AHEAD + CACHE_LINE);
+    }
+
+    /// Walks `windows` windows on from `ahead`'s, each taking `took(way)` microseconds;
+    /// returns the way of each window entered.
+    fn walk(
+        ahead: &mut LinesAhead,
+        clock: &mut Instant,
+        windows: u32,
+        took: impl Fn(Way) -> u64,
+    ) -> Vec<Way> {
+        (0..windows)
+            .map(|_| {
+                *clock += Duration::from_micros(took(ahead.way));
+                let here = ahead.window + WINDOW;
+                ahead.turn(here, *clock);
+                ahead.way
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_trial_times_both_ways_and_keeps_the_quicker_until_the_next() {
+        use Way::*;
+        let n = TRIAL.len();
+        let mut clock = Instant::now();
+        let mut ahead = LinesAhead::default();
+        ahead.turn(1 << 30, clock);
+        assert_eq!(
+            (ahead.step, ahead.way),
+            (0, Stream),
+            "a cycle begins by settling"
+        );
+        // Guessing quicker: after the trial's windows, guessing to the cycle's end.
+        let ways = walk(&mut ahead, &mut clock, CYCLE - 1, |w| match w {
+            Stream => 120,
+            Guess => 100,
+        });
+        assert_eq!(ways[..n], TRIAL);
+        assert_eq!(TRIAL.iter().filter(|w| **w == Guess).count(), n / 2);
+        assert!(ways[n..].iter().all(|w| *w == Guess));
+        let each = n as u64 / 2;
+        assert_eq!(
+            ahead.spent,
+            [
+                Duration::from_micros(120 * each),
+                Duration::from_micros(100 * each)
+            ]
+        );
+        // The next cycle settles streaming, times again, and now streaming is quicker.
+        let ways = walk(&mut ahead, &mut clock, CYCLE, |w| match w {
+            Stream => 90,
+            Guess => 100,
+        });
+        assert_eq!(ways[0], Stream);
+        assert_eq!(ways[1..=n], TRIAL);
+        assert!(ways[n + 1..].iter().all(|w| *w == Stream));
+        // A tie keeps streaming.
+        let mut tied = LinesAhead::default();
+        tied.turn(1 << 30, clock);
+        let ways = walk(&mut tied, &mut clock, n as u32 + 4, |_| 100);
+        assert_eq!(ways[n..], [Stream; 4]);
+    }
+
+    #[test]
+    fn a_walk_that_jumps_starts_a_cycle_and_counts_no_window_across_the_jump() {
+        let mut clock = Instant::now();
+        let mut ahead = LinesAhead::default();
+        ahead.turn(1 << 30, clock);
+        walk(&mut ahead, &mut clock, 2, |_| 100);
+        assert_eq!((ahead.step, ahead.way), (2, TRIAL[1]));
+        // Another map, far away: a new cycle; its first window settles, not timed.
+        clock += Duration::from_secs(5);
+        ahead.turn(1 << 40, clock);
+        assert_eq!((ahead.step, ahead.way), (0, Way::Stream));
+        assert_eq!(ahead.spent, [Duration::ZERO; 2]);
+        // Back to before the window (a map below): the same.
+        walk(&mut ahead, &mut clock, 3, |_| 100);
+        ahead.turn(1 << 20, clock);
+        assert_eq!(ahead.step, 0);
+    }
+}
