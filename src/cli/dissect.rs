@@ -105,6 +105,8 @@ impl DissectArgs {
 /// `-T fields` settings.
 struct FieldsOut {
     fields: Vec<FieldRef>,
+    /// The message keys of `fields` (see `Subject::wanting`).
+    message_keys: Vec<&'static str>,
     names: Vec<String>,
     header: bool,
     separator: String,
@@ -128,8 +130,10 @@ impl FieldsOut {
                 Err(Unresolved::NotHere(why)) => return Err(format!("-e {name}: {why}")),
             }
         }
+        let message_keys = sqos::filter::fields::message_keys(&fields);
         let mut out = FieldsOut {
             fields,
+            message_keys,
             names: a.fields.clone(),
             header: false,
             separator: "\t".into(),
@@ -332,8 +336,9 @@ impl MessageSink for Printer {
             }
             DissectFormat::Fields => {
                 let _ = self.time.shown(rec.ts, self.prev_seen);
-                let subject = Subject::message(&rec, flow, self.first);
                 let fields = self.fields.as_ref();
+                let keys = fields.map_or(&[][..], |f| &f.message_keys[..]);
+                let subject = Subject::message(&rec, flow, self.first).wanting(keys);
                 let mut s = String::new();
                 if let (0, Some(f)) = (self.count, fields) {
                     if f.header {

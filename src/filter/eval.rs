@@ -18,6 +18,7 @@ use crate::analysis::{FlowFindingCode, FlowState};
 use crate::capture::Timestamp;
 use crate::output::columns::{flow_flat, message_flat};
 use crate::output::flows::flow_json;
+use crate::output::json::record_flat_picked;
 use crate::pipeline::{SqosBody, SqosRecord};
 
 /// What a filter is evaluated on: a message (with its flow as known then), a flow, or an
@@ -29,6 +30,9 @@ pub struct Subject<'a> {
     /// Finding codes of the flow's messages (flows only).
     message_codes: Option<&'a BTreeSet<&'static str>>,
     start: Timestamp,
+    /// The message keys the reader will ask for ([`Subject::wanting`]): only these are made.
+    wanted: &'a [&'static str],
+    wanted_map: OnceCell<Map<String, Value>>,
     message_map: OnceCell<Map<String, Value>>,
     flow_map: OnceCell<Map<String, Value>>,
 }
@@ -41,6 +45,8 @@ impl<'a> Subject<'a> {
             row: None,
             message_codes: None,
             start,
+            wanted: &[],
+            wanted_map: OnceCell::new(),
             message_map: OnceCell::new(),
             flow_map: OnceCell::new(),
         }
@@ -54,6 +60,13 @@ impl<'a> Subject<'a> {
             flow,
             ..Subject::new(start)
         }
+    }
+
+    /// Says which message keys will be read: a message's flat object is then made of these
+    /// alone (a field asked for beyond them still gets the whole object).
+    pub fn wanting(mut self, keys: &'a [&'static str]) -> Self {
+        self.wanted = keys;
+        self
     }
 
     /// A flow, with the finding codes its messages carried.
@@ -92,6 +105,11 @@ impl<'a> Subject<'a> {
 
     fn value(&self, f: FieldRef) -> Option<&Value> {
         let map = match f.scope {
+            Scope::Message if self.wanted.contains(&f.name) => self.wanted_map.get_or_init(|| {
+                self.message
+                    .map(|rec| record_flat_picked(rec, self.wanted))
+                    .unwrap_or_default()
+            }),
             Scope::Message => self
                 .message_map
                 .get_or_init(|| self.message.map(message_flat).unwrap_or_default()),

@@ -37,6 +37,18 @@ pub struct FieldRef {
     pub name: &'static str,
 }
 
+/// The message keys among `fields`, each once (what [`super::Subject::wanting`] takes).
+pub fn message_keys(fields: &[FieldRef]) -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = fields
+        .iter()
+        .filter(|f| f.scope == Scope::Message)
+        .map(|f| f.name)
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
 /// The flat columns of each scope.
 pub fn names(scope: Scope) -> &'static [Column] {
     match scope {

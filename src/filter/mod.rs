@@ -20,6 +20,9 @@ pub use eval::Subject;
 pub use fields::{Context, FieldRef, Scope};
 pub use select::{FlowSelect, MessageSelect};
 
+use crate::analysis::FlowState;
+use crate::capture::Timestamp;
+use crate::pipeline::SqosRecord;
 use parse::Expr;
 use shortcut::{NameGlob, Shortcut, TimeWindow};
 
@@ -37,15 +40,14 @@ pub struct Shortcuts {
 pub struct Filter {
     expr: Expr,
     ctx: Context,
+    /// The message keys the expression reads (so only they are made for each message).
+    message_keys: Vec<&'static str>,
 }
 
 impl Filter {
     /// Parse a `-Y` expression alone.
     pub fn parse(src: &str, ctx: Context) -> Result<Filter, FilterError> {
-        Ok(Filter {
-            expr: parse::parse(src, ctx)?,
-            ctx,
-        })
+        Ok(Filter::new(parse::parse(src, ctx)?, ctx))
     }
 
     /// The filter of a command line: `-Y` and the shortcuts, all of which must hold. `None`
@@ -80,7 +82,23 @@ impl Filter {
             parts.push(Expr::Shortcut(Shortcut::Time(TimeWindow::parse(t)?)));
         }
         let expr = parts.into_iter().reduce(Expr::and);
-        Ok(expr.map(|expr| Filter { expr, ctx }))
+        Ok(expr.map(|expr| Filter::new(expr, ctx)))
+    }
+
+    fn new(expr: Expr, ctx: Context) -> Filter {
+        let mut fields = Vec::new();
+        expr.fields(&mut fields);
+        let message_keys = fields::message_keys(&fields);
+        Filter {
+            expr,
+            ctx,
+            message_keys,
+        }
+    }
+
+    /// The message keys the filter reads ([`Subject::wanting`]).
+    pub fn message_keys(&self) -> &[&'static str] {
+        &self.message_keys
     }
 
     pub fn context(&self) -> Context {
@@ -126,6 +144,17 @@ impl Filter {
 
     pub fn matches(&self, s: &Subject<'_>) -> bool {
         eval::eval(&self.expr, s)
+    }
+
+    /// Whether a message passes, with its flow as known then; only the message keys the
+    /// filter reads are made.
+    pub fn matches_message(
+        &self,
+        rec: &SqosRecord,
+        flow: Option<&FlowState>,
+        start: Timestamp,
+    ) -> bool {
+        self.matches(&Subject::message(rec, flow, start).wanting(&self.message_keys))
     }
 }
 

@@ -97,7 +97,7 @@ impl<S: MessageSink> Selecting<S> {
         let keep = self
             .filter
             .as_ref()
-            .is_none_or(|f| f.matches(&Subject::message(&rec, flow, start)));
+            .is_none_or(|f| f.matches_message(&rec, flow, start));
         if keep {
             self.kept += 1;
             self.inner.on_message(rec, flow);
@@ -233,7 +233,7 @@ impl Tap<Analyzer> for FlowMarks {
         let (Some((rec, id, start)), Some(f)) = (self.pending.take(), &self.filter) else {
             return;
         };
-        if f.matches(&Subject::message(&rec, analyzer.flow(&id), start)) {
+        if f.matches_message(&rec, analyzer.flow(&id), start) {
             self.marked.insert(id);
         }
     }

@@ -176,6 +176,57 @@ impl Serialize for RecordFlat<'_> {
     }
 }
 
+/// The entries of [`RecordFlat`] whose keys are in `keys`, as values: what a filter or a
+/// column list reads, without making the other ~45 (each a `String` key in a map).
+pub fn record_flat_picked(rec: &SqosRecord, keys: &[&str]) -> serde_json::Map<String, Value> {
+    let mut pick = Pick {
+        keys,
+        out: serde_json::Map::new(),
+    };
+    // Values are made with serde_json's own serializer, which fails only on a map with
+    // non-string keys: the schema has none.
+    let _ = record_entries(rec, &mut pick, Shape::Flat);
+    pick.out
+}
+
+/// Where a record's entries go: one at a time, each under its key.
+trait Entries {
+    type Error;
+    fn entry<V: Serialize + ?Sized>(&mut self, key: &'static str, v: &V)
+        -> Result<(), Self::Error>;
+}
+
+/// The entries into a serde map (the JSON writers and [`record_json`]).
+struct MapEntries<M>(M);
+
+impl<M: SerializeMap> Entries for MapEntries<M> {
+    type Error = M::Error;
+    fn entry<V: Serialize + ?Sized>(&mut self, key: &'static str, v: &V) -> Result<(), M::Error> {
+        self.0.serialize_entry(key, v)
+    }
+}
+
+/// The entries whose keys are asked for, made values; a later entry of a key replaces an
+/// earlier one, as in a value map.
+struct Pick<'k> {
+    keys: &'k [&'k str],
+    out: serde_json::Map<String, Value>,
+}
+
+impl Entries for Pick<'_> {
+    type Error = serde_json::Error;
+    fn entry<V: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        v: &V,
+    ) -> Result<(), serde_json::Error> {
+        if self.keys.contains(&key) {
+            self.out.insert(key.to_owned(), serde_json::to_value(v)?);
+        }
+        Ok(())
+    }
+}
+
 /// The two shapes of a record's object.
 #[derive(Clone, Copy)]
 enum Shape {
@@ -194,12 +245,19 @@ impl Serialize for FindingCodes<'_> {
     }
 }
 
-/// The record's entries in `shape`: the one place its keys and values are stated.
+/// The record as a serde map of its entries in `shape`.
 fn serialize_record<S: Serializer>(
     rec: &SqosRecord,
     ser: S,
     shape: Shape,
 ) -> Result<S::Ok, S::Error> {
+    let mut m = MapEntries(ser.serialize_map(None)?);
+    record_entries(rec, &mut m, shape)?;
+    m.0.end()
+}
+
+/// The record's entries in `shape`: the one place its keys and values are stated.
+fn record_entries<E: Entries>(rec: &SqosRecord, m: &mut E, shape: Shape) -> Result<(), E::Error> {
     // The message's fields, and the names a request carries beside them.
     let (fields, names, findings) = match &rec.body {
         SqosBody::Request(d) => (
@@ -228,63 +286,62 @@ fn serialize_record<S: Serializer>(
             ],
         )
     });
-    let mut m = ser.serialize_map(None)?;
     if let (Shape::Flat, Some(s)) = (shape, &sqos) {
         // First: a value map keeps the last of two entries of one name.
         for (key, value) in &s.0 {
-            m.serialize_entry(key, value)?;
+            m.entry(key, value)?;
         }
     }
     if let Some(a) = rec.async_id {
-        m.serialize_entry("async_id", &a)?;
+        m.entry("async_id", &a)?;
     }
-    m.serialize_entry("buffer_length", &rec.buffer.len())?;
+    m.entry("buffer_length", &rec.buffer.len())?;
     if rec.buffer_truncated {
-        m.serialize_entry("buffer_truncated", &true)?;
+        m.entry("buffer_truncated", &true)?;
     }
-    m.serialize_entry("datetime", &iso_utc(rec.ts))?;
-    m.serialize_entry("direction", &rec.direction)?;
-    m.serialize_entry("dst", &Shown(&rec.dst))?;
+    m.entry("datetime", &Shown(&IsoUtc(rec.ts)))?;
+    m.entry("direction", &rec.direction)?;
+    m.entry("dst", &Shown(&rec.dst))?;
     if let Some(f) = rec.file_id {
-        m.serialize_entry("file_id", &file_id_guid(f))?;
+        m.entry("file_id", &file_id_guid(f))?;
     }
     if let Some(n) = &rec.file_name {
-        m.serialize_entry("file_name", n)?;
+        m.entry("file_name", n)?;
     }
     match shape {
-        Shape::Nested => m.serialize_entry("findings", &FindingsJson(findings))?,
-        Shape::Flat => m.serialize_entry("findings", &FindingCodes(findings))?,
+        Shape::Nested => m.entry("findings", &FindingsJson(findings))?,
+        Shape::Flat => m.entry("findings", &FindingCodes(findings))?,
     }
-    m.serialize_entry("frame", &rec.frame)?;
+    m.entry("frame", &rec.frame)?;
     if rec.nt_status.is_some() {
-        m.serialize_entry("interim", &rec.interim)?;
+        m.entry("interim", &rec.interim)?;
     }
     if let Some(x) = rec.max_output_response {
-        m.serialize_entry("max_output_response", &x)?;
+        m.entry("max_output_response", &x)?;
     }
-    m.serialize_entry("msg_id", &rec.msg_id)?;
+    m.entry("msg_id", &rec.msg_id)?;
     if let Some(s) = rec.nt_status {
-        m.serialize_entry("nt_status", &s)?;
+        m.entry("nt_status", &s)?;
     }
     if let Some(f) = rec.request_frame {
-        m.serialize_entry("request_frame", &f)?;
+        m.entry("request_frame", &f)?;
     }
     if let Some(f) = rec.response_frame {
-        m.serialize_entry("response_frame", &f)?;
+        m.entry("response_frame", &f)?;
     }
     if let Some(t) = rec.response_time {
-        m.serialize_entry("response_time", &t)?;
+        m.entry("response_time", &t)?;
     }
-    m.serialize_entry("session_id", &rec.session_id)?;
+    m.entry("session_id", &rec.session_id)?;
     if let (Shape::Nested, Some(s)) = (shape, &sqos) {
-        m.serialize_entry("sqos", s)?;
+        m.entry("sqos", s)?;
     }
-    m.serialize_entry("src", &Shown(&rec.src))?;
-    m.serialize_entry("time", &rec.ts.as_secs_f64())?;
+    m.entry("src", &Shown(&rec.src))?;
+    m.entry("time", &rec.ts.as_secs_f64())?;
     if let Some(t) = rec.tree_id {
-        m.serialize_entry("tree_id", &t)?;
+        m.entry("tree_id", &t)?;
     }
-    m.end()
+    Ok(())
 }
 
 /// A value written as its `Display` text, a JSON string.
@@ -293,5 +350,14 @@ struct Shown<'a, T: std::fmt::Display>(&'a T);
 impl<T: std::fmt::Display> Serialize for Shown<'_, T> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         ser.collect_str(self.0)
+    }
+}
+
+/// A time as `datetime`'s text, made only when written (a picked record may not ask for it).
+struct IsoUtc(crate::capture::Timestamp);
+
+impl std::fmt::Display for IsoUtc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&iso_utc(self.0))
     }
 }

@@ -3,8 +3,8 @@
 //! same bytes, which holds only while the writer puts the keys in their order (a `Value`'s map
 //! sorts them).
 
-use sqos::output::columns::message_flat;
-use sqos::output::json::{record_json, RecordJson};
+use sqos::output::columns::{message_flat, MESSAGE_COLUMNS};
+use sqos::output::json::{record_flat_picked, record_json, RecordJson};
 
 use crate::support::{captures_in, repo, run};
 
@@ -110,4 +110,54 @@ fn the_flat_record_is_the_nested_one_with_its_sqos_object_merged_and_finding_cod
         }
     }
     assert!(merged > 10_000, "{merged} sqos values compared");
+}
+
+/// A filter or a field list makes only the keys it reads (`record_flat_picked`): each pick must
+/// be the whole flat object cut to those keys, whatever the keys.
+#[test]
+fn a_picked_record_is_the_flat_one_cut_to_the_keys_asked_for() {
+    let mut files = captures_in(&repo().join("captures"));
+    files.extend(captures_in(&repo().join("captures/hostile")));
+    let names: Vec<&str> = MESSAGE_COLUMNS.iter().map(|c| c.name).collect();
+    // Each column alone, sets of neighbours, every column, and a key no record has.
+    let mut picks: Vec<Vec<&str>> = names.iter().map(|n| vec![*n]).collect();
+    picks.extend(names.chunks(3).map(|c| c.to_vec()));
+    picks.push(names.clone());
+    picks.push(vec!["no_such_key", "frame"]);
+    let mut compared = 0;
+    for f in &files {
+        for rec in run(f).0.sqos {
+            let flat = message_flat(&rec);
+            for keys in &picks {
+                let picked = record_flat_picked(&rec, keys);
+                let cut: serde_json::Map<String, serde_json::Value> = flat
+                    .iter()
+                    .filter(|(k, _)| keys.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(picked, cut, "{}: frame {} {keys:?}", f.display(), rec.frame);
+                compared += picked.len();
+            }
+        }
+    }
+    assert!(compared > 20_000, "{compared} picked values compared");
+}
+
+/// A subject told which keys will be read makes only those, and still answers any other key
+/// from the whole object.
+#[test]
+fn a_subject_answers_keys_beyond_those_it_was_told_of() {
+    use sqos::filter::{FieldRef, Scope, Subject};
+    let recs = run(&repo().join("captures/spec-examples-1.1.pcap")).0.sqos;
+    let rec = recs.first().expect("a record");
+    let flat = message_flat(rec);
+    let field = |name| FieldRef {
+        scope: Scope::Message,
+        name,
+    };
+    let s = Subject::message(rec, None, rec.ts).wanting(&["frame"]);
+    for name in ["frame", "msg_id", "direction"] {
+        assert_eq!(s.field(field(name)), flat.get(name), "{name}");
+        assert!(s.field(field(name)).is_some(), "{name}");
+    }
 }
