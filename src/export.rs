@@ -14,7 +14,7 @@ use crate::feed::{forward_records, Feed, Tap};
 use crate::filter::select::MessageSink;
 use crate::filter::{Filter, FlowSelect, MessageSelect, Subject};
 use crate::output::columns::{
-    flow_finding_flat, flow_flat, message_finding_flat, message_flat, Column, FINDING_COLUMNS,
+    flow_finding_flat, flow_row, message_finding_flat, message_flat, Column, FINDING_COLUMNS,
     FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
 };
 use crate::output::flows::{flow_json, series_row_json, sorted_findings};
@@ -88,7 +88,7 @@ impl Row<'_> {
     pub fn flat(&self) -> Map<String, Value> {
         match self {
             Row::Message(rec) => message_flat(rec),
-            Row::Flow(f) => flow_flat(&flow_json(f)),
+            Row::Flow(f) => flow_row(f),
             Row::Series { .. } => match self.json() {
                 Value::Object(m) => m,
                 _ => Map::new(),

@@ -4,9 +4,9 @@ use std::io::Write;
 
 use clap::{Args, ValueEnum};
 
-use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
+use sqos::output::columns::{flow_row, FLOW_COLUMNS};
 use sqos::output::csv::CsvTable;
-use sqos::output::flows::{flow_json, flows_json, flows_text};
+use sqos::output::flows::{flows_json, flows_text};
 
 use super::filter::FilterArgs;
 use super::InputArgs;
@@ -82,7 +82,7 @@ pub fn run(a: &FlowsArgs) -> i32 {
 fn write_csv(out: &mut dyn Write, analysis: &sqos::analysis::Analysis) -> std::io::Result<()> {
     let mut t = CsvTable::new(out, FLOW_COLUMNS)?;
     for f in &analysis.flows {
-        t.row(&flow_flat(&flow_json(f)))?;
+        t.row(&flow_row(f))?;
     }
     t.finish()
 }

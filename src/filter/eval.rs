@@ -16,8 +16,7 @@ use super::parse::{CmpOp, Expr, Literal};
 use super::shortcut::Shortcut;
 use crate::analysis::{FlowFindingCode, FlowState};
 use crate::capture::Timestamp;
-use crate::output::columns::{flow_flat, message_flat};
-use crate::output::flows::flow_json;
+use crate::output::columns::{flow_row, message_flat};
 use crate::output::json::record_flat_picked;
 use crate::pipeline::{SqosBody, SqosRecord};
 
@@ -113,11 +112,9 @@ impl<'a> Subject<'a> {
             Scope::Message => self
                 .message_map
                 .get_or_init(|| self.message.map(message_flat).unwrap_or_default()),
-            Scope::Flow => self.flow_map.get_or_init(|| {
-                self.flow
-                    .map(|fl| flow_flat(&flow_json(fl)))
-                    .unwrap_or_default()
-            }),
+            Scope::Flow => self
+                .flow_map
+                .get_or_init(|| self.flow.map(flow_row).unwrap_or_default()),
             Scope::Row => self.row?,
         };
         map.get(f.name).filter(|v| match v {

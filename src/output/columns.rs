@@ -9,7 +9,7 @@ use crate::pipeline::SqosRecord;
 use crate::sqos::layout::{self, request, response, FieldDef};
 use crate::sqos::Finding;
 
-use super::flows::finding_json;
+use super::flows::{finding_json, flow_object, Timeline};
 use super::json::{RecordFlat, OPTION_NAMES, STATUS_NAME};
 use super::time::iso_utc;
 use Kind::*;
@@ -329,12 +329,21 @@ fn channel_ends(chans: &[Value]) -> Value {
         .collect()
 }
 
-/// A flow object of `flow_json` as a flat object for `FLOW_COLUMNS`.
+/// A flow as a flat object for `FLOW_COLUMNS` (a table's row, a filter's flow fields): its
+/// object made without the timeline, which no column holds, and flattened.
+pub fn flow_row(f: &FlowState) -> Map<String, Value> {
+    flatten_flow(flow_object(f, Timeline::Without))
+}
+
+/// A flow object of `flow_json` (a saved flow table's) as a flat object for `FLOW_COLUMNS`.
 pub fn flow_flat(flow: &Value) -> Map<String, Value> {
-    let mut m = match flow {
-        Value::Object(m) => m.clone(),
+    match flow {
+        Value::Object(m) => flatten_flow(m.clone()),
         _ => Map::new(),
-    };
+    }
+}
+
+fn flatten_flow(mut m: Map<String, Value>) -> Map<String, Value> {
     if let Some(Value::Object(obs)) = m.remove("observed") {
         for (k, v) in obs {
             m.insert(format!("observed_{k}"), v);

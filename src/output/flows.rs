@@ -166,6 +166,19 @@ pub fn flow_state_json(f: &FlowState) -> Map<String, Value> {
 
 /// One flow as a JSON object (the `sqos flows --format json` array element).
 pub fn flow_json(f: &FlowState) -> Value {
+    Value::Object(flow_object(f, Timeline::With))
+}
+
+/// Whether a flow's object carries its timeline: the longest part, which no table column
+/// or filter field reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Timeline {
+    With,
+    Without,
+}
+
+/// [`flow_json`]'s object, with or without the timeline.
+pub fn flow_object(f: &FlowState, timeline: Timeline) -> Map<String, Value> {
     let mut m = flow_state_json(f);
     m.insert("logical_flow_id".into(), json!(guid(f.id)));
     m.insert(
@@ -227,17 +240,19 @@ pub fn flow_json(f: &FlowState) -> Value {
             "avg_response_ms": o.and_then(|o| o.avg_response_ms),
         }),
     );
-    m.insert(
-        "timeline".into(),
-        Value::Array(f.timeline.iter().map(timeline_json).collect()),
-    );
-    m.insert("timeline_dropped".into(), json!(f.timeline.dropped()));
+    if timeline == Timeline::With {
+        m.insert(
+            "timeline".into(),
+            Value::Array(f.timeline.iter().map(timeline_json).collect()),
+        );
+        m.insert("timeline_dropped".into(), json!(f.timeline.dropped()));
+    }
     m.insert(
         "findings".into(),
         Value::Array(sorted_findings(f).into_iter().map(finding_json).collect()),
     );
     m.insert("findings_total".into(), json!(f.findings_total()));
-    Value::Object(m)
+    m
 }
 
 pub fn flows_json(a: &Analysis) -> Value {

@@ -1,7 +1,7 @@
 //! The faces of the analysis: flow JSON keys, the text table, CSV, the SVG plot.
 
 use crate::analysis_kit::*;
-use sqos::output::columns::{flow_flat, FLOW_COLUMNS};
+use sqos::output::columns::{flow_flat, flow_row, FLOW_COLUMNS};
 use sqos::output::csv::CsvTable;
 use sqos::output::flows::{flow_json, flows_json, flows_text};
 use sqos::output::plot::{iops_svg, PlotOptions};
@@ -118,7 +118,7 @@ fn csv_has_one_row_per_flow() {
     let mut buf = Vec::new();
     let mut t = CsvTable::new(&mut buf, FLOW_COLUMNS).expect("header");
     for f in &a.flows {
-        t.row(&flow_flat(&flow_json(f))).expect("row");
+        t.row(&flow_row(f)).expect("row");
     }
     t.finish().expect("flush");
     let text = String::from_utf8_lossy(&buf).to_string();
@@ -312,4 +312,23 @@ fn annotate_cli_gives_each_message_its_flow_and_figures() {
     assert_eq!(end["frames"], 34);
     assert!(end.get("error").is_none());
     assert_eq!(of("message").len(), 24);
+}
+
+/// A flow's row (tables, filters) is made without the timeline: it must be the flat object of
+/// the whole flow JSON, less only the timeline's keys, which no column holds.
+#[test]
+fn a_flow_row_is_the_flat_flow_json_without_its_timeline() {
+    let a = two_flows();
+    for f in &a.flows {
+        let mut whole = flow_flat(&flow_json(f));
+        assert!(whole
+            .remove("timeline")
+            .is_some_and(|t| t.as_array().is_some_and(|t| !t.is_empty())));
+        assert!(whole.remove("timeline_dropped").is_some());
+        let row = flow_row(f);
+        assert_eq!(row, whole);
+        for c in FLOW_COLUMNS {
+            assert!(row.contains_key(c.name), "{}", c.name);
+        }
+    }
 }
