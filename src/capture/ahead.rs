@@ -2,8 +2,8 @@
 //!
 //! Where a record begins is known only from the header before it, so walking a map's records
 //! is a chain of waits for memory unless lines are asked for ahead. There are two ways, and
-//! which pays depends on the machine and on the work done on the frames
-//! (docs/performance.md, session 35):
+//! which pays depends on the machine and on the work done on the frames (the README's
+//! Performance section, session 35):
 //! - **stream**: every line up to [`STREAM_AHEAD`] bytes past the walk; the file streams in as
 //!   a copy does, every byte crossing whether or not it is read. Best on the AMD EPYC of
 //!   sessions 25–34, and on the Xeon of session 35 where the work reads every byte
@@ -14,8 +14,8 @@
 //!   AMD EPYC, small I/Os took 94.7 ms against streaming's 68.9.
 //!
 //! So the walk measures both as it goes: every [`CYCLE`] windows of [`WINDOW`] bytes it times
-//! two windows each way (stream, guess, guess, stream: a drift in the traffic or the
-//! machine's pace weighs on both alike) and keeps the quicker until the next trial. What the
+//! four windows each way ([`TRIAL`]'s order: a drift in the traffic or the machine's pace
+//! weighs on both alike) and keeps the quicker until the next trial. What the
 //! walk reads is the same either way: the asking is only a hint to the CPU.
 
 use std::time::{Duration, Instant};
