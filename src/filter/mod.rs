@@ -96,11 +96,6 @@ impl Filter {
         }
     }
 
-    /// The message keys the filter reads ([`Subject::wanting`]).
-    pub fn message_keys(&self) -> &[&'static str] {
-        &self.message_keys
-    }
-
     pub fn context(&self) -> Context {
         self.ctx
     }

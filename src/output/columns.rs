@@ -9,7 +9,7 @@ use crate::pipeline::SqosRecord;
 use crate::sqos::layout::{self, request, response, FieldDef};
 use crate::sqos::Finding;
 
-use super::flows::{finding_json, flow_object, Timeline};
+use super::flows::{finding_json, flow_object, Timeline, TIMELINE_KEYS};
 use super::json::{RecordFlat, OPTION_NAMES, STATUS_NAME};
 use super::time::iso_utc;
 use Kind::*;
@@ -335,10 +335,16 @@ pub fn flow_row(f: &FlowState) -> Map<String, Value> {
     flatten_flow(flow_object(f, Timeline::Without))
 }
 
-/// A flow object of `flow_json` (a saved flow table's) as a flat object for `FLOW_COLUMNS`.
+/// A flow object of `flow_json` (a saved flow table's) as a flat object for `FLOW_COLUMNS`:
+/// [`flow_row`]'s keys, its timeline not copied.
 pub fn flow_flat(flow: &Value) -> Map<String, Value> {
     match flow {
-        Value::Object(m) => flatten_flow(m.clone()),
+        Value::Object(m) => flatten_flow(
+            m.iter()
+                .filter(|(k, _)| !TIMELINE_KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
         _ => Map::new(),
     }
 }

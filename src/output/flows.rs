@@ -177,6 +177,9 @@ pub enum Timeline {
     Without,
 }
 
+/// The keys of a flow object's timeline ([`Timeline::With`]).
+pub const TIMELINE_KEYS: [&str; 2] = ["timeline", "timeline_dropped"];
+
 /// [`flow_json`]'s object, with or without the timeline.
 pub fn flow_object(f: &FlowState, timeline: Timeline) -> Map<String, Value> {
     let mut m = flow_state_json(f);
@@ -241,11 +244,12 @@ pub fn flow_object(f: &FlowState, timeline: Timeline) -> Map<String, Value> {
         }),
     );
     if timeline == Timeline::With {
+        let [list, dropped] = TIMELINE_KEYS;
         m.insert(
-            "timeline".into(),
+            list.into(),
             Value::Array(f.timeline.iter().map(timeline_json).collect()),
         );
-        m.insert("timeline_dropped".into(), json!(f.timeline.dropped()));
+        m.insert(dropped.into(), json!(f.timeline.dropped()));
     }
     m.insert(
         "findings".into(),
