@@ -321,53 +321,41 @@ mod tests {
     use crate::filter::parse::parse;
     use serde_json::json;
 
-    /// A message with only what every record has (a response without a buffer).
-    fn bare_message() -> SqosRecord {
-        let at: std::net::SocketAddr = "10.0.0.1:445".parse().expect("an address");
-        SqosRecord {
-            frame: 7,
-            ts: Timestamp(1_000_000_000),
-            conn: crate::net::ConnId(1),
-            src: at,
-            dst: at,
-            direction: crate::pipeline::Direction::Response,
-            msg_id: 42,
-            session_id: 9,
-            replay: false,
-            channel_sequence: None,
-            tree_id: Some(1),
-            async_id: None,
-            file_id: None,
-            file_name: None,
-            nt_status: Some(0),
-            interim: false,
-            request_frame: None,
-            response_frame: None,
-            response_time: None,
-            max_output_response: None,
-            buffer: Vec::new(),
-            buffer_truncated: false,
-            body: SqosBody::NoBuffer,
-            first_frame: None,
-            frame_copy: None,
+    /// The first message of a committed capture, as the pipeline makes it.
+    fn first_message() -> SqosRecord {
+        #[derive(Default)]
+        struct First(Option<SqosRecord>);
+        impl crate::pipeline::RecordSink for First {
+            fn on_sqos(&mut self, rec: SqosRecord) {
+                self.0.get_or_insert(rec);
+            }
+            fn on_channel(&mut self, _: &crate::pipeline::ChannelRecord) {}
         }
+        impl crate::run::CaptureSink for First {}
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/captures/spec-examples-1.1.pcap"
+        );
+        let mut first = First::default();
+        crate::run::run_path(path.as_ref(), Default::default(), &mut first).expect("readable");
+        first.0.expect("a message")
     }
 
     #[test]
     fn a_subject_wanting_keys_makes_only_those_until_asked_for_another() {
-        let rec = bare_message();
+        let rec = first_message();
         let field = |name| FieldRef {
             scope: Scope::Message,
             name,
         };
         let s = Subject::message(&rec, None, Timestamp(0)).wanting(&["frame", "msg_id"]);
-        assert_eq!(s.field(field("frame")), Some(&json!(7)));
-        assert_eq!(s.field(field("msg_id")), Some(&json!(42)));
+        assert_eq!(s.field(field("frame")), Some(&json!(rec.frame)));
+        assert_eq!(s.field(field("msg_id")), Some(&json!(rec.msg_id)));
         let made: Vec<&String> = s.wanted_map.get().expect("made").keys().collect();
         assert_eq!(made, ["frame", "msg_id"]);
         assert!(s.message_map.get().is_none(), "the whole object not made");
         // A key beyond those: the whole object, and the same answers from it.
-        assert_eq!(s.field(field("session_id")), Some(&json!(9)));
+        assert_eq!(s.field(field("session_id")), Some(&json!(rec.session_id)));
         assert!(s.message_map.get().is_some_and(|m| m.len() > 10));
     }
 
