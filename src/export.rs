@@ -12,7 +12,7 @@ use crate::analysis::{Analyzer, AnalyzerConfig, FlowFinding, FlowState, Interval
 use crate::capture::Timestamp;
 use crate::feed::{forward_records, Feed, Tap};
 use crate::filter::select::MessageSink;
-use crate::filter::{Filter, FlowSelect, MessageSelect, Subject};
+use crate::filter::{Filter, FlowSelect, HoldMessages, MessageSelect, Subject};
 use crate::output::columns::{
     flow_finding_flat, flow_row, message_finding_flat, message_flat, Column, FINDING_COLUMNS,
     FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
@@ -212,6 +212,23 @@ impl<W: RowSink> CaptureSink for MessageRows<'_, W> {
 
 impl<W: RowSink> MessageSink for MessageRows<'_, W> {}
 
+/// The message table's filter reads flow fields: its messages judged on the flows' final
+/// state ([`HoldMessages`]); the other tables hold nothing.
+impl<W: RowSink> HoldMessages for ExportSink<'_, W> {
+    fn hold(&mut self, cfg: AnalyzerConfig, cap: usize) -> bool {
+        match &mut self.inner {
+            Inner::Messages(m) => m.hold(cfg, cap),
+            _ => false,
+        }
+    }
+    fn pass_held(&mut self) -> bool {
+        match &mut self.inner {
+            Inner::Messages(m) => m.pass_held(),
+            _ => false,
+        }
+    }
+}
+
 impl<'w, W: RowSink> ExportSink<'w, W> {
     /// `cfg` is the analysis's (its memory budget); series rows are streamed whatever it says.
     pub fn new(table: Table, cfg: AnalyzerConfig, out: &'w mut W) -> Self {
@@ -272,24 +289,6 @@ impl<'w, W: RowSink> ExportSink<'w, W> {
             inner,
             cfg: self.cfg,
         })
-    }
-
-    /// True when a message filter reads flow fields: a first pass can then give the flows'
-    /// final state ([`ExportSink::with_final_flows`]), as `sqos flows` shows them.
-    pub fn follows_flows(&self) -> bool {
-        matches!(&self.inner, Inner::Messages(m) if m.follows_flows())
-    }
-
-    /// The message filter reads these flows (a first pass's) instead of the flows as they stood.
-    pub fn with_final_flows(self, flows: Vec<FlowState>) -> Self {
-        let inner = match self.inner {
-            Inner::Messages(m) => Inner::Messages(Box::new(m.with_final_flows(flows))),
-            inner => inner,
-        };
-        ExportSink {
-            inner,
-            cfg: self.cfg,
-        }
     }
 
     /// The rows known only at the end: the last series rows, the flows, the flows' findings.

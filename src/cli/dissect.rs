@@ -450,11 +450,6 @@ pub fn run(a: &DissectArgs) -> i32 {
     };
     let filtered = filter.is_some();
     let mut sink = MessageSelect::new(printer, filter, follow_flows);
-    if sink.follows_flows() {
-        if let Some(flows) = super::final_flows(&a.input) {
-            sink = sink.with_final_flows(flows);
-        }
-    }
     let mut cfg = a.input.pipeline_config();
     cfg.keep_frames = a.hex || a.write.is_some();
     let result = match &a.interface {
@@ -465,7 +460,7 @@ pub fn run(a: &DissectArgs) -> i32 {
                 return 2;
             }
         },
-        None => match super::read_capture_with(&a.input, cfg, &mut sink) {
+        None => match super::read_holding(&a.input, cfg, &mut sink) {
             Ok(r) => r,
             Err(code) => return code,
         },

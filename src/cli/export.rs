@@ -246,12 +246,7 @@ pub fn read_into<W: RowSink>(
             2
         })?;
     }
-    if rows.follows_flows() {
-        if let Some(flows) = super::final_flows(input) {
-            rows = rows.with_final_flows(flows);
-        }
-    }
-    let result = super::read_capture(input, &mut rows);
+    let result = super::read_holding(input, input.pipeline_config(), &mut rows);
     rows.finish();
     result
 }

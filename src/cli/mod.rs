@@ -421,18 +421,30 @@ fn read_paths<S: sqos::run::CaptureSink>(
     Ok(result)
 }
 
-/// A first pass over the capture files for their flows' final state, so that a filter on flow
-/// fields sees each flow as `sqos flows` shows it (tshark's `-2`). `None` for standard input and
-/// pipes, which are read once: their messages are judged on the flow as it stood then.
-pub fn final_flows(input: &InputArgs) -> Option<Vec<sqos::analysis::FlowState>> {
-    let paths = input.capture_paths().ok()?;
-    if !paths.iter().all(|p| p.is_file()) {
-        return None;
+/// Reads the input through `sink`, whose messages are judged on their flows' final state
+/// where it reads flow fields and the input is files, as `sqos flows` shows them (tshark's
+/// `-2`): held back until the files have been read, and passed on then; where more come than a
+/// sixteenth of the memory budget holds, the files are read a second time. Standard input and
+/// pipes are read once: their messages are judged on the flow as it stood then.
+pub fn read_holding<S: sqos::run::CaptureSink + sqos::filter::HoldMessages>(
+    input: &InputArgs,
+    cfg: sqos::pipeline::PipelineConfig,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, i32> {
+    let paths = input.capture_paths().map_err(|e| {
+        eprintln!("sqos: {e}");
+        2
+    })?;
+    let files = paths.iter().all(|p| p.is_file());
+    let cap = input.memory.budget().total() / 16;
+    if !(files && sink.hold(input.analyzer_config(), cap)) {
+        return read_paths(input, &paths, cfg, sink).map_err(|e| unusable(&e));
     }
-    let mut a = sqos::analysis::Analyzer::new(input.analyzer_config());
-    // An unusable capture is reported once, by the pass that shows the messages.
-    read_paths(input, &paths, input.pipeline_config(), &mut a).ok()?;
-    Some(a.finish().flows)
+    let result = read_paths(input, &paths, cfg.clone(), sink).map_err(|e| unusable(&e))?;
+    if sink.pass_held() {
+        return Ok(result);
+    }
+    read_paths(input, &paths, cfg, sink).map_err(|e| unusable(&e))
 }
 
 /// Report how the input ended on stderr and turn it into the exit code. Encrypted messages

@@ -2,7 +2,10 @@
 //!
 //! [`MessageSelect`] sits in front of a message sink and passes on only the SQOS messages the
 //! filter keeps, reading flow fields from a flow analysis that follows the capture beside it (as
-//! the flow stood when the message was seen: the stream is never read twice).
+//! the flow stood when the message was seen: a stream is never read twice). Reading files, it
+//! can judge them on each flow's final state instead, as `sqos flows` shows it (tshark's `-2`):
+//! it holds the messages back until the capture has been read ([`HoldMessages::hold`]), and
+//! only where more come than it may hold are the files read a second time.
 //! [`FlowSelect`] is a flow analysis whose result keeps only the matching flows: on their final
 //! state, or — when the filter reads message fields or times — those with a matching message.
 
@@ -11,7 +14,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use uuid::Uuid;
 
 use super::{Filter, Subject};
-use crate::analysis::{Analysis, Analyzer, FlowState};
+use crate::analysis::{Analysis, Analyzer, AnalyzerConfig, FlowState};
 use crate::capture::{CaptureFormat, Timestamp};
 use crate::feed::{Feed, Tap};
 use crate::pipeline::{
@@ -40,9 +43,49 @@ pub struct Selecting<S> {
     start: Option<Timestamp>,
     /// The message being fed and its flow as known before the analysis took it.
     pending: Option<(SqosRecord, Option<Uuid>)>,
+    /// Messages and notes held back until the flows are final ([`HoldMessages::hold`]).
+    held: Option<Held>,
     /// SQOS messages seen, and passed on.
     pub seen: u64,
     pub kept: u64,
+}
+
+/// What a holding [`Selecting`] keeps, in the order it came, within `cap` bytes.
+struct Held {
+    outs: Vec<HeldOut>,
+    bytes: usize,
+    cap: usize,
+    /// More came than `cap` holds: everything was let go, and nothing more is held.
+    over: bool,
+}
+
+enum HeldOut {
+    /// A message and its flow, as the analysis knew it once it had taken the message.
+    Message(Box<SqosRecord>, Option<Uuid>),
+    Note(CaptureNote),
+    Info(CaptureNote),
+}
+
+impl Held {
+    fn push(&mut self, out: HeldOut) {
+        if self.over {
+            return;
+        }
+        let bytes = std::mem::size_of::<HeldOut>()
+            + match &out {
+                HeldOut::Message(rec, _) => {
+                    rec.held_bytes() + rec.frame_copy.as_ref().map_or(0, |f| f.data.len())
+                }
+                HeldOut::Note(n) | HeldOut::Info(n) => n.message.len(),
+            };
+        self.bytes += bytes;
+        if self.bytes > self.cap {
+            self.over = true;
+            self.outs = Vec::new();
+            return;
+        }
+        self.outs.push(out);
+    }
 }
 
 /// Passes the SQOS messages a filter keeps to a message sink, reading flow fields from a flow
@@ -62,6 +105,7 @@ impl<S: MessageSink> MessageSelect<S> {
                 final_flows: HashMap::new(),
                 start: None,
                 pending: None,
+                held: None,
                 seen: 0,
                 kept: 0,
             },
@@ -80,19 +124,87 @@ impl<S: MessageSink> MessageSelect<S> {
     }
 }
 
+/// A sink that can judge the SQOS messages of files on their flows' final state in one
+/// reading: [`MessageSelect`], and what wraps one.
+pub trait HoldMessages {
+    /// Judge the messages of the capture about to be read on their flows' final state: the
+    /// flows are followed by an analysis configured as `cfg` (as `sqos flows` would), and
+    /// the messages and notes are held back, up to `cap` bytes, until
+    /// [`HoldMessages::pass_held`]. Meanwhile the sink gets no opens, closes, I/O or
+    /// channels (the message faces take none) and is not asked whether it is done. False (and
+    /// nothing changes) when no flows are followed.
+    fn hold(&mut self, cfg: AnalyzerConfig, cap: usize) -> bool;
+
+    /// The capture has been read holding ([`HoldMessages::hold`]): the flows are final. Passes
+    /// on the held messages and notes, each message judged on its flow's final state, and
+    /// returns true. False when they could not be held (more than the cap, or a message whose
+    /// flow the final analysis lacks): nothing was passed on, the select now reads the final
+    /// flows, and the capture is to be read again through it.
+    fn pass_held(&mut self) -> bool;
+}
+
+impl<S: MessageSink> HoldMessages for MessageSelect<S> {
+    fn hold(&mut self, cfg: AnalyzerConfig, cap: usize) -> bool {
+        if self.analysis.is_none() {
+            return false;
+        }
+        self.analysis = Some(Analyzer::new(cfg));
+        self.tap.held = Some(Held {
+            outs: Vec::new(),
+            bytes: 0,
+            cap,
+            over: false,
+        });
+        true
+    }
+
+    fn pass_held(&mut self) -> bool {
+        let Some(held) = self.tap.held.take() else {
+            return false;
+        };
+        // A second reading, if there is one, follows the flows as they stand, as `new` does.
+        let flows = self
+            .analysis
+            .replace(Analyzer::default())
+            .map(|a| a.finish().flows)
+            .unwrap_or_default();
+        self.tap.final_flows = flows.into_iter().map(|f| (f.id, f)).collect();
+        let known = |out: &HeldOut| match out {
+            HeldOut::Message(_, Some(id)) => self.tap.final_flows.contains_key(id),
+            _ => true,
+        };
+        if held.over || !held.outs.iter().all(known) {
+            return false;
+        }
+        let mut none = None;
+        for out in held.outs {
+            match out {
+                HeldOut::Message(rec, id) => {
+                    if self.tap.inner.done() {
+                        break;
+                    }
+                    self.tap.seen += 1;
+                    self.tap.inner.on_seen(&rec);
+                    self.tap.pass_on(&mut none, *rec, id);
+                }
+                HeldOut::Note(n) => self.tap.inner.on_note(&n),
+                HeldOut::Info(n) => self.tap.inner.on_info(&n),
+            }
+        }
+        true
+    }
+}
+
 impl<S: MessageSink> Selecting<S> {
     /// Give `rec` to the sink if the filter keeps it, with its flow `id` (None: looked up).
     fn pass_on(&mut self, analyzer: &mut Option<Analyzer>, rec: SqosRecord, id: Option<Uuid>) {
         let start = self.start.unwrap_or(rec.ts);
-        let flow = match analyzer {
-            Some(a) => {
-                let id = id.or_else(|| a.flow_of(&rec));
-                match id.and_then(|id| self.final_flows.get(&id)) {
-                    Some(f) => Some(f),
-                    None => id.and_then(|id| a.flow(&id)),
-                }
-            }
-            None => None,
+        // Held messages come with their flow and no analysis: the final flows have it.
+        let analyzer = analyzer.as_ref();
+        let id = id.or_else(|| analyzer.and_then(|a| a.flow_of(&rec)));
+        let flow = match id.and_then(|id| self.final_flows.get(&id)) {
+            Some(f) => Some(f),
+            None => id.and_then(|id| analyzer?.flow(&id)),
         };
         let keep = self
             .filter
@@ -107,6 +219,12 @@ impl<S: MessageSink> Selecting<S> {
 
 impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
     fn before(&mut self, analyzer: &mut Option<Analyzer>, rec: &SqosRecord) {
+        if self.held.is_some() {
+            self.start.get_or_insert(rec.ts);
+            let id = analyzer.as_ref().and_then(|a| a.flow_of(rec));
+            self.pending = Some((rec.clone(), id));
+            return;
+        }
         self.seen += 1;
         self.inner.on_seen(rec);
         self.start.get_or_insert(rec.ts);
@@ -119,29 +237,56 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
     }
     fn after(&mut self, analyzer: &mut Option<Analyzer>) {
         if let Some((rec, id)) = self.pending.take() {
-            self.pass_on(analyzer, rec, id);
+            match &mut self.held {
+                // Its flow as `pass_on` would find it now, the analysis having taken it.
+                Some(held) => {
+                    let id = id.or_else(|| analyzer.as_ref().and_then(|a| a.flow_of(&rec)));
+                    held.push(HeldOut::Message(Box::new(rec), id));
+                }
+                None => self.pass_on(analyzer, rec, id),
+            }
         }
     }
     fn after_untaken(&mut self, analyzer: &mut Option<Analyzer>, rec: SqosRecord) {
-        self.pass_on(analyzer, rec, None);
+        match &mut self.held {
+            Some(held) => {
+                let id = analyzer.as_ref().and_then(|a| a.flow_of(&rec));
+                held.push(HeldOut::Message(Box::new(rec), id));
+            }
+            None => self.pass_on(analyzer, rec, None),
+        }
     }
     fn on_open(&mut self, rec: &OpenRecord) {
-        self.inner.on_open(rec);
+        if self.held.is_none() {
+            self.inner.on_open(rec);
+        }
     }
     fn on_close(&mut self, rec: &CloseRecord) {
-        self.inner.on_close(rec);
+        if self.held.is_none() {
+            self.inner.on_close(rec);
+        }
     }
     fn on_io(&mut self, rec: &IoRecord) {
-        self.inner.on_io(rec);
+        if self.held.is_none() {
+            self.inner.on_io(rec);
+        }
     }
     fn on_channel(&mut self, rec: &ChannelRecord) {
-        self.inner.on_channel(rec);
+        if self.held.is_none() {
+            self.inner.on_channel(rec);
+        }
     }
     fn on_note(&mut self, note: &CaptureNote) {
-        self.inner.on_note(note);
+        match &mut self.held {
+            Some(held) => held.push(HeldOut::Note(note.clone())),
+            None => self.inner.on_note(note),
+        }
     }
     fn on_info(&mut self, note: &CaptureNote) {
-        self.inner.on_info(note);
+        match &mut self.held {
+            Some(held) => held.push(HeldOut::Info(note.clone())),
+            None => self.inner.on_info(note),
+        }
     }
     fn on_first_frame(&mut self, ts: Timestamp) {
         self.start = Some(ts);
@@ -151,7 +296,8 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
         self.inner.on_format(format);
     }
     fn done(&mut self) -> bool {
-        self.inner.done()
+        // Holding, the flows are final only at the capture's end.
+        self.held.is_none() && self.inner.done()
     }
 }
 
@@ -245,5 +391,114 @@ impl Tap<Analyzer> for FlowMarks {
 impl crate::check::facts::FlowAnalysis for FlowSelect {
     fn into_analysis(self) -> Analysis {
         self.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Context;
+
+    /// A message face that notes the frames it was given, with their flow's name, and how
+    /// many messages it saw.
+    #[derive(Default)]
+    struct Shown {
+        kept: Vec<(u64, Option<String>)>,
+        seen: usize,
+    }
+
+    impl RecordSink for Shown {
+        fn on_sqos(&mut self, rec: SqosRecord) {
+            self.kept.push((rec.frame, None));
+        }
+        fn on_channel(&mut self, _rec: &ChannelRecord) {}
+    }
+
+    impl CaptureSink for Shown {}
+
+    impl MessageSink for Shown {
+        fn on_seen(&mut self, _rec: &SqosRecord) {
+            self.seen += 1;
+        }
+        fn on_message(&mut self, rec: SqosRecord, flow: Option<&FlowState>) {
+            self.kept
+                .push((rec.frame, flow.and_then(|f| f.initiator_name.clone())));
+        }
+    }
+
+    const CAPTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/captures/steady.pcap.gz");
+
+    fn select() -> MessageSelect<Shown> {
+        // vm01's first request names no VM: only its flow's final state has the name.
+        let filter =
+            Filter::parse("flow.initiator_name == \"vm01\"", Context::Messages).expect("parses");
+        MessageSelect::new(Shown::default(), Some(filter), false)
+    }
+
+    fn read<S: CaptureSink>(sink: &mut S) {
+        crate::run::run_path(CAPTURE.as_ref(), Default::default(), sink).expect("readable");
+    }
+
+    /// The frames a first reading for the flows and a second through the select keep.
+    fn two_readings() -> Shown {
+        let mut flows = Analyzer::default();
+        read(&mut flows);
+        let mut twice = select().with_final_flows(flows.finish().flows);
+        read(&mut twice);
+        twice.tap.inner
+    }
+
+    #[test]
+    fn held_messages_are_judged_on_the_final_flows_in_one_reading() {
+        let expected = two_readings();
+        assert_eq!(expected.seen, 58);
+        assert_eq!(
+            expected.kept.first(),
+            Some(&(14, Some("vm01".to_string()))),
+            "the SET_LOGICAL_FLOW_ID before the name was sent"
+        );
+        assert_eq!(expected.kept.len(), 14);
+        // As the flows stood, the first messages did not match yet.
+        let mut stood = select();
+        read(&mut stood);
+        assert_eq!(stood.tap.inner.kept.len(), 11);
+
+        let mut once = select();
+        assert!(once.hold(AnalyzerConfig::default(), 1 << 20));
+        read(&mut once);
+        assert!(
+            once.tap.inner.kept.is_empty() && once.tap.inner.seen == 0,
+            "held"
+        );
+        assert!(once.pass_held());
+        assert_eq!(once.tap.inner.kept, expected.kept);
+        assert_eq!((once.tap.inner.seen, once.tap.seen), (58, 58));
+        assert_eq!(once.tap.kept, 14);
+    }
+
+    #[test]
+    fn more_than_the_cap_lets_all_go_and_a_second_reading_judges_them_the_same() {
+        let expected = two_readings();
+        let mut over = select();
+        // Room for a few messages, not 58.
+        assert!(over.hold(AnalyzerConfig::default(), 8 << 10));
+        read(&mut over);
+        assert!(!over.pass_held());
+        assert!(
+            over.tap.inner.kept.is_empty() && over.tap.seen == 0,
+            "nothing passed on"
+        );
+        read(&mut over);
+        assert_eq!(over.tap.inner.kept, expected.kept);
+        assert_eq!(over.tap.inner.seen, 58);
+    }
+
+    #[test]
+    fn a_select_that_follows_no_flows_holds_nothing() {
+        let mut plain = MessageSelect::new(Shown::default(), None, false);
+        assert!(!plain.hold(AnalyzerConfig::default(), 1 << 20));
+        read(&mut plain);
+        assert!(!plain.pass_held());
+        assert_eq!(plain.tap.inner.kept.len(), 58);
     }
 }

@@ -114,6 +114,21 @@ pub struct SqosRecord {
 }
 
 impl SqosRecord {
+    /// Bytes holding the record costs beyond a slot for it: the struct (boxed where it is
+    /// held), its buffer, its file name and its decoded fields and findings. An estimate for
+    /// budgets (allocator overhead aside).
+    pub fn held_bytes(&self) -> usize {
+        let body = match &self.body {
+            SqosBody::Request(d) => d.heap_bytes(),
+            SqosBody::Response(d) => d.heap_bytes(),
+            SqosBody::NoBuffer => 0,
+        };
+        std::mem::size_of::<SqosRecord>()
+            + self.buffer.capacity()
+            + self.file_name.as_ref().map_or(0, String::len)
+            + body
+    }
+
     /// The LogicalFlowID the message itself names (a decoded request's or response's), and the
     /// initiator name (requests that carry one).
     pub fn named_flow(&self) -> (Option<uuid::Uuid>, Option<&str>) {

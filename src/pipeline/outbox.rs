@@ -45,11 +45,8 @@ pub enum Out {
 impl Out {
     /// Bytes it holds beyond its queue slot (boxed record, buffer, names, message).
     fn heap_bytes(&self) -> usize {
-        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
         match self {
-            Out::Sqos(r) => {
-                std::mem::size_of::<SqosRecord>() + r.buffer.capacity() + opt(&r.file_name)
-            }
+            Out::Sqos(r) => r.held_bytes(),
             Out::Open(r) => r.file_name.len(),
             Out::Note(n) | Out::Info(n) => n.message.len(),
             // Boxed (rare, and twice an I/O record): its box is heap beyond the slot.

@@ -32,6 +32,15 @@ pub struct Dissection<T> {
 }
 
 impl<T> Dissection<T> {
+    /// Heap bytes of its field list and findings (their sentences included): most of what
+    /// holding a decoded message costs beyond its struct. The message's own names are not
+    /// counted (a few dozen bytes).
+    pub fn heap_bytes(&self) -> usize {
+        self.fields.capacity() * std::mem::size_of::<Field>()
+            + self.findings.capacity() * std::mem::size_of::<Finding>()
+            + self.findings.iter().map(|f| f.message.len()).sum::<usize>()
+    }
+
     /// The first finding with this code.
     pub fn finding(&self, code: FindingCode) -> Option<&Finding> {
         self.findings.iter().find(|f| f.code == code)
