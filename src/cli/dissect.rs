@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use serde_json::{Map, Value};
 use sqos::analysis::FlowState;
 use sqos::capture::live::{cannot_run, spawn_tcpdump, Relay};
 use sqos::capture::CaptureReader;
@@ -269,7 +270,7 @@ impl Printer {
 
 impl RecordSink for Printer {
     fn on_sqos(&mut self, rec: SqosRecord) {
-        self.on_message(rec, None);
+        self.on_message(rec, None, None);
     }
     // One line per SQOS message; the channels show in `sqos flows` and `sqos stats`.
     fn on_channel(&mut self, _rec: &ChannelRecord) {}
@@ -304,7 +305,12 @@ impl MessageSink for Printer {
         self.prev_seen = self.time.seen(rec.ts);
     }
 
-    fn on_message(&mut self, rec: SqosRecord, flow: Option<&FlowState>) {
+    fn on_message(
+        &mut self,
+        rec: SqosRecord,
+        flow: Option<&FlowState>,
+        row: Option<&Map<String, Value>>,
+    ) {
         if !self.wants_more() {
             return;
         }
@@ -338,7 +344,9 @@ impl MessageSink for Printer {
                 let _ = self.time.shown(rec.ts, self.prev_seen);
                 let fields = self.fields.as_ref();
                 let keys = fields.map_or(&[][..], |f| &f.message_keys[..]);
-                let subject = Subject::message(&rec, flow, self.first).wanting(keys);
+                let subject = Subject::message(&rec, flow, self.first)
+                    .wanting(keys)
+                    .with_flow_row(row);
                 let mut s = String::new();
                 if let (0, Some(f)) = (self.count, fields) {
                     if f.header {

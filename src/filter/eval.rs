@@ -33,6 +33,8 @@ pub struct Subject<'a> {
     wanted: &'a [&'static str],
     wanted_map: OnceCell<Map<String, Value>>,
     message_map: OnceCell<Map<String, Value>>,
+    /// The flow's flat row made once for all its messages ([`Subject::with_flow_row`]).
+    flow_row: Option<&'a Map<String, Value>>,
     flow_map: OnceCell<Map<String, Value>>,
 }
 
@@ -47,6 +49,7 @@ impl<'a> Subject<'a> {
             wanted: &[],
             wanted_map: OnceCell::new(),
             message_map: OnceCell::new(),
+            flow_row: None,
             flow_map: OnceCell::new(),
         }
     }
@@ -65,6 +68,14 @@ impl<'a> Subject<'a> {
     /// alone (a field asked for beyond them still gets the whole object).
     pub fn wanting(mut self, keys: &'a [&'static str]) -> Self {
         self.wanted = keys;
+        self
+    }
+
+    /// The flat row of the subject's flow (`columns::flow_row` of it), made by the caller once
+    /// for the flow's messages where the flow does not change: a final flow's. `None`: made
+    /// here when a flow field is read.
+    pub fn with_flow_row(mut self, row: Option<&'a Map<String, Value>>) -> Self {
+        self.flow_row = row;
         self
     }
 
@@ -112,9 +123,12 @@ impl<'a> Subject<'a> {
             Scope::Message => self
                 .message_map
                 .get_or_init(|| self.message.map(message_flat).unwrap_or_default()),
-            Scope::Flow => self
-                .flow_map
-                .get_or_init(|| self.flow.map(flow_row).unwrap_or_default()),
+            Scope::Flow => match self.flow_row {
+                Some(row) => row,
+                None => self
+                    .flow_map
+                    .get_or_init(|| self.flow.map(flow_row).unwrap_or_default()),
+            },
             Scope::Row => self.row?,
         };
         map.get(f.name).filter(|v| match v {

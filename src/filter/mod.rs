@@ -141,15 +141,21 @@ impl Filter {
         eval::eval(&self.expr, s)
     }
 
-    /// Whether a message passes, with its flow as known then; only the message keys the
-    /// filter reads are made.
+    /// Whether a message passes, with its flow as known then (and that flow's flat row where
+    /// the caller made it once: [`Subject::with_flow_row`]); only the message keys the filter
+    /// reads are made.
     pub fn matches_message(
         &self,
         rec: &SqosRecord,
         flow: Option<&FlowState>,
+        row: Option<&serde_json::Map<String, serde_json::Value>>,
         start: Timestamp,
     ) -> bool {
-        self.matches(&Subject::message(rec, flow, start).wanting(&self.message_keys))
+        self.matches(
+            &Subject::message(rec, flow, start)
+                .wanting(&self.message_keys)
+                .with_flow_row(row),
+        )
     }
 }
 

@@ -11,23 +11,36 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{Filter, Subject};
 use crate::analysis::{Analysis, Analyzer, AnalyzerConfig, FlowState};
 use crate::capture::{CaptureFormat, Timestamp};
 use crate::feed::{Feed, Tap};
+use crate::output::columns::flow_row;
 use crate::pipeline::{
     CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
 
+/// Final flows whose flat rows [`Selecting`] keeps: more than a capture's VMs usually are,
+/// and bounded whatever the capture (a row holds the flow's capped lists: a few KB).
+const FLOW_ROWS: usize = 64;
+
 /// What receives the messages a [`MessageSelect`] keeps.
 pub trait MessageSink: CaptureSink {
     /// Every message, kept or not, before the filter is applied.
     fn on_seen(&mut self, _rec: &SqosRecord) {}
-    /// A kept message, with its flow as known then (when flows are followed).
-    fn on_message(&mut self, rec: SqosRecord, _flow: Option<&FlowState>) {
+    /// A kept message, with its flow as known then (when flows are followed) and, where that
+    /// is the flow's final state, its flat row (`columns::flow_row`) made once for all its
+    /// messages (give it to [`Subject::with_flow_row`]).
+    fn on_message(
+        &mut self,
+        rec: SqosRecord,
+        _flow: Option<&FlowState>,
+        _row: Option<&Map<String, Value>>,
+    ) {
         self.on_sqos(rec);
     }
 }
@@ -40,6 +53,10 @@ pub struct Selecting<S> {
     /// The flows as they ended, from a first pass over a file: read instead of the flows as
     /// they stood (so a message before the flow's name was sent still matches `--vm`).
     final_flows: HashMap<Uuid, FlowState>,
+    /// Flat rows of final flows, made once for all their messages (a flow field read for
+    /// each message made its flow's row anew, ~100,000 instructions), at most [`FLOW_ROWS`]:
+    /// the flows past them make theirs for each message as before.
+    final_rows: HashMap<Uuid, Map<String, Value>>,
     start: Option<Timestamp>,
     /// The message being fed and its flow as known before the analysis took it.
     pending: Option<(SqosRecord, Option<Uuid>)>,
@@ -103,6 +120,7 @@ impl<S: MessageSink> MessageSelect<S> {
                 inner,
                 filter,
                 final_flows: HashMap::new(),
+                final_rows: HashMap::new(),
                 start: None,
                 pending: None,
                 held: None,
@@ -206,13 +224,22 @@ impl<S: MessageSink> Selecting<S> {
             Some(f) => Some(f),
             None => id.and_then(|id| analyzer?.flow(&id)),
         };
+        let row = match (id, flow) {
+            (Some(id), Some(f)) if self.final_flows.contains_key(&id) => {
+                if self.final_rows.len() < FLOW_ROWS && !self.final_rows.contains_key(&id) {
+                    self.final_rows.insert(id, flow_row(f));
+                }
+                self.final_rows.get(&id)
+            }
+            _ => None,
+        };
         let keep = self
             .filter
             .as_ref()
-            .is_none_or(|f| f.matches_message(&rec, flow, start));
+            .is_none_or(|f| f.matches_message(&rec, flow, row, start));
         if keep {
             self.kept += 1;
-            self.inner.on_message(rec, flow);
+            self.inner.on_message(rec, flow, row);
         }
     }
 }
@@ -379,7 +406,7 @@ impl Tap<Analyzer> for FlowMarks {
         let (Some((rec, id, start)), Some(f)) = (self.pending.take(), &self.filter) else {
             return;
         };
-        if f.matches_message(&rec, analyzer.flow(&id), start) {
+        if f.matches_message(&rec, analyzer.flow(&id), None, start) {
             self.marked.insert(id);
         }
     }
@@ -420,7 +447,12 @@ mod tests {
         fn on_seen(&mut self, _rec: &SqosRecord) {
             self.seen += 1;
         }
-        fn on_message(&mut self, rec: SqosRecord, flow: Option<&FlowState>) {
+        fn on_message(
+            &mut self,
+            rec: SqosRecord,
+            flow: Option<&FlowState>,
+            _row: Option<&Map<String, Value>>,
+        ) {
             self.kept
                 .push((rec.frame, flow.and_then(|f| f.initiator_name.clone())));
         }
@@ -474,6 +506,15 @@ mod tests {
         assert_eq!(once.tap.inner.kept, expected.kept);
         assert_eq!((once.tap.inner.seen, once.tap.seen), (58, 58));
         assert_eq!(once.tap.kept, 14);
+        // Each final flow's row made once, for all its messages.
+        assert_eq!(once.tap.final_rows.len(), 4, "vm01 to vm04");
+        let vm01 = once
+            .tap
+            .final_flows
+            .values()
+            .find(|f| f.initiator_name.as_deref() == Some("vm01"));
+        let vm01 = vm01.expect("vm01's flow");
+        assert_eq!(once.tap.final_rows.get(&vm01.id), Some(&flow_row(vm01)));
     }
 
     #[test]

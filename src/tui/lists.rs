@@ -272,7 +272,7 @@ pub fn message_indices(live: &Live, scope: Option<Uuid>, filter: &str) -> Vec<us
             match &typed {
                 Search::None => true,
                 Search::Text(f) => message_text_matches(rec, flow, start, f),
-                Search::Filter(f) => f.matches_message(rec, flow, start),
+                Search::Filter(f) => f.matches_message(rec, flow, None, start),
             }
         })
         .map(|(i, _)| i)

@@ -143,7 +143,7 @@ impl Tap<Analyzed> for Views {
         let start = self.store.start();
         let flow = id.and_then(|id| flows.flow_state(&id));
         if let (Some(f), Some(id)) = (&self.selection.flows, id) {
-            if f.needs_messages() && f.matches_message(&rec, flow, start) {
+            if f.needs_messages() && f.matches_message(&rec, flow, None, start) {
                 self.selection.marked.insert(id);
             }
         }
@@ -151,7 +151,7 @@ impl Tap<Analyzed> for Views {
             .selection
             .messages
             .as_ref()
-            .is_none_or(|f| f.matches_message(&rec, flow, start));
+            .is_none_or(|f| f.matches_message(&rec, flow, None, start));
         if keep {
             self.store.push(rec);
         }
