@@ -7,9 +7,9 @@ use clap::Args;
 
 use sqos::analysis::Analyzer;
 use sqos::feed::{Feed, Tap};
-use sqos::output::annotate::{closing_json, header_json, message_json};
+use sqos::output::annotate::{closing_json, header_json, MessageLine};
 use sqos::output::flows::dialect;
-use sqos::output::json::{record_json, write_json_line};
+use sqos::output::json::write_json_line;
 use sqos::pipeline::{SqosBody, SqosRecord};
 use sqos::run::Ending;
 
@@ -29,12 +29,12 @@ pub struct AnnotateArgs {
 struct Lines<W: Write> {
     out: W,
     error: Option<std::io::Error>,
-    /// The message being fed: its JSON and dialect, taken before the analyzer takes it.
-    pending: Option<(serde_json::Value, Option<&'static str>)>,
+    /// The message being fed, copied before the analyzer takes it.
+    pending: Option<SqosRecord>,
 }
 
 impl<W: Write> Lines<W> {
-    fn line(&mut self, v: &serde_json::Value) {
+    fn line(&mut self, v: &impl serde::Serialize) {
         if self.error.is_none() {
             if let Err(e) = write_json_line(&mut self.out, v) {
                 self.error = Some(e);
@@ -45,21 +45,25 @@ impl<W: Write> Lines<W> {
 
 impl<W: Write> Tap<Analyzer> for Lines<W> {
     fn before(&mut self, _analyzer: &mut Analyzer, rec: &SqosRecord) {
-        let version = match &rec.body {
+        self.pending = Some(rec.clone());
+    }
+    fn after(&mut self, analyzer: &mut Analyzer) {
+        let Some(record) = self.pending.take() else {
+            return;
+        };
+        let version = match &record.body {
             SqosBody::Request(d) => d.message.as_ref().map(|m| m.protocol_version),
             SqosBody::Response(d) => d.message.as_ref().map(|m| m.protocol_version),
             SqosBody::NoBuffer => None,
         };
-        self.pending = Some((record_json(rec), version.and_then(dialect)));
-    }
-    fn after(&mut self, analyzer: &mut Analyzer) {
-        let Some((record, dialect)) = self.pending.take() else {
-            return;
-        };
         let view = analyzer.last_message();
-        let flow = view.flow.and_then(|(id, _)| analyzer.flow(&id));
-        let v = message_json(record, dialect, &view, flow);
-        self.line(&v);
+        let line = MessageLine {
+            record: &record,
+            dialect: version.and_then(dialect),
+            view: &view,
+            flow: view.flow.and_then(|(id, _)| analyzer.flow(&id)),
+        };
+        self.line(&line);
     }
 }
 

@@ -13,11 +13,14 @@
 //!   included), then `flows_text` (what `sqos flows` prints), then `end` (`frames` read, and
 //!   `error` when the capture was damaged).
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::analysis::{Analysis, FlowState, MessageView, UpdateAnswer};
+use crate::pipeline::SqosRecord;
 
 use super::flows::{flow_json, flow_state_json, flows_text};
+use super::json::RecordJson;
 
 /// Names the format, so that a reader can tell it was given something else.
 pub const ANNOTATE_FORMAT: &str = "sqos-annotate";
@@ -33,45 +36,51 @@ pub fn header_json() -> Value {
     })
 }
 
-/// One SQOS message: its `record_json`, and what the analysis made of it (`flow`: the state of
-/// the flow it belongs to, after it).
-pub fn message_json(
-    record: Value,
-    dialect: Option<&str>,
-    view: &MessageView,
-    flow: Option<&FlowState>,
-) -> Value {
-    let mut m = Map::new();
-    m.insert("type".into(), json!("message"));
-    m.insert("message".into(), record);
-    if let Some(d) = dialect {
-        m.insert("dialect".into(), json!(d));
-    }
-    if let Some((id, from)) = view.flow {
-        m.insert("flow".into(), json!(id.to_string()));
-        m.insert("flow_from".into(), json!(from));
-    }
-    match view.update {
-        Some(UpdateAnswer::First) => {
-            m.insert("first_update".into(), json!(true));
+/// One SQOS message's line: the record (`RecordJson`, as `dissect --format jsonl` writes it),
+/// its dialect, and what the analysis made of it (`flow`: the state of the flow it belongs to,
+/// after it). Written straight from them (the record's ~50 keys made into a map and dropped
+/// again were a third of the instructions of `annotate`), its keys in the order a serde_json
+/// map gave them before: alphabetical.
+pub struct MessageLine<'a> {
+    pub record: &'a SqosRecord,
+    pub dialect: Option<&'a str>,
+    pub view: &'a MessageView,
+    pub flow: Option<&'a FlowState>,
+}
+
+impl Serialize for MessageLine<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut m = ser.serialize_map(None)?;
+        if let Some(d) = self.dialect {
+            m.serialize_entry("dialect", d)?;
         }
-        Some(UpdateAnswer::Interval {
+        if let Some(UpdateAnswer::First) = self.view.update {
+            m.serialize_entry("first_update", &true)?;
+        }
+        if let Some((id, from)) = self.view.flow {
+            m.serialize_entry("flow", &id.to_string())?;
+            m.serialize_entry("flow_from", &from)?;
+        }
+        if let Some(f) = self.flow {
+            m.serialize_entry("flow_state", &flow_state_json(f))?;
+        }
+        if let Some(UpdateAnswer::Interval {
             secs,
             rates: Some(rates),
-        }) => {
+        }) = self.view.update
+        {
+            // Once a flow an interval: the rates' keys and `seconds`, in one sorted map.
             let mut i = match serde_json::to_value(rates) {
                 Ok(Value::Object(r)) => r,
                 _ => Map::new(),
             };
             i.insert("seconds".into(), json!(secs));
-            m.insert("interval".into(), Value::Object(i));
+            m.serialize_entry("interval", &i)?;
         }
-        Some(UpdateAnswer::Interval { rates: None, .. }) | None => {}
+        m.serialize_entry("message", &RecordJson(self.record))?;
+        m.serialize_entry("type", "message")?;
+        m.end()
     }
-    if let Some(f) = flow {
-        m.insert("flow_state".into(), Value::Object(flow_state_json(f)));
-    }
-    Value::Object(m)
 }
 
 /// The lines after the last message: the flows, the `sqos flows` text, the end.
