@@ -394,11 +394,25 @@ pub fn read_capture_with<S: sqos::run::CaptureSink>(
     cfg: sqos::pipeline::PipelineConfig,
     sink: &mut S,
 ) -> Result<sqos::run::RunResult, i32> {
-    let paths = input.capture_paths().map_err(|e| {
+    read_paths_or_exit(input, &capture_paths_or_exit(input)?, cfg, sink)
+}
+
+/// The input's capture paths, globs expanded; a bad one is said on stderr, exit code 2.
+fn capture_paths_or_exit(input: &InputArgs) -> Result<Vec<PathBuf>, i32> {
+    input.capture_paths().map_err(|e| {
         eprintln!("sqos: {e}");
         2
-    })?;
-    read_paths(input, &paths, cfg, sink).map_err(|e| unusable(&e))
+    })
+}
+
+/// [`read_paths`], an unusable capture said on stderr (exit code 2).
+fn read_paths_or_exit<S: sqos::run::CaptureSink>(
+    input: &InputArgs,
+    paths: &[PathBuf],
+    cfg: sqos::pipeline::PipelineConfig,
+    sink: &mut S,
+) -> Result<sqos::run::RunResult, i32> {
+    read_paths(input, paths, cfg, sink).map_err(|e| unusable(&e))
 }
 
 /// [`read_capture`] of paths already expanded, the unusable capture left to the caller.
@@ -431,20 +445,16 @@ pub fn read_holding<S: sqos::run::CaptureSink + sqos::filter::HoldMessages>(
     cfg: sqos::pipeline::PipelineConfig,
     sink: &mut S,
 ) -> Result<sqos::run::RunResult, i32> {
-    let paths = input.capture_paths().map_err(|e| {
-        eprintln!("sqos: {e}");
-        2
-    })?;
+    let paths = capture_paths_or_exit(input)?;
     let files = paths.iter().all(|p| p.is_file());
     let cap = input.memory.budget().total() / 16;
-    if !(files && sink.hold(input.analyzer_config(), cap)) {
-        return read_paths(input, &paths, cfg, sink).map_err(|e| unusable(&e));
+    if files && sink.hold(input.analyzer_config(), cap) {
+        let result = read_paths_or_exit(input, &paths, cfg.clone(), sink)?;
+        if sink.pass_held() {
+            return Ok(result);
+        }
     }
-    let result = read_paths(input, &paths, cfg.clone(), sink).map_err(|e| unusable(&e))?;
-    if sink.pass_held() {
-        return Ok(result);
-    }
-    read_paths(input, &paths, cfg, sink).map_err(|e| unusable(&e))
+    read_paths_or_exit(input, &paths, cfg, sink)
 }
 
 /// Report how the input ended on stderr and turn it into the exit code. Encrypted messages

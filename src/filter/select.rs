@@ -50,8 +50,9 @@ pub trait MessageSink: CaptureSink {
 pub struct Selecting<S> {
     pub inner: S,
     filter: Option<Filter>,
-    /// The flows as they ended, from a first pass over a file: read instead of the flows as
-    /// they stood (so a message before the flow's name was sent still matches `--vm`).
+    /// The flows as they ended (a holding reading's, or a first pass's over a file): read
+    /// instead of the flows as they stood (so a message before the flow's name was sent still
+    /// matches `--vm`).
     final_flows: HashMap<Uuid, FlowState>,
     /// Flat rows of final flows, made once for all their messages (a flow field read for
     /// each message made its flow's row anew, ~100,000 instructions), at most [`FLOW_ROWS`]:
