@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::mapped::{prefetch_address, MapView};
+use super::mapped::{prefetch_address, prefetch_address_l2, MapView};
 
 /// A CPU cache line (64 bytes where this runs): a record's headers may reach into the next.
 const CACHE_LINE: usize = 64;
@@ -30,6 +30,12 @@ const CACHE_LINE: usize = 64;
 /// records of the bench's small-I/O capture (541 MB, AMD EPYC): 32–36 ms at 4 KiB, 32–34 at 8,
 /// 36–40 at 16, against 55–56 for the lines of the record 4 ahead, guessed from the last
 /// lengths (the rule before, session 20); on the bulk capture 54.7 at 4 KiB against 58.9.
+///
+/// The stream asks for the lines into the second-level cache only (`prefetcht1`): asking into
+/// the first level holds one of its few fill buffers per line until the line arrives, and where
+/// memory is slow the walk waited on them (a C walk of the small-I/O capture on the Xeon of
+/// session 36, in a slow minute: 61 ms against 79; in turn, `dissect -t1` 98.5 → 90.7 and
+/// 98.8 → 94.2 ms, small AES 124.8 → 121.5, bulk and 16 connections unchanged).
 const STREAM_AHEAD: usize = 4 << 10;
 
 /// How many records ahead a guess asks for, guessed from as many records behind. Data
@@ -173,7 +179,7 @@ impl LinesAhead {
         };
         let from = line;
         while line < end {
-            prefetch_address(line);
+            prefetch_address_l2(line);
             line += CACHE_LINE;
         }
         self.next = line;

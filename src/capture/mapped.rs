@@ -342,6 +342,19 @@ pub(crate) fn prefetch_address(address: usize) {
     let _ = address;
 }
 
+/// [`prefetch_address`] into the second-level cache only.
+#[inline(always)]
+pub(crate) fn prefetch_address_l2(address: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing into the program and cannot fault, wherever it points.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        _mm_prefetch::<_MM_HINT_T1>(address as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
 /// Reads `byte` for the read's sake: a byte of a map past the end of a file that shrank
 /// faults there, which sets the map's `shrunk` flag (its value is not wanted; `black_box`
 /// kept the read too, but through a store to the stack on every record).
