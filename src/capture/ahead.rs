@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::mapped::{prefetch_address, prefetch_address_l2, MapView};
+use super::mapped::{prefetch_address, MapView, TO_L1, TO_L2};
 
 /// A CPU cache line (64 bytes where this runs): a record's headers may reach into the next.
 const CACHE_LINE: usize = 64;
@@ -109,8 +109,8 @@ impl LinesAhead {
             }
             Way::Guess => {
                 let guess = next.wrapping_add(behind);
-                prefetch_address(guess);
-                prefetch_address(guess.wrapping_add(CACHE_LINE));
+                prefetch_address::<TO_L1>(guess);
+                prefetch_address::<TO_L1>(guess.wrapping_add(CACHE_LINE));
             }
         }
     }
@@ -179,7 +179,7 @@ impl LinesAhead {
         };
         let from = line;
         while line < end {
-            prefetch_address_l2(line);
+            prefetch_address::<TO_L2>(line);
             line += CACHE_LINE;
         }
         self.next = line;

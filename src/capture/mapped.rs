@@ -325,31 +325,26 @@ impl<'m> MapView<'m> {
     /// walk): the address is only computed, never dereferenced.
     #[inline]
     pub(crate) fn prefetch(&self, at: usize) {
-        prefetch_address(self.address(at));
+        prefetch_address::<TO_L1>(self.address(at));
     }
 }
 
-/// Asks the CPU for the cache line at `address`, which need not be mapped.
-#[inline(always)]
-pub(crate) fn prefetch_address(address: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing into the program and cannot fault, wherever it points.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(address as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
-}
+/// Which caches a prefetch fills: the hint's value as x86's `_mm_prefetch` takes it.
+pub(crate) const TO_L1: i32 = 3; // _MM_HINT_T0
+/// The second-level cache (and below) only.
+pub(crate) const TO_L2: i32 = 2; // _MM_HINT_T1
+#[cfg(target_arch = "x86_64")]
+const _: () =
+    assert!(TO_L1 == std::arch::x86_64::_MM_HINT_T0 && TO_L2 == std::arch::x86_64::_MM_HINT_T1);
 
-/// [`prefetch_address`] into the second-level cache only.
+/// Asks the CPU for the cache line at `address`, which need not be mapped, into the caches
+/// `TO` says ([`TO_L1`], [`TO_L2`]).
 #[inline(always)]
-pub(crate) fn prefetch_address_l2(address: usize) {
+pub(crate) fn prefetch_address<const TO: i32>(address: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing into the program and cannot fault, wherever it points.
     unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-        _mm_prefetch::<_MM_HINT_T1>(address as *const i8);
+        std::arch::x86_64::_mm_prefetch::<TO>(address as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = address;
