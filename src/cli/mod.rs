@@ -435,6 +435,10 @@ fn read_paths<S: sqos::run::CaptureSink>(
     Ok(result)
 }
 
+/// The part of the memory budget a reading may hold messages back in ([`read_holding`]): out of
+/// the quarter the budget leaves for the program (docs/robustness.md).
+const HELD_SHARE: usize = 16;
+
 /// Reads the input through `sink`, whose messages are judged on their flows' final state
 /// where it reads flow fields and the input is files, as `sqos flows` shows them (tshark's
 /// `-2`): held back until the files have been read, and passed on then; where more come than a
@@ -447,7 +451,7 @@ pub fn read_holding<S: sqos::run::CaptureSink + sqos::filter::HoldMessages>(
 ) -> Result<sqos::run::RunResult, i32> {
     let paths = capture_paths_or_exit(input)?;
     let files = paths.iter().all(|p| p.is_file());
-    let cap = input.memory.budget().total() / 16;
+    let cap = input.memory.budget().total() / HELD_SHARE;
     if files && sink.hold(input.analyzer_config(), cap) {
         let result = read_paths_or_exit(input, &paths, cfg.clone(), sink)?;
         if sink.pass_held() {

@@ -91,9 +91,7 @@ impl Held {
         }
         let bytes = std::mem::size_of::<HeldOut>()
             + match &out {
-                HeldOut::Message(rec, _) => {
-                    rec.held_bytes() + rec.frame_copy.as_ref().map_or(0, |f| f.data.len())
-                }
+                HeldOut::Message(rec, _) => rec.held_bytes(),
                 HeldOut::Note(n) | HeldOut::Info(n) => n.message.len(),
             };
         self.bytes += bytes;
@@ -214,26 +212,30 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
     }
 }
 
+/// The flow `rec` belongs to: `id` as known before the analysis took it, else as the
+/// analysis knows it now.
+fn flow_id(analyzer: Option<&Analyzer>, rec: &SqosRecord, id: Option<Uuid>) -> Option<Uuid> {
+    id.or_else(|| analyzer?.flow_of(rec))
+}
+
 impl<S: MessageSink> Selecting<S> {
     /// Give `rec` to the sink if the filter keeps it, with its flow `id` (None: looked up).
     fn pass_on(&mut self, analyzer: &mut Option<Analyzer>, rec: SqosRecord, id: Option<Uuid>) {
         let start = self.start.unwrap_or(rec.ts);
         // Held messages come with their flow and no analysis: the final flows have it.
         let analyzer = analyzer.as_ref();
-        let id = id.or_else(|| analyzer.and_then(|a| a.flow_of(&rec)));
-        let flow = match id.and_then(|id| self.final_flows.get(&id)) {
-            Some(f) => Some(f),
+        let id = flow_id(analyzer, &rec, id);
+        let final_flow = id.and_then(|id| Some((id, self.final_flows.get(&id)?)));
+        let flow = match final_flow {
+            Some((_, f)) => Some(f),
             None => id.and_then(|id| analyzer?.flow(&id)),
         };
-        let row = match (id, flow) {
-            (Some(id), Some(f)) if self.final_flows.contains_key(&id) => {
-                if self.final_rows.len() < FLOW_ROWS && !self.final_rows.contains_key(&id) {
-                    self.final_rows.insert(id, flow_row(f));
-                }
-                self.final_rows.get(&id)
+        let row = final_flow.and_then(|(id, f)| {
+            if self.final_rows.len() < FLOW_ROWS && !self.final_rows.contains_key(&id) {
+                self.final_rows.insert(id, flow_row(f));
             }
-            _ => None,
-        };
+            self.final_rows.get(&id)
+        });
         let keep = self
             .filter
             .as_ref()
@@ -247,14 +249,11 @@ impl<S: MessageSink> Selecting<S> {
 
 impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
     fn before(&mut self, analyzer: &mut Option<Analyzer>, rec: &SqosRecord) {
-        if self.held.is_some() {
-            self.start.get_or_insert(rec.ts);
-            let id = analyzer.as_ref().and_then(|a| a.flow_of(rec));
-            self.pending = Some((rec.clone(), id));
-            return;
+        // Holding, the sink sees the message when it is passed on (`pass_held`).
+        if self.held.is_none() {
+            self.seen += 1;
+            self.inner.on_seen(rec);
         }
-        self.seen += 1;
-        self.inner.on_seen(rec);
         self.start.get_or_insert(rec.ts);
         // Without an analyzer the message itself comes to `after_untaken`: no copy (a thousand
         // instructions a message, and as many to drop it).
@@ -268,7 +267,7 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
             match &mut self.held {
                 // Its flow as `pass_on` would find it now, the analysis having taken it.
                 Some(held) => {
-                    let id = id.or_else(|| analyzer.as_ref().and_then(|a| a.flow_of(&rec)));
+                    let id = flow_id(analyzer.as_ref(), &rec, id);
                     held.push(HeldOut::Message(Box::new(rec), id));
                 }
                 None => self.pass_on(analyzer, rec, id),
@@ -278,7 +277,7 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
     fn after_untaken(&mut self, analyzer: &mut Option<Analyzer>, rec: SqosRecord) {
         match &mut self.held {
             Some(held) => {
-                let id = analyzer.as_ref().and_then(|a| a.flow_of(&rec));
+                let id = flow_id(analyzer.as_ref(), &rec, None);
                 held.push(HeldOut::Message(Box::new(rec), id));
             }
             None => self.pass_on(analyzer, rec, None),

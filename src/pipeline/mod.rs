@@ -115,8 +115,9 @@ pub struct SqosRecord {
 
 impl SqosRecord {
     /// Bytes holding the record costs beyond a slot for it: the struct (boxed where it is
-    /// held), its buffer, its file name and its decoded fields and findings. An estimate for
-    /// budgets (allocator overhead aside).
+    /// held), its buffer, its file name, its decoded fields and findings, and the frame copy
+    /// it carries with `keep_frames` (shared by the messages of one frame: counted for each,
+    /// on the safe side). An estimate for budgets (allocator overhead aside).
     pub fn held_bytes(&self) -> usize {
         let body = match &self.body {
             SqosBody::Request(d) => d.heap_bytes(),
@@ -127,6 +128,7 @@ impl SqosRecord {
             + self.buffer.capacity()
             + self.file_name.as_ref().map_or(0, String::len)
             + body
+            + self.frame_copy.as_ref().map_or(0, |f| f.data.len())
     }
 
     /// The LogicalFlowID the message itself names (a decoded request's or response's), and the
