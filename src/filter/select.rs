@@ -20,7 +20,8 @@ use crate::capture::{CaptureFormat, Timestamp};
 use crate::feed::{Feed, Tap};
 use crate::output::columns::flow_row;
 use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, IoRecord, OpenRecord, RecordSink, SqosBody, SqosRecord,
+    CaptureNote, ChannelRecord, CloseRecord, CompactRecord, IoRecord, OpenRecord, RecordSink,
+    SqosBody, SqosRecord,
 };
 use crate::run::CaptureSink;
 
@@ -78,8 +79,9 @@ struct Held {
 }
 
 enum HeldOut {
-    /// A message and its flow, as the analysis knew it once it had taken the message.
-    Message(Box<SqosRecord>, Option<Uuid>),
+    /// A message, compact (its field list comes back when it is passed on), and its flow, as
+    /// the analysis knew it once it had taken the message.
+    Message(CompactRecord, Option<Uuid>),
     Note(CaptureNote),
     Info(CaptureNote),
 }
@@ -200,9 +202,10 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
                     if self.tap.inner.done() {
                         break;
                     }
+                    let rec = rec.into_full();
                     self.tap.seen += 1;
                     self.tap.inner.on_seen(&rec);
-                    self.tap.pass_on(&mut none, *rec, id);
+                    self.tap.pass_on(&mut none, rec, id);
                 }
                 HeldOut::Note(n) => self.tap.inner.on_note(&n),
                 HeldOut::Info(n) => self.tap.inner.on_info(&n),
@@ -268,7 +271,7 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
                 // Its flow as `pass_on` would find it now, the analysis having taken it.
                 Some(held) => {
                     let id = flow_id(analyzer.as_ref(), &rec, id);
-                    held.push(HeldOut::Message(Box::new(rec), id));
+                    held.push(HeldOut::Message(CompactRecord::new(rec), id));
                 }
                 None => self.pass_on(analyzer, rec, id),
             }
@@ -278,7 +281,7 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
         match &mut self.held {
             Some(held) => {
                 let id = flow_id(analyzer.as_ref(), &rec, None);
-                held.push(HeldOut::Message(Box::new(rec), id));
+                held.push(HeldOut::Message(CompactRecord::new(rec), id));
             }
             None => self.pass_on(analyzer, rec, None),
         }
@@ -432,6 +435,8 @@ mod tests {
     struct Shown {
         kept: Vec<(u64, Option<String>)>,
         seen: usize,
+        /// Kept messages whose decoded body came without its field list.
+        without_fields: usize,
     }
 
     impl RecordSink for Shown {
@@ -453,6 +458,12 @@ mod tests {
             flow: Option<&FlowState>,
             _row: Option<&Map<String, Value>>,
         ) {
+            let fields = match &rec.body {
+                SqosBody::Request(d) => d.message.is_none() || !d.fields.is_empty(),
+                SqosBody::Response(d) => d.message.is_none() || !d.fields.is_empty(),
+                SqosBody::NoBuffer => true,
+            };
+            self.without_fields += usize::from(!fields);
             self.kept
                 .push((rec.frame, flow.and_then(|f| f.initiator_name.clone())));
         }
@@ -504,6 +515,10 @@ mod tests {
         );
         assert!(once.pass_held());
         assert_eq!(once.tap.inner.kept, expected.kept);
+        assert_eq!(
+            once.tap.inner.without_fields, 0,
+            "held compact, passed whole"
+        );
         assert_eq!((once.tap.inner.seen, once.tap.seen), (58, 58));
         assert_eq!(once.tap.kept, 14);
         // Each final flow's row made once, for all its messages.

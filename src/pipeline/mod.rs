@@ -20,6 +20,7 @@ use serde::Serialize;
 
 pub mod by_command;
 pub mod by_label;
+mod compact;
 mod events;
 mod exchange;
 pub mod outbox;
@@ -30,6 +31,7 @@ pub mod srt;
 pub mod streams;
 
 pub use by_command::ByCommand;
+pub use compact::CompactRecord;
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};

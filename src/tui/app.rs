@@ -8,7 +8,6 @@ use uuid::Uuid;
 
 use super::lists::{finding_rows, flow_rows, message_indices, FlowCol, Sort};
 use super::live::Live;
-use super::store::with_fields;
 use super::theme::Theme;
 use crate::pipeline::SqosBody;
 
@@ -266,7 +265,7 @@ impl App {
         else {
             return 0;
         };
-        match live.tap.store.get(i).map(with_fields).map(|r| r.body) {
+        match live.tap.store.full(i).map(|r| r.body) {
             Some(SqosBody::Request(d)) => d.fields.len(),
             Some(SqosBody::Response(d)) => d.fields.len(),
             _ => 0,

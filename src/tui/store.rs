@@ -1,5 +1,5 @@
 //! The SQOS messages the Messages view can show: the most recent ones, up to a cap, kept
-//! compact (the field list is dropped and re-derived from the buffer when a message is shown).
+//! compact ([`CompactRecord`]: the field list comes back when a message is shown).
 
 use std::collections::VecDeque;
 
@@ -7,8 +7,7 @@ use uuid::Uuid;
 
 use super::model::FindingRow;
 use crate::capture::Timestamp;
-use crate::pipeline::{Direction, SqosBody, SqosRecord};
-use crate::sqos::{parse_request, parse_response};
+use crate::pipeline::{CompactRecord, Direction, SqosBody, SqosRecord};
 
 /// Default number of messages kept.
 pub const DEFAULT_MAX_MESSAGES: usize = 50_000;
@@ -18,7 +17,7 @@ const MAX_FINDINGS: usize = 10_000;
 #[derive(Debug)]
 pub struct MessageStore {
     cap: usize,
-    msgs: VecDeque<SqosRecord>,
+    msgs: VecDeque<CompactRecord>,
     dropped: u64,
     findings: VecDeque<FindingRow>,
     findings_dropped: u64,
@@ -54,25 +53,21 @@ impl MessageStore {
     /// Time of the capture's first frame (or first message).
     pub fn start(&self) -> Timestamp {
         self.start
-            .or_else(|| self.msgs.front().map(|m| m.ts))
+            .or_else(|| self.msgs.front().map(|m| m.record().ts))
             .unwrap_or_default()
     }
 
-    pub fn push(&mut self, mut rec: SqosRecord) {
+    pub fn push(&mut self, rec: SqosRecord) {
         if self.start.is_none() {
             self.start = Some(rec.ts);
         }
         let t = rec.ts.secs_since(self.start());
         let flow = message_flow(&rec);
-        let findings = match &mut rec.body {
-            SqosBody::Request(d) => {
-                d.fields = Vec::new();
-                d.findings.as_slice()
-            }
-            SqosBody::Response(d) => {
-                d.fields = Vec::new();
-                d.findings.as_slice()
-            }
+        let compact = CompactRecord::new(rec);
+        let rec = compact.record();
+        let findings = match &rec.body {
+            SqosBody::Request(d) => d.findings.as_slice(),
+            SqosBody::Response(d) => d.findings.as_slice(),
             SqosBody::NoBuffer => &[],
         };
         for f in findings {
@@ -94,7 +89,7 @@ impl MessageStore {
             self.msgs.pop_front();
             self.dropped += 1;
         }
-        self.msgs.push_back(rec);
+        self.msgs.push_back(compact);
     }
 
     pub fn len(&self) -> usize {
@@ -114,27 +109,33 @@ impl MessageStore {
         self.cap
     }
 
+    /// Message `i`, compact (its field list dropped: [`MessageStore::full`] has it).
     pub fn get(&self, i: usize) -> Option<&SqosRecord> {
-        self.msgs.get(i)
+        self.msgs.get(i).map(CompactRecord::record)
+    }
+
+    /// Message `i` with its field list, re-derived from the buffer.
+    pub fn full(&self, i: usize) -> Option<SqosRecord> {
+        self.msgs.get(i).map(CompactRecord::full)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &SqosRecord> {
-        self.msgs.iter()
+        self.msgs.iter().map(CompactRecord::record)
     }
 
     /// Index of the first kept message completed in `frame`.
     pub fn index_of_frame(&self, frame: u64) -> Option<usize> {
-        let i = self.msgs.partition_point(|m| m.frame < frame);
-        match self.msgs.get(i) {
+        let i = self.msgs.partition_point(|m| m.record().frame < frame);
+        match self.get(i) {
             Some(m) if m.frame == frame => Some(i),
             // Records are in frame order; fall back to a scan should one not be.
-            _ => self.msgs.iter().position(|m| m.frame == frame),
+            _ => self.iter().position(|m| m.frame == frame),
         }
     }
 
     /// Index of the message at the other end of the exchange (request ↔ response).
     pub fn partner(&self, i: usize) -> Option<usize> {
-        let m = self.msgs.get(i)?;
+        let m = self.get(i)?;
         let frame = match m.direction {
             Direction::Request => m.response_frame?,
             Direction::Response => m.request_frame?,
@@ -143,13 +144,12 @@ impl MessageStore {
             Direction::Request => Direction::Response,
             Direction::Response => Direction::Request,
         };
-        let start = self.msgs.partition_point(|x| x.frame < frame);
-        self.msgs
-            .iter()
+        let start = self.msgs.partition_point(|x| x.record().frame < frame);
+        self.iter()
             .enumerate()
             .skip(start)
             .take_while(|(_, x)| x.frame == frame)
-            .chain(self.msgs.iter().enumerate())
+            .chain(self.iter().enumerate())
             .find(|(_, x)| {
                 x.frame == frame && x.direction == want && x.msg_id == m.msg_id && x.conn == m.conn
             })
@@ -163,15 +163,4 @@ impl MessageStore {
     pub fn findings_dropped(&self) -> u64 {
         self.findings_dropped
     }
-}
-
-/// The message with its field list re-derived from the buffer (the store drops it to stay small).
-pub fn with_fields(rec: &SqosRecord) -> SqosRecord {
-    let mut full = rec.clone();
-    match &mut full.body {
-        SqosBody::Request(d) => d.fields = parse_request(&full.buffer).fields,
-        SqosBody::Response(d) => d.fields = parse_response(&full.buffer).fields,
-        SqosBody::NoBuffer => {}
-    }
-    full
 }

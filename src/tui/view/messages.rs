@@ -15,7 +15,6 @@ use crate::tui::app::{App, Hit, Pane};
 use crate::tui::lists::message_indices;
 use crate::tui::live::Live;
 use crate::tui::model::short_id;
-use crate::tui::store::with_fields;
 use crate::tui::theme::Theme;
 
 /// Lines of the field tree that start a field (the rest are flag bits, headers, findings).
@@ -51,8 +50,7 @@ pub fn draw(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live) {
     draw_list(f, list, app, live, &shown);
     let rec = shown
         .get(app.msgs.sel)
-        .and_then(|&i| live.tap.store.get(i))
-        .map(with_fields);
+        .and_then(|&i| live.tap.store.full(i));
     let field = draw_tree(f, tree, app, live, rec.as_ref());
     draw_hex(f, hex, app, rec.as_ref(), field.as_ref());
 }
