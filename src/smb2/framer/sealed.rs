@@ -2,7 +2,9 @@
 //!
 //! The transform header is read, the session's keys are looked up, and the first 64 bytes of
 //! ciphertext are run through the keystream of each candidate key: the right one shows an SMB2
-//! header of the same session. Then, by what that header is:
+//! header of the same session. (A message of at most [`STREAM_MIN`] bytes whose likeliest key is
+//! GCM's skips this probe: it is authenticated whole whatever it is, and GCM's open tells the
+//! key.) Then, by what that header is:
 //! - a single bulk READ response / WRITE request: *streamed*: the plaintext walker
 //!   ([`InMessage`]) reads the header and fixed body through the keystream and skips the data
 //!   by counting, never decrypting or buffering it (not authenticated: only its header is
@@ -339,7 +341,7 @@ impl Sealed {
             Phase::Header(buf) => {
                 let take = buf.fill(data);
                 if let Some(header) = buf.whole() {
-                    self.after_header(parse_transform_header(&header), ctx, out);
+                    self.after_header(parse_transform_header(&header), cfg, ctx, out);
                 }
                 take
             }
@@ -393,6 +395,7 @@ impl Sealed {
     fn after_header(
         &mut self,
         parsed: Result<TransformHeader, Smb2Error>,
+        cfg: &FramerConfig,
         ctx: &mut SealCtx<'_>,
         out: &mut dyn FramerOut,
     ) {
@@ -423,9 +426,22 @@ impl Sealed {
             Ok(cands) => {
                 self.th = th;
                 self.cands = cands;
-                self.phase = Phase::Probe {
-                    buf: Probe::default(),
-                }
+                // A message this short is authenticated whole whatever it is. When the likeliest
+                // key is GCM's, its open tells whether it is the key and leaves the bytes as
+                // they were when it is not: the probe would only decrypt its first bytes
+                // twice. (CCM's failed open zeroes them: there the probe picks the key first.)
+                let whole = len <= STREAM_MIN
+                    && len <= cfg.max_keep as u64
+                    && cands.get(0).is_some_and(|c| c.cipher.is_gcm());
+                self.phase = if whole {
+                    let mut buf = ctx.buf();
+                    buf.reserve(len as usize);
+                    Phase::Whole { first: 0, buf }
+                } else {
+                    Phase::Probe {
+                        buf: Probe::default(),
+                    }
+                };
             }
             Err(Missing::NoKeys) => self.give_up(SealOutcome::NoKeys, out),
             Err(Missing::NeedDirectionKeys) => self.give_up(SealOutcome::NeedDirectionKeys, out),
