@@ -102,7 +102,7 @@ mod tests {
             );
             let again = compact.full();
             assert_eq!(
-                format!("{:?}", again),
+                format!("{again:?}"),
                 format!("{rec:?}"),
                 "frame {}",
                 rec.frame

@@ -73,6 +73,8 @@ enum Phase {
         buf: Probe,
     },
     Whole {
+        /// The candidate tried first: the one the probe found, or the likeliest (a GCM key)
+        /// when the probe was skipped.
         first: usize,
         buf: Vec<u8>,
     },
@@ -514,8 +516,9 @@ impl Sealed {
         let th = self.th;
         let mut probe = Probe::default();
         probe.fill_to(PROBE_LEN as usize, &buf);
-        // The probe found `first`; another candidate can open the message only if it passes
-        // the probe's test too (almost never), so only those are tried after it, each tested
+        // `first` is tried first (the probe found it, or it is the likeliest key, GCM's, and
+        // the probe was skipped); another candidate can open the message only if it passes
+        // the probe's test (almost never), so only those are tried after it, each tested
         // once and only when needed: after a GCM try failed, or before a CCM try (a failed CCM
         // open zeroes the bytes, so with a candidate left it opens a copy; GCM checks first
         // and leaves them alone). (The candidates are borrowed for the tries only.)
