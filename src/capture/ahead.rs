@@ -17,7 +17,8 @@
 //! So the walk measures both as it goes: every [`CYCLE`] windows of [`WINDOW`] bytes it times
 //! four windows each way ([`TRIAL`]'s order: a drift in the traffic or the machine's pace
 //! weighs on both alike) and keeps the quicker until the next trial. What the
-//! walk reads is the same either way: the asking is only a hint to the CPU.
+//! walk reads is the same either way: the asking is only a hint to the CPU. `SQOS_AHEAD=stream`
+//! or `SQOS_AHEAD=guess` fixes the way, with no trial ([`LinesAhead::from_env`]).
 
 use std::time::{Duration, Instant};
 
@@ -86,6 +87,8 @@ pub(crate) struct LinesAhead {
     step: u32,
     /// Time the trial's windows took, streaming and guessing.
     spent: [Duration; 2],
+    /// The one way to ask (`SQOS_AHEAD`), else `None`: the trial's.
+    fixed: Option<Way>,
     /// The lengths of the last [`GUESS_RECORDS`] records (a ring, `last` the next slot) and
     /// their sum: the guess's distance.
     lengths: [usize; GUESS_RECORDS],
@@ -94,6 +97,26 @@ pub(crate) struct LinesAhead {
 }
 
 impl LinesAhead {
+    /// `SQOS_AHEAD=stream` or `SQOS_AHEAD=guess`: that way only, no trial; else the trial's.
+    /// For measuring: a timed trial takes one way or the other from run to run, which moves
+    /// an instruction count (callgrind) by several per cent, and for comparing the ways.
+    pub(crate) fn from_env() -> LinesAhead {
+        let fixed = match std::env::var_os("SQOS_AHEAD") {
+            Some(v) if v == "stream" => Some(Way::Stream),
+            Some(v) if v == "guess" => Some(Way::Guess),
+            _ => None,
+        };
+        LinesAhead::fixed(fixed)
+    }
+
+    fn fixed(fixed: Option<Way>) -> LinesAhead {
+        LinesAhead {
+            fixed,
+            way: fixed.unwrap_or_default(),
+            ..LinesAhead::default()
+        }
+    }
+
     /// The walk has found a record of `len` bytes at `at` of `map`: ask for lines ahead of
     /// the next, the current way.
     #[inline(always)]
@@ -146,6 +169,9 @@ impl LinesAhead {
             }
             _ => self.way,
         };
+        if let Some(way) = self.fixed {
+            self.way = way;
+        }
         self.window = here;
         self.entered = Some(now);
     }
@@ -293,6 +319,25 @@ mod tests {
         tied.turn(1 << 30, clock);
         let ways = walk(&mut tied, &mut clock, n as u32 + 4, |_| 100);
         assert_eq!(ways[n..], [Stream; 4]);
+    }
+
+    #[test]
+    fn a_fixed_way_is_kept_through_the_trial() {
+        for way in [Way::Stream, Way::Guess] {
+            let mut clock = Instant::now();
+            let mut ahead = LinesAhead::fixed(Some(way));
+            assert_eq!(ahead.way, way);
+            ahead.turn(1 << 30, clock);
+            // The other way quicker: still this one, through a whole cycle and the next.
+            let ways = walk(&mut ahead, &mut clock, 2 * CYCLE, |w| {
+                if w == way {
+                    200
+                } else {
+                    1
+                }
+            });
+            assert!(ways.iter().all(|w| *w == way), "{way:?}");
+        }
     }
 
     #[test]

@@ -752,7 +752,7 @@ impl CaptureReader {
             #[cfg(target_os = "linux")]
             mapped: None,
             ready: None,
-            ahead: LinesAhead::default(),
+            ahead: LinesAhead::from_env(),
             walk: true,
             may_map: false,
         }
