@@ -19,7 +19,7 @@ use crate::output::columns::{
 };
 use crate::output::flows::{flow_json, series_row_json, sorted_findings};
 use crate::output::json::{record_json, RecordJson};
-use crate::pipeline::{ChannelRecord, PipelineConfig, RecordSink, SqosBody, SqosRecord};
+use crate::pipeline::{ChannelRecord, PipelineConfig, RecordSink, SqosRecord};
 use crate::run::{run_capture, CaptureSink, FrameSource, Progress, RunResult};
 use crate::sqos::Finding;
 
@@ -173,12 +173,7 @@ struct FindingRows<'w, W: RowSink>(&'w mut W);
 
 impl<W: RowSink> Tap<Analyzer> for FindingRows<'_, W> {
     fn before(&mut self, _analyzer: &mut Analyzer, rec: &SqosRecord) {
-        let findings: &[Finding] = match &rec.body {
-            SqosBody::Request(d) => &d.findings,
-            SqosBody::Response(d) => &d.findings,
-            SqosBody::NoBuffer => &[],
-        };
-        for f in findings {
+        for f in rec.body.findings() {
             self.0.row(Row::MessageFinding(rec, f));
         }
     }

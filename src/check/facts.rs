@@ -9,7 +9,7 @@ use crate::feed::{Feed, Tap};
 use crate::net::ConnId;
 use crate::pipeline::{CaptureNote, Direction, SqosBody, SqosRecord};
 use crate::run::CaptureSink;
-use crate::sqos::{Finding, Options, Severity};
+use crate::sqos::{Options, Severity};
 
 /// How often something was seen and where first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,12 +59,7 @@ pub struct MessageFacts {
 
 impl MessageFacts {
     pub fn record(&mut self, rec: &SqosRecord) {
-        let findings: &[Finding] = match &rec.body {
-            SqosBody::Request(d) => &d.findings,
-            SqosBody::Response(d) => &d.findings,
-            SqosBody::NoBuffer => &[],
-        };
-        for f in findings {
+        for f in rec.body.findings() {
             let slot = self.findings.entry(f.code.as_str());
             let e = slot.or_insert(FindingTally {
                 severity: f.severity,

@@ -18,7 +18,7 @@ use crate::analysis::{FlowFindingCode, FlowState};
 use crate::capture::Timestamp;
 use crate::output::columns::{flow_row, message_flat};
 use crate::output::json::record_flat_picked;
-use crate::pipeline::{SqosBody, SqosRecord};
+use crate::pipeline::SqosRecord;
 
 /// What a filter is evaluated on: a message (with its flow as known then), a flow, or an
 /// interval row (with its flow).
@@ -190,11 +190,11 @@ impl<'a> Subject<'a> {
 
     fn has_finding(&self, g: &super::shortcut::NameGlob) -> bool {
         if let Some(rec) = self.message {
-            let own = match &rec.body {
-                SqosBody::Request(d) => d.findings.iter().any(|f| g.matches(f.code.as_str())),
-                SqosBody::Response(d) => d.findings.iter().any(|f| g.matches(f.code.as_str())),
-                SqosBody::NoBuffer => false,
-            };
+            let own = rec
+                .body
+                .findings()
+                .iter()
+                .any(|f| g.matches(f.code.as_str()));
             // A flow finding given at this message's frame is about this message.
             let flow = self.flow.is_some_and(|f| {
                 f.findings

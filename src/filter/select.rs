@@ -21,7 +21,7 @@ use crate::feed::{Feed, Tap};
 use crate::output::columns::flow_row;
 use crate::pipeline::{
     CaptureNote, ChannelRecord, CloseRecord, CompactRecord, IoRecord, OpenRecord, RecordSink,
-    SqosBody, SqosRecord,
+    SqosRecord,
 };
 use crate::run::CaptureSink;
 
@@ -391,11 +391,7 @@ impl Tap<Analyzer> for FlowMarks {
         let id = analyzer.flow_of(rec).unwrap_or(Uuid::nil());
         let start = *self.start.get_or_insert(rec.ts);
         if findings {
-            let list = match &rec.body {
-                SqosBody::Request(d) => &d.findings[..],
-                SqosBody::Response(d) => &d.findings[..],
-                SqosBody::NoBuffer => &[],
-            };
+            let list = rec.body.findings();
             if !list.is_empty() {
                 let set = self.codes.entry(id).or_default();
                 set.extend(list.iter().map(|x| x.code.as_str()));
@@ -428,6 +424,7 @@ impl crate::check::facts::FlowAnalysis for FlowSelect {
 mod tests {
     use super::*;
     use crate::filter::Context;
+    use crate::pipeline::SqosBody;
 
     /// A message face that notes the frames it was given, with their flow's name, and how
     /// many messages it saw.
@@ -458,12 +455,12 @@ mod tests {
             flow: Option<&FlowState>,
             _row: Option<&Map<String, Value>>,
         ) {
-            let fields = match &rec.body {
-                SqosBody::Request(d) => d.message.is_none() || !d.fields.is_empty(),
-                SqosBody::Response(d) => d.message.is_none() || !d.fields.is_empty(),
-                SqosBody::NoBuffer => true,
+            let decoded = match &rec.body {
+                SqosBody::Request(d) => d.message.is_some(),
+                SqosBody::Response(d) => d.message.is_some(),
+                SqosBody::NoBuffer => false,
             };
-            self.without_fields += usize::from(!fields);
+            self.without_fields += usize::from(decoded && rec.body.fields().is_empty());
             self.kept
                 .push((rec.frame, flow.and_then(|f| f.initiator_name.clone())));
         }

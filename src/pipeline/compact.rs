@@ -67,11 +67,7 @@ mod tests {
     impl CaptureSink for Kept {}
 
     fn fields(rec: &SqosRecord) -> usize {
-        match &rec.body {
-            SqosBody::Request(d) => d.fields.len(),
-            SqosBody::Response(d) => d.fields.len(),
-            SqosBody::NoBuffer => 0,
-        }
+        rec.body.fields().len()
     }
 
     #[test]
@@ -82,11 +78,7 @@ mod tests {
             let path = format!("{}/captures/{name}", env!("CARGO_MANIFEST_DIR"));
             crate::run::run_path(path.as_ref(), Default::default(), &mut kept).expect(name);
         }
-        let findings = |r: &SqosRecord| match &r.body {
-            SqosBody::Request(d) => d.findings.len(),
-            SqosBody::Response(d) => d.findings.len(),
-            SqosBody::NoBuffer => 0,
-        };
+        let findings = |r: &SqosRecord| r.body.findings().len();
         assert!(kept.0.iter().any(|r| fields(r) > 0 && findings(r) > 0));
         let decoded: Vec<&SqosRecord> = kept.0.iter().filter(|r| fields(r) > 0).collect();
         assert!(decoded.len() >= 20, "{} decoded messages", decoded.len());

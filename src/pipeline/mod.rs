@@ -42,7 +42,7 @@ use crate::net::reassembly::Taken;
 use crate::net::{ConnId, Dir, Reassembler, ReassemblyConfig, ReassemblyStats};
 use crate::smb2::crypto::KeyRing;
 use crate::smb2::FramerConfig;
-use crate::sqos::{Dissection, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
+use crate::sqos::{Dissection, Field, Finding, Request, Response, FSCTL_STORAGE_QOS_CONTROL};
 
 pub use crate::smb2::FileId;
 /// How a record's SQOS buffer is decoded and checked (the `render` fuzz target builds records
@@ -64,6 +64,26 @@ pub enum SqosBody {
     Response(Dissection<Response>),
     /// A response without an SQOS buffer: an error response, or success with no output.
     NoBuffer,
+}
+
+impl SqosBody {
+    /// The fields the decoder read (none without a buffer, and none in a [`CompactRecord`]).
+    pub fn fields(&self) -> &[Field] {
+        match self {
+            SqosBody::Request(d) => &d.fields,
+            SqosBody::Response(d) => &d.fields,
+            SqosBody::NoBuffer => &[],
+        }
+    }
+
+    /// What the decoder and the checks against the IOCTL and the matched request found.
+    pub fn findings(&self) -> &[Finding] {
+        match self {
+            SqosBody::Request(d) => &d.findings,
+            SqosBody::Response(d) => &d.findings,
+            SqosBody::NoBuffer => &[],
+        }
+    }
 }
 
 /// One FSCTL_STORAGE_QOS_CONTROL request or response.

@@ -9,7 +9,6 @@ use uuid::Uuid;
 use super::lists::{finding_rows, flow_rows, message_indices, FlowCol, Sort};
 use super::live::Live;
 use super::theme::Theme;
-use crate::pipeline::SqosBody;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
@@ -265,11 +264,7 @@ impl App {
         else {
             return 0;
         };
-        match live.tap.store.full(i).map(|r| r.body) {
-            Some(SqosBody::Request(d)) => d.fields.len(),
-            Some(SqosBody::Response(d)) => d.fields.len(),
-            _ => 0,
-        }
+        live.tap.store.full(i).map_or(0, |r| r.body.fields().len())
     }
 
     fn detail_len(&self, live: &Live) -> usize {

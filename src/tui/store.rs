@@ -65,12 +65,7 @@ impl MessageStore {
         let flow = message_flow(&rec);
         let compact = CompactRecord::new(rec);
         let rec = compact.record();
-        let findings = match &rec.body {
-            SqosBody::Request(d) => d.findings.as_slice(),
-            SqosBody::Response(d) => d.findings.as_slice(),
-            SqosBody::NoBuffer => &[],
-        };
-        for f in findings {
+        for f in rec.body.findings() {
             if self.findings.len() >= MAX_FINDINGS {
                 self.findings.pop_front();
                 self.findings_dropped += 1;

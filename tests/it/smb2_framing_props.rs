@@ -361,6 +361,74 @@ fn skip_within_takes_the_middle_of_sealed_read_data() {
     assert_eq!(ids, [(7, false), (8, true)]);
 }
 
+/// A small message is opened whole without a probe when the likeliest key is GCM's (a 16-byte
+/// key of a session whose cipher is not known yet fits AES-128-GCM first, then AES-128-CCM):
+/// GCM's open says which, and where it fails the next key that passes the probe opens it. Each
+/// message says the cipher that opened it; one sealed with another key is not opened.
+#[test]
+fn a_small_message_opens_with_whichever_candidate_key_sealed_it() {
+    let key = [0x5a; 16];
+    let echo = |id| framed(&Msg::request(ECHO, id, echo()));
+    let mut stream = seal_one(Cipher::Aes128Gcm, &key, SEALED_SESSION, 1, &echo(1));
+    stream.extend(seal_one(
+        Cipher::Aes128Ccm,
+        &key,
+        SEALED_SESSION,
+        2,
+        &echo(2),
+    ));
+    stream.extend(seal_one(
+        Cipher::Aes128Gcm,
+        &[0x77; 16],
+        SEALED_SESSION,
+        3,
+        &echo(3),
+    ));
+    stream.extend(seal_one(
+        Cipher::Aes128Gcm,
+        &key,
+        SEALED_SESSION,
+        4,
+        &echo(4),
+    ));
+    let mut d = decryptor(&key);
+    let mut f = Framer::new(framer_config());
+    let mut out = Vec::new();
+    for chunk in stream.chunks(50) {
+        f.push_sealed(chunk, &mut ctx(Some(&mut d), None), &mut out);
+    }
+    f.finish_sealed(&mut ctx(Some(&mut d), None), &mut out);
+    let outcomes: Vec<SealOutcome> = out
+        .iter()
+        .filter_map(|e| match e {
+            FramerEvent::Encrypted { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect();
+    let opened = |cipher| SealOutcome::Decrypted {
+        cipher,
+        authenticated: true,
+    };
+    assert_eq!(outcomes.len(), 4, "{outcomes:?}");
+    assert_eq!(outcomes[0], opened(Cipher::Aes128Gcm));
+    assert_eq!(outcomes[1], opened(Cipher::Aes128Ccm));
+    assert!(
+        matches!(outcomes[2], SealOutcome::AuthFailed { .. }),
+        "{:?}",
+        outcomes[2]
+    );
+    // The CCM message confirmed the session's cipher: CCM is tried first now, and GCM after.
+    assert_eq!(outcomes[3], opened(Cipher::Aes128Gcm));
+    let ids: Vec<u64> = out
+        .iter()
+        .filter_map(|e| match e {
+            FramerEvent::Message(m) => Some(m.parts[0].header.message_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, [1, 2, 4]);
+}
+
 /// Two sessions with keys of the same cipher, their messages interleaved on two connections
 /// that share the decryptor: every message opens with its own session's key — whole ones, and
 /// streamed READs whose keystream is read while the other session's messages go by (a cipher

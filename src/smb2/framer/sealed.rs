@@ -29,6 +29,19 @@ use crate::smb2::transform::{parse_transform_header, TransformHeader, TRANSFORM_
 /// READ/WRITE messages up to this size are authenticated whole like the others (cheap, and it
 /// proves the key early); larger ones are streamed.
 pub const STREAM_MIN: u64 = 4096;
+/// Whether a message of `len` bytes, a single bulk READ/WRITE or not (`bulk`), is streamed as
+/// one: its data counted off, never decrypted.
+fn streamed_bulk(len: u64, bulk: bool) -> bool {
+    bulk && len > STREAM_MIN
+}
+
+/// Whether a message of `len` bytes is authenticated whole: not a streamed bulk message, and
+/// within the framer's bound. With `bulk` true: whatever the message turns out to be, which is
+/// known before its first bytes are decrypted.
+fn opened_whole(len: u64, bulk: bool, cfg: &FramerConfig) -> bool {
+    !streamed_bulk(len, bulk) && len <= cfg.max_keep as u64
+}
+
 /// Shortest plaintext: a compression transform header (an SMB2 message is longer).
 const MIN_INNER_LEN: u64 = crate::smb2::compress::layout::UNCHAINED_LEN as u64;
 /// Ciphertext bytes looked at to tell the right key and the kind of message.
@@ -193,6 +206,15 @@ impl SealCtx<'_> {
             }
         }
     }
+}
+
+/// A buffer for a message of `len` bytes opened whole, starting with the `first` bytes read
+/// (a spare one if there is one).
+fn whole_buf(ctx: &mut SealCtx<'_>, len: u64, first: &[u8]) -> Vec<u8> {
+    let mut buf = ctx.buf();
+    buf.reserve(len as usize);
+    buf.extend_from_slice(first);
+    buf
 }
 
 /// The candidate's cipher keyed, kept by the decryptor for the next messages of its key (none
@@ -432,13 +454,13 @@ impl Sealed {
                 // key is GCM's, its open tells whether it is the key and leaves the bytes as
                 // they were when it is not: the probe would only decrypt its first bytes
                 // twice. (CCM's failed open zeroes them: there the probe picks the key first.)
-                let whole = len <= STREAM_MIN
-                    && len <= cfg.max_keep as u64
-                    && cands.get(0).is_some_and(|c| c.cipher.is_gcm());
+                let whole =
+                    opened_whole(len, true, cfg) && cands.get(0).is_some_and(|c| c.cipher.is_gcm());
                 self.phase = if whole {
-                    let mut buf = ctx.buf();
-                    buf.reserve(len as usize);
-                    Phase::Whole { first: 0, buf }
+                    Phase::Whole {
+                        first: 0,
+                        buf: whole_buf(ctx, len, &[]),
+                    }
                 } else {
                     Phase::Probe {
                         buf: Probe::default(),
@@ -469,20 +491,18 @@ impl Sealed {
             let tried = cands.iter().map(|c| c.source).collect();
             return self.give_up(SealOutcome::AuthFailed { tried }, out);
         };
-        let bulk = is_bulk(plain.as_slice()) && self.len > STREAM_MIN;
-        if !bulk && self.len <= cfg.max_keep as u64 {
-            let mut whole = ctx.buf();
-            whole.reserve(self.len as usize);
-            whole.extend_from_slice(buf.as_slice());
+        let single = is_bulk(plain.as_slice());
+        if opened_whole(self.len, single, cfg) {
             self.phase = Phase::Whole {
                 first: i,
-                buf: whole,
+                buf: whole_buf(ctx, self.len, buf.as_slice()),
             };
             if self.pos >= self.len {
                 self.open_whole(cfg, ctx, out);
             }
             return;
         }
+        let bulk = streamed_bulk(self.len, single);
         let Some(c) = cands.get(i).copied() else {
             return;
         };

@@ -9,7 +9,7 @@ use ratatui::Frame;
 
 use super::{fit, right, span, ListTable};
 use crate::output::text::{detail_tree, hex_dump, summary_line};
-use crate::pipeline::{Direction, SqosBody, SqosRecord};
+use crate::pipeline::{Direction, SqosRecord};
 use crate::sqos::Field;
 use crate::tui::app::{App, Hit, Pane};
 use crate::tui::lists::message_indices;
@@ -111,11 +111,7 @@ fn draw_list(f: &mut Frame<'_>, area: Rect, app: &mut App, live: &Live, shown: &
                 cells.push(Cell::from(format!("{} → {}", rec.src, rec.dst)));
             }
             cells.push(Cell::from(fit(&summary_tail(rec, live), msg_w)));
-            let worst = match &rec.body {
-                SqosBody::Request(d) => d.findings.iter().map(|x| x.severity).max(),
-                SqosBody::Response(d) => d.findings.iter().map(|x| x.severity).max(),
-                SqosBody::NoBuffer => None,
-            };
+            let worst = rec.body.findings().iter().map(|x| x.severity).max();
             let style = match (worst, rec.nt_status) {
                 (Some(s), _) => t.severity(s),
                 (None, Some(st)) if st != 0 && !rec.interim => t.warn(),
@@ -158,11 +154,7 @@ fn draw_tree(
         f.render_widget(Paragraph::new("").block(block), area);
         return None;
     };
-    let fields: &[Field] = match &rec.body {
-        SqosBody::Request(d) => &d.fields,
-        SqosBody::Response(d) => &d.fields,
-        SqosBody::NoBuffer => &[],
-    };
+    let fields = rec.body.fields();
     let kind = match rec.direction {
         Direction::Request => "request",
         Direction::Response => "response",
