@@ -148,6 +148,17 @@ proptest! {
     }
 }
 
+/// The MessageIds of the messages among `events`, in order.
+fn message_ids(events: &[FramerEvent]) -> Vec<u64> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            FramerEvent::Message(m) => Some(m.parts[0].header.message_id),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The middle of a READ response's data is counted off, its end and the next message are not.
 #[test]
 fn skip_within_takes_the_middle_of_read_data_only() {
@@ -169,13 +180,7 @@ fn skip_within_takes_the_middle_of_read_data_only() {
         "a new message's NBSS header is looked at"
     );
     f.push(&echo, &mut out);
-    let ids: Vec<u64> = out
-        .iter()
-        .filter_map(|e| match e {
-            FramerEvent::Message(m) => Some(m.parts[0].header.message_id),
-            _ => None,
-        })
-        .collect();
+    let ids = message_ids(&out);
     assert_eq!(ids, [7, 8]);
 }
 
@@ -419,13 +424,7 @@ fn a_small_message_opens_with_whichever_candidate_key_sealed_it() {
     );
     // The CCM message confirmed the session's cipher: CCM is tried first now, and GCM after.
     assert_eq!(outcomes[3], opened(Cipher::Aes128Gcm));
-    let ids: Vec<u64> = out
-        .iter()
-        .filter_map(|e| match e {
-            FramerEvent::Message(m) => Some(m.parts[0].header.message_id),
-            _ => None,
-        })
-        .collect();
+    let ids = message_ids(&out);
     assert_eq!(ids, [1, 2, 4]);
 }
 
