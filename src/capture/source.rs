@@ -114,6 +114,24 @@ struct Interface {
     units_per_sec: u64,
     /// Seconds added to every timestamp (if_tsoffset).
     offset_secs: i64,
+    /// Nanoseconds a unit and the offset in nanoseconds, where a second holds a whole number
+    /// of units (if_tsresol 10^0 to 10^9, and 2^0) and the offset fits: a timestamp is then
+    /// a multiplication and an addition ([`ng_timestamp`]).
+    exact_ns: Option<(u64, i64)>,
+}
+
+impl Interface {
+    fn new(link_type: u32, snaplen: u32, units_per_sec: u64, offset_secs: i64) -> Interface {
+        let per_unit = (units_per_sec > 0 && 1_000_000_000 % units_per_sec == 0)
+            .then(|| 1_000_000_000 / units_per_sec);
+        Interface {
+            link_type,
+            snaplen,
+            units_per_sec,
+            offset_secs,
+            exact_ns: per_unit.zip(offset_secs.checked_mul(1_000_000_000)),
+        }
+    }
 }
 
 enum Format {
@@ -455,25 +473,35 @@ impl Epb {
 
     fn read(data: &[u8], big_endian: bool) -> Option<Epb> {
         let h: &[u8; Epb::FIXED] = data.first_chunk()?;
-        let word = |i: usize| read_u32(&h[i..i + 4], big_endian);
-        let len = word(4) as usize;
-        if word(0) != EPB_TYPE || len < Epb::FIXED + 4 || len % 4 != 0 || len > MAX_BLOCK_LEN {
+        // The seven words read alike, then the byte order settled once, as a pcap record's
+        // header is (a branch on it for each word cost ~30 instructions a frame).
+        let words: [u32; 7] = std::array::from_fn(|i| {
+            u32::from_le_bytes([h[4 * i], h[4 * i + 1], h[4 * i + 2], h[4 * i + 3]])
+        });
+        let [kind, len, if_id, ts_high, ts_low, caplen, orig_len] = if big_endian {
+            words.map(u32::swap_bytes)
+        } else {
+            words
+        };
+        let len = len as usize;
+        if kind != EPB_TYPE || len < Epb::FIXED + 4 || len % 4 != 0 || len > MAX_BLOCK_LEN {
             return None;
         }
-        let caplen = word(20);
         let padded = (caplen as usize).checked_next_multiple_of(4)?;
         if caplen >= u32::MAX - 4 || Epb::FIXED + padded + 4 > len {
             return None;
         }
-        if read_u32(data.get(len - 4..len)?, big_endian) as usize != len {
+        // The trailing copy of the length, compared as it lies: no byte order to settle.
+        let trailer: &[u8; 4] = data.get(len - 4..len)?.try_into().ok()?;
+        if u32::from_le_bytes(*trailer) != words[1] {
             return None;
         }
         Some(Epb {
             len,
-            if_id: word(8),
-            units: (u64::from(word(12)) << 32) | u64::from(word(16)),
+            if_id,
+            units: (u64::from(ts_high) << 32) | u64::from(ts_low),
             caplen,
-            orig_len: word(24),
+            orig_len,
         })
     }
 
@@ -1459,7 +1487,25 @@ fn timestamp(secs: i64, frac_ns: i64) -> Timestamp {
 }
 
 /// Converts a pcapng timestamp (units since the epoch, plus the interface's offset) to ns.
+/// Where a unit is a whole number of nanoseconds (microseconds, the default, and every
+/// decimal resolution) that is one multiplication, the value [`divided_timestamp`] gives with
+/// two 128-bit divisions, which cost every frame of a pcapng capture ~30 instructions; a time
+/// that would not fit takes the division and its saturation. (Where the sum fits, no step of
+/// the division saturates: its seconds are at most the sum's, and at least the offset's.)
+#[inline]
 fn ng_timestamp(units: u64, ifc: &Interface) -> Timestamp {
+    let exact = ifc.exact_ns.and_then(|(per_unit, offset)| {
+        let ns = i64::try_from(units.checked_mul(per_unit)?).ok()?;
+        ns.checked_add(offset)
+    });
+    match exact {
+        Some(t) => Timestamp(t),
+        None => divided_timestamp(units, ifc),
+    }
+}
+
+/// [`ng_timestamp`] for any resolution: seconds and the fraction apart, saturating.
+fn divided_timestamp(units: u64, ifc: &Interface) -> Timestamp {
     let per_sec = u128::from(ifc.units_per_sec.max(1));
     let units = u128::from(units);
     let secs = i64::try_from(units / per_sec).unwrap_or(i64::MAX);
@@ -1506,12 +1552,12 @@ fn interface_from_idb(
     }
     let units_per_sec =
         units_per_sec(tsresol).ok_or_else(|| format!("invalid if_tsresol {tsresol:#x}"))?;
-    Ok(Interface {
-        link_type: u32::from(idb.linktype.0 as u16),
-        snaplen: idb.snaplen,
+    Ok(Interface::new(
+        u32::from(idb.linktype.0 as u16),
+        idb.snaplen,
         units_per_sec,
         offset_secs,
-    })
+    ))
 }
 
 /// pcap-parser's errors print the raw input; keep reports to one readable line.
@@ -1721,16 +1767,52 @@ mod tests {
 
     #[test]
     fn ng_timestamp_uses_resolution_and_offset() {
-        let ifc = Interface {
-            link_type: 1,
-            snaplen: 0,
-            units_per_sec: 1024,
-            offset_secs: 100,
-        };
+        let ifc = Interface::new(1, 0, 1024, 100);
         // 3.5 s in 1/1024 units, plus 100 s offset.
         assert_eq!(
             ng_timestamp(3 * 1024 + 512, &ifc),
             Timestamp(103_500_000_000)
         );
+        // Microseconds, the default: 3.25 s.
+        let us = Interface::new(1, 0, 1_000_000, 0);
+        assert_eq!(ng_timestamp(3_250_000, &us), Timestamp(3_250_000_000));
+    }
+
+    #[test]
+    fn the_multiplied_timestamp_is_the_divided_one() {
+        // Every resolution if_tsresol can give, offsets either way and at the ends, units at
+        // the ends and between: where the multiplication is taken it gives what the division
+        // gives, and elsewhere the division is taken.
+        let resolutions = (0..=19u8).chain((0..64u8).map(|e| 0x80 | e));
+        let ends = [
+            i64::MAX / 1_000_000_000,
+            i64::MIN / 1_000_000_000,
+            i64::MAX,
+            i64::MIN,
+        ];
+        let offsets = [0, 100, -100, -2_000_000_000].into_iter().chain(ends);
+        let mut units: Vec<u64> = vec![0, 1, 999, 1_000_000, u64::MAX, u64::MAX / 2, 1 << 63];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            units.push(x >> (x % 64));
+        }
+        let mut exact = 0;
+        for per_sec in resolutions.filter_map(units_per_sec) {
+            for offset in offsets.clone() {
+                let ifc = Interface::new(1, 0, per_sec, offset);
+                exact += usize::from(ifc.exact_ns.is_some());
+                for &u in &units {
+                    assert_eq!(
+                        ng_timestamp(u, &ifc),
+                        divided_timestamp(u, &ifc),
+                        "{u} units of 1/{per_sec} s, offset {offset}"
+                    );
+                }
+            }
+        }
+        assert!(exact >= 10 * 5, "{exact} interfaces with an exact unit");
     }
 }
