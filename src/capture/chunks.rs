@@ -157,6 +157,27 @@ enum Trial {
     Helped { alone: u64, times: Timings },
 }
 
+/// The [`Trial`] of a file read to its end, carried on to the next file of the same run:
+/// rotated captures are read one after the other as one timeline, and a trial takes
+/// `3 × TRIAL_CHUNKS` chunks (12 MiB) before it decides, so a ring of files shorter than that
+/// (`tcpdump -C 10`, `dumpcap -b filesize:5000`) started a trial in every file and never
+/// finished one, each file read without its helper. Carried, the trial goes on where it was
+/// and a helper kept (or on trial) starts with the next file's first chunks.
+pub(crate) struct TrialCarried {
+    trial: Trial,
+    /// A helper ran when the file ended, kept or on trial.
+    helper: bool,
+    refused: bool,
+}
+
+impl TrialCarried {
+    /// The trial has decided whether the helper pays.
+    #[cfg(test)]
+    pub(crate) fn decided(&self) -> bool {
+        matches!(self.trial, Trial::Done)
+    }
+}
+
 /// Nanoseconds of [`TRIAL_CHUNKS`] chunks, of which the median is taken: one chunk that waited
 /// for the core (another process, an interrupt) does not decide.
 #[derive(Default)]
@@ -241,6 +262,10 @@ pub(crate) struct ChunkReader {
     trial: Trial,
     /// The trial stopped the helper: its chunks cost this thread more than reading alone.
     refused: bool,
+    /// A helper was started for this file.
+    helped: bool,
+    /// The trial as the file's end found it, for the next file of the run ([`TrialCarried`]).
+    ended: Option<TrialCarried>,
     /// While the trial runs: when the last refill ended, and where its chunk came from.
     since: Option<(Instant, Came)>,
 }
@@ -270,6 +295,8 @@ impl ChunkReader {
             tap,
             trial: Trial::Off,
             refused: false,
+            helped: false,
+            ended: None,
             since: None,
         };
         if reader.refill().is_err() {
@@ -327,6 +354,26 @@ impl ChunkReader {
         true
     }
 
+    /// [`Self::read_ahead`] going on with the trial of the file before ([`TrialCarried`]): a
+    /// helper that ran there starts here at once.
+    pub(crate) fn read_ahead_after(&mut self, before: TrialCarried) -> bool {
+        if !matches!(self.trial, Trial::Off) || self.exhausted {
+            return false;
+        }
+        self.refused = before.refused;
+        self.trial = before.trial;
+        if before.helper && !self.start_helper() {
+            self.trial = Trial::Done;
+        }
+        true
+    }
+
+    /// The trial as this file's end left it, once (None when no helper was asked for, or
+    /// the file has not ended).
+    pub(crate) fn take_trial(&mut self) -> Option<TrialCarried> {
+        self.ended.take()
+    }
+
     /// Starts the helper. False when it could not be started (reading goes on here).
     fn start_helper(&mut self) -> bool {
         let src = &mut self.source;
@@ -360,6 +407,7 @@ impl ChunkReader {
             return false;
         }
         src.helper = Some(Helper { full, empty });
+        self.helped = true;
         true
     }
 
@@ -662,7 +710,15 @@ impl PcapReaderIterator for ChunkReader {
                 self.give_back(next);
                 self.exhausted = true;
                 if !matches!(self.trial, Trial::Off) {
-                    self.trial = Trial::Done;
+                    let helper = !self.refused
+                        && matches!(self.trial, Trial::Helped { .. } | Trial::Done)
+                        && self.helped;
+                    let trial = std::mem::replace(&mut self.trial, Trial::Done);
+                    self.ended.get_or_insert(TrialCarried {
+                        trial,
+                        helper,
+                        refused: self.refused,
+                    });
                 }
                 Ok(())
             }
@@ -721,24 +777,81 @@ mod tests {
 
     /// A reader of a file of three chunks of zeros, asked to read ahead.
     fn reader(dir: &tempfile::TempDir) -> ChunkReader {
-        let path = dir.path().join("zeros");
+        let mut r = zeros(dir, "zeros");
+        assert!(r.read_ahead());
+        assert!(!r.read_ahead(), "asked once");
+        r
+    }
+
+    /// A reader of a file of three chunks of zeros, `name` in `dir`.
+    fn zeros(dir: &tempfile::TempDir, name: &str) -> ChunkReader {
+        let path = dir.path().join(name);
         std::fs::write(&path, vec![0u8; 3 * CHUNK]).unwrap();
         let file = File::open(&path).unwrap();
         let layout = Layout::Pcap {
             big_endian: false,
             modified: false,
         };
-        let mut r = ChunkReader::new(file, layout, Arc::default()).unwrap();
-        assert!(r.read_ahead());
-        assert!(!r.read_ahead(), "asked once");
-        r
+        ChunkReader::new(file, layout, Arc::default()).unwrap()
+    }
+
+    /// Takes every byte, chunk after chunk, to the end of the file.
+    fn read_to_end(r: &mut ChunkReader) {
+        while !r.reader_exhausted() {
+            let n = r.data().len();
+            r.consume_noshift(n);
+            r.refill().unwrap();
+        }
+    }
+
+    /// A trial carried to the next file of a run goes on there where it was: the warm-up
+    /// counted on, a helper kept starting with the next file, one refused staying refused.
+    #[test]
+    fn a_trial_goes_on_in_the_next_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = reader(&dir);
+        for _ in 0..TRIAL_CHUNKS - 3 {
+            first.time(1_000_000, Came::Read { copy: 1_000_000 });
+        }
+        assert!(first.take_trial().is_none(), "not before the file's end");
+        // Its last chunk is timed too: one more.
+        read_to_end(&mut first);
+        let carried = first.take_trial().expect("the file ended during the trial");
+        assert!(first.take_trial().is_none(), "taken once");
+        let mut second = zeros(&dir, "second");
+        assert!(second.read_ahead_after(carried));
+        assert!(!second.read_ahead(), "asked once");
+        assert!(matches!(second.trial, Trial::Warming { chunks } if chunks == TRIAL_CHUNKS - 2));
+        second.time(1_000_000, Came::Read { copy: 1_000_000 });
+        second.time(1_000_000, Came::Read { copy: 1_000_000 });
+        assert!(
+            matches!(second.trial, Trial::Alone { .. }),
+            "the warm-up's last chunk"
+        );
+        assert!(!second.helper_runs());
+
+        for (helped, kept) in [(120, true), (340, false)] {
+            let mut r = reader(&dir);
+            assert_eq!(decide(&mut r, helped), kept);
+            read_to_end(&mut r);
+            let mut next = zeros(&dir, "next");
+            assert!(next.read_ahead_after(r.take_trial().unwrap()));
+            assert!(matches!(next.trial, Trial::Done));
+            assert_eq!(next.helper_runs(), kept, "a helper kept starts at once");
+            assert_eq!(next.helper_refused(), !kept);
+            read_to_end(&mut next);
+        }
     }
 
     /// The trial with chunks read alone costing 200 ns (100 copying, 100 working) and the
     /// helper's `helped`: whether the helper still runs at the end.
     fn helper_kept(helped: u64) -> bool {
         let dir = tempfile::tempdir().unwrap();
-        let mut r = reader(&dir);
+        decide(&mut reader(&dir), helped)
+    }
+
+    /// [`helper_kept`]'s trial on `r`.
+    fn decide(r: &mut ChunkReader, helped: u64) -> bool {
         for _ in 0..TRIAL_CHUNKS {
             r.time(1_000_000, Came::Read { copy: 1_000_000 });
             assert!(!r.helper_runs(), "warming up alone");

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::chunks::TrialCarried;
 use super::{CaptureError, CaptureReader, Frame, FrameRun, Reading, Timestamp};
 
 /// The next frame of one file, as far as the merge knows.
@@ -45,6 +46,9 @@ pub struct MergedCaptures {
     /// How `run_capture` said the run reads ([`MergedCaptures::read_for`]): each file opened
     /// anew is read so.
     reading: Option<Reading>,
+    /// The reading-ahead trial the last file to end left, for the next file opened: one
+    /// trial for the run ([`TrialCarried`]).
+    trial: Option<TrialCarried>,
 }
 
 impl MergedCaptures {
@@ -72,7 +76,7 @@ impl MergedCaptures {
             head: Head::Unknown,
         };
         if parkable {
-            peek(&mut input, &mut self.damaged);
+            peek(&mut input, &mut self.damaged, &mut self.trial);
             if let Head::Ready(_) = input.head {
                 input.reader = Reader::Parked;
             }
@@ -87,7 +91,7 @@ impl MergedCaptures {
             let mut earliest: Option<(Timestamp, usize)> = None;
             for (i, input) in self.inputs.iter_mut().enumerate() {
                 if let Head::Unknown = input.head {
-                    peek(input, &mut self.damaged);
+                    peek(input, &mut self.damaged, &mut self.trial);
                 }
                 if let Head::Ready(ts) = input.head {
                     if earliest.is_none_or(|(t, _)| ts < t) {
@@ -103,7 +107,7 @@ impl MergedCaptures {
             };
             match self.inputs.get_mut(i) {
                 Some(input) if matches!(input.reader, Reader::Parked) => {
-                    unpark(input, self.reading, &mut self.damaged);
+                    unpark(input, self.reading, &mut self.damaged, &mut self.trial);
                 }
                 _ => break i,
             }
@@ -170,9 +174,10 @@ impl MergedCaptures {
         Some(run)
     }
 
-    /// [`CaptureReader::read_for`] for every file, as it is opened: each file read in chunks
-    /// gets its own trial and helper with a thread to spare (a helper ends at its file's end,
-    /// so rotated captures, read one after the other, have one at a time), or its look alone.
+    /// [`CaptureReader::read_for`] for every file, as it is opened: with a thread to spare,
+    /// files read in chunks each have a helper while they are read (it ends at its file's end,
+    /// so rotated captures, read one after the other, have one at a time), under one trial
+    /// that goes on from file to file ([`TrialCarried`]); or each its look alone.
     pub fn read_for(&mut self, reading: Reading) {
         self.reading = Some(reading);
         for input in &mut self.inputs {
@@ -210,7 +215,7 @@ impl MergedCaptures {
 
 /// Finds `input`'s next frame's time (its reader open), or its end: then the reader is
 /// closed, its damage, if any, kept in `damaged` to report after the other files' frames.
-fn peek(input: &mut Input, damaged: &mut Option<CaptureError>) {
+fn peek(input: &mut Input, damaged: &mut Option<CaptureError>, trial: &mut Option<TrialCarried>) {
     let Reader::Open(reader) = &mut input.reader else {
         return;
     };
@@ -225,20 +230,28 @@ fn peek(input: &mut Input, damaged: &mut Option<CaptureError>) {
         }
     };
     if let Head::Ended = input.head {
+        if let Some(t) = reader.take_trial() {
+            *trial = Some(t);
+        }
         input.reader = Reader::Done(reader.input_bytes_read());
     }
 }
 
 /// Opens a parked file again, read as `reading` says if the run said. Its first frame is
 /// peeked at anew (the file may have changed since): the merge chooses again.
-fn unpark(input: &mut Input, reading: Option<Reading>, damaged: &mut Option<CaptureError>) {
+fn unpark(
+    input: &mut Input,
+    reading: Option<Reading>,
+    damaged: &mut Option<CaptureError>,
+    trial: &mut Option<TrialCarried>,
+) {
     match CaptureReader::open(&input.path) {
         Ok(mut reader) => {
             if let Some(reading) = reading {
-                reader.read_for(reading);
+                reader.read_for_after(reading, trial.take());
             }
             input.reader = Reader::Open(Box::new(reader));
-            peek(input, damaged);
+            peek(input, damaged, trial);
         }
         Err(e) => {
             if damaged.is_none() {
@@ -298,6 +311,32 @@ mod tests {
             most = most.max(open(m));
         }
         (times, most)
+    }
+
+    /// A ring of files each too short for the reading-ahead trial (4 chunks, 1 MiB): the
+    /// trial goes on from file to file and decides, as over one file.
+    #[test]
+    fn one_trial_goes_on_over_a_ring_of_short_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..64)
+            .map(|i| {
+                let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
+                for t in 0..700 {
+                    w.write_packet(Timestamp((i * 1_000 + t) * 1_000), &[7; 1_500])
+                        .unwrap();
+                }
+                let path = dir.path().join(format!("ring_{i:02}.pcap"));
+                std::fs::write(&path, w.into_inner()).unwrap();
+                path
+            })
+            .collect();
+        let mut m = merged(&paths);
+        m.read_for(Reading::Ahead);
+        let (times, most) = read(&mut m);
+        assert_eq!(times.len(), 64 * 700);
+        assert_eq!(most, 1, "one file open at a time");
+        let trial = m.trial.as_ref().expect("the last file's trial");
+        assert!(trial.decided(), "decided over the ring");
     }
 
     /// Runs and single frames in turn, over files that overlap in time: every frame once, in

@@ -21,7 +21,7 @@ use thiserror::Error;
 use super::access::{FileAccess, Reading};
 #[cfg(target_os = "linux")]
 use super::ahead::LinesAhead;
-use super::chunks::ChunkReader;
+use super::chunks::{ChunkReader, TrialCarried};
 use super::input::{maybe_gunzip, read_full, rewind, KeepError, Tap, TapState, GZIP_MAGIC};
 use super::layout::{next_record, Layout};
 #[cfg(target_os = "linux")]
@@ -671,6 +671,32 @@ impl CaptureReader {
         match &mut self.rdr {
             Records::Chunked(r) => r.read_ahead(),
             _ => false,
+        }
+    }
+
+    /// [`Self::read_for`] the next file of a run, going on with the reading-ahead trial the
+    /// file before left ([`TrialCarried`]; none: as `read_for`).
+    pub(crate) fn read_for_after(&mut self, reading: Reading, before: Option<TrialCarried>) {
+        let Some(before) = before else {
+            return self.read_for(reading);
+        };
+        let ahead = match reading {
+            Reading::Alone => false,
+            Reading::Ahead => true,
+            Reading::ForWorkers => !self.map_from_the_start(),
+        };
+        if ahead {
+            if let Records::Chunked(r) = &mut self.rdr {
+                r.read_ahead_after(before);
+            }
+        }
+    }
+
+    /// The reading-ahead trial as the file's end left it, once: for the next file of a run.
+    pub(crate) fn take_trial(&mut self) -> Option<TrialCarried> {
+        match &mut self.rdr {
+            Records::Chunked(r) => r.take_trial(),
+            _ => None,
         }
     }
 
