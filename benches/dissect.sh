@@ -10,7 +10,7 @@
 #   SKIP_COMPRESSED=1                do not time the compressed capture (same traffic, LZ77 chained)
 #   SKIP_MANY=1                      do not time the many-connection capture (see below)
 #   SKIP_SMALL=1                     do not time the small-I/O capture (see below)
-#   SKIP_ROTATED=1                   do not time the small-I/O capture cut into 6 files
+#   SKIP_ROTATED=1                   do not time the small-I/O capture cut into 6 and 100 files
 #   SKIP_SMALL_ENCRYPTED=1           do not time the small-I/O capture encrypted (AES-128-GCM)
 #   CACHE=written                    each capture in the page cache as a capture tool leaves it
 #                                    (written anew in 4 KiB writes) rather than as a read from
@@ -51,9 +51,10 @@
 # fourth for traffic of many connections at once (`synth --scenario steady`, 8 hosts of 4 VMs,
 # each host's session on 2 channels: 16 connections, I/Os up to 1 MiB), about SIZE bytes; a
 # fifth for the same hosts with small I/Os (4-64 KiB: a message every ~6 frames); a sixth for
-# the same small I/Os with every session encrypted (AES-128-GCM); a seventh for the plain
-# small-I/O capture cut into 6 files as a rotating capture leaves them, read as one timeline
-# (needs Wireshark's editcap to cut it; no tshark row: tshark reads one file).
+# the same small I/Os with every session encrypted (AES-128-GCM); a seventh and an eighth for
+# the plain small-I/O capture cut into 6 files and into 100 (~5 MB each, `tcpdump -C 5`) as a
+# rotating capture leaves them, read as one timeline (needs Wireshark's editcap to cut it; no
+# tshark row: tshark reads one file).
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -298,17 +299,19 @@ if [ -z "${SKIP_SMALL_ENCRYPTED:-}" ]; then
   encrypted_variant "small I/Os encrypted (AES-128-GCM) on 16 connections" "small-$SIZE" small
 fi
 
-# Rotated: the small-I/O capture cut into 6 files (`editcap -c`, as `tcpdump -C` leaves a
+# Rotated: the small-I/O capture cut into $1 files (`editcap -c`, as `tcpdump -C` leaves a
 # ring), read as one timeline by a glob: each file opened in its turn and read as one file is.
-if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
-  ROT="$DIR/rotated-$SIZE"
-  if [ ! -s "$ROT/done" ]; then
-    rm -rf "$ROT" && mkdir -p "$ROT"
+rotated() {
+  local n=$1 rot="$DIR/rotated-$SIZE" frames parts total f
+  # (The 6 files keep the directory name they had before the 100.)
+  [ "$n" = 6 ] || rot="$DIR/rotated$n-$SIZE"
+  if [ ! -s "$rot/done" ]; then
+    rm -rf "$rot" && mkdir -p "$rot"
     frames=$("$BIN" stats --quiet "$DIR/small-$SIZE.pcap" | awk '/^frames/ { print $2 }')
-    editcap -F pcap -c $((frames / 6 + 1)) "$DIR/small-$SIZE.pcap" "$ROT/part.pcap"
-    echo yes >"$ROT/done"
+    editcap -F pcap -c $((frames / n + 1)) "$DIR/small-$SIZE.pcap" "$rot/part.pcap"
+    echo yes >"$rot/done"
   fi
-  parts=("$ROT"/part*.pcap)
+  parts=("$rot"/part*.pcap)
   for f in "${parts[@]}"; do cache_state "$f"; done
   total=$(cat "${parts[@]}" | wc -c)
   echo
@@ -321,5 +324,9 @@ if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap 
   cat_again "${parts[@]}"
   echo "load after: $(uptime | sed 's/.*load average/load average/')"
   table "$total"
+}
+if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
+  rotated 6
+  rotated 100
 fi
 [ -n "${SQOS_BENCH_DIR:-}" ] || rm -rf "$DIR"
