@@ -114,9 +114,9 @@ struct Interface {
     units_per_sec: u64,
     /// Seconds added to every timestamp (if_tsoffset).
     offset_secs: i64,
-    /// Nanoseconds a unit and the offset in nanoseconds, where a second holds a whole number
-    /// of units (if_tsresol 10^0 to 10^9, and 2^0) and the offset fits: a timestamp is then
-    /// a multiplication and an addition ([`ng_timestamp`]).
+    /// Nanoseconds a unit and the offset in nanoseconds, where a unit is a whole number of
+    /// nanoseconds (if_tsresol 10^0 to 10^9, and 2^0 to 2^9) and the offset fits: a timestamp
+    /// is then a multiplication and an addition ([`ng_timestamp`]).
     exact_ns: Option<(u64, i64)>,
 }
 
@@ -1513,8 +1513,8 @@ fn timestamp(secs: i64, frac_ns: i64) -> Timestamp {
 }
 
 /// Converts a pcapng timestamp (units since the epoch, plus the interface's offset) to ns.
-/// Where a unit is a whole number of nanoseconds (microseconds, the default, and every
-/// decimal resolution) that is one multiplication, the value [`divided_timestamp`] gives with
+/// Where a unit is a whole number of nanoseconds (microseconds, the default, every decimal
+/// resolution up to nanoseconds, and binary ones up to 2^-9 s) that is one multiplication, the value [`divided_timestamp`] gives with
 /// two 128-bit divisions, which cost every frame of a pcapng capture ~30 instructions; a time
 /// that would not fit takes the division and its saturation. (Where the sum fits, no step of
 /// the division saturates: its seconds are at most the sum's, and at least the offset's.)
