@@ -144,8 +144,13 @@ struct Source {
 enum Trial {
     /// No helper asked for.
     Off,
-    /// Decided (the helper kept or stopped), or the file read to its end first.
-    Done,
+    /// Decided: the helper pays, and runs.
+    Kept,
+    /// Decided: the helper's chunks cost this thread more than reading alone; it was stopped.
+    Refused,
+    /// Not decided, and no helper: the file was read to its end first, or the helper could not
+    /// be started.
+    Ended,
     /// Reading alone, untimed: the first chunks of a run cost more (caches, tables growing).
     Warming { chunks: u32 },
     /// Reading alone: the chunks timed, whole and their copies.
@@ -157,24 +162,36 @@ enum Trial {
     Helped { alone: u64, times: Timings },
 }
 
+impl Trial {
+    /// Still deciding: its chunks are timed.
+    fn under_way(&self) -> bool {
+        matches!(
+            self,
+            Trial::Warming { .. }
+                | Trial::Alone { .. }
+                | Trial::MapFirst { .. }
+                | Trial::Helped { .. }
+        )
+    }
+}
+
 /// The [`Trial`] of a file read to its end, carried on to the next file of the same run:
 /// rotated captures are read one after the other as one timeline, and a trial takes
 /// `3 × TRIAL_CHUNKS` chunks (12 MiB) before it decides, so a ring of files shorter than that
 /// (`tcpdump -C 10`, `dumpcap -b filesize:5000`) started a trial in every file and never
 /// finished one, each file read without its helper. Carried, the trial goes on where it was
 /// and a helper kept (or on trial) starts with the next file's first chunks.
-pub(crate) struct TrialCarried {
-    trial: Trial,
-    /// A helper ran when the file ended, kept or on trial.
-    helper: bool,
-    refused: bool,
-}
+pub(crate) struct TrialCarried(Trial);
 
 impl TrialCarried {
-    /// The trial has decided whether the helper pays.
+    /// The trial has gone past reading alone: a helper is on trial or decided on, or the map
+    /// is to be looked at first.
     #[cfg(test)]
-    pub(crate) fn decided(&self) -> bool {
-        matches!(self.trial, Trial::Done)
+    pub(crate) fn past_alone(&self) -> bool {
+        !matches!(
+            self.0,
+            Trial::Off | Trial::Warming { .. } | Trial::Alone { .. }
+        )
     }
 }
 
@@ -260,10 +277,6 @@ pub(crate) struct ChunkReader {
     joined: Vec<u8>,
     tap: Arc<TapState>,
     trial: Trial,
-    /// The trial stopped the helper: its chunks cost this thread more than reading alone.
-    refused: bool,
-    /// A helper was started for this file.
-    helped: bool,
     /// The trial as the file's end found it, for the next file of the run ([`TrialCarried`]).
     ended: Option<TrialCarried>,
     /// While the trial runs: when the last refill ended, and where its chunk came from.
@@ -294,8 +307,6 @@ impl ChunkReader {
             joined: Vec::new(),
             tap,
             trial: Trial::Off,
-            refused: false,
-            helped: false,
             ended: None,
             since: None,
         };
@@ -336,7 +347,7 @@ impl ChunkReader {
     /// True once the trial has stopped the helper ([`Trial`]): this thread reads alone from
     /// here on, as a run of one thread does.
     pub(crate) fn helper_refused(&self) -> bool {
-        self.refused
+        matches!(self.trial, Trial::Refused)
     }
 
     /// Reads the file ahead on a thread of its own where that pays: each thread reads the
@@ -344,26 +355,17 @@ impl ChunkReader {
     /// their other work allows (this thread walks the records too). The helper starts after
     /// [`TRIAL_CHUNKS`] chunks read alone (unless the work on them was small beside their copy
     /// and the file's map pays, [`map_first`]), and stops after as many of its own if they
-    /// cost this thread more than those ([`Trial`]). False when asked already or the file has
-    /// been read to its end.
-    pub(crate) fn read_ahead(&mut self) -> bool {
+    /// cost this thread more than those ([`Trial`]). With `before`, the trial of the file
+    /// before in the same run goes on where that file's end left it ([`TrialCarried`]): a
+    /// helper kept or on trial there starts here at once. False when asked already or the file
+    /// has been read to its end.
+    pub(crate) fn read_ahead(&mut self, before: Option<TrialCarried>) -> bool {
         if !matches!(self.trial, Trial::Off) || self.exhausted {
             return false;
         }
-        self.trial = Trial::Warming { chunks: 0 };
-        true
-    }
-
-    /// [`Self::read_ahead`] going on with the trial of the file before ([`TrialCarried`]): a
-    /// helper that ran there starts here at once.
-    pub(crate) fn read_ahead_after(&mut self, before: TrialCarried) -> bool {
-        if !matches!(self.trial, Trial::Off) || self.exhausted {
-            return false;
-        }
-        self.refused = before.refused;
-        self.trial = before.trial;
-        if before.helper && !self.start_helper() {
-            self.trial = Trial::Done;
+        self.trial = before.map_or(Trial::Warming { chunks: 0 }, |b| b.0);
+        if matches!(self.trial, Trial::Kept | Trial::Helped { .. }) && !self.start_helper() {
+            self.trial = Trial::Ended;
         }
         true
     }
@@ -407,7 +409,6 @@ impl ChunkReader {
             return false;
         }
         src.helper = Some(Helper { full, empty });
-        self.helped = true;
         true
     }
 
@@ -495,11 +496,12 @@ impl ChunkReader {
             }
             (Trial::Helped { alone, times }, Came::Helper) => {
                 if let Some(helped) = times.push(work) {
-                    if !helper_pays(*alone, helped) {
+                    self.trial = if helper_pays(*alone, helped) {
+                        Trial::Kept
+                    } else {
                         self.source.stop_helper();
-                        self.refused = true;
-                    }
-                    self.trial = Trial::Done;
+                        Trial::Refused
+                    };
                 }
             }
             _ => {}
@@ -514,7 +516,7 @@ impl ChunkReader {
                 times: Timings::default(),
             }
         } else {
-            Trial::Done
+            Trial::Ended
         }
     }
 
@@ -709,16 +711,16 @@ impl PcapReaderIterator for ChunkReader {
             Ok((next, 0, _)) => {
                 self.give_back(next);
                 self.exhausted = true;
-                if !matches!(self.trial, Trial::Off) {
-                    let helper = !self.refused
-                        && matches!(self.trial, Trial::Helped { .. } | Trial::Done)
-                        && self.helped;
-                    let trial = std::mem::replace(&mut self.trial, Trial::Done);
-                    self.ended.get_or_insert(TrialCarried {
-                        trial,
-                        helper,
-                        refused: self.refused,
-                    });
+                // A trial under way ends here, handed on as it was; a verdict stays.
+                let carried = match self.trial {
+                    Trial::Off => None,
+                    Trial::Kept => Some(Trial::Kept),
+                    Trial::Refused => Some(Trial::Refused),
+                    Trial::Ended => Some(Trial::Ended),
+                    _ => Some(std::mem::replace(&mut self.trial, Trial::Ended)),
+                };
+                if let Some(trial) = carried {
+                    self.ended.get_or_insert(TrialCarried(trial));
                 }
                 Ok(())
             }
@@ -728,7 +730,7 @@ impl PcapReaderIterator for ChunkReader {
                 if let Some((work, last)) = worked {
                     self.time(work, last);
                 }
-                if !matches!(self.trial, Trial::Off | Trial::Done) {
+                if self.trial.under_way() {
                     self.since = Some((Instant::now(), came));
                 }
                 Ok(())
@@ -778,8 +780,8 @@ mod tests {
     /// A reader of a file of three chunks of zeros, asked to read ahead.
     fn reader(dir: &tempfile::TempDir) -> ChunkReader {
         let mut r = zeros(dir, "zeros");
-        assert!(r.read_ahead());
-        assert!(!r.read_ahead(), "asked once");
+        assert!(r.read_ahead(None));
+        assert!(!r.read_ahead(None), "asked once");
         r
     }
 
@@ -819,8 +821,8 @@ mod tests {
         let carried = first.take_trial().expect("the file ended during the trial");
         assert!(first.take_trial().is_none(), "taken once");
         let mut second = zeros(&dir, "second");
-        assert!(second.read_ahead_after(carried));
-        assert!(!second.read_ahead(), "asked once");
+        assert!(second.read_ahead(Some(carried)));
+        assert!(!second.read_ahead(None), "asked once");
         assert!(matches!(second.trial, Trial::Warming { chunks } if chunks == TRIAL_CHUNKS - 2));
         second.time(1_000_000, Came::Read { copy: 1_000_000 });
         second.time(1_000_000, Came::Read { copy: 1_000_000 });
@@ -835,8 +837,8 @@ mod tests {
             assert_eq!(decide(&mut r, helped), kept);
             read_to_end(&mut r);
             let mut next = zeros(&dir, "next");
-            assert!(next.read_ahead_after(r.take_trial().unwrap()));
-            assert!(matches!(next.trial, Trial::Done));
+            assert!(next.read_ahead(r.take_trial()));
+            assert!(matches!(next.trial, Trial::Kept | Trial::Refused));
             assert_eq!(next.helper_runs(), kept, "a helper kept starts at once");
             assert_eq!(next.helper_refused(), !kept);
             read_to_end(&mut next);
@@ -866,8 +868,8 @@ mod tests {
             r.time(1, Came::Other);
             r.time(helped, Came::Helper);
         }
-        assert!(matches!(r.trial, Trial::Done), "decided");
-        assert!(!r.read_ahead(), "not asked again");
+        assert!(matches!(r.trial, Trial::Kept | Trial::Refused), "decided");
+        assert!(!r.read_ahead(None), "not asked again");
         assert_eq!(r.helper_refused(), !r.helper_runs());
         r.helper_runs()
     }
@@ -954,7 +956,7 @@ mod tests {
         for _ in 0..TRIAL_CHUNKS {
             r.time(10, Came::Helper);
         }
-        assert!(matches!(r.trial, Trial::Done), "decided");
+        assert!(matches!(r.trial, Trial::Kept | Trial::Refused), "decided");
         assert!(!r.helper_refused(), "10 against 130: kept");
     }
 

@@ -314,7 +314,7 @@ mod tests {
     }
 
     /// A ring of files each too short for the reading-ahead trial (4 chunks, 1 MiB): the
-    /// trial goes on from file to file and decides, as over one file.
+    /// trial goes on from file to file, as over one file.
     #[test]
     fn one_trial_goes_on_over_a_ring_of_short_files() {
         let dir = tempfile::tempdir().unwrap();
@@ -335,8 +335,11 @@ mod tests {
         let (times, most) = read(&mut m);
         assert_eq!(times.len(), 64 * 700);
         assert_eq!(most, 1, "one file open at a time");
+        // Each file times a few of its chunks: alone, its trial would still be warming up. Past
+        // reading alone is as far as the count goes; whether the helper's own chunks then
+        // decide depends on how often it wins the race for a chunk.
         let trial = m.trial.as_ref().expect("the last file's trial");
-        assert!(trial.decided(), "decided over the ring");
+        assert!(trial.past_alone(), "the trial went on over the ring");
     }
 
     /// Runs and single frames in turn, over files that overlap in time: every frame once, in

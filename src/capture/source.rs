@@ -649,16 +649,22 @@ impl CaptureReader {
     /// where they lie, where in chunks every frame was copied twice, into a chunk and into a
     /// worker's batch (small I/Os from disk, `--threads 3`: 79 ms of CPU against 189).
     pub fn read_for(&mut self, reading: Reading) {
+        self.read_for_after(reading, None);
+    }
+
+    /// [`Self::read_for`] the next file of a run, where reading ahead goes on with the trial
+    /// the file before left ([`TrialCarried`]).
+    pub(crate) fn read_for_after(&mut self, reading: Reading, before: Option<TrialCarried>) {
         match reading {
             Reading::Alone => {
                 self.map_from_the_start();
             }
             Reading::Ahead => {
-                self.read_ahead();
+                self.ahead_after(before);
             }
             Reading::ForWorkers => {
                 if !self.map_from_the_start() {
-                    self.read_ahead();
+                    self.ahead_after(before);
                 }
             }
         }
@@ -668,27 +674,14 @@ impl CaptureReader {
     /// finds that this pays (a file read in chunks; other inputs: nothing happens). False
     /// when nothing changed.
     pub fn read_ahead(&mut self) -> bool {
-        match &mut self.rdr {
-            Records::Chunked(r) => r.read_ahead(),
-            _ => false,
-        }
+        self.ahead_after(None)
     }
 
-    /// [`Self::read_for`] the next file of a run, going on with the reading-ahead trial the
-    /// file before left ([`TrialCarried`]; none: as `read_for`).
-    pub(crate) fn read_for_after(&mut self, reading: Reading, before: Option<TrialCarried>) {
-        let Some(before) = before else {
-            return self.read_for(reading);
-        };
-        let ahead = match reading {
-            Reading::Alone => false,
-            Reading::Ahead => true,
-            Reading::ForWorkers => !self.map_from_the_start(),
-        };
-        if ahead {
-            if let Records::Chunked(r) = &mut self.rdr {
-                r.read_ahead_after(before);
-            }
+    /// [`Self::read_ahead`], its trial going on from `before` where there is one.
+    fn ahead_after(&mut self, before: Option<TrialCarried>) -> bool {
+        match &mut self.rdr {
+            Records::Chunked(r) => r.read_ahead(before),
+            _ => false,
         }
     }
 
@@ -1514,9 +1507,10 @@ fn timestamp(secs: i64, frac_ns: i64) -> Timestamp {
 
 /// Converts a pcapng timestamp (units since the epoch, plus the interface's offset) to ns.
 /// Where a unit is a whole number of nanoseconds (microseconds, the default, every decimal
-/// resolution up to nanoseconds, and binary ones up to 2^-9 s) that is one multiplication, the value [`divided_timestamp`] gives with
-/// two 128-bit divisions, which cost every frame of a pcapng capture ~30 instructions; a time
-/// that would not fit takes the division and its saturation. (Where the sum fits, no step of
+/// resolution up to nanoseconds, and binary ones up to 2^-9 s) that is one multiplication,
+/// the value [`divided_timestamp`] gives with two 128-bit divisions, which cost every frame of
+/// a pcapng capture ~30 instructions; a time that would not fit takes the division and its
+/// saturation. (Where the sum fits, no step of
 /// the division saturates: its seconds are at most the sum's, and at least the offset's.)
 #[inline]
 fn ng_timestamp(units: u64, ifc: &Interface) -> Timestamp {
