@@ -29,6 +29,10 @@
 #                    (through the file's map where its look finds that pays, else in chunks),
 #                    every record walked, a byte of each frame's IP header read: the floor
 #                    under `sqos dissect -t1`, which works on top of this walk
+#   record walk -tN  the same walk with the file cut into N parts (the machine's cores), each
+#                    walked on its own thread (`CaptureReader::open_parts`): the floor under a
+#                    design that shares one capture's walk out over the cores (a legacy pcap
+#                    file only; README "Threads")
 #   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1) and
 #                    on all the machine's cores (2, the default on 2 cores or more: a helper
 #                    reads the file's chunks ahead of the reader, the two sharing the copying,
@@ -197,9 +201,16 @@ table() {
   results=()
 }
 
+# The record walk of $1 cut into a part per core, where there are several cores.
+walk_parts() {
+  [ "$CORES" -gt 1 ] && row "record walk -t$CORES" "$CEILING" --walk --threads "$CORES" "$1"
+  return 0
+}
+
 row "cat" cat "$CAP"
 row "parse ceiling" "$CEILING" "$CAP"
 row "record walk" "$CEILING" --walk "$CAP"
+walk_parts "$CAP"
 row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$CAP"
 row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$CAP"
 row "sqos dissect -T jsonl" "$BIN" dissect --quiet -T jsonl --threads 1 "$CAP"
@@ -227,6 +238,7 @@ variant() {
   echo "$what: $file, $(stat -c %s "$file") bytes ($("$BIN" dissect --quiet "${SQOS[@]}" "$file" | wc -l) SQOS messages)"
   row "cat" cat "$file"
   row "record walk" "$CEILING" --walk "$file"
+  walk_parts "$file"
   row "sqos dissect -t1 ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads 1 "${SQOS[@]}" "$file"
   row "sqos dissect -t$CORES ${SQOS[*]:0:1}" "$BIN" dissect --quiet --threads "$CORES" "${SQOS[@]}" "$file"
   row "sqos dissect -T jsonl ${SQOS[*]:0:1}" "$BIN" dissect --quiet -T jsonl --threads 1 "${SQOS[@]}" "$file"

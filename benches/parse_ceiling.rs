@@ -5,11 +5,16 @@
 //!
 //!   cargo run --release --example parse_ceiling -- CAPTURE.pcap
 //!   cargo run --release --example parse_ceiling -- --walk CAPTURE.pcap
+//!   cargo run --release --example parse_ceiling -- --walk --threads N CAPTURE.pcap
 //!
 //! `--walk`: sqos's own record walk alone, as one thread reads a file (`Reading::Alone`: through
 //! its memory map where the look finds that pays, else in chunks), each frame's bytes counted
 //! and one byte of its IP header read, nothing else: the floor under `sqos dissect -t1`, which
 //! does its work on top of this walk.
+//!
+//! `--walk --threads N`: the same walk of a legacy pcap file cut into N parts, each walked on
+//! its own thread (`CaptureReader::open_parts`, through maps): what the walk alone takes where
+//! N cores share one capture. Another format is walked whole on one thread.
 //!
 //! Prints the frames, the TCP segments and their payload bytes (so nothing is optimised away;
 //! with `--walk`, the frames whose byte 23 says TCP and the frames' captured bytes).
@@ -81,6 +86,11 @@ fn walk(path: &str) -> Result<Counts, String> {
     let mut reader =
         sqos::capture::CaptureReader::open(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
     reader.read_for(sqos::capture::Reading::Alone);
+    walk_reader(&mut reader).map_err(|e| format!("{path}: {e}"))
+}
+
+/// The walk of one reader, to its end; an error after the frames before it.
+fn walk_reader(reader: &mut sqos::capture::CaptureReader) -> Result<Counts, String> {
     let mut counts = Counts::default();
     loop {
         let mut take = |f: &sqos::capture::Frame<'_>| {
@@ -90,11 +100,45 @@ fn walk(path: &str) -> Result<Counts, String> {
         if reader.take_run(u64::MAX, &mut take).is_some() {
             continue;
         }
-        match reader.next_frame().map_err(|e| format!("{path}: {e}"))? {
+        match reader.next_frame().map_err(|e| e.to_string())? {
             Some(f) => counts.walked(&f),
             None => return Ok(counts),
         }
     }
+}
+
+/// `--walk --threads N`: the file cut into N parts (`CaptureReader::open_parts`), each walked
+/// on its own thread: the floor under a design that uses N cores on one capture. A part
+/// before the last that ends in an error was cut where no record starts: then the whole file
+/// is walked again on one thread (and said so).
+#[cfg(target_os = "linux")]
+fn walk_parts(path: &str, threads: usize) -> Result<Counts, String> {
+    let parts = sqos::capture::CaptureReader::open_parts(Path::new(path), threads)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let last = parts.len() - 1;
+    let walked: Vec<_> = std::thread::scope(|s| {
+        let walks: Vec<_> = parts
+            .into_iter()
+            .map(|mut p| s.spawn(move || walk_reader(&mut p)))
+            .collect();
+        walks.into_iter().map(|w| w.join()).collect()
+    });
+    let mut counts = Counts::default();
+    for (k, w) in walked.into_iter().enumerate() {
+        match w {
+            Ok(Ok(c)) => {
+                counts.frames += c.frames;
+                counts.segments += c.segments;
+                counts.payload += c.payload;
+            }
+            Ok(Err(e)) if k == last => return Err(format!("{path}: {e}")),
+            _ => {
+                eprintln!("parse_ceiling: {path}: part {k} was cut where no record starts; walking it whole");
+                return walk(path);
+            }
+        }
+    }
+    Ok(counts)
 }
 
 fn main() -> ExitCode {
@@ -103,10 +147,22 @@ fn main() -> ExitCode {
     if walking {
         args.remove(0);
     }
-    let [path] = &args[..] else {
-        eprintln!("usage: parse_ceiling [--walk] CAPTURE");
+    let threads = match args.first().map(String::as_str) {
+        Some("--threads") if walking && args.len() > 1 => {
+            let n = args[1].parse::<usize>().ok().filter(|&n| n > 0);
+            args.drain(..2);
+            n
+        }
+        _ => Some(1),
+    };
+    let ([path], Some(threads)) = (&args[..], threads) else {
+        eprintln!("usage: parse_ceiling [--walk [--threads N]] CAPTURE");
         return ExitCode::from(2);
     };
+    #[cfg(target_os = "linux")]
+    if walking && threads > 1 {
+        return report(walk_parts(path, threads));
+    }
     if walking {
         return report(walk(path));
     }

@@ -101,8 +101,14 @@ impl Map {
     /// Maps `file` when it is a regular, non-empty file; `None` means "read it instead"
     /// (pipes, devices, empty files, a failed map, too many maps at once).
     pub(crate) fn of(file: &File) -> Option<Map> {
+        Self::of_first(file, usize::MAX)
+    }
+
+    /// [`Map::of`] the first `len` bytes of `file` (all of it if shorter): the map of a part
+    /// of the file read on its own, which ends where the part does.
+    pub(crate) fn of_first(file: &File, len: usize) -> Option<Map> {
         let meta = file.metadata().ok()?;
-        let len = usize::try_from(meta.len()).ok()?;
+        let len = usize::try_from(meta.len()).ok()?.min(len);
         if !meta.file_type().is_file() || len == 0 {
             return None;
         }

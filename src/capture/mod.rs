@@ -20,6 +20,8 @@ mod map_reader;
 mod mapped;
 mod merge;
 pub mod source;
+#[cfg(target_os = "linux")]
+mod split;
 pub mod writer;
 
 /// Elsewhere files are read, not mapped: there is never a map to share.

@@ -134,6 +134,13 @@ impl Interface {
     }
 }
 
+/// A legacy pcap file's header: its records start after it.
+#[cfg(target_os = "linux")]
+const PCAP_HEADER_LEN: usize = 24;
+/// Parts a file is cut into at most ([`CaptureReader::open_parts`]): each holds a map.
+#[cfg(target_os = "linux")]
+const MAX_PARTS: usize = 16;
+
 enum Format {
     Pcap {
         link_type: u32,
@@ -762,6 +769,93 @@ impl CaptureReader {
         );
         reader.mapped = Some(map);
         Some(Ok(reader))
+    }
+
+    /// The file at `path` cut into up to `n` parts of about equal size, each read by its own
+    /// reader, through its own map of the file (which ends where the part does): one capture
+    /// walked on several threads. Only a legacy pcap file that can be mapped is cut; any other
+    /// capture is one part, read as [`open`](Self::open) reads it.
+    ///
+    /// A cut is a guess at where a record starts (`split`). The reader of the part before it
+    /// checks it: where the cut is right, it ends cleanly (`next_frame` gives `Ok(None)`), and
+    /// where it is not, with an error (the record it cut off). So the parts' frames, in order,
+    /// are the file's frames exactly when every part but the last ends cleanly. Frame numbers
+    /// (in errors too) count within a part; offsets are the file's.
+    #[cfg(target_os = "linux")]
+    pub fn open_parts(path: &Path, n: usize) -> Result<Vec<Self>, CaptureError> {
+        let opened = std::fs::File::open(path).map_err(|source| CaptureError::Open {
+            path: path.display().to_string(),
+            source,
+        });
+        let whole = opened.as_ref().ok().and_then(Map::of);
+        let format = whole.as_ref().and_then(|m| probe(&mut m.bytes()).ok());
+        let (Ok(file), Some(whole), Some((format, _))) = (&opened, whole, format) else {
+            return Ok(vec![Self::open_as(path, FileAccess::Map)?]);
+        };
+        let Format::Pcap {
+            nanosecond,
+            big_endian,
+            record_header_len,
+            ..
+        } = format
+        else {
+            return Ok(vec![Self::open_as(path, FileAccess::Map)?]);
+        };
+        let layout = super::split::RecordLayout {
+            big_endian,
+            nanosecond,
+            header_len: record_header_len,
+        };
+        let parts = super::split::cut(whole.bytes(), PCAP_HEADER_LEN, n.min(MAX_PARTS), layout);
+        drop(whole);
+        Self::parts_at(path, file, &format, parts)
+    }
+
+    /// [`Self::open_parts`]' readers of `parts` of `file`, a legacy pcap file of `format`.
+    #[cfg(target_os = "linux")]
+    fn parts_at(
+        path: &Path,
+        file: &std::fs::File,
+        format: &Format,
+        parts: Vec<std::ops::Range<usize>>,
+    ) -> Result<Vec<Self>, CaptureError> {
+        let &Format::Pcap {
+            link_type,
+            nanosecond,
+            big_endian,
+            record_header_len,
+            ..
+        } = format
+        else {
+            return Ok(vec![Self::open_as(path, FileAccess::Map)?]);
+        };
+        let mut readers = Vec::with_capacity(parts.len());
+        for part in parts {
+            let Some(map) = Map::of_first(file, part.end) else {
+                return Ok(vec![Self::open_as(path, FileAccess::Map)?]);
+            };
+            let map = SharedMap::new(map);
+            // The first part reads the file header; the others start at a record.
+            let first = part.start == PCAP_HEADER_LEN;
+            let format = Format::Pcap {
+                link_type,
+                nanosecond,
+                big_endian,
+                header_pending: first,
+                record_header_len,
+            };
+            let at = if first { 0 } else { part.start };
+            let records = MapReader::at(map.clone(), Layout::of(&format), at);
+            let mut reader = Self::with(
+                Records::Mapped(records),
+                format,
+                Arc::new(TapState::default()),
+                false,
+            );
+            reader.mapped = Some(map);
+            readers.push(reader);
+        }
+        Ok(readers)
     }
 
     pub fn from_reader(inner: Box<dyn Read + Send>) -> Result<Self, CaptureError> {
@@ -1618,6 +1712,109 @@ mod tests {
                 Err(e) => return (out, Some(e.to_string())),
             }
         }
+    }
+
+    /// Frames as a part's reader gives them (numbers count within a part, so left out).
+    #[cfg(target_os = "linux")]
+    fn part_seen(r: &mut CaptureReader) -> (Vec<(i64, usize, u8)>, Option<String>) {
+        let mut out = Vec::new();
+        loop {
+            match r.next_frame() {
+                Ok(Some(f)) => out.push((f.ts.0, f.data.len(), f.data[0])),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e.to_string())),
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_cut_into_parts_reads_as_the_whole() {
+        let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
+        for i in 0..3000u32 {
+            let len = [60, 1514, 9000, 100][i as usize % 4];
+            w.write_packet(Timestamp(i64::from(i) * 1000), &vec![i as u8; len])
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.pcap");
+        std::fs::write(&path, w.into_inner()).unwrap();
+        let whole = part_seen(&mut CaptureReader::open_as(&path, FileAccess::Map).unwrap());
+        assert_eq!(whole.0.len(), 3000);
+        for n in [1, 2, 5, 16, 40] {
+            let mut parts = CaptureReader::open_parts(&path, n).unwrap();
+            assert_eq!(parts.len(), n.min(MAX_PARTS));
+            let mut all = Vec::new();
+            for p in &mut parts {
+                let (frames, end) = part_seen(p);
+                assert_eq!(end, None, "each part ends cleanly");
+                assert!(!frames.is_empty());
+                all.extend(frames);
+            }
+            assert_eq!(all, whole.0, "{n} parts");
+        }
+        // What is no legacy pcap file is one part, read as a whole.
+        let gz = dir.path().join("f.pcap.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, &std::fs::read(&path).unwrap()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let mut parts = CaptureReader::open_parts(&gz, 4).unwrap();
+        assert_eq!(parts.len(), 1);
+        assert_eq!(part_seen(&mut parts[0]), whole);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_cut_that_is_no_record_start_ends_the_part_before_in_an_error() {
+        // Frame 500's payload holds records of its own, which the guess takes for the file's.
+        let fake: Vec<u8> = (0..20u32)
+            .flat_map(|i| {
+                let mut r = Vec::new();
+                for v in [500, i, 10, 10] {
+                    r.extend_from_slice(&u32::to_le_bytes(v));
+                }
+                r.extend_from_slice(&[0xab; 10]);
+                r
+            })
+            .collect();
+        let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
+        let mut at = 24;
+        let mut fake_at = 0;
+        for i in 0..1000u32 {
+            let data = if i == 500 {
+                fake_at = at + 16;
+                fake.clone()
+            } else {
+                vec![i as u8; 200]
+            };
+            w.write_packet(Timestamp(i64::from(i) * 1_000_000), &data)
+                .unwrap();
+            at += 16 + data.len();
+        }
+        let bytes = w.into_inner();
+        let layout = super::super::split::RecordLayout {
+            big_endian: false,
+            nanosecond: false,
+            header_len: 16,
+        };
+        assert_eq!(
+            super::super::split::record_start(&bytes, fake_at - 8, layout),
+            Some(fake_at),
+            "the guess is fooled"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.pcap");
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let format = probe(&mut bytes.as_slice()).unwrap().0;
+        let parts = vec![24..fake_at, fake_at..bytes.len()];
+        let mut parts = CaptureReader::parts_at(&path, &file, &format, parts).unwrap();
+        let (frames, end) = part_seen(&mut parts[0]);
+        assert_eq!(frames.len(), 500, "the frames before the one cut off");
+        assert!(
+            end.as_ref().is_some_and(|e| e.contains("cut off")),
+            "{end:?}"
+        );
     }
 
     #[cfg(target_os = "linux")]
