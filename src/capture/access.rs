@@ -8,7 +8,9 @@
 //! quick as through chunks; a file written in 4 KiB writes (what tcpdump or a copy leaves)
 //! sits in 4 KiB pages, and the map took 1.5–1.7× as long. So a run on one thread, and one
 //! with workers (which then read the frames where they lie instead of copies), looks at a few
-//! places of the file before its first frame ([`map_pays`]). A run of the reading thread and a
+//! places of the file before its first frame ([`map_pays`]); the short files of a run
+//! (rotated captures) at one place each, the first three deciding for the rest
+//! ([`ShortLooks`]). A run of the reading thread and a
 //! helper reads in chunks ([`super::chunks`]), which beat the map with its pager in both
 //! states ([`Reading`]).
 
@@ -64,17 +66,28 @@ pub enum Reading {
 /// turn), and not if the file shrank meanwhile. The pages touched are given back. The copies
 /// go into `spare` where it is long enough (a chunk buffer not in use: the pages of a buffer
 /// made for the look alone were faulted in for every file of a ring of captures).
+///
+/// A file too short for three places (a rotated capture of a few MB) is looked at in one
+/// place, and `short` gathers those looks over the files of a run: once it holds three, they
+/// decide for each file after them that the page cache holds whole (the first files are read
+/// in chunks meanwhile).
 #[cfg(target_os = "linux")]
 pub(crate) fn mapping_pays(
     map: &super::mapped::Map,
     file: &File,
     spare: Option<&mut [u8]>,
+    short: &mut ShortLooks,
 ) -> bool {
     let bytes = map.bytes();
-    let Some(places) = places(bytes.as_ptr() as usize, bytes.len()) else {
-        return false;
+    let (base, len) = (bytes.as_ptr() as usize, bytes.len());
+    if let Some(pays) = short.decide(map) {
+        return pays;
+    }
+    let places = match places(base, len) {
+        Some(places) => places.to_vec(),
+        None => place(base, len).into_iter().collect(),
     };
-    if !places.iter().all(|&at| map.resident(looked(at))) {
+    if places.is_empty() || !places.iter().all(|&at| map.resident(looked(at))) {
         return false;
     }
     let mut own = Vec::new();
@@ -88,13 +101,71 @@ pub(crate) fn mapping_pays(
     // Written before the timing, so that its pages exist.
     buf.fill(1);
     let mut looks = Vec::with_capacity(3);
-    for at in places {
+    for &at in &places {
         looks.extend(look(bytes, at, file, buf, super::mapped::touch));
         map.forget(looked(at));
     }
     match <[_; 3]>::try_from(looks) {
         Ok(looks) => !map.shrunk() && map_pays(&looks),
-        Err(_) => false,
+        // One place of a short file: it adds its look to the run's, which decide once three.
+        Err(looks) => {
+            looks.into_iter().for_each(|l| short.add(l));
+            let pays = short.verdict() == Some(true);
+            pays && map.resident(0..len) && !map.shrunk()
+        }
+    }
+}
+
+/// Looks at one place each of files too short for [`places`], gathered over the files of a
+/// run (rotated captures, read one after the other, which the same writer left in the page
+/// cache the same way): three decide as three places of one file do ([`map_pays`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ShortLooks {
+    looks: [Look; 3],
+    seen: usize,
+}
+
+impl ShortLooks {
+    fn add(&mut self, look: Look) {
+        if let Some(slot) = self.looks.get_mut(self.seen) {
+            *slot = look;
+            self.seen += 1;
+        }
+    }
+
+    /// The later of two states of the run's looks (looks are only ever added): a file opened
+    /// without the run's looks ends with fewer.
+    pub(crate) fn later(self, other: ShortLooks) -> ShortLooks {
+        if other.seen > self.seen {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Whether `map` pays, where the run's looks decide for it: a file too short for a look
+    /// of its own, once three looks are in, and only where the page cache holds it whole.
+    /// `None`: they do not decide (yet).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn decide(&self, map: &super::mapped::Map) -> Option<bool> {
+        let bytes = map.bytes();
+        let len = bytes.len();
+        if places(bytes.as_ptr() as usize, len).is_some() {
+            return None;
+        }
+        let pays = self.verdict()?;
+        Some(pays && map.resident(0..len) && !map.shrunk())
+    }
+
+    /// Looks gathered so far (three at most).
+    #[cfg(test)]
+    pub(crate) fn gathered(&self) -> usize {
+        self.seen
+    }
+
+    /// Whether the map pays, once three looks are in.
+    fn verdict(&self) -> Option<bool> {
+        (self.seen == self.looks.len()).then(|| map_pays(&self.looks))
     }
 }
 
@@ -108,7 +179,7 @@ const PAGE: usize = 4096;
 
 /// What one place of the file cost, in nanoseconds: its pages mapped (one byte a page
 /// touched), and as many bytes right after it copied with `read()`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Look {
     map: u64,
     copy: u64,
@@ -141,6 +212,15 @@ fn places(base: usize, len: usize) -> Option<[usize; 3]> {
         (want & !(ENTRY - 1)).saturating_sub(base)
     };
     Some([at(1), at(2), at(3)])
+}
+
+/// The one place looked at in a file too short for [`places`]: the 2 MiB boundary of the
+/// map's addresses at or before its middle (or its start), where the look's bytes fit in the
+/// file. `None`: too short even for that.
+fn place(base: usize, len: usize) -> Option<usize> {
+    const ENTRY: usize = 2 << 20;
+    let at = ((base + len / 2) & !(ENTRY - 1)).saturating_sub(base);
+    (at + 2 * SPAN <= len).then_some(at)
 }
 
 /// The shortest buffer a look copies into: [`SPAN`] bytes are copied in pieces of its length.
@@ -240,6 +320,41 @@ mod tests {
                 "{len}"
             );
         }
+    }
+
+    #[test]
+    fn three_short_files_decide_for_the_files_after_them() {
+        let mut short = ShortLooks::default();
+        assert_eq!(short.verdict(), None);
+        short.add(Look { map: 5, copy: 20 });
+        short.add(Look { map: 400, copy: 24 });
+        assert_eq!(short.verdict(), None, "two looks do not decide");
+        short.add(Look { map: 4, copy: 22 });
+        assert_eq!(short.verdict(), Some(true));
+        // A fourth changes nothing: the first three decided.
+        short.add(Look { map: 900, copy: 1 });
+        assert_eq!(short.verdict(), Some(true));
+        let mut slow = ShortLooks::default();
+        for l in looks([(54, 71), (57, 41), (54, 34)]) {
+            slow.add(l);
+        }
+        assert_eq!(slow.verdict(), Some(false));
+    }
+
+    #[test]
+    fn a_short_file_is_looked_at_in_one_place_inside_it() {
+        let base = 0x7f00_0000_0000;
+        // A rotated capture of 5 MB (`tcpdump -C 5`): at 2 MiB, the boundary before its middle.
+        assert_eq!(place(base, 5_000_000), Some(2 << 20));
+        // Under 4 MiB the middle's boundary is the start.
+        assert_eq!(place(base, 3 << 20), Some(0));
+        assert_eq!(place(base, 2 * SPAN), Some(0));
+        assert_eq!(place(base, 2 * SPAN - 1), None);
+        // A map that starts off a boundary: the place is inside it all the same.
+        let off = base + 0x3000;
+        let at = place(off, 5_000_000).unwrap();
+        assert_eq!((off + at) % (2 << 20), 0);
+        assert!(at + 2 * SPAN <= 5_000_000);
     }
 
     #[test]

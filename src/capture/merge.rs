@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::chunks::TrialCarried;
+use super::source::Carried;
 use super::{CaptureError, CaptureReader, Frame, FrameRun, Reading, Timestamp};
 
 /// The next frame of one file, as far as the merge knows.
@@ -46,9 +46,9 @@ pub struct MergedCaptures {
     /// How `run_capture` said the run reads ([`MergedCaptures::read_for`]): each file opened
     /// anew is read so.
     reading: Option<Reading>,
-    /// The reading-ahead trial the last file to end left, for the next file opened: one
-    /// trial for the run ([`TrialCarried`]).
-    trial: Option<TrialCarried>,
+    /// What the last file to end left for the next file opened: one reading-ahead trial for
+    /// the run, and the looks at short files' maps ([`Carried`]).
+    carried: Carried,
 }
 
 impl MergedCaptures {
@@ -76,7 +76,7 @@ impl MergedCaptures {
             head: Head::Unknown,
         };
         if parkable {
-            peek(&mut input, &mut self.damaged, &mut self.trial);
+            peek(&mut input, &mut self.damaged, &mut self.carried);
             if let Head::Ready(_) = input.head {
                 input.reader = Reader::Parked;
             }
@@ -91,7 +91,7 @@ impl MergedCaptures {
             let mut earliest: Option<(Timestamp, usize)> = None;
             for (i, input) in self.inputs.iter_mut().enumerate() {
                 if let Head::Unknown = input.head {
-                    peek(input, &mut self.damaged, &mut self.trial);
+                    peek(input, &mut self.damaged, &mut self.carried);
                 }
                 if let Head::Ready(ts) = input.head {
                     if earliest.is_none_or(|(t, _)| ts < t) {
@@ -107,7 +107,7 @@ impl MergedCaptures {
             };
             match self.inputs.get_mut(i) {
                 Some(input) if matches!(input.reader, Reader::Parked) => {
-                    unpark(input, self.reading, &mut self.damaged, &mut self.trial);
+                    unpark(input, self.reading, &mut self.damaged, &mut self.carried);
                 }
                 _ => break i,
             }
@@ -215,7 +215,7 @@ impl MergedCaptures {
 
 /// Finds `input`'s next frame's time (its reader open), or its end: then the reader is
 /// closed, its damage, if any, kept in `damaged` to report after the other files' frames.
-fn peek(input: &mut Input, damaged: &mut Option<CaptureError>, trial: &mut Option<TrialCarried>) {
+fn peek(input: &mut Input, damaged: &mut Option<CaptureError>, carried: &mut Carried) {
     let Reader::Open(reader) = &mut input.reader else {
         return;
     };
@@ -230,9 +230,11 @@ fn peek(input: &mut Input, damaged: &mut Option<CaptureError>, trial: &mut Optio
         }
     };
     if let Head::Ended = input.head {
-        if let Some(t) = reader.take_trial() {
-            *trial = Some(t);
+        let left = reader.take_carried();
+        if left.trial.is_some() {
+            carried.trial = left.trial;
         }
+        carried.looks = carried.looks.later(left.looks);
         input.reader = Reader::Done(reader.input_bytes_read());
     }
 }
@@ -243,15 +245,16 @@ fn unpark(
     input: &mut Input,
     reading: Option<Reading>,
     damaged: &mut Option<CaptureError>,
-    trial: &mut Option<TrialCarried>,
+    carried: &mut Carried,
 ) {
-    match CaptureReader::open(&input.path) {
-        Ok(mut reader) => {
-            if let Some(reading) = reading {
-                reader.read_for_after(reading, trial.take());
-            }
+    let opened = match reading {
+        Some(reading) => CaptureReader::open_after(&input.path, reading, std::mem::take(carried)),
+        None => CaptureReader::open(&input.path),
+    };
+    match opened {
+        Ok(reader) => {
             input.reader = Reader::Open(Box::new(reader));
-            peek(input, damaged, trial);
+            peek(input, damaged, carried);
         }
         Err(e) => {
             if damaged.is_none() {
@@ -338,8 +341,43 @@ mod tests {
         // Each file times a few of its chunks: alone, its trial would still be warming up. Past
         // reading alone is as far as the count goes; whether the helper's own chunks then
         // decide depends on how often it wins the race for a chunk.
-        let trial = m.trial.as_ref().expect("the last file's trial");
+        let trial = m.carried.trial.as_ref().expect("the last file's trial");
         assert!(trial.past_alone(), "the trial went on over the ring");
+    }
+
+    /// A ring of files each too short for a look at three places of its map, read by one
+    /// thread: each of the first three is looked at in one place, and the three looks go on
+    /// to decide for the files after them (whether the map pays is the machine's to say).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn short_files_gather_their_looks_over_a_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..5)
+            .map(|i| {
+                let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
+                // 1,400 frames of 1,516 bytes: 2 MiB, room for one place.
+                for t in 0..1_400 {
+                    w.write_packet(Timestamp((i * 10_000 + t) * 1_000), &[7; 1_500])
+                        .unwrap();
+                }
+                let path = dir.path().join(format!("ring_{i:02}.pcap"));
+                std::fs::write(&path, w.into_inner()).unwrap();
+                path
+            })
+            .collect();
+        let mut m = merged(&paths);
+        m.read_for(Reading::Alone);
+        assert_eq!(read(&mut m).0.len(), 5 * 1_400);
+        assert_eq!(
+            m.carried.looks.gathered(),
+            3,
+            "three files looked at, then decided"
+        );
+        // Each file alone (its own run) only ever adds its own look.
+        let mut one = merged(&paths[..1]);
+        one.read_for(Reading::Alone);
+        read(&mut one);
+        assert_eq!(one.carried.looks.gathered(), 1);
     }
 
     /// Runs and single frames in turn, over files that overlap in time: every frame once, in
