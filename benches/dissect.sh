@@ -32,7 +32,7 @@
 #   record walk -tN  the same walk with the file cut into N parts (the machine's cores), each
 #                    walked on its own thread (`CaptureReader::open_parts`): the floor under a
 #                    design that shares one capture's walk out over the cores (a legacy pcap
-#                    file only; README "Threads")
+#                    file only; README, Performance, session 39)
 #   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1) and
 #                    on all the machine's cores (2, the default on 2 cores or more: a helper
 #                    reads the file's chunks ahead of the reader, the two sharing the copying,

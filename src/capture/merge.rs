@@ -177,7 +177,8 @@ impl MergedCaptures {
     /// [`CaptureReader::read_for`] for every file, as it is opened: with a thread to spare,
     /// files read in chunks each have a helper while they are read (it ends at its file's end,
     /// so rotated captures, read one after the other, have one at a time), under one trial
-    /// that goes on from file to file ([`TrialCarried`]); or each its look alone.
+    /// that goes on from file to file; or each its look alone, short files the looks the
+    /// files before them gathered ([`Carried`]).
     pub fn read_for(&mut self, reading: Reading) {
         self.reading = Some(reading);
         for input in &mut self.inputs {
