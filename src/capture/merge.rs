@@ -317,23 +317,29 @@ mod tests {
         (times, most)
     }
 
+    /// `files` files of `frames` frames of 1,500 bytes each, one after the other in time, as a
+    /// rotating capture leaves them.
+    fn ring(dir: &std::path::Path, files: i64, frames: i64) -> Vec<PathBuf> {
+        (0..files)
+            .map(|i| {
+                let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
+                for t in 0..frames {
+                    w.write_packet(Timestamp((i * 10 * frames + t) * 1_000), &[7; 1_500])
+                        .unwrap();
+                }
+                let path = dir.join(format!("ring_{i:02}.pcap"));
+                std::fs::write(&path, w.into_inner()).unwrap();
+                path
+            })
+            .collect()
+    }
+
     /// A ring of files each too short for the reading-ahead trial (4 chunks, 1 MiB): the
     /// trial goes on from file to file, as over one file.
     #[test]
     fn one_trial_goes_on_over_a_ring_of_short_files() {
         let dir = tempfile::tempdir().unwrap();
-        let paths: Vec<PathBuf> = (0..64)
-            .map(|i| {
-                let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
-                for t in 0..700 {
-                    w.write_packet(Timestamp((i * 1_000 + t) * 1_000), &[7; 1_500])
-                        .unwrap();
-                }
-                let path = dir.path().join(format!("ring_{i:02}.pcap"));
-                std::fs::write(&path, w.into_inner()).unwrap();
-                path
-            })
-            .collect();
+        let paths = ring(dir.path(), 64, 700);
         let mut m = merged(&paths);
         m.read_for(Reading::Ahead);
         let (times, most) = read(&mut m);
@@ -353,19 +359,8 @@ mod tests {
     #[test]
     fn short_files_gather_their_looks_over_a_ring() {
         let dir = tempfile::tempdir().unwrap();
-        let paths: Vec<PathBuf> = (0..5)
-            .map(|i| {
-                let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
-                // 1,400 frames of 1,516 bytes: 2 MiB, room for one place.
-                for t in 0..1_400 {
-                    w.write_packet(Timestamp((i * 10_000 + t) * 1_000), &[7; 1_500])
-                        .unwrap();
-                }
-                let path = dir.path().join(format!("ring_{i:02}.pcap"));
-                std::fs::write(&path, w.into_inner()).unwrap();
-                path
-            })
-            .collect();
+        // 1,400 frames of 1,516 bytes: 2 MiB, room for one place.
+        let paths = ring(dir.path(), 5, 1_400);
         let mut m = merged(&paths);
         m.read_for(Reading::Alone);
         assert_eq!(read(&mut m).0.len(), 5 * 1_400);

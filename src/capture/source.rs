@@ -303,6 +303,24 @@ enum Walk<'f> {
 
 #[cfg(target_os = "linux")]
 impl Format {
+    /// How a legacy pcap file's record headers lie, for finding record starts from the bytes
+    /// alone (`split`); `None` for pcapng.
+    fn record_layout(&self) -> Option<super::split::RecordLayout> {
+        match *self {
+            Format::Pcap {
+                nanosecond,
+                big_endian,
+                record_header_len,
+                ..
+            } => Some(super::split::RecordLayout {
+                big_endian,
+                nanosecond,
+                header_len: record_header_len,
+            }),
+            Format::PcapNg { .. } => None,
+        }
+    }
+
     /// How `walk_record` reads this file's packets (`None`: the pcap file header comes first).
     fn walk(&self) -> Option<Walk<'_>> {
         match *self {
@@ -845,19 +863,8 @@ impl CaptureReader {
         let (Ok(file), Some(whole), Some((format, _))) = (&opened, whole, format) else {
             return Ok(vec![Self::open_as(path, FileAccess::Map)?]);
         };
-        let Format::Pcap {
-            nanosecond,
-            big_endian,
-            record_header_len,
-            ..
-        } = format
-        else {
+        let Some(layout) = format.record_layout() else {
             return Ok(vec![Self::open_as(path, FileAccess::Map)?]);
-        };
-        let layout = super::split::RecordLayout {
-            big_endian,
-            nanosecond,
-            header_len: record_header_len,
         };
         let parts = super::split::cut(whole.bytes(), PCAP_HEADER_LEN, n.min(MAX_PARTS), layout);
         drop(whole);
