@@ -83,9 +83,9 @@ pub(crate) fn mapping_pays(
     if let Some(pays) = short.decide(map) {
         return pays;
     }
-    let places = match places(base, len) {
-        Some(places) => places.to_vec(),
-        None => place(base, len).into_iter().collect(),
+    let (places, short_file) = match places(base, len) {
+        Some(places) => (places.to_vec(), false),
+        None => (place(base, len).into_iter().collect(), true),
     };
     if places.is_empty() || !places.iter().all(|&at| map.resident(looked(at))) {
         return false;
@@ -107,6 +107,8 @@ pub(crate) fn mapping_pays(
     }
     match <[_; 3]>::try_from(looks) {
         Ok(looks) => !map.shrunk() && map_pays(&looks),
+        // A long file whose look failed somewhere: no.
+        Err(_) if !short_file => false,
         // One place of a short file: it adds its look to the run's, which decide once three.
         Err(looks) => {
             looks.into_iter().for_each(|l| short.add(l));
