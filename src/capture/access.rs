@@ -159,6 +159,20 @@ impl ShortLooks {
         Some(pays && map.resident(0..len) && !map.shrunk())
     }
 
+    /// Three looks that decide `pays`: a run's after its first three short files.
+    #[cfg(test)]
+    pub(crate) fn decided(pays: bool) -> ShortLooks {
+        let look = if pays {
+            Look { map: 5, copy: 20 }
+        } else {
+            Look { map: 54, copy: 34 }
+        };
+        ShortLooks {
+            looks: [look; 3],
+            seen: 3,
+        }
+    }
+
     /// Looks gathered so far (three at most).
     #[cfg(test)]
     pub(crate) fn gathered(&self) -> usize {

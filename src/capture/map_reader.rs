@@ -17,12 +17,8 @@ pub(crate) struct MapReader {
 }
 
 impl MapReader {
-    pub(crate) fn new(map: SharedMap, layout: Layout) -> Self {
-        Self::at(map, layout, 0)
-    }
-
-    /// Reads on from `pos`, where a record starts, parsing as `layout` (where another reader
-    /// of the same file stopped).
+    /// Reads from `pos`: the file's start, or where a record starts (where another reader of
+    /// the same file stopped, or a part of it begins), parsing as `layout`.
     pub(crate) fn at(map: SharedMap, layout: Layout, pos: usize) -> Self {
         MapReader { map, layout, pos }
     }

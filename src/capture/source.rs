@@ -832,14 +832,21 @@ impl CaptureReader {
             Ok((format, _)) => format,
             Err(e) => return Some(Err(e)),
         };
+        Some(Ok(Self::over_map(map, format, 0)))
+    }
+
+    /// A reader of `map`, a file of `format`, from `at` (0, or where a record starts).
+    #[cfg(target_os = "linux")]
+    fn over_map(map: SharedMap, format: Format, at: usize) -> Self {
+        let records = MapReader::at(map.clone(), Layout::of(&format), at);
         let mut reader = Self::with(
-            Records::Mapped(MapReader::new(map.clone(), Layout::of(&format))),
+            Records::Mapped(records),
             format,
             Arc::new(TapState::default()),
             false,
         );
         reader.mapped = Some(map);
-        Some(Ok(reader))
+        reader
     }
 
     /// The file at `path` cut into up to `n` parts of about equal size, each read by its own
@@ -905,15 +912,7 @@ impl CaptureReader {
                 record_header_len,
             };
             let at = if first { 0 } else { part.start };
-            let records = MapReader::at(map.clone(), Layout::of(&format), at);
-            let mut reader = Self::with(
-                Records::Mapped(records),
-                format,
-                Arc::new(TapState::default()),
-                false,
-            );
-            reader.mapped = Some(map);
-            readers.push(reader);
+            readers.push(Self::over_map(map, format, at));
         }
         Ok(readers)
     }
@@ -1765,10 +1764,18 @@ mod tests {
     /// Frames as (number, length, first byte), and how reading ended.
     #[cfg(target_os = "linux")]
     fn seen(r: &mut CaptureReader) -> (Vec<(u64, usize, u8)>, Option<String>) {
+        frames_of(r, |f| (f.number, f.data.len(), f.data[0]))
+    }
+
+    /// `what` of every frame of `r`, and the error it ended with.
+    fn frames_of<T>(
+        r: &mut CaptureReader,
+        what: impl Fn(&Frame<'_>) -> T,
+    ) -> (Vec<T>, Option<String>) {
         let mut out = Vec::new();
         loop {
             match r.next_frame() {
-                Ok(Some(f)) => out.push((f.number, f.data.len(), f.data[0])),
+                Ok(Some(f)) => out.push(what(&f)),
                 Ok(None) => return (out, None),
                 Err(e) => return (out, Some(e.to_string())),
             }
@@ -1778,13 +1785,43 @@ mod tests {
     /// Frames as a part's reader gives them (numbers count within a part, so left out).
     #[cfg(target_os = "linux")]
     fn part_seen(r: &mut CaptureReader) -> (Vec<(i64, usize, u8)>, Option<String>) {
-        let mut out = Vec::new();
-        loop {
-            match r.next_frame() {
-                Ok(Some(f)) => out.push((f.ts.0, f.data.len(), f.data[0])),
-                Ok(None) => return (out, None),
-                Err(e) => return (out, Some(e.to_string())),
-            }
+        frames_of(r, |f| (f.ts.0, f.data.len(), f.data[0]))
+    }
+
+    /// A short file of a run whose looks decided that the map pays is opened through its map
+    /// at once, on one thread; where they decided not, or with a thread to spare, in chunks.
+    /// The frames are the same either way.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_short_file_opens_through_its_map_where_the_runs_looks_decided() {
+        let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
+        for i in 0..1_400u32 {
+            w.write_packet(Timestamp(i64::from(i)), &[i as u8; 1_500])
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.pcap");
+        std::fs::write(&path, w.into_inner()).unwrap();
+        let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
+        assert_eq!(want.0.len(), 1_400);
+        let auto = FileAccess::from_env() == FileAccess::Auto;
+        for (reading, pays, mapped) in [
+            (Reading::Alone, true, auto),
+            (Reading::Alone, false, false),
+            (Reading::Ahead, true, false),
+        ] {
+            let before = Carried {
+                trial: None,
+                looks: ShortLooks::decided(pays),
+            };
+            let mut r = CaptureReader::open_after(&path, reading, before).unwrap();
+            assert_eq!(r.is_mapped(), mapped, "{reading:?}, pays: {pays}");
+            assert_eq!(
+                r.take_carried().looks,
+                ShortLooks::decided(pays),
+                "carried on"
+            );
+            assert_eq!(seen(&mut r), want, "{reading:?}, pays: {pays}");
         }
     }
 
