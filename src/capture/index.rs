@@ -25,10 +25,11 @@
 //! what it walked behind the reader. At a record that is not sane (the end of what it can read,
 //! a damaged file, a file that shrank: zeros) it stops, and the reader asks its usual way.
 //!
-//! Measured on the bench's 541 MB of small I/Os, `--threads 2`, `inturn.sh 5`: 39.9 ms against
-//! 54.6 with the pager, peak RSS 14.3–15.3 MB. Three steps ahead: 39.2 ms, 16.5 MB. Eight
-//! steps ahead, its pages given back behind it (the reader maps them again): 43–44 ms, 16.2–16.9
-//! MB. Napping instead of spinning while it waits: ...
+//! Measured on the bench's 541 MB of small I/Os in the page cache, `--threads 2`, `inturn.sh
+//! 5` (session 40): 38.5–40.4 ms against 54.6–55.7 with the chunk reader's helper, peak RSS
+//! 13.8–15.0 MB. Up to three steps ahead: 39.2 ms, 16.5 MB; eight, the pages it walked given
+//! back behind it (the reader maps them again): 43–44 ms, 16.2–16.9 MB; eight, not given back:
+//! 36–37 ms, 29–31 MB. Napping at once instead of spinning first: 41–55 ms.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
