@@ -3,9 +3,10 @@
 //! build, with or without a thread reading ahead) or a stream: the readers walk packet records
 //! where they lie (in the map, the chunks' buffers, the stream's buffer) and hand runs of quiet
 //! frames to the bulk lane (`Pipeline::push_run`), which must change nothing but the speed.
-//! The mapped file is also run on workers (`--threads 3` and `4`: one worker given every frame,
-//! two given their connections' frames, where they lie in the map), whose output must be the
-//! one thread's. Statistics (the memory shares' peaks included), the flows' analysis
+//! The mapped file is also run with a thread to spare (`--threads 2`: a legacy pcap file's
+//! records indexed ahead of the reader, `capture::index`, from guessed record starts) and on
+//! workers (`--threads 3` and `4`: one worker given every frame, two given their connections'
+//! frames, where they lie in the map), whose output must be the one thread's. Statistics (the memory shares' peaks included), the flows' analysis
 //! (`flows --format json`) and the ending are compared.
 #![no_main]
 
@@ -27,8 +28,8 @@ fuzz_target!(|data: &[u8]| {
     // The reference: every record through the general path, none walked where it lies.
     reference.set_walk(false);
     // Each input checks one of the walks against it, by its length (which the mutations change
-    // often): two runs an execution rather than seven.
-    let (walked, what, threads) = match data.len() % 6 {
+    // often): two runs an execution rather than eight.
+    let (walked, what, threads) = match data.len() % 7 {
         0 => (file(data, FileAccess::Map), "mapped", 1),
         1 => (file(data, FileAccess::Chunks), "chunked", 1),
         2 => {
@@ -38,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
         }
         3 => (file(data, FileAccess::Map), "mapped, one worker", 3),
         4 => (file(data, FileAccess::Map), "mapped, two workers", 4),
+        5 => (file(data, FileAccess::Map), "mapped, indexed ahead", 2),
         _ => (
             stream().expect("the same bytes open again"),
             "walked stream",

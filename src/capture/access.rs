@@ -53,8 +53,13 @@ impl FileAccess {
 pub enum Reading {
     /// The reading thread does all the work: through the file's map where that pays.
     Alone,
-    /// A helper reads chunks ahead of the reading thread, where its trial finds that pays.
+    /// A thread to spare works ahead of the reading thread: a legacy pcap file whose map pays
+    /// is read through it, the thread indexing its records ahead (`capture::index`); any other
+    /// file as [`Reading::AheadInChunks`].
     Ahead,
+    /// A helper reads chunks ahead of the reading thread, where its trial finds that pays: the
+    /// files of a run read one after the other (the thread to spare serves one file's map).
+    AheadInChunks,
     /// Workers take the per-connection work: through the map where that pays (they read the
     /// frames where they lie), else ahead.
     ForWorkers,

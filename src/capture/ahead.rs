@@ -94,6 +94,9 @@ pub(crate) struct LinesAhead {
     lengths: [usize; GUESS_RECORDS],
     last: usize,
     behind: usize,
+    /// The walk's place in the map's record index, where a thread fills one
+    /// ([`super::index::RecordIndex::ask`]).
+    cursor: usize,
 }
 
 impl LinesAhead {
@@ -122,6 +125,13 @@ impl LinesAhead {
     #[inline(always)]
     pub(crate) fn ask(&mut self, map: MapView<'_>, at: usize, len: usize) {
         let next = map.address(at + len);
+        // Where a thread indexes the records ahead, the lines of the one a few ahead are
+        // known: no guess, no stream.
+        if let Some(index) = map.index {
+            if index.ask(&mut self.cursor, next) {
+                return;
+            }
+        }
         if next.wrapping_sub(self.window) >= WINDOW {
             self.turn(next, Instant::now());
         }

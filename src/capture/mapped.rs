@@ -90,6 +90,12 @@ pub(crate) struct Map {
     pager_started: AtomicBool,
     /// Set when the pager is to end.
     pager_ends: AtomicBool,
+    /// How a legacy pcap file's records lie, and where the first is: set by the reader, so
+    /// that the thread to spare indexes the records ahead instead of paging
+    /// ([`super::index`]).
+    records: OnceLock<(super::split::RecordLayout, usize)>,
+    /// The index that thread fills, once it runs.
+    index: OnceLock<super::index::RecordIndex>,
 }
 
 // The map is plain memory owned by this value, only ever read; the rest is atomics. Giving
@@ -148,6 +154,8 @@ impl Map {
             pager: OnceLock::new(),
             pager_started: AtomicBool::new(false),
             pager_ends: AtomicBool::new(false),
+            records: OnceLock::new(),
+            index: OnceLock::new(),
         })
     }
 
@@ -182,7 +190,19 @@ impl Map {
         MapView {
             bytes: self.bytes(),
             shrunk: &self.slot.shrunk,
+            index: self.index.get(),
         }
+    }
+
+    /// The records are a legacy pcap file's, laid out as `layout`, the first at `first`: a
+    /// thread to spare indexes them ahead of the reader ([`SharedMap::pager`]).
+    pub(crate) fn set_records(&self, layout: super::split::RecordLayout, first: usize) {
+        let _ = self.records.set((layout, first));
+    }
+
+    /// Where the reader last gave pages back: it reads at or past it.
+    pub(crate) fn released(&self) -> usize {
+        self.released.load(Ordering::Acquire)
     }
 
     /// The reader has moved on to `offset`: give the pages before it back (every
@@ -240,6 +260,26 @@ impl Map {
         self.give_back(start..end);
     }
 
+    /// Gives back the pages from the [`RELEASE_STEP`] that `from` is in up to where the reader
+    /// last gave pages back: another thread walked them after the reader had
+    /// (`capture::index`), and mapped them again. From the step's start, not `from`'s page:
+    /// the kernel maps the pages around a touch too (up to 64 KiB of small folios, a large
+    /// folio's whole step).
+    pub(crate) fn give_back_behind(&self, from: usize) {
+        let base = self.ptr as usize;
+        let released = self.released();
+        let start = ((base + from) & !(RELEASE_STEP - 1)).max(base) - base;
+        if start < released {
+            self.give_back(start..released);
+        }
+    }
+
+    /// The offset of the first [`RELEASE_STEP`] boundary of the address space after `at`.
+    pub(crate) fn step_after(&self, at: usize) -> usize {
+        let base = self.ptr as usize;
+        ((base + at + 1).next_multiple_of(RELEASE_STEP) - base).min(self.len)
+    }
+
     /// Unmaps the pages of `range` (page-aligned start, inside the map): the file stays in the
     /// page cache, and a later touch maps its pages again (or zeros, past a shrunk end).
     fn give_back(&self, range: Range<usize>) {
@@ -272,8 +312,12 @@ impl Map {
         if upto <= released {
             return;
         }
-        self.give_back(released..upto);
+        // Said before the pages are given back, not after: a thread that maps some of them
+        // again after they are given back (the pager, the indexer) then sees that the reader
+        // passed them when it looks next, and gives them back itself. Said after, it could
+        // look in between and keep them mapped for good (2 MiB each time, measured).
         self.released.store(upto, Ordering::Release);
+        self.give_back(released..upto);
         if let Some(pager) = self.pager.get() {
             pager.unpark();
         }
@@ -285,6 +329,8 @@ impl Map {
 pub(crate) struct MapView<'m> {
     pub(crate) bytes: &'m [u8],
     shrunk: &'m AtomicBool,
+    /// Where the next records begin, where a thread indexes them ahead.
+    pub(crate) index: Option<&'m super::index::RecordIndex>,
 }
 
 /// The flag of a buffer that is no map: it never shrinks under its reader.
@@ -296,6 +342,7 @@ impl<'m> MapView<'m> {
         MapView {
             bytes,
             shrunk: &NEVER_SHRUNK,
+            index: None,
         }
     }
 
@@ -305,6 +352,7 @@ impl<'m> MapView<'m> {
         MapView {
             bytes: self.bytes.get(pos..).unwrap_or_default(),
             shrunk: self.shrunk,
+            index: self.index,
         }
     }
 
@@ -403,6 +451,13 @@ impl SharedMap {
         self.0.kept_from.store(offset, Ordering::Release);
     }
 
+    /// How many record places the thread to spare has put in its index so far (none where it
+    /// pages instead, [`SharedMap::pager`]): for tests.
+    #[doc(hidden)]
+    pub fn records_indexed(&self) -> usize {
+        self.0.index.get().map_or(0, |i| i.written())
+    }
+
     /// A thread that maps the file's pages ahead of the reader, so that the reader does not
     /// stop at a page fault every 16 pages: the kernel's mapping of the file was a sixth of a
     /// one-thread run, and on a second core it is done beside the reading. `None`: a pager
@@ -412,10 +467,29 @@ impl SharedMap {
             return None;
         }
         let map = self.clone();
-        let thread = std::thread::Builder::new()
-            .name("sqos-pager".into())
-            .spawn(move || page_ahead(map.map()))
-            .ok()?;
+        let thread = match self.0.records.get().copied() {
+            // A legacy pcap file: its records indexed ahead (which maps their pages too).
+            Some((layout, first)) => {
+                self.0.index.get_or_init(super::index::RecordIndex::new);
+                std::thread::Builder::new()
+                    .name("sqos-indexer".into())
+                    .spawn(move || {
+                        let m = map.map();
+                        if let Some(index) = m.index.get() {
+                            let ends = || m.pager_ends.load(Ordering::Acquire);
+                            super::index::index_ahead(m, index, layout, first, &ends);
+                        }
+                        // Where it stopped before the end (a record that is not sane, the
+                        // reader ahead at the end), the pages are still mapped ahead.
+                        page_ahead(m);
+                    })
+                    .ok()?
+            }
+            None => std::thread::Builder::new()
+                .name("sqos-pager".into())
+                .spawn(move || page_ahead(map.map()))
+                .ok()?,
+        };
         // Woken from here on; until then it maps the first pages unasked.
         let _ = self.0.pager.set(thread.thread().clone());
         Some(Pager {

@@ -180,6 +180,12 @@ impl MergedCaptures {
     /// that goes on from file to file; or each its look alone, short files the looks the
     /// files before them gathered ([`Carried`]).
     pub fn read_for(&mut self, reading: Reading) {
+        // The thread to spare indexes one file's map ahead, where the pipeline starts it
+        // (`Pipeline::share_maps`): files read one after the other have it read chunks ahead.
+        let reading = match reading {
+            Reading::Ahead if self.inputs.len() > 1 => Reading::AheadInChunks,
+            r => r,
+        };
         self.reading = Some(reading);
         for input in &mut self.inputs {
             if let Reader::Open(reader) = &mut input.reader {

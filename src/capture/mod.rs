@@ -10,6 +10,8 @@ mod access;
 mod ahead;
 mod chunks;
 mod frame;
+#[cfg(target_os = "linux")]
+mod index;
 mod input;
 mod layout;
 pub mod link;

@@ -702,6 +702,11 @@ impl CaptureReader {
                 self.map_from_the_start();
             }
             Reading::Ahead => {
+                if !self.index_from_the_start() {
+                    self.ahead_after(before);
+                }
+            }
+            Reading::AheadInChunks => {
                 self.ahead_after(before);
             }
             Reading::ForWorkers => {
@@ -764,6 +769,23 @@ impl CaptureReader {
         }
     }
 
+    /// A legacy pcap file whose map pays ([`Self::map_from_the_start`]) is read through it, the
+    /// thread to spare (`SharedMap::pager`) indexing its records ahead of the reader
+    /// (`capture::index`). True when it switched.
+    /// A file opened through its map (`SQOS_READ=map`) is indexed as well.
+    fn index_from_the_start(&mut self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(layout) = self.format.record_layout() {
+            if self.frames == 0 && (self.mapped.is_some() || self.map_from_the_start()) {
+                if let Some(map) = &self.mapped {
+                    map.map().set_records(layout, PCAP_HEADER_LEN);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// A file opened as [`FileAccess::Auto`] is read through its memory map from its first
     /// frame on where a look at three places of it finds the map costs much less than the
     /// copy ([`super::access`]): asked before the first frame (after it, nothing happens), and
@@ -810,6 +832,7 @@ impl CaptureReader {
         let map = SharedMap::new(map);
         let layout = Layout::of(&self.format);
         self.rdr = Records::Mapped(MapReader::at(map.clone(), layout, pos));
+        super::chunks::free_kept();
         self.mapped = Some(map);
     }
 
@@ -823,7 +846,6 @@ impl CaptureReader {
     /// [`Self::mapped`] through `map`, of the file.
     #[cfg(target_os = "linux")]
     fn mapped_from(map: Map) -> Option<Result<Self, CaptureError>> {
-        let map = SharedMap::new(map);
         if map.bytes().starts_with(&GZIP_MAGIC) {
             return None;
         }
@@ -832,7 +854,7 @@ impl CaptureReader {
             Ok((format, _)) => format,
             Err(e) => return Some(Err(e)),
         };
-        Some(Ok(Self::over_map(map, format, 0)))
+        Some(Ok(Self::over_map(SharedMap::new(map), format, 0)))
     }
 
     /// A reader of `map`, a file of `format`, from `at` (0, or where a record starts).
@@ -1789,8 +1811,9 @@ mod tests {
     }
 
     /// A short file of a run whose looks decided that the map pays is opened through its map
-    /// at once, on one thread; where they decided not, or with a thread to spare, in chunks.
-    /// The frames are the same either way.
+    /// at once, on one thread, and after them with a thread to spare that indexes its records
+    /// (one file); where they decided not, or with a helper reading chunks ahead (files of a
+    /// run), in chunks. The frames are the same either way.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_short_file_opens_through_its_map_where_the_runs_looks_decided() {
@@ -1808,7 +1831,9 @@ mod tests {
         for (reading, pays, mapped) in [
             (Reading::Alone, true, auto),
             (Reading::Alone, false, false),
-            (Reading::Ahead, true, false),
+            (Reading::Ahead, true, auto),
+            (Reading::Ahead, false, false),
+            (Reading::AheadInChunks, true, false),
         ] {
             let before = Carried {
                 trial: None,
@@ -1958,10 +1983,12 @@ mod tests {
         assert!(!early.map_from_the_start());
         assert!(!early.may_map, "looked at once");
         assert!(early.is_chunked());
-        // So for workers; with a helper, its trial decides (and looks if it stops it).
+        // So for workers, and for a thread to spare that indexes a legacy pcap file's map; with
+        // a helper reading chunks ahead, its trial decides (and looks if it stops it).
         for (reading, looked) in [
             (Reading::ForWorkers, true),
-            (Reading::Ahead, false),
+            (Reading::Ahead, true),
+            (Reading::AheadInChunks, false),
             (Reading::Alone, true),
         ] {
             let mut r = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();

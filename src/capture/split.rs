@@ -68,6 +68,12 @@ impl RecordLayout {
         (ok && at.checked_add(len)? <= bytes.len()).then_some((secs, len))
     }
 
+    /// The length of the record at `at` of `bytes` where its header looks sane and it lies
+    /// within `bytes`.
+    pub(crate) fn record_len(&self, bytes: &[u8], at: usize) -> Option<usize> {
+        self.sane(bytes, at).map(|(_, len)| len)
+    }
+
     /// Whether [`CHAIN`] sane records follow each other from `at`, or sane records reach the
     /// end of `bytes` exactly.
     fn chains(&self, bytes: &[u8], at: usize) -> bool {
@@ -116,18 +122,18 @@ pub(crate) fn cut(bytes: &[u8], first: usize, n: usize, layout: RecordLayout) ->
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::capture::{PcapWriter, Timestamp};
 
-    const LAYOUT: RecordLayout = RecordLayout {
+    pub(crate) const LAYOUT: RecordLayout = RecordLayout {
         big_endian: false,
         nanosecond: false,
         header_len: 16,
     };
 
     /// A legacy pcap file of `frames` records of varied lengths, and where each starts.
-    fn capture(frames: u32) -> (Vec<u8>, Vec<usize>) {
+    pub(crate) fn capture(frames: u32) -> (Vec<u8>, Vec<usize>) {
         let mut w = PcapWriter::new(Vec::new(), 1).unwrap();
         let mut starts = Vec::new();
         let mut at = 24;

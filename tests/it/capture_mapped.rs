@@ -479,6 +479,37 @@ fn the_pager_keeps_the_maps_resident_pages_within_its_window() {
     assert!(most <= 8 * 1024, "{most} KiB resident");
 }
 
+/// `--threads 2` on one legacy pcap file read through its map: the thread to spare indexes its
+/// records ahead of the reader (`capture::index`) instead of paging. The frames are the ones
+/// the reader gives alone, the index was filled, and the map's resident pages stay within the
+/// reader's step and the one after it, which the indexer walks (2 MiB each, rounded up to the
+/// folios the page cache may hold the file in, and a step the indexer walks as the reader
+/// passes it on a loaded machine): 8 MiB. (Unbounded, the indexer ran as far ahead as its ring
+/// of record places let it: 18,432 KiB.)
+#[test]
+fn the_indexer_keeps_the_maps_resident_pages_within_the_next_step() {
+    let file = TempFile::new("indexed.pcap");
+    std::fs::write(&file.0, pcap(32_000)).unwrap();
+    let mut r = open_mapped(&file.0).unwrap();
+    r.read_for(sqos::capture::Reading::Ahead);
+    let map = r.shared_map().expect("mapped");
+    let indexer = map.pager().expect("an indexer starts");
+    let (mut most, mut samples) = (0, 0);
+    for i in 0..32_000u64 {
+        let f = r.next_frame().unwrap().unwrap();
+        assert_eq!(f.data[999], i as u8);
+        if i % 500 == 499 {
+            most = most.max(resident_kib(&file.0));
+            samples += 1;
+        }
+    }
+    assert!(r.next_frame().unwrap().is_none());
+    drop(indexer);
+    assert_eq!(samples, 64);
+    assert!(map.records_indexed() > 0, "indexed");
+    assert!(most <= 8 * 1024, "{most} KiB resident");
+}
+
 /// `n` frames like `pcap`'s in each layout a run's walk has a loop of its own for (legacy pcap
 /// little-endian in µs, big-endian in ns, pcapng), every fifth a second earlier than the one
 /// before (captures are not always in time order).

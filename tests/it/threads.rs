@@ -80,8 +80,10 @@ pub(crate) fn gunzipped(dir: &Path, gz: &Path) -> PathBuf {
 
 /// The committed captures are mostly gzipped, which is streamed: the workers get copies of the
 /// frames. Unpacked, the same captures are regular files, read in chunks (ahead on a thread of
-/// its own with `--threads 2` and more) or, with `SQOS_READ=map`, memory-mapped (the workers
-/// read the frames where they lie in the map); the output is still the gzip's on one thread.
+/// its own with `--threads 2` and more) or, with `SQOS_READ=map`, memory-mapped (with
+/// `--threads 2`, a legacy pcap file's records indexed ahead of the reader on the other thread;
+/// the workers read the frames where they lie in the map); the output is still the gzip's on
+/// one thread.
 #[test]
 fn regular_files_of_many_connections_give_the_same_output_on_several_threads() {
     let dir = crate::support::scratch("sqos-threads-");
