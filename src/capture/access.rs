@@ -123,6 +123,15 @@ pub(crate) fn mapping_pays(
     }
 }
 
+/// Whether `map`'s file comes from disk: a file long enough for a look, none of whose three
+/// places is in the page cache.
+#[cfg(target_os = "linux")]
+pub(crate) fn cold(map: &super::mapped::Map) -> bool {
+    let bytes = map.bytes();
+    places(bytes.as_ptr() as usize, bytes.len())
+        .is_some_and(|places| places.iter().all(|&at| !map.resident(looked(at))))
+}
+
 /// Looks at one place each of files too short for [`places`], gathered over the files of a
 /// run (rotated captures, read one after the other, which the same writer left in the page
 /// cache the same way): three decide as three places of one file do ([`map_pays`]).
@@ -376,6 +385,33 @@ mod tests {
         let at = place(off, 5_000_000).unwrap();
         assert_eq!((off + at) % (2 << 20), 0);
         assert!(at + 2 * SPAN <= 5_000_000);
+    }
+
+    /// A file just dropped from the page cache is cold; read once, it is not. (In the build's
+    /// own directory: a file system that drops what it is asked to, not tmpfs.)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_from_disk_is_cold_and_one_in_the_page_cache_is_not() {
+        use std::os::fd::AsRawFd;
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
+        std::fs::create_dir_all(target).unwrap();
+        let dir = tempfile::tempdir_in(target).unwrap();
+        let path = dir.path().join("f.pcap");
+        std::fs::write(&path, vec![1u8; 40 << 20]).unwrap();
+        let file = File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: an open descriptor; the advice changes no byte of the file.
+        let dropped =
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(dropped, 0);
+        let map = super::super::mapped::Map::of(&file).unwrap();
+        assert!(cold(&map));
+        assert_eq!(std::fs::read(&path).unwrap().len(), 40 << 20);
+        assert!(!cold(&map));
+        // A file too short for a look is never cold: read in chunks, as before.
+        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let short = File::open(&path).unwrap();
+        assert!(!cold(&super::super::mapped::Map::of(&short).unwrap()));
     }
 
     #[test]
