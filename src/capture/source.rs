@@ -780,10 +780,10 @@ impl CaptureReader {
         }
     }
 
-    /// A legacy pcap file whose map pays ([`Self::map_from_the_start`]) is read through it, the
-    /// thread to spare (`SharedMap::pager`) indexing its records ahead of the reader
-    /// (`capture::index`). True when it switched.
-    /// A file opened through its map (`SQOS_READ=map`) is indexed as well.
+    /// A legacy pcap file is read through its map from its first frame on, the thread to spare
+    /// (`SharedMap::pager`) indexing its records ahead of the reader (`capture::index`), where
+    /// a look finds the map pays or the file comes from disk ([`Pays::OrCold`]), and where it
+    /// was opened through its map (`SQOS_READ=map`). True when it is.
     fn index_from_the_start(&mut self) -> bool {
         #[cfg(target_os = "linux")]
         if let Some(layout) = self.format.record_layout() {
