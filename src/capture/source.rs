@@ -790,6 +790,10 @@ impl CaptureReader {
             if self.frames == 0 && (self.mapped.is_some() || self.map_where(Pays::OrCold)) {
                 if let Some(map) = &self.mapped {
                     map.map().set_records(layout, PCAP_HEADER_LEN);
+                    // One file, read through its map to its end: the chunk buffers kept for a
+                    // next file would only count in the resident size. (Files of a run keep
+                    // them: the next file may be read in chunks.)
+                    super::chunks::free_kept();
                     return true;
                 }
             }
@@ -854,7 +858,6 @@ impl CaptureReader {
         let map = SharedMap::new(map);
         let layout = Layout::of(&self.format);
         self.rdr = Records::Mapped(MapReader::at(map.clone(), layout, pos));
-        super::chunks::free_kept();
         self.mapped = Some(map);
     }
 
