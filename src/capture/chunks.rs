@@ -72,7 +72,7 @@ struct Buffer(Box<[u8]>);
 static KEPT: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
 const MAX_KEPT: usize = AHEAD + 4;
 
-/// Frees the buffers kept: a reader that switched to the file's map needs none, and kept
+/// Frees the buffers kept: a reader of one file that switched to its map needs none, and kept
 /// they count in the resident size for the whole run (two, 680 KiB, after the first chunk and a
 /// look at the map).
 pub(crate) fn free_kept() {

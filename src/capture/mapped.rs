@@ -460,8 +460,10 @@ impl SharedMap {
 
     /// A thread that maps the file's pages ahead of the reader, so that the reader does not
     /// stop at a page fault every 16 pages: the kernel's mapping of the file was a sixth of a
-    /// one-thread run, and on a second core it is done beside the reading. `None`: a pager
-    /// runs already, or no thread could be started.
+    /// one-thread run, and on a second core it is done beside the reading. Where the reader
+    /// said how a legacy pcap file's records lie (`Map::set_records`), the thread indexes them
+    /// ahead instead, which maps the pages as it goes (`capture::index`), and pages ahead only
+    /// where it stopped. `None`: a pager runs already, or no thread could be started.
     pub fn pager(&self) -> Option<Pager> {
         if self.0.pager_started.swap(true, Ordering::AcqRel) {
             return None;

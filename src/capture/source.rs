@@ -780,16 +780,20 @@ impl CaptureReader {
         }
     }
 
-    /// A legacy pcap file whose map pays ([`Self::map_from_the_start`]) is read through it, the
-    /// thread to spare (`SharedMap::pager`) indexing its records ahead of the reader
-    /// (`capture::index`). True when it switched.
-    /// A file opened through its map (`SQOS_READ=map`) is indexed as well.
+    /// A legacy pcap file is read through its map from its first frame on, the thread to spare
+    /// (`SharedMap::pager`) indexing its records ahead of the reader (`capture::index`), where
+    /// a look finds the map pays or the file comes from disk ([`Pays::OrCold`]), and where it
+    /// was opened through its map (`SQOS_READ=map`). True when it is.
     fn index_from_the_start(&mut self) -> bool {
         #[cfg(target_os = "linux")]
         if let Some(layout) = self.format.record_layout() {
             if self.frames == 0 && (self.mapped.is_some() || self.map_where(Pays::OrCold)) {
                 if let Some(map) = &self.mapped {
                     map.map().set_records(layout, PCAP_HEADER_LEN);
+                    // One file, read through its map to its end: the chunk buffers kept for a
+                    // next file would only count in the resident size. (Files of a run keep
+                    // them: the next file may be read in chunks.)
+                    super::chunks::free_kept();
                     return true;
                 }
             }
@@ -854,7 +858,6 @@ impl CaptureReader {
         let map = SharedMap::new(map);
         let layout = Layout::of(&self.format);
         self.rdr = Records::Mapped(MapReader::at(map.clone(), layout, pos));
-        super::chunks::free_kept();
         self.mapped = Some(map);
     }
 
