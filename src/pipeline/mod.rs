@@ -342,15 +342,22 @@ pub struct PipelineConfig {
     /// Threads for the capture (`--threads`), the calling thread included: 0 or 1, all on the
     /// calling thread (through the file's map where that pays,
     /// [`crate::capture::CaptureReader::map_from_the_start`]); 2, the calling thread and a
-    /// thread reading the file ahead of it
-    /// ([`crate::capture::CaptureReader::read_ahead`], started by `run::run_capture`, unless
-    /// the calling thread's work is small beside the file's copy and the map pays; with
-    /// `SQOS_READ=map`, a pager mapping the file's pages ahead of it, [`SharedMap::pager`]);
+    /// thread that works ahead of it: for one legacy pcap file whose map pays or that comes
+    /// from disk, indexing its records through the map (`capture::index`); else reading the
+    /// file ahead ([`crate::capture::CaptureReader::read_ahead`], started by
+    /// `run::run_capture`, unless the calling thread's work is small beside the file's copy and
+    /// the map pays; with `SQOS_READ=map`, a pager mapping the file's pages ahead of it,
+    /// [`SharedMap::pager`]);
     /// N > 2, those and N - 2 workers for the per-connection work
     /// (`shard`; the calling thread reads and runs the session-wide stage). The output is the
     /// same either way. Runs with `keys` (a session's keys can come from another of its
     /// connections) or `keep_frames` have no workers.
     pub threads: usize,
+    /// With a thread to spare, read chunks ahead even where the file's records could be
+    /// indexed ahead through its map ([`Reading::AheadInChunks`]): a run that holds messages
+    /// back for a flow filter keeps the chunks' smaller resident size (the map and the index
+    /// ahead took its peak 2 MB higher: 18.2-18.5 MB against 16.2-16.6).
+    pub chunks_ahead: bool,
 }
 
 impl PipelineConfig {
@@ -388,6 +395,7 @@ impl PipelineConfig {
     pub fn reading(&self) -> Reading {
         match (self.workers(), self.threads) {
             (0, 0 | 1) => Reading::Alone,
+            (0, _) if self.chunks_ahead => Reading::AheadInChunks,
             (0, _) => Reading::Ahead,
             _ => Reading::ForWorkers,
         }
@@ -1093,6 +1101,15 @@ mod tests {
         assert_eq!(of(4, true, false), (0, Reading::Ahead));
         assert_eq!(of(4, false, true), (0, Reading::Ahead));
         assert_eq!(of(1, true, true), (0, Reading::Alone));
+        // A run that holds messages back reads chunks ahead, not indexed through the map.
+        let holding = |threads| PipelineConfig {
+            threads,
+            chunks_ahead: true,
+            ..Default::default()
+        };
+        assert_eq!(holding(2).reading(), Reading::AheadInChunks);
+        assert_eq!(holding(1).reading(), Reading::Alone);
+        assert_eq!(holding(3).reading(), Reading::ForWorkers);
     }
 
     #[test]
