@@ -257,7 +257,9 @@ fn index_stretch(
             n += 1;
         }
     }
-    let limits: Vec<usize> = starts[1..n].iter().copied().chain([end]).collect();
+    // Each part ends where the next one starts, the last at `end`.
+    let mut limits = [end; CHAINS];
+    limits[..n - 1].copy_from_slice(&starts[1..n]);
     let mut pos = starts;
     let mut broken = [false; CHAINS];
     parts.iter_mut().for_each(Vec::clear);

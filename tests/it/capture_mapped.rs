@@ -449,6 +449,23 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     drop(pager);
 }
 
+/// Reads the frames of `pcap(32_000)` in `path` from `r` to the end, each checked, and gives the
+/// most of the file's map found resident (KiB), looked at every 500 frames.
+fn most_resident_reading(r: &mut CaptureReader, path: &Path) -> u64 {
+    let (mut most, mut samples) = (0, 0);
+    for i in 0..32_000u64 {
+        let f = r.next_frame().unwrap().unwrap();
+        assert_eq!(f.data[999], i as u8);
+        if i % 500 == 499 {
+            most = most.max(resident_kib(path));
+            samples += 1;
+        }
+    }
+    assert!(r.next_frame().unwrap().is_none());
+    assert_eq!(samples, 64);
+    most
+}
+
 /// With the pager mapping the pages ahead, the map's resident pages stay within what the reader
 /// has not given back (a 2 MiB step) and the pager's window past it (3 MiB), however long the
 /// file: the pages behind the reader are given back, and the pager does not run on. (Without
@@ -461,17 +478,8 @@ fn the_pager_keeps_the_maps_resident_pages_within_its_window() {
     let mut r = open_mapped(&file.0).unwrap();
     let map = r.shared_map().expect("mapped");
     let pager = map.pager().expect("a pager starts");
-    let (mut most, mut samples) = (0, 0);
-    for i in 0..32_000u64 {
-        let f = r.next_frame().unwrap().unwrap();
-        assert_eq!(f.data[999], i as u8);
-        if i % 500 == 499 {
-            most = most.max(resident_kib(&file.0));
-            samples += 1;
-        }
-    }
+    let most = most_resident_reading(&mut r, &file.0);
     drop(pager);
-    assert_eq!(samples, 64);
     // One release step (2 MiB) and the pager's window (3 MiB), each rounded up to the 2 MiB
     // folios the page cache may hold the file in (mapped whole), and what the pager maps of a
     // window the reader has passed before it gives it back (a pager that lags on a loaded
@@ -494,18 +502,8 @@ fn the_indexer_keeps_the_maps_resident_pages_within_the_next_step() {
     r.read_for(sqos::capture::Reading::Ahead);
     let map = r.shared_map().expect("mapped");
     let indexer = map.pager().expect("an indexer starts");
-    let (mut most, mut samples) = (0, 0);
-    for i in 0..32_000u64 {
-        let f = r.next_frame().unwrap().unwrap();
-        assert_eq!(f.data[999], i as u8);
-        if i % 500 == 499 {
-            most = most.max(resident_kib(&file.0));
-            samples += 1;
-        }
-    }
-    assert!(r.next_frame().unwrap().is_none());
+    let most = most_resident_reading(&mut r, &file.0);
     drop(indexer);
-    assert_eq!(samples, 64);
     assert!(map.records_indexed() > 0, "indexed");
     assert!(most <= 8 * 1024, "{most} KiB resident");
 }
