@@ -54,11 +54,12 @@ pub enum Reading {
     /// The reading thread does all the work: through the file's map where that pays.
     Alone,
     /// A thread to spare works ahead of the reading thread: a legacy pcap file whose map pays
-    /// is read through it, the thread indexing its records ahead (`capture::index`); any other
-    /// file as [`Reading::AheadInChunks`].
+    /// (or that comes from disk) is read through it, the thread indexing its records ahead
+    /// (`capture::index`); any other file as [`Reading::AheadInChunks`].
     Ahead,
     /// A helper reads chunks ahead of the reading thread, where its trial finds that pays: the
-    /// files of a run read one after the other (the thread to spare serves one file's map).
+    /// short files of a run, one open while another has an indexer, and runs that hold
+    /// messages back (`PipelineConfig::chunks_ahead`).
     AheadInChunks,
     /// Workers take the per-connection work: through the map where that pays (they read the
     /// frames where they lie), else ahead.
@@ -201,7 +202,7 @@ impl ShortLooks {
 
 /// Files smaller than this are read in chunks without a look: the look costs about 0.1 ms,
 /// and on a small file there is little to win.
-const LOOK_FROM: usize = 32 << 20;
+pub(crate) const LOOK_FROM: usize = 32 << 20;
 /// Bytes looked at in each place: 512 KiB took 4–5 µs to map where the file lay in large
 /// folios, 52–57 µs where it lay in 4 KiB pages, and 20–40 µs to copy.
 const SPAN: usize = 512 << 10;

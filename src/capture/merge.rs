@@ -107,7 +107,10 @@ impl MergedCaptures {
             };
             match self.inputs.get_mut(i) {
                 Some(input) if matches!(input.reader, Reader::Parked) => {
-                    unpark(input, self.reading, &mut self.damaged, &mut self.carried);
+                    let reading = self.reading.map(|r| reading_of(r, &self.inputs, i));
+                    if let Some(input) = self.inputs.get_mut(i) {
+                        unpark(input, reading, &mut self.damaged, &mut self.carried);
+                    }
                 }
                 _ => break i,
             }
@@ -175,20 +178,20 @@ impl MergedCaptures {
     }
 
     /// [`CaptureReader::read_for`] for every file, as it is opened: with a thread to spare,
-    /// files read in chunks each have a helper while they are read (it ends at its file's end,
-    /// so rotated captures, read one after the other, have one at a time), under one trial
-    /// that goes on from file to file; or each its look alone, short files the looks the
-    /// files before them gathered ([`Carried`]).
+    /// long legacy pcap files each have their records indexed ahead ([`reading_of`]), and
+    /// files read in chunks each have a helper while they are read (each ends at its file's
+    /// end, so rotated captures, read one after the other, have one at a time), under one
+    /// trial that goes on from file to file; or each its look alone, short files the looks
+    /// the files before them gathered ([`Carried`]).
     pub fn read_for(&mut self, reading: Reading) {
-        // The thread to spare indexes one file's map ahead, where the pipeline starts it
-        // (`Pipeline::share_maps`): files read one after the other have it read chunks ahead.
-        let reading = match reading {
-            Reading::Ahead if self.inputs.len() > 1 => Reading::AheadInChunks,
-            r => r,
-        };
         self.reading = Some(reading);
-        for input in &mut self.inputs {
-            if let Reader::Open(reader) = &mut input.reader {
+        for i in 0..self.inputs.len() {
+            let reading = reading_of(reading, &self.inputs, i);
+            if let Some(Input {
+                reader: Reader::Open(reader),
+                ..
+            }) = self.inputs.get_mut(i)
+            {
                 reader.read_for(reading);
             }
         }
@@ -217,6 +220,31 @@ impl MergedCaptures {
                 Reader::Done(n) => *n,
             })
             .sum()
+    }
+}
+
+/// How file `i` of the run is read, where the run reads as `reading`. With a thread to spare,
+/// a file long enough for a look of its own (rotated captures of `tcpdump -C 100`, `dumpcap -b
+/// filesize:100000`) has its records indexed ahead as one file alone does, each in turn with a
+/// thread of its own that ends with it, unless another file open now has one (captures that
+/// overlap in time: no more threads than asked for). Shorter files are over before a new
+/// thread runs on a VM's core: they have a helper read chunks ahead.
+fn reading_of(reading: Reading, inputs: &[Input], i: usize) -> Reading {
+    if reading != Reading::Ahead {
+        return reading;
+    }
+    let long = inputs.len() == 1
+        || inputs.get(i).is_some_and(|input| {
+            std::fs::metadata(&input.path).is_ok_and(|m| m.len() >= super::access::LOOK_FROM as u64)
+        });
+    let other_indexing = inputs
+        .iter()
+        .enumerate()
+        .any(|(j, input)| j != i && matches!(&input.reader, Reader::Open(r) if r.indexing()));
+    if long && !other_indexing {
+        Reading::Ahead
+    } else {
+        Reading::AheadInChunks
     }
 }
 
@@ -295,6 +323,56 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, w.into_inner()).unwrap();
         path
+    }
+
+    /// With a thread to spare, a file of a run long enough for a look of its own has its
+    /// records indexed ahead, as one file alone has, unless another file open now has an
+    /// indexer; a shorter one has a helper read chunks ahead.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn long_files_of_a_run_are_indexed_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = file(dir.path(), "a.pcap", 0..10);
+        // Only its length is looked at: a sparse file.
+        let long = dir.path().join("b.pcap");
+        std::fs::File::create(&long)
+            .unwrap()
+            .set_len(super::super::access::LOOK_FROM as u64)
+            .unwrap();
+        let input = |path: &PathBuf| Input {
+            path: path.clone(),
+            reader: Reader::Parked,
+            head: Head::Unknown,
+        };
+        let mut inputs = vec![input(&short), input(&long)];
+        assert_eq!(
+            reading_of(Reading::Ahead, &inputs, 0),
+            Reading::AheadInChunks
+        );
+        assert_eq!(reading_of(Reading::Ahead, &inputs, 1), Reading::Ahead);
+        assert_eq!(
+            reading_of(Reading::Ahead, &inputs[..1], 0),
+            Reading::Ahead,
+            "alone"
+        );
+        for other in [Reading::Alone, Reading::ForWorkers, Reading::AheadInChunks] {
+            assert_eq!(reading_of(other, &inputs, 1), other);
+        }
+        // The short file open, its records indexed (read through its map): the long one waits.
+        let mut r = CaptureReader::open_as(&short, super::super::FileAccess::Map).unwrap();
+        r.read_for(Reading::Ahead);
+        assert!(r.indexing());
+        inputs[0].reader = Reader::Open(Box::new(r));
+        assert_eq!(
+            reading_of(Reading::Ahead, &inputs, 1),
+            Reading::AheadInChunks
+        );
+        assert_eq!(
+            reading_of(Reading::Ahead, &inputs, 0),
+            Reading::AheadInChunks
+        );
+        inputs[0].reader = Reader::Done(0);
+        assert_eq!(reading_of(Reading::Ahead, &inputs, 1), Reading::Ahead);
     }
 
     fn merged(paths: &[PathBuf]) -> MergedCaptures {
