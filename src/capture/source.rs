@@ -1868,25 +1868,14 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_file_from_disk_is_mapped_where_a_thread_indexes_it_ahead() {
-        use std::os::fd::AsRawFd;
-        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
-        std::fs::create_dir_all(target).unwrap();
-        let dir = tempfile::tempdir_in(target).unwrap();
-        let path = dir.path().join("f.pcap");
-        std::fs::write(&path, frames_of_1500(28_000)).unwrap();
-        std::fs::File::open(&path).unwrap().sync_all().unwrap();
-        let drop_cache = || {
-            let f = std::fs::File::open(&path).unwrap();
-            // SAFETY: an open descriptor; the advice changes no byte of the file.
-            unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        };
+        let (_dir, path) = super::super::access::tests::from_disk(&frames_of_1500(28_000));
         let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
         assert_eq!(want.0.len(), 28_000);
         if FileAccess::from_env() != FileAccess::Auto {
             return;
         }
         for (reading, mapped) in [(Reading::Ahead, true), (Reading::Alone, false)] {
-            drop_cache();
+            super::super::access::tests::drop_from_cache(&path);
             let mut r = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
             r.read_for(reading);
             assert_eq!(r.is_mapped(), mapped, "{reading:?}");
