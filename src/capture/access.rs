@@ -300,7 +300,7 @@ fn nanos(d: std::time::Duration) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn looks(v: [(u64, u64); 3]) -> [Look; 3] {
@@ -388,23 +388,38 @@ mod tests {
         assert!(at + 2 * SPAN <= 5_000_000);
     }
 
-    /// A file just dropped from the page cache is cold; read once, it is not. (In the build's
-    /// own directory: a file system that drops what it is asked to, not tmpfs.)
+    /// `bytes` in a new file, written out and dropped from the page cache: as a file that
+    /// comes from disk. In the build's own directory: a file system that drops what it is
+    /// asked to (tmpfs keeps it). Removed with the directory given back.
     #[cfg(target_os = "linux")]
-    #[test]
-    fn a_file_from_disk_is_cold_and_one_in_the_page_cache_is_not() {
-        use std::os::fd::AsRawFd;
+    pub(crate) fn from_disk(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
         let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
         std::fs::create_dir_all(target).unwrap();
         let dir = tempfile::tempdir_in(target).unwrap();
         let path = dir.path().join("f.pcap");
-        std::fs::write(&path, vec![1u8; 40 << 20]).unwrap();
-        let file = File::open(&path).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        drop_from_cache(&path);
+        (dir, path)
+    }
+
+    /// Drops the file at `path` from the page cache (written out first).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn drop_from_cache(path: &std::path::Path) {
+        use std::os::fd::AsRawFd;
+        let file = File::open(path).unwrap();
         file.sync_all().unwrap();
         // SAFETY: an open descriptor; the advice changes no byte of the file.
         let dropped =
             unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(dropped, 0);
+    }
+
+    /// A file just dropped from the page cache is cold; read once, it is not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_from_disk_is_cold_and_one_in_the_page_cache_is_not() {
+        let (_dir, path) = from_disk(&vec![1u8; 40 << 20]);
+        let file = File::open(&path).unwrap();
         let map = super::super::mapped::Map::of(&file).unwrap();
         assert!(cold(&map));
         assert_eq!(std::fs::read(&path).unwrap().len(), 40 << 20);

@@ -1850,36 +1850,32 @@ mod tests {
         frames_of(r, |f| (f.ts.0, f.data.len(), f.data[0]))
     }
 
+    /// A legacy pcap file of `n` frames of 1,500 bytes, frame `i` at time `i` and filled with
+    /// `i`'s low byte.
+    #[cfg(target_os = "linux")]
+    fn frames_of_1500(n: u32) -> Vec<u8> {
+        let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
+        for i in 0..n {
+            w.write_packet(Timestamp(i64::from(i)), &[i as u8; 1_500])
+                .unwrap();
+        }
+        w.into_inner()
+    }
+
     /// A long legacy pcap file that comes from disk is read through its map where a thread
     /// to spare indexes its records ahead (it takes the waits for the disk), and in chunks by
     /// one thread alone (the kernel's readahead). The frames are the same.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_file_from_disk_is_mapped_where_a_thread_indexes_it_ahead() {
-        use std::os::fd::AsRawFd;
-        let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
-        for i in 0..28_000u32 {
-            w.write_packet(Timestamp(i64::from(i)), &[i as u8; 1_500])
-                .unwrap();
-        }
-        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
-        std::fs::create_dir_all(target).unwrap();
-        let dir = tempfile::tempdir_in(target).unwrap();
-        let path = dir.path().join("f.pcap");
-        std::fs::write(&path, w.into_inner()).unwrap();
-        std::fs::File::open(&path).unwrap().sync_all().unwrap();
-        let drop_cache = || {
-            let f = std::fs::File::open(&path).unwrap();
-            // SAFETY: an open descriptor; the advice changes no byte of the file.
-            unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        };
+        let (_dir, path) = super::super::access::tests::from_disk(&frames_of_1500(28_000));
         let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
         assert_eq!(want.0.len(), 28_000);
         if FileAccess::from_env() != FileAccess::Auto {
             return;
         }
         for (reading, mapped) in [(Reading::Ahead, true), (Reading::Alone, false)] {
-            drop_cache();
+            super::super::access::tests::drop_from_cache(&path);
             let mut r = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
             r.read_for(reading);
             assert_eq!(r.is_mapped(), mapped, "{reading:?}");
@@ -1894,14 +1890,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_short_file_opens_through_its_map_where_the_runs_looks_decided() {
-        let mut w = crate::capture::PcapWriter::new(Vec::new(), 1).unwrap();
-        for i in 0..1_400u32 {
-            w.write_packet(Timestamp(i64::from(i)), &[i as u8; 1_500])
-                .unwrap();
-        }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.pcap");
-        std::fs::write(&path, w.into_inner()).unwrap();
+        std::fs::write(&path, frames_of_1500(1_400)).unwrap();
         let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
         assert_eq!(want.0.len(), 1_400);
         let auto = FileAccess::from_env() == FileAccess::Auto;
