@@ -9,9 +9,11 @@
 //!   (the parsers take any bytes). A file that *shrinks* is the danger: touching a page past the
 //!   new end raises SIGBUS, which would kill the process. A SIGBUS handler, installed once, looks
 //!   the faulting address up among the live maps; inside one, it maps zero-filled pages over the
-//!   rest of that map (the access then reads zeros) and marks the map as shrunk. The capture
-//!   reader touches the last byte of every packet and then asks [`Map::shrunk`], and reports
-//!   the file cut there, so the zeros are not taken for data. (Only whole pages fault: bytes
+//!   rest of that map (the access then reads zeros) and notes where the zeros begin. The
+//!   capture reader touches the last byte of every packet and then asks whether it lies past
+//!   that ([`MapView::cut_at`]), and reports the file cut there, so the zeros are not taken for
+//!   data. (Past it, not merely "after a fault": a thread indexing the records ahead may fault
+//!   further on first, and the reader's bytes before its fault are still the file's.) (Only whole pages fault: bytes
 //!   between the new end and the end of its page read as zeros without a fault, so a cut is
 //!   noticed at the next page boundary.) A fault outside every map restores the previous
 //!   handler and returns: the access faults again and gets the behaviour it had without us.
@@ -53,21 +55,25 @@ const SLOTS: usize = 64;
 /// and a half to 13.2-15.4, at the same speed (session 25).
 const PAGE_AHEAD: usize = RELEASE_STEP + RELEASE_STEP / 2;
 
-/// One live map, as the SIGBUS handler sees it: its address range (0..0 when free) and
-/// whether it has been patched with zero pages because the file shrank.
+/// One live map, as the SIGBUS handler sees it: its address range (0..0 when free) and the
+/// address from which it has been patched with zero pages because the file shrank (`NOT_CUT`:
+/// nowhere).
 struct Slot {
     used: AtomicBool,
     start: AtomicUsize,
     end: AtomicUsize,
-    shrunk: AtomicBool,
+    cut: AtomicUsize,
 }
+
+/// A [`Slot`]'s `cut` where its map was never patched.
+const NOT_CUT: usize = usize::MAX;
 
 #[allow(clippy::declare_interior_mutable_const)] // only used to initialise the array
 const FREE: Slot = Slot {
     used: AtomicBool::new(false),
     start: AtomicUsize::new(0),
     end: AtomicUsize::new(0),
-    shrunk: AtomicBool::new(false),
+    cut: AtomicUsize::new(NOT_CUT),
 };
 static SLOTS_IN_USE: [Slot; SLOTS] = [FREE; SLOTS];
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
@@ -142,7 +148,7 @@ impl Map {
             slot.used.store(false, Ordering::Release);
             return None;
         }
-        slot.shrunk.store(false, Ordering::Relaxed);
+        slot.cut.store(NOT_CUT, Ordering::Relaxed);
         slot.end.store(ptr as usize + len, Ordering::Release);
         slot.start.store(ptr as usize, Ordering::Release);
         Some(Map {
@@ -170,7 +176,12 @@ impl Map {
     /// True once a read touched a page past the file's end because the file shrank while
     /// mapped: bytes read since may be zeros instead of the capture.
     pub(crate) fn shrunk(&self) -> bool {
-        self.slot.shrunk.load(Ordering::Acquire)
+        self.slot.cut.load(Ordering::Acquire) != NOT_CUT
+    }
+
+    /// Whether `byte` (of this map) lies where the file shrank under it ([`MapView::cut_at`]).
+    pub(crate) fn cut_at(&self, byte: &u8) -> bool {
+        byte as *const u8 as usize >= self.slot.cut.load(Ordering::Acquire)
     }
 
     /// Asks the CPU to bring the cache line of byte `at` into its cache ahead of its use (a
@@ -189,7 +200,7 @@ impl Map {
     pub(crate) fn view(&self) -> MapView<'_> {
         MapView {
             bytes: self.bytes(),
-            shrunk: &self.slot.shrunk,
+            cut: &self.slot.cut,
             index: self.index.get(),
         }
     }
@@ -324,24 +335,24 @@ impl Map {
     }
 }
 
-/// A [`Map`] as a walk over its records uses it: its bytes and the flag of a shrunk file.
+/// A [`Map`] as a walk over its records uses it: its bytes and where a shrunk file's zeros begin.
 #[derive(Clone, Copy)]
 pub(crate) struct MapView<'m> {
     pub(crate) bytes: &'m [u8],
-    shrunk: &'m AtomicBool,
+    cut: &'m AtomicUsize,
     /// Where the next records begin, where a thread indexes them ahead.
     pub(crate) index: Option<&'m super::index::RecordIndex>,
 }
 
-/// The flag of a buffer that is no map: it never shrinks under its reader.
-static NEVER_SHRUNK: AtomicBool = AtomicBool::new(false);
+/// The cut of a buffer that is no map: it never shrinks under its reader.
+static NEVER_CUT: AtomicUsize = AtomicUsize::new(NOT_CUT);
 
 impl<'m> MapView<'m> {
     /// A stream's buffer, walked as a map is.
     pub(crate) fn of_buffer(bytes: &'m [u8]) -> MapView<'m> {
         MapView {
             bytes,
-            shrunk: &NEVER_SHRUNK,
+            cut: &NEVER_CUT,
             index: None,
         }
     }
@@ -351,15 +362,18 @@ impl<'m> MapView<'m> {
     pub(crate) fn from(self, pos: usize) -> MapView<'m> {
         MapView {
             bytes: self.bytes.get(pos..).unwrap_or_default(),
-            shrunk: self.shrunk,
+            cut: self.cut,
             index: self.index,
         }
     }
 
-    /// See [`Map::shrunk`].
+    /// Whether `byte` (of the map) lies where the file shrank under the map, and reads as a zero
+    /// the handler put there instead of the capture. Asked of a record's last byte after it was
+    /// touched: where another thread (the indexer) faulted first further on, the bytes before
+    /// its fault are still the file's.
     #[inline]
-    pub(crate) fn shrunk(&self) -> bool {
-        self.shrunk.load(Ordering::Acquire)
+    pub(crate) fn cut_at(&self, byte: &u8) -> bool {
+        byte as *const u8 as usize >= self.cut.load(Ordering::Acquire)
     }
 
     /// The address of byte `at` (or past the end: only computed, for [`prefetch_address`]).
@@ -372,7 +386,7 @@ impl<'m> MapView<'m> {
     /// the cache already.
     #[inline]
     pub(crate) fn is_buffer(&self) -> bool {
-        std::ptr::eq(self.shrunk, &NEVER_SHRUNK)
+        std::ptr::eq(self.cut, &NEVER_CUT)
     }
 
     /// See [`Map::prefetch`]. Not bounds-checked (two instructions on every call of a frame's
@@ -622,7 +636,7 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
             )
         };
         if patched != libc::MAP_FAILED {
-            slot.shrunk.store(true, Ordering::Release);
+            slot.cut.fetch_min(from, Ordering::AcqRel);
             return;
         }
         break;

@@ -477,8 +477,9 @@ fn walk_record(
             (epb.packet(ifc), epb.len)
         }
     };
-    super::mapped::touch(data.get(len.checked_sub(1)?)?);
-    if map.shrunk() {
+    let last = data.get(len.checked_sub(1)?)?;
+    super::mapped::touch(last);
+    if map.cut_at(last) {
         return None;
     }
     // Where a record begins is known only from the header before it, so walking them is a
@@ -1174,15 +1175,19 @@ impl CaptureReader {
         let advanced = self.advance();
         #[cfg(target_os = "linux")]
         if let Some(map) = &self.mapped {
+            // Where the file shrank: past the cut, for a packet read (another thread may have
+            // faulted further on, where the packet's bytes are still the file's).
+            let mut cut = map.map().shrunk();
             if let Ok(Some(meta)) = &advanced {
                 // Parsing only sliced the packet's bytes: touch its last one, so that a file
                 // cut inside it is noticed before the frame is handed out (a cut removes the
                 // end of a file: if the last byte is there, so is the rest).
                 if let Some(last) = self.rdr.data().get(meta.end.saturating_sub(1)) {
                     super::mapped::touch(last);
+                    cut = map.map().cut_at(last);
                 }
             }
-            if map.map().shrunk() && !self.done {
+            if cut && !self.done {
                 // What was read past the file's new end is zeros, not capture: drop it.
                 self.done = true;
                 return Err(CaptureError::Io {

@@ -449,6 +449,36 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     drop(pager);
 }
 
+/// The same with the records indexed ahead (`--threads 2` on a legacy pcap file): the file
+/// cut inside the step the indexer walks next, so that its loads, not the reader's, are likely
+/// the first past the end. Whichever thread faults first, the map is patched as for the
+/// reader alone: the reader ends with the cut, nothing crashes, and the indexer ends.
+#[test]
+fn a_file_that_shrinks_while_indexed_ahead_ends_with_an_error_not_a_crash() {
+    let bytes = pcap(12_000);
+    let file = TempFile::new("indexed.pcap");
+    std::fs::write(&file.0, &bytes).unwrap();
+    let mut r = open_mapped(&file.0).unwrap();
+    r.read_for(sqos::capture::Reading::Ahead);
+    let map = r.shared_map().expect("mapped");
+    // ~7.1 MB in: the reader has given back 6 MiB, and the indexer walks up to 10 MiB.
+    for i in 0..7_000u64 {
+        let f = r.next_frame().unwrap().unwrap();
+        assert_eq!(f.data[999], i as u8);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(map.records_indexed() > 0, "indexed");
+    // Cut at 9 MiB: past 8 MiB the reader gives its step back, and the indexer walks 10-12.
+    const CUT: u64 = 9 << 20;
+    let after = read_on_after_cut(&mut r, &file.0, CUT);
+    let whole = (CUT as usize - 24) / 1016;
+    assert_eq!(7_000 + after.len(), whole);
+    for (n, _, data, _, _) in &after {
+        assert!(data[14..].iter().all(|b| *b == (*n - 1) as u8), "frame {n}");
+    }
+    drop(r);
+}
+
 /// Reads the frames of `pcap(32_000)` in `path` from `r` to the end, each checked, and gives the
 /// most of the file's map found resident (KiB), looked at every 500 frames.
 fn most_resident_reading(r: &mut CaptureReader, path: &Path) -> u64 {
