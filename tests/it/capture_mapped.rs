@@ -439,13 +439,7 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     }
     assert!(resident >= 3 * 1024, "the pager mapped {resident} KiB");
     // Cut 1 MiB past the reader (inside what the pager has mapped by now).
-    const CUT: u64 = 6 << 20;
-    let after = read_on_after_cut(&mut r, &file.0, CUT);
-    let whole = (CUT as usize - 24) / 1016;
-    assert_eq!(5_000 + after.len(), whole);
-    for (n, _, data, _, _) in &after {
-        assert!(data[14..].iter().all(|b| *b == (*n - 1) as u8), "frame {n}");
-    }
+    reads_on_to_the_cut(&mut r, &file.0, 5_000, 6 << 20);
     drop(pager);
 }
 
@@ -469,14 +463,19 @@ fn a_file_that_shrinks_while_indexed_ahead_ends_with_an_error_not_a_crash() {
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert!(map.records_indexed() > 0, "indexed");
     // Cut at 9 MiB: past 8 MiB the reader gives its step back, and the indexer walks 10-12.
-    const CUT: u64 = 9 << 20;
-    let after = read_on_after_cut(&mut r, &file.0, CUT);
-    let whole = (CUT as usize - 24) / 1016;
-    assert_eq!(7_000 + after.len(), whole);
+    reads_on_to_the_cut(&mut r, &file.0, 7_000, 9 << 20);
+    drop(r);
+}
+
+/// After `read` frames of `pcap(..)` in `path` read from `r`, cuts the file to `cut` bytes and
+/// reads on: the frames up to the cut, each the file's, then the error that says it shrank.
+fn reads_on_to_the_cut(r: &mut CaptureReader, path: &Path, read: usize, cut: u64) {
+    let after = read_on_after_cut(r, path, cut);
+    let whole = (cut as usize - 24) / 1016;
+    assert_eq!(read + after.len(), whole);
     for (n, _, data, _, _) in &after {
         assert!(data[14..].iter().all(|b| *b == (*n - 1) as u8), "frame {n}");
     }
-    drop(r);
 }
 
 /// Reads the frames of `pcap(32_000)` in `path` from `r` to the end, each checked, and gives the
