@@ -34,10 +34,13 @@
 #                    design that shares one capture's walk out over the cores (a legacy pcap
 #                    file only; README, Performance, session 39)
 #   sqos dissect     the main job, text output to /dev/null: on one thread (--threads 1) and
-#                    on all the machine's cores (2, the default on 2 cores or more: a helper
-#                    reads the file's chunks ahead of the reader, the two sharing the copying,
-#                    unless the reader's work is small beside the copy and the file's map
-#                    pays; more: connections shared out to workers too)
+#                    on all the machine's cores (2, the default on 2 cores or more: on a
+#                    legacy pcap file whose map pays or that comes from disk, and on rotated
+#                    files of 32 MiB and more, the second thread indexes the records ahead of
+#                    the reader, capture/index.rs; else a helper reads the file's chunks ahead
+#                    of the reader, the two sharing the copying, unless the reader's work is
+#                    small beside the copy and the file's map pays; more: connections shared
+#                    out to workers too)
 #   sqos dissect -T jsonl  the same on one thread, each SQOS message a JSON line (the output
 #                    the issue measured first; its cost is per SQOS message)
 #   sqos flows       the whole analysis (flow table), all cores
