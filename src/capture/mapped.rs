@@ -13,9 +13,9 @@
 //!   capture reader touches the last byte of every packet and then asks whether it lies past
 //!   that ([`MapView::cut_at`]), and reports the file cut there, so the zeros are not taken for
 //!   data. (Past it, not merely "after a fault": a thread indexing the records ahead may fault
-//!   further on first, and the reader's bytes before its fault are still the file's.) (Only whole pages fault: bytes
-//!   between the new end and the end of its page read as zeros without a fault, so a cut is
-//!   noticed at the next page boundary.) A fault outside every map restores the previous
+//!   further on first, and the reader's bytes before its fault are still the file's. Only
+//!   whole pages fault: bytes between the new end and the end of its page read as zeros
+//!   without a fault, so a cut is noticed at the next page boundary.) A fault outside every map restores the previous
 //!   handler and returns: the access faults again and gets the behaviour it had without us.
 //! - The handler only reads atomics and calls `mmap`/`sigaction` (system calls, safe in a
 //!   signal handler on Linux); it allocates nothing and takes no lock.
@@ -181,7 +181,7 @@ impl Map {
 
     /// Whether `byte` (of this map) lies where the file shrank under it ([`MapView::cut_at`]).
     pub(crate) fn cut_at(&self, byte: &u8) -> bool {
-        byte as *const u8 as usize >= self.slot.cut.load(Ordering::Acquire)
+        self.view().cut_at(byte)
     }
 
     /// Asks the CPU to bring the cache line of byte `at` into its cache ahead of its use (a

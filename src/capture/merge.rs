@@ -105,14 +105,15 @@ impl MergedCaptures {
                     None => Ok(None),
                 };
             };
-            match self.inputs.get_mut(i) {
-                Some(input) if matches!(input.reader, Reader::Parked) => {
-                    let reading = self.reading.map(|r| reading_of(r, &self.inputs, i));
-                    if let Some(input) = self.inputs.get_mut(i) {
-                        unpark(input, reading, &mut self.damaged, &mut self.carried);
-                    }
-                }
-                _ => break i,
+            if !matches!(
+                self.inputs.get(i).map(|input| &input.reader),
+                Some(Reader::Parked)
+            ) {
+                break i;
+            }
+            let reading = self.reading.map(|r| reading_of(r, &self.inputs, i));
+            if let Some(input) = self.inputs.get_mut(i) {
+                unpark(input, reading, &mut self.damaged, &mut self.carried);
             }
         };
         self.frames += 1;

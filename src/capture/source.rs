@@ -1877,6 +1877,7 @@ mod tests {
         let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
         assert_eq!(want.0.len(), 28_000);
         if FileAccess::from_env() != FileAccess::Auto {
+            eprintln!("skipped: SQOS_READ fixes how files are read");
             return;
         }
         for (reading, mapped) in [(Reading::Ahead, true), (Reading::Alone, false)] {
@@ -1884,6 +1885,7 @@ mod tests {
             let mut r = CaptureReader::open_as(&path, FileAccess::Auto).unwrap();
             r.read_for(reading);
             assert_eq!(r.is_mapped(), mapped, "{reading:?}");
+            assert_eq!(r.indexing(), mapped, "{reading:?}: indexed where mapped");
             assert_eq!(seen(&mut r), want, "{reading:?}");
         }
     }
@@ -1914,6 +1916,9 @@ mod tests {
             };
             let mut r = CaptureReader::open_after(&path, reading, before).unwrap();
             assert_eq!(r.is_mapped(), mapped, "{reading:?}, pays: {pays}");
+            // A thread to spare indexes the file it maps; one thread alone has none.
+            let indexed = mapped && reading == Reading::Ahead;
+            assert_eq!(r.indexing(), indexed, "{reading:?}, pays: {pays}");
             assert_eq!(
                 r.take_carried().looks,
                 ShortLooks::decided(pays),
