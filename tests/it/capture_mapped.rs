@@ -37,6 +37,14 @@ fn open_mapped(path: &Path) -> Result<CaptureReader, sqos::capture::CaptureError
     CaptureReader::open_as(path, FileAccess::Map)
 }
 
+/// `pcap(n)` written to a new file `name`, and that file opened through its map.
+fn mapped_pcap(name: &str, n: u64) -> (TempFile, CaptureReader) {
+    let file = TempFile::new(name);
+    std::fs::write(&file.0, pcap(n)).unwrap();
+    let reader = open_mapped(&file.0).unwrap();
+    (file, reader)
+}
+
 /// A frame's number, timestamp, bytes, interface and link type.
 type Read1 = (u64, i64, Vec<u8>, u32, u32);
 
@@ -415,10 +423,7 @@ fn a_file_that_shrinks_while_mapped_ends_with_an_error_not_a_crash() {
 #[test]
 fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
     // 12,000 records: about 12 MB, three times what the pager maps ahead.
-    let bytes = pcap(12_000);
-    let file = TempFile::new("paged.pcap");
-    std::fs::write(&file.0, &bytes).unwrap();
-    let mut r = open_mapped(&file.0).unwrap();
+    let (file, mut r) = mapped_pcap("paged.pcap", 12_000);
     let map = r.shared_map().expect("mapped");
     let pager = map.pager().expect("a pager starts");
     assert!(map.pager().is_none(), "one pager a map");
@@ -449,10 +454,7 @@ fn a_file_that_shrinks_while_paged_ahead_ends_with_an_error_not_a_crash() {
 /// reader alone: the reader ends with the cut, nothing crashes, and the indexer ends.
 #[test]
 fn a_file_that_shrinks_while_indexed_ahead_ends_with_an_error_not_a_crash() {
-    let bytes = pcap(12_000);
-    let file = TempFile::new("indexed.pcap");
-    std::fs::write(&file.0, &bytes).unwrap();
-    let mut r = open_mapped(&file.0).unwrap();
+    let (file, mut r) = mapped_pcap("indexed.pcap", 12_000);
     r.read_for(sqos::capture::Reading::Ahead);
     let map = r.shared_map().expect("mapped");
     // ~7.1 MB in: the reader has given back 6 MiB, and the indexer walks up to 10 MiB.
@@ -502,9 +504,7 @@ fn most_resident_reading(r: &mut CaptureReader, path: &Path) -> u64 {
 #[test]
 fn the_pager_keeps_the_maps_resident_pages_within_its_window() {
     // 32,000 records: about 32 MB, six times the bound.
-    let file = TempFile::new("window.pcap");
-    std::fs::write(&file.0, pcap(32_000)).unwrap();
-    let mut r = open_mapped(&file.0).unwrap();
+    let (file, mut r) = mapped_pcap("window.pcap", 32_000);
     let map = r.shared_map().expect("mapped");
     let pager = map.pager().expect("a pager starts");
     let most = most_resident_reading(&mut r, &file.0);
@@ -525,9 +525,7 @@ fn the_pager_keeps_the_maps_resident_pages_within_its_window() {
 /// of record places let it: 18,432 KiB.)
 #[test]
 fn the_indexer_keeps_the_maps_resident_pages_within_the_next_step() {
-    let file = TempFile::new("indexed.pcap");
-    std::fs::write(&file.0, pcap(32_000)).unwrap();
-    let mut r = open_mapped(&file.0).unwrap();
+    let (file, mut r) = mapped_pcap("indexed.pcap", 32_000);
     r.read_for(sqos::capture::Reading::Ahead);
     let map = r.shared_map().expect("mapped");
     assert!(map.pager().is_none(), "the reader started its indexer");
