@@ -47,6 +47,9 @@ use std::thread::{JoinHandle, Thread};
 /// Bytes read past before the pages behind the reader are given back: about what they add to
 /// the peak RSS. 2 MiB took 2 MB off it against 4 MiB, at no time measured (docs/performance.md).
 const RELEASE_STEP: usize = 2 << 20;
+
+/// How far apart [`Map::resident_sampled`] asks the page cache: 22 pages of a 5 MB file.
+const RESIDENT_SAMPLE: usize = 256 << 10;
 /// Maps alive at once (one per capture being read); past it, files are read, not mapped.
 const SLOTS: usize = 64;
 /// How far past the pages given back a [`Pager`] keeps the file's pages mapped: the reader
@@ -256,6 +259,23 @@ impl Map {
             )
         } == 0;
         ok && pages.iter().all(|p| p & 1 == 1)
+    }
+
+    /// True when the page cache holds `range` throughout, as far as one page in every
+    /// [`RESIDENT_SAMPLE`] bytes and the last page tell: a file from disk, or read from it in
+    /// part, shows its holes there. Whole ranges of files looked up page by page cost 68 ns a
+    /// page: 9 % of a one-thread run of 100 rotated 5 MB files (perf, session 41).
+    pub(crate) fn resident_sampled(&self, range: Range<usize>) -> bool {
+        let page = PAGE.load(Ordering::Relaxed);
+        let end = range.end.min(self.len);
+        if range.start >= end {
+            return false;
+        }
+        let last = (end - 1) / page * page;
+        (range.start..end)
+            .step_by(RESIDENT_SAMPLE)
+            .chain(std::iter::once(last))
+            .all(|at| self.resident(at..at + 1))
     }
 
     /// Gives back the pages of `range` and the rest of the [`RELEASE_STEP`] (2 MiB) of the
