@@ -233,6 +233,27 @@ impl Map {
         self.release(offset, released);
     }
 
+    /// Maps the file's pages of `range` (widened to whole pages) into the map at once, in one
+    /// call, where touching them would fault every 16 pages.
+    pub(crate) fn populate(&self, range: Range<usize>) {
+        let page = PAGE.load(Ordering::Relaxed);
+        let start = range.start / page * page;
+        let end = range.end.min(self.len).div_ceil(page) * page;
+        if start >= end {
+            return;
+        }
+        // SAFETY: a page-aligned range inside the map, which `self` keeps alive; populating
+        // maps the file's pages and changes no byte. Past a shrunk file's end it fails (no
+        // signal), and the reader's own touch finds the cut.
+        unsafe {
+            libc::madvise(
+                (self.ptr as *mut u8).add(start) as *mut libc::c_void,
+                end - start,
+                libc::MADV_POPULATE_READ,
+            );
+        }
+    }
+
     /// The least offset at which `release_before` gives pages back (it may give none there
     /// when other threads still read them).
     #[inline]
@@ -503,35 +524,62 @@ impl SharedMap {
             return None;
         }
         let map = self.clone();
-        let thread = match self.0.records.get().copied() {
-            // A legacy pcap file: its records indexed ahead (which maps their pages too).
-            Some((layout, first)) => {
-                self.0.index.get_or_init(super::index::RecordIndex::new);
-                std::thread::Builder::new()
-                    .name("sqos-indexer".into())
-                    .spawn(move || {
-                        let m = map.map();
-                        if let Some(index) = m.index.get() {
-                            let ends = || m.pager_ends.load(Ordering::Acquire);
-                            super::index::index_ahead(m, index, layout, first, &ends);
-                        }
-                        // Where it stopped before the end (a record that is not sane, the
-                        // reader ahead at the end), the pages are still mapped ahead.
-                        page_ahead(m);
-                    })
-                    .ok()?
-            }
-            None => std::thread::Builder::new()
-                .name("sqos-pager".into())
-                .spawn(move || page_ahead(map.map()))
-                .ok()?,
+        let name = match self.indexes() {
+            true => "sqos-indexer",
+            false => "sqos-pager",
         };
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                map.work_ahead();
+            })
+            .ok()?;
         // Woken from here on; until then it maps the first pages unasked.
         let _ = self.0.pager.set(thread.thread().clone());
         Some(Pager {
             map: self.clone(),
             thread: Some(thread),
         })
+    }
+
+    /// [`SharedMap::pager`] on `spare`, a thread kept over the files of a run, instead of a
+    /// thread of the map's own. `None`: a pager runs already.
+    pub(crate) fn pager_on(&self, spare: &super::spare::Spare) -> Option<Pager> {
+        if self.0.pager_started.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        self.indexes();
+        let _ = self.0.pager.set(spare.thread().clone());
+        spare.take_on(self.clone());
+        Some(Pager {
+            map: self.clone(),
+            thread: None,
+        })
+    }
+
+    /// True where the thread to spare is to index the records ahead (the reader said how a
+    /// legacy pcap file's records lie), the index made then; else it pages ahead.
+    fn indexes(&self) -> bool {
+        let indexes = self.0.records.get().is_some();
+        if indexes {
+            self.0.index.get_or_init(super::index::RecordIndex::new);
+        }
+        indexes
+    }
+
+    /// The thread to spare's work on this map, until its reader's [`Pager`] drops: a legacy
+    /// pcap file's records indexed ahead (which maps their pages too), then, where that stopped
+    /// before the end (a record that is not sane), its pages mapped ahead; any other file's
+    /// pages mapped ahead.
+    pub(crate) fn work_ahead(&self) {
+        let m = self.map();
+        if let (Some(&(layout, first)), Some(index)) = (m.records.get(), m.index.get()) {
+            let ends = || m.pager_ends.load(Ordering::Acquire);
+            if super::index::index_ahead(m, index, layout, first, &ends) {
+                return;
+            }
+        }
+        page_ahead(m);
     }
 }
 
@@ -544,8 +592,11 @@ pub struct Pager {
 impl Drop for Pager {
     fn drop(&mut self) {
         self.map.0.pager_ends.store(true, Ordering::Release);
+        if let Some(thread) = self.map.0.pager.get() {
+            thread.unpark();
+        }
+        // A thread kept over a run's files leaves the map on its own, and drops it then.
         if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
             let _ = thread.join();
         }
     }
@@ -564,16 +615,7 @@ fn page_ahead(map: &Map) {
             .div_ceil(page)
             * page;
         if from < upto {
-            // SAFETY: a page-aligned range inside the map, which `map` keeps alive; populating
-            // maps the file's pages and changes no byte. Past a shrunk file's end it fails
-            // (no signal), and the reader's own touch finds the cut.
-            unsafe {
-                libc::madvise(
-                    (map.ptr as *mut u8).add(from) as *mut libc::c_void,
-                    upto - from,
-                    libc::MADV_POPULATE_READ,
-                );
-            }
+            map.populate(from..upto);
             mapped = upto;
             // The reader may have passed some of these pages while they were being mapped
             // (the kernel reading them from disk) and given them back: mapped again after

@@ -12,6 +12,8 @@ mod chunks;
 mod frame;
 #[cfg(target_os = "linux")]
 mod index;
+#[cfg(target_os = "linux")]
+mod spare;
 mod input;
 mod layout;
 pub mod link;
