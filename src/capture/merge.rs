@@ -234,11 +234,15 @@ fn reading_of(reading: Reading, inputs: &[Input], i: usize) -> Reading {
     if reading != Reading::Ahead {
         return reading;
     }
+    let long = inputs.len() == 1
+        || inputs.get(i).is_some_and(|input| {
+            std::fs::metadata(&input.path).is_ok_and(|m| m.len() >= super::access::LOOK_FROM as u64)
+        });
     let other_indexing = inputs
         .iter()
         .enumerate()
         .any(|(j, input)| j != i && matches!(&input.reader, Reader::Open(r) if r.indexing()));
-    if !other_indexing {
+    if long && !other_indexing {
         Reading::Ahead
     } else {
         Reading::AheadInChunks
