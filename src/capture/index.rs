@@ -194,7 +194,6 @@ pub(crate) fn index_ahead(
             continue;
         }
         waiting.moved();
-        map.populate(at..end);
         let next = index_stretch(bytes, at, end, layout, &mut parts);
         for part in &parts {
             if !index.put(base, part, ends, &mut waiting) {

@@ -233,27 +233,6 @@ impl Map {
         self.release(offset, released);
     }
 
-    /// Maps the file's pages of `range` (widened to whole pages) into the map at once, in one
-    /// call, where touching them would fault every 16 pages.
-    pub(crate) fn populate(&self, range: Range<usize>) {
-        let page = PAGE.load(Ordering::Relaxed);
-        let start = range.start / page * page;
-        let end = range.end.min(self.len).div_ceil(page) * page;
-        if start >= end {
-            return;
-        }
-        // SAFETY: a page-aligned range inside the map, which `self` keeps alive; populating
-        // maps the file's pages and changes no byte. Past a shrunk file's end it fails (no
-        // signal), and the reader's own touch finds the cut.
-        unsafe {
-            libc::madvise(
-                (self.ptr as *mut u8).add(start) as *mut libc::c_void,
-                end - start,
-                libc::MADV_POPULATE_READ,
-            );
-        }
-    }
-
     /// The least offset at which `release_before` gives pages back (it may give none there
     /// when other threads still read them).
     #[inline]
@@ -524,9 +503,10 @@ impl SharedMap {
             return None;
         }
         let map = self.clone();
-        let name = match self.indexes() {
-            true => "sqos-indexer",
-            false => "sqos-pager",
+        let name = if self.indexes() {
+            "sqos-indexer"
+        } else {
+            "sqos-pager"
         };
         let thread = std::thread::Builder::new()
             .name(name.into())
@@ -583,7 +563,8 @@ impl SharedMap {
     }
 }
 
-/// See [`SharedMap::pager`]: the thread ends when this value drops.
+/// See [`SharedMap::pager`]: the thread's work on the map ends when this value drops (a thread
+/// of the map's own ends then; one kept over a run goes on to the next file).
 pub struct Pager {
     map: SharedMap,
     thread: Option<JoinHandle<()>>,
@@ -615,7 +596,16 @@ fn page_ahead(map: &Map) {
             .div_ceil(page)
             * page;
         if from < upto {
-            map.populate(from..upto);
+            // SAFETY: a page-aligned range inside the map, which `map` keeps alive; populating
+            // maps the file's pages and changes no byte. Past a shrunk file's end it fails
+            // (no signal), and the reader's own touch finds the cut.
+            unsafe {
+                libc::madvise(
+                    (map.ptr as *mut u8).add(from) as *mut libc::c_void,
+                    upto - from,
+                    libc::MADV_POPULATE_READ,
+                );
+            }
             mapped = upto;
             // The reader may have passed some of these pages while they were being mapped
             // (the kernel reading them from disk) and given them back: mapped again after

@@ -12,8 +12,6 @@ mod chunks;
 mod frame;
 #[cfg(target_os = "linux")]
 mod index;
-#[cfg(target_os = "linux")]
-mod spare;
 mod input;
 mod layout;
 pub mod link;
@@ -24,6 +22,8 @@ mod map_reader;
 mod mapped;
 mod merge;
 pub mod source;
+#[cfg(target_os = "linux")]
+mod spare;
 #[cfg(target_os = "linux")]
 mod split;
 pub mod writer;
