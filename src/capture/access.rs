@@ -119,7 +119,7 @@ pub(crate) fn mapping_pays(
         Err(looks) => {
             looks.into_iter().for_each(|l| short.add(l));
             let pays = short.verdict() == Some(true);
-            pays && map.resident(0..len) && !map.shrunk()
+            pays && map.resident_sampled(0..len) && !map.shrunk()
         }
     }
 }
@@ -171,7 +171,7 @@ impl ShortLooks {
             return None;
         }
         let pays = self.verdict()?;
-        Some(pays && map.resident(0..len) && !map.shrunk())
+        Some(pays && map.resident_sampled(0..len) && !map.shrunk())
     }
 
     /// Three looks that decide `pays`: a run's after its first three short files.
@@ -428,6 +428,48 @@ pub(crate) mod tests {
         std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
         let short = File::open(&path).unwrap();
         assert!(!cold(&super::super::mapped::Map::of(&short).unwrap()));
+    }
+
+    /// A short file the page cache holds whole is resident as sampled; a hole where a sample
+    /// falls, or at its last page, is found.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_hole_in_the_page_cache_is_found_by_the_sampled_lookup() {
+        use std::os::fd::AsRawFd;
+        let len = (5 << 20) + 1234;
+        let (_dir, path) = from_disk(&vec![1u8; len]);
+        let file = File::open(&path).unwrap();
+        let map = super::super::mapped::Map::of(&file).unwrap();
+        assert!(!map.resident_sampled(0..len));
+        let cached = |from: usize| {
+            let mut buf = vec![0u8; len];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf[from..], from as u64)
+                .unwrap();
+        };
+        cached(0);
+        assert!(map.resident_sampled(0..len));
+        assert!(!map.resident_sampled(len..len));
+        let drop = |range: std::ops::Range<usize>| {
+            // SAFETY: an open descriptor; the advice changes no byte of the file.
+            let done = unsafe {
+                libc::posix_fadvise(
+                    file.as_raw_fd(),
+                    range.start as i64,
+                    range.len() as i64,
+                    libc::POSIX_FADV_DONTNEED,
+                )
+            };
+            assert_eq!(done, 0);
+        };
+        // Whole 2 MiB steps: the page cache drops no part of a large folio. The samples from
+        // 2 MiB, then the tail with the last page.
+        drop((2 << 20)..(4 << 20));
+        assert!(!map.resident_sampled(0..len));
+        assert!(map.resident_sampled(0..(2 << 20)));
+        cached(0);
+        drop((4 << 20)..len);
+        assert!(!map.resident_sampled(0..len));
+        assert!(map.resident_sampled(0..(4 << 20)));
     }
 
     #[test]

@@ -160,14 +160,15 @@ impl RecordIndex {
 
 /// The indexer's loop over `map` (a legacy pcap file laid out as `layout`, its first record at
 /// `first`): step after step, each as soon as the reader is in the step before it, until the
-/// end, a record that is not sane, or `ends()`.
+/// end, a record that is not sane, or `ends()`. True when it indexed the records to the end
+/// (or `ends()`): nothing is left to map ahead.
 pub(crate) fn index_ahead(
     map: &Map,
     index: &RecordIndex,
     layout: RecordLayout,
     first: usize,
     ends: &dyn Fn() -> bool,
-) {
+) -> bool {
     let bytes = map.bytes();
     let base = bytes.as_ptr() as usize;
     let mut waiting = Waiting::default();
@@ -183,7 +184,7 @@ pub(crate) fn index_ahead(
             map.give_back_behind(from);
             match start {
                 Some(start) => at = start,
-                None => return,
+                None => return false,
             }
             continue;
         }
@@ -196,7 +197,7 @@ pub(crate) fn index_ahead(
         let next = index_stretch(bytes, at, end, layout, &mut parts);
         for part in &parts {
             if !index.put(base, part, ends, &mut waiting) {
-                return;
+                return true;
             }
         }
         // Pages the reader gave back before this walk touched them again: nothing else gives
@@ -204,9 +205,10 @@ pub(crate) fn index_ahead(
         map.give_back_behind(at);
         match next {
             Some(next) => at = next,
-            None => return,
+            None => return false,
         }
     }
+    true
 }
 
 /// How the indexer waits for the reader to move on: it spins for [`SPIN`], then naps for
@@ -215,12 +217,12 @@ pub(crate) fn index_ahead(
 /// core often wakes late. Spinning for ever would keep a core busy while the reader waits for
 /// a reader of its own output (`sqos dissect | less`).
 #[derive(Default)]
-struct Waiting {
+pub(crate) struct Waiting {
     since: Option<Instant>,
 }
 
 impl Waiting {
-    fn wait(&mut self) {
+    pub(crate) fn wait(&mut self) {
         let since = *self.since.get_or_insert_with(Instant::now);
         if since.elapsed() < SPIN {
             std::hint::spin_loop();
@@ -231,7 +233,7 @@ impl Waiting {
     }
 
     /// The reader moved on: the next wait spins again.
-    fn moved(&mut self) {
+    pub(crate) fn moved(&mut self) {
         self.since = None;
     }
 }

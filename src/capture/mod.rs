@@ -23,6 +23,8 @@ mod mapped;
 mod merge;
 pub mod source;
 #[cfg(target_os = "linux")]
+mod spare;
+#[cfg(target_os = "linux")]
 mod split;
 pub mod writer;
 

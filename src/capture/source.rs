@@ -608,14 +608,23 @@ pub struct CaptureReader {
     /// with the reader, so that the files of a run each have theirs in turn.
     #[cfg(target_os = "linux")]
     indexer: Option<super::mapped::Pager>,
+    /// The thread that indexer runs on, kept for the run's next file (after `indexer`: its
+    /// work on this file ends first).
+    #[cfg(target_os = "linux")]
+    spare: Option<super::spare::Spare>,
+    /// The run's reading-ahead trial, given to a file read otherwise: kept for the next file.
+    trial_kept: Option<TrialCarried>,
 }
 
 /// What reading a file leaves for the next file of a run (rotated captures, read one after the
-/// other): the reading-ahead trial, and the looks at short files' maps.
+/// other): the reading-ahead trial, the looks at short files' maps, and the thread to spare
+/// that indexed its records.
 #[derive(Default)]
 pub(crate) struct Carried {
     pub(crate) trial: Option<TrialCarried>,
     pub(crate) looks: ShortLooks,
+    #[cfg(target_os = "linux")]
+    pub(crate) spare: Option<super::spare::Spare>,
 }
 
 impl CaptureReader {
@@ -711,14 +720,23 @@ impl CaptureReader {
         let Carried {
             trial: before,
             looks,
+            #[cfg(target_os = "linux")]
+            spare,
         } = before;
         self.short_looks = looks;
+        #[cfg(target_os = "linux")]
+        {
+            self.spare = spare;
+        }
         match reading {
             Reading::Alone => {
                 self.map_from_the_start();
             }
             Reading::Ahead => {
-                if !self.index_from_the_start() {
+                if self.index_from_the_start() {
+                    // For the run's next file read in chunks, if there is one.
+                    self.trial_kept = before;
+                } else {
                     self.ahead_after(before);
                 }
             }
@@ -763,6 +781,7 @@ impl CaptureReader {
             if let Some(map) = map.filter(|m| before.looks.decide(m) == Some(true)) {
                 if let Some(Ok(mut reader)) = Self::mapped_from(map) {
                     reader.short_looks = before.looks;
+                    reader.spare = before.spare;
                     return Ok(reader);
                 }
             }
@@ -778,10 +797,13 @@ impl CaptureReader {
         let trial = match &mut self.rdr {
             Records::Chunked(r) => r.take_trial(),
             _ => None,
-        };
+        }
+        .or(self.trial_kept.take());
         Carried {
             trial,
             looks: self.short_looks,
+            #[cfg(target_os = "linux")]
+            spare: self.spare.take(),
         }
     }
 
@@ -799,7 +821,13 @@ impl CaptureReader {
                     // would only count in the resident size (a run's next file read in chunks
                     // makes its own: a long file each, ~0.2 ms).
                     super::chunks::free_kept();
-                    self.indexer = map.pager();
+                    if self.spare.is_none() {
+                        self.spare = super::spare::Spare::start();
+                    }
+                    self.indexer = match &self.spare {
+                        Some(spare) => map.pager_on(spare),
+                        None => map.pager(),
+                    };
                     return true;
                 }
             }
@@ -1019,6 +1047,9 @@ impl CaptureReader {
             short_looks: ShortLooks::default(),
             #[cfg(target_os = "linux")]
             indexer: None,
+            #[cfg(target_os = "linux")]
+            spare: None,
+            trial_kept: None,
         }
     }
 
@@ -1911,8 +1942,8 @@ mod tests {
             (Reading::AheadInChunks, true, false),
         ] {
             let before = Carried {
-                trial: None,
                 looks: ShortLooks::decided(pays),
+                ..Carried::default()
             };
             let mut r = CaptureReader::open_after(&path, reading, before).unwrap();
             assert_eq!(r.is_mapped(), mapped, "{reading:?}, pays: {pays}");
@@ -1926,6 +1957,42 @@ mod tests {
             );
             assert_eq!(seen(&mut r), want, "{reading:?}, pays: {pays}");
         }
+    }
+
+    /// The files of a run read with a thread to spare have their records indexed in turn on
+    /// one thread, kept from file to file, and read the same.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_files_of_a_run_are_indexed_in_turn_on_one_thread() {
+        if FileAccess::from_env() != FileAccess::Auto {
+            eprintln!("skipped: SQOS_READ fixes how files are read");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<_> = [900, 1_400, 1]
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let path = dir.path().join(format!("{i}.pcap"));
+                std::fs::write(&path, frames_of_1500(n)).unwrap();
+                path
+            })
+            .collect();
+        let mut carried = Carried {
+            looks: ShortLooks::decided(true),
+            ..Carried::default()
+        };
+        let mut threads = Vec::new();
+        for path in files.iter().chain(&files) {
+            let want = seen(&mut CaptureReader::open_as(path, FileAccess::Chunks).unwrap());
+            let mut r = CaptureReader::open_after(path, Reading::Ahead, carried).unwrap();
+            assert!(r.indexing(), "{path:?}");
+            threads.extend(r.spare.as_ref().map(|s| s.thread().id()));
+            assert_eq!(seen(&mut r), want, "{path:?}");
+            carried = r.take_carried();
+        }
+        assert_eq!(threads.len(), 6);
+        assert!(threads.iter().all(|&t| t == threads[0]), "{threads:?}");
     }
 
     #[cfg(target_os = "linux")]
