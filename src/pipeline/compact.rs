@@ -1,7 +1,7 @@
 //! An SQOS record kept for later, without its field list.
 
+use super::sqos_build::decode_alone;
 use super::{SqosBody, SqosRecord};
-use crate::sqos::{parse_request, parse_response};
 
 /// An [`SqosRecord`] whose decoded field list was dropped: what is kept of many messages (the
 /// TUI's message list; messages held until their flows are final). The field list is most of a
@@ -29,10 +29,11 @@ impl CompactRecord {
     /// The whole record again, its field list decoded anew from the buffer.
     pub fn into_full(self) -> SqosRecord {
         let mut rec = *self.0;
-        match &mut rec.body {
-            SqosBody::Request(d) => d.fields = parse_request(&rec.buffer).fields,
-            SqosBody::Response(d) => d.fields = parse_response(&rec.buffer).fields,
-            SqosBody::NoBuffer => {}
+        let again = decode_alone(rec.body.kind(), &rec.buffer);
+        match (&mut rec.body, again) {
+            (SqosBody::Request(d), SqosBody::Request(again)) => d.fields = again.fields,
+            (SqosBody::Response(d), SqosBody::Response(again)) => d.fields = again.fields,
+            _ => {}
         }
         rec
     }

@@ -84,6 +84,15 @@ impl SqosBody {
             SqosBody::NoBuffer => &[],
         }
     }
+
+    /// Heap bytes of its field list and findings ([`Dissection::heap_bytes`]).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            SqosBody::Request(d) => d.heap_bytes(),
+            SqosBody::Response(d) => d.heap_bytes(),
+            SqosBody::NoBuffer => 0,
+        }
+    }
 }
 
 /// One FSCTL_STORAGE_QOS_CONTROL request or response.
@@ -141,15 +150,10 @@ impl SqosRecord {
     /// it carries with `keep_frames` (shared by the messages of one frame: counted for each,
     /// on the safe side). An estimate for budgets (allocator overhead aside).
     pub fn held_bytes(&self) -> usize {
-        let body = match &self.body {
-            SqosBody::Request(d) => d.heap_bytes(),
-            SqosBody::Response(d) => d.heap_bytes(),
-            SqosBody::NoBuffer => 0,
-        };
         std::mem::size_of::<SqosRecord>()
             + self.buffer.capacity()
             + self.file_name.as_ref().map_or(0, String::len)
-            + body
+            + self.body.heap_bytes()
             + self.frame_copy.as_ref().map_or(0, |f| f.data.len())
     }
 
