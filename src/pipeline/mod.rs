@@ -23,6 +23,7 @@ pub mod by_label;
 mod compact;
 mod events;
 mod exchange;
+mod held;
 pub mod outbox;
 pub mod sessions;
 mod shard;
@@ -32,6 +33,7 @@ pub mod streams;
 
 pub use by_command::ByCommand;
 pub use compact::CompactRecord;
+pub use held::HeldRecords;
 use streams::Smb2Layer;
 
 use crate::budget::{merged, Budget, Kind, MemoryUse};
