@@ -3,8 +3,9 @@
 use super::sqos_build::decode_alone;
 use super::{SqosBody, SqosRecord};
 
-/// An [`SqosRecord`] whose decoded field list was dropped: what is kept of many messages (the
-/// TUI's message list; messages held until their flows are final). The field list is most of a
+/// An [`SqosRecord`] whose decoded field list was dropped: what the TUI's message list keeps of
+/// each message, whose record it shows without the fields (messages held until their flows are
+/// final need no such view: [`super::HeldRecords`] keeps less). The field list is most of a
 /// decoded message's memory (~1.3 KB of ~2 KB for a typical request), and the buffer alone
 /// gives it again: decoding made it from the buffer alone (the checks against the IOCTL and the
 /// matched request add findings, which are kept).
