@@ -362,7 +362,7 @@ pub struct PipelineConfig {
     /// With a thread to spare, read chunks ahead even where the file's records could be
     /// indexed ahead through its map ([`Reading::AheadInChunks`]): a run that holds messages
     /// back for a flow filter keeps the chunks' smaller resident size (the map and the index
-    /// ahead took its peak 1.4 MB higher: 14.5-14.6 MB against 12.9-13.2, 4,202 messages held).
+    /// ahead took its peak 1.4 MB higher: 14.5-14.6 MB against 12.9-13.3, 4,202 messages held).
     pub chunks_ahead: bool,
 }
 
