@@ -436,14 +436,22 @@ fn read_paths<S: sqos::run::CaptureSink>(
 }
 
 /// The part of the memory budget a reading may hold messages back in ([`read_holding`]): out of
-/// the quarter the budget leaves for the program (docs/robustness.md).
-const HELD_SHARE: usize = 16;
+/// the quarter the budget leaves for the program (docs/robustness.md). A fortieth, 1.6 MiB by
+/// default: ~7,000 messages (`pipeline::HeldRecords`, ~200 bytes each with their buffer), which
+/// cost about their estimate in heap on top of the run's own peak. At `--threads 1` (GNU time),
+/// a capture whose 6,833 messages hold 1.59 MB peaked at 14.4-14.7 MB, and the 456 MB one's
+/// 4,202 (1.07 MB) at 14.7-15.3, which the cap full would take ~0.6 MB higher: within issue
+/// 14's 16 MiB, where a sixteenth (4 MiB) would reach ~18 MB. Past the cap, reading twice peaks
+/// at 15.1-15.9 MB on those captures whatever the cap (the second reading's analysis and pages
+/// take the room the held messages left): a larger share would only cost more.
+const HELD_SHARE: usize = 40;
 
 /// Reads the input through `sink`, whose messages are judged on their flows' final state
 /// where it reads flow fields and the input is files, as `sqos flows` shows them (tshark's
 /// `-2`): held back until the files have been read, and passed on then; where more come than a
-/// sixteenth of the memory budget holds, the files are read a second time. Standard input and
-/// pipes are read once: their messages are judged on the flow as it stood then.
+/// fortieth of the memory budget holds ([`HELD_SHARE`]), the files are read a second time.
+/// Standard input and pipes are read once: their messages are judged on the flow as it stood
+/// then.
 pub fn read_holding<S: sqos::run::CaptureSink + sqos::filter::HoldMessages>(
     input: &InputArgs,
     cfg: sqos::pipeline::PipelineConfig,
@@ -455,7 +463,7 @@ pub fn read_holding<S: sqos::run::CaptureSink + sqos::filter::HoldMessages>(
     if files && sink.hold(input.analyzer_config(), cap) {
         // Read in chunks ahead, not indexed through the map, both times: the held messages'
         // memory stays with the process, and the map's pages came on top (4,202 messages held,
-        // `--threads 2`: peak RSS 16.2-16.6 MB, indexed 18.2-18.5).
+        // `--threads 2`: peak RSS 12.9-13.3 MB, indexed 14.5-14.6).
         let cfg = sqos::pipeline::PipelineConfig {
             chunks_ahead: true,
             ..cfg

@@ -20,7 +20,7 @@ use crate::capture::{CaptureFormat, Timestamp};
 use crate::feed::{Feed, Tap};
 use crate::output::columns::flow_row;
 use crate::pipeline::{
-    CaptureNote, ChannelRecord, CloseRecord, CompactRecord, IoRecord, OpenRecord, RecordSink,
+    CaptureNote, ChannelRecord, CloseRecord, HeldRecords, IoRecord, OpenRecord, RecordSink,
     SqosRecord,
 };
 use crate::run::CaptureSink;
@@ -69,40 +69,68 @@ pub struct Selecting<S> {
     pub kept: u64,
 }
 
-/// What a holding [`Selecting`] keeps, in the order it came, within `cap` bytes.
+/// What a holding [`Selecting`] keeps, within `cap` bytes: the messages, each filed under its
+/// flow as the analysis knew it once it had taken the message, and the notes between them.
 struct Held {
-    outs: Vec<HeldOut>,
+    messages: HeldRecords,
+    /// The flows the messages were filed under.
+    flows: HashSet<Uuid>,
+    /// Messages held so far.
+    count: usize,
+    /// Each note with the count of messages that came before it.
+    notes: Vec<(usize, HeldNote)>,
     bytes: usize,
     cap: usize,
     /// More came than `cap` holds: everything was let go, and nothing more is held.
     over: bool,
 }
 
-enum HeldOut {
-    /// A message, compact (its field list comes back when it is passed on), and its flow, as
-    /// the analysis knew it once it had taken the message.
-    Message(CompactRecord, Option<Uuid>),
+enum HeldNote {
     Note(CaptureNote),
     Info(CaptureNote),
 }
 
 impl Held {
-    fn push(&mut self, out: HeldOut) {
+    fn new(cap: usize) -> Held {
+        Held {
+            messages: HeldRecords::default(),
+            flows: HashSet::new(),
+            count: 0,
+            notes: Vec::new(),
+            bytes: 0,
+            cap,
+            over: false,
+        }
+    }
+
+    fn push_message(&mut self, rec: SqosRecord, flow: Option<Uuid>) {
         if self.over {
             return;
         }
-        let bytes = std::mem::size_of::<HeldOut>()
-            + match &out {
-                HeldOut::Message(rec, _) => rec.held_bytes(),
-                HeldOut::Note(n) | HeldOut::Info(n) => n.message.len(),
-            };
+        self.flows.extend(flow);
+        self.count += 1;
+        let bytes = self.messages.push(rec, flow);
+        self.add(bytes);
+    }
+
+    fn push_note(&mut self, note: HeldNote) {
+        if self.over {
+            return;
+        }
+        let (HeldNote::Note(n) | HeldNote::Info(n)) = &note;
+        let bytes = std::mem::size_of::<(usize, HeldNote)>() + n.message.len();
+        self.notes.push((self.count, note));
+        self.add(bytes);
+    }
+
+    fn add(&mut self, bytes: usize) {
         self.bytes += bytes;
         if self.bytes > self.cap {
             self.over = true;
-            self.outs = Vec::new();
-            return;
+            self.messages = HeldRecords::default();
+            self.flows = HashSet::new();
+            self.notes = Vec::new();
         }
-        self.outs.push(out);
     }
 }
 
@@ -168,12 +196,7 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
             return false;
         }
         self.analysis = Some(Analyzer::new(cfg));
-        self.tap.held = Some(Held {
-            outs: Vec::new(),
-            bytes: 0,
-            cap,
-            over: false,
-        });
+        self.tap.held = Some(Held::new(cap));
         true
     }
 
@@ -188,28 +211,28 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
             .map(|a| a.finish().flows)
             .unwrap_or_default();
         self.tap.final_flows = flows.into_iter().map(|f| (f.id, f)).collect();
-        let known = |out: &HeldOut| match out {
-            HeldOut::Message(_, Some(id)) => self.tap.final_flows.contains_key(id),
-            _ => true,
-        };
-        if held.over || !held.outs.iter().all(known) {
+        let known = held
+            .flows
+            .iter()
+            .all(|id| self.tap.final_flows.contains_key(id));
+        if held.over || !known {
             return false;
         }
+        let mut notes = held.notes.into_iter().peekable();
         let mut none = None;
-        for out in held.outs {
-            match out {
-                HeldOut::Message(rec, id) => {
-                    if self.tap.inner.done() {
-                        break;
-                    }
-                    let rec = rec.into_full();
-                    self.tap.seen += 1;
-                    self.tap.inner.on_seen(&rec);
-                    self.tap.pass_on(&mut none, rec, id);
-                }
-                HeldOut::Note(n) => self.tap.inner.on_note(&n),
-                HeldOut::Info(n) => self.tap.inner.on_info(&n),
+        for (i, (rec, id)) in held.messages.into_iter().enumerate() {
+            while let Some((_, note)) = notes.next_if(|(before, _)| *before <= i) {
+                self.tap.pass_note(note);
             }
+            if self.tap.inner.done() {
+                return true;
+            }
+            self.tap.seen += 1;
+            self.tap.inner.on_seen(&rec);
+            self.tap.pass_on(&mut none, rec, id);
+        }
+        for (_, note) in notes {
+            self.tap.pass_note(note);
         }
         true
     }
@@ -222,6 +245,13 @@ fn flow_id(analyzer: Option<&Analyzer>, rec: &SqosRecord, id: Option<Uuid>) -> O
 }
 
 impl<S: MessageSink> Selecting<S> {
+    fn pass_note(&mut self, note: HeldNote) {
+        match note {
+            HeldNote::Note(n) => self.inner.on_note(&n),
+            HeldNote::Info(n) => self.inner.on_info(&n),
+        }
+    }
+
     /// Give `rec` to the sink if the filter keeps it, with its flow `id` (None: looked up).
     fn pass_on(&mut self, analyzer: &mut Option<Analyzer>, rec: SqosRecord, id: Option<Uuid>) {
         let start = self.start.unwrap_or(rec.ts);
@@ -271,7 +301,7 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
                 // Its flow as `pass_on` would find it now, the analysis having taken it.
                 Some(held) => {
                     let id = flow_id(analyzer.as_ref(), &rec, id);
-                    held.push(HeldOut::Message(CompactRecord::new(rec), id));
+                    held.push_message(rec, id);
                 }
                 None => self.pass_on(analyzer, rec, id),
             }
@@ -281,7 +311,7 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
         match &mut self.held {
             Some(held) => {
                 let id = flow_id(analyzer.as_ref(), &rec, None);
-                held.push(HeldOut::Message(CompactRecord::new(rec), id));
+                held.push_message(rec, id);
             }
             None => self.pass_on(analyzer, rec, None),
         }
@@ -308,13 +338,13 @@ impl<S: MessageSink> Tap<Option<Analyzer>> for Selecting<S> {
     }
     fn on_note(&mut self, note: &CaptureNote) {
         match &mut self.held {
-            Some(held) => held.push(HeldOut::Note(note.clone())),
+            Some(held) => held.push_note(HeldNote::Note(note.clone())),
             None => self.inner.on_note(note),
         }
     }
     fn on_info(&mut self, note: &CaptureNote) {
         match &mut self.held {
-            Some(held) => held.push(HeldOut::Info(note.clone())),
+            Some(held) => held.push_note(HeldNote::Info(note.clone())),
             None => self.inner.on_info(note),
         }
     }
@@ -512,10 +542,7 @@ mod tests {
         );
         assert!(once.pass_held());
         assert_eq!(once.tap.inner.kept, expected.kept);
-        assert_eq!(
-            once.tap.inner.without_fields, 0,
-            "held compact, passed whole"
-        );
+        assert_eq!(once.tap.inner.without_fields, 0, "held lean, passed whole");
         assert_eq!((once.tap.inner.seen, once.tap.seen), (58, 58));
         assert_eq!(once.tap.kept, 14);
         // Each final flow's row made once, for all its messages.
@@ -533,7 +560,7 @@ mod tests {
     fn more_than_the_cap_lets_all_go_and_a_second_reading_judges_them_the_same() {
         let expected = two_readings();
         let mut over = select();
-        // Room for a few messages, not 58.
+        // Room for some of the messages, not 58 (~220 bytes each).
         assert!(over.hold(AnalyzerConfig::default(), 8 << 10));
         read(&mut over);
         assert!(!over.pass_held());
@@ -544,6 +571,77 @@ mod tests {
         read(&mut over);
         assert_eq!(over.tap.inner.kept, expected.kept);
         assert_eq!(over.tap.inner.seen, 58);
+    }
+
+    /// A message face that notes what it sees, in order.
+    #[derive(Default)]
+    struct Events(Vec<String>);
+
+    impl RecordSink for Events {
+        fn on_sqos(&mut self, _rec: SqosRecord) {}
+        fn on_channel(&mut self, _rec: &ChannelRecord) {}
+        fn on_note(&mut self, note: &CaptureNote) {
+            self.0.push(format!("note {}", note.message));
+        }
+        fn on_info(&mut self, note: &CaptureNote) {
+            self.0.push(format!("info {}", note.message));
+        }
+    }
+
+    impl CaptureSink for Events {}
+
+    impl MessageSink for Events {
+        fn on_seen(&mut self, rec: &SqosRecord) {
+            self.0.push(format!("frame {}", rec.frame));
+        }
+    }
+
+    #[derive(Default)]
+    struct Kept(Vec<SqosRecord>);
+
+    impl RecordSink for Kept {
+        fn on_sqos(&mut self, rec: SqosRecord) {
+            self.0.push(rec);
+        }
+        fn on_channel(&mut self, _rec: &ChannelRecord) {}
+    }
+
+    impl CaptureSink for Kept {}
+
+    #[test]
+    fn held_notes_come_back_between_the_messages_they_came_between() {
+        let mut kept = Kept::default();
+        read(&mut kept);
+        let messages = &kept.0[..3];
+        let filter = Filter::parse("flow.limit > 0", Context::Messages).expect("parses");
+        let mut held = MessageSelect::new(Events::default(), Some(filter), false);
+        assert!(held.hold(AnalyzerConfig::default(), 1 << 20));
+        let note = |message: &str| CaptureNote {
+            frame: 1,
+            message: message.into(),
+        };
+        held.on_info(&note("first"));
+        for (i, rec) in messages.iter().enumerate() {
+            held.on_sqos(rec.clone());
+            if i == 1 {
+                held.on_note(&note("second"));
+                held.on_info(&note("third"));
+            }
+        }
+        held.on_note(&note("last"));
+        assert!(held.tap.inner.0.is_empty(), "held");
+        assert!(held.pass_held());
+        let frame = |i: usize| format!("frame {}", messages[i].frame);
+        let expected = [
+            "info first".to_string(),
+            frame(0),
+            frame(1),
+            "note second".into(),
+            "info third".into(),
+            frame(2),
+            "note last".into(),
+        ];
+        assert_eq!(held.tap.inner.0, expected);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! An SQOS record kept for later, without its field list.
 
+use super::sqos_build::decode_alone;
 use super::{SqosBody, SqosRecord};
-use crate::sqos::{parse_request, parse_response};
 
-/// An [`SqosRecord`] whose decoded field list was dropped: what is kept of many messages (the
-/// TUI's message list; messages held until their flows are final). The field list is most of a
+/// An [`SqosRecord`] whose decoded field list was dropped: what the TUI's message list keeps of
+/// each message, whose record it shows without the fields (messages held until their flows are
+/// final need no such view: [`super::HeldRecords`] keeps less). The field list is most of a
 /// decoded message's memory (~1.3 KB of ~2 KB for a typical request), and the buffer alone
 /// gives it again: decoding made it from the buffer alone (the checks against the IOCTL and the
 /// matched request add findings, which are kept).
@@ -29,10 +30,11 @@ impl CompactRecord {
     /// The whole record again, its field list decoded anew from the buffer.
     pub fn into_full(self) -> SqosRecord {
         let mut rec = *self.0;
-        match &mut rec.body {
-            SqosBody::Request(d) => d.fields = parse_request(&rec.buffer).fields,
-            SqosBody::Response(d) => d.fields = parse_response(&rec.buffer).fields,
-            SqosBody::NoBuffer => {}
+        let again = decode_alone(rec.body.kind(), &rec.buffer);
+        match (&mut rec.body, again) {
+            (SqosBody::Request(d), SqosBody::Request(again)) => d.fields = again.fields,
+            (SqosBody::Response(d), SqosBody::Response(again)) => d.fields = again.fields,
+            _ => {}
         }
         rec
     }

@@ -101,6 +101,36 @@ pub fn decode_response(
     d
 }
 
+/// Which decoded body a record has: what [`decode_alone`] makes again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BodyKind {
+    Request,
+    Response,
+    NoBuffer,
+}
+
+impl SqosBody {
+    pub(super) fn kind(&self) -> BodyKind {
+        match self {
+            SqosBody::Request(_) => BodyKind::Request,
+            SqosBody::Response(_) => BodyKind::Response,
+            SqosBody::NoBuffer => BodyKind::NoBuffer,
+        }
+    }
+}
+
+/// The body of `kind` that decoding `buffer` alone gives: a record's body as it was decoded
+/// but for the findings the checks against the IOCTL and the matched request appended (the
+/// message, the field list and the decoder's findings are the buffer's alone). What a record
+/// kept without its decoded body gets back.
+pub(super) fn decode_alone(kind: BodyKind, buffer: &[u8]) -> SqosBody {
+    match kind {
+        BodyKind::Request => SqosBody::Request(sqos::parse_request(buffer)),
+        BodyKind::Response => SqosBody::Response(sqos::parse_response(buffer)),
+        BodyKind::NoBuffer => SqosBody::NoBuffer,
+    }
+}
+
 /// Statuses with which an IOCTL response still carries its output buffer.
 fn has_output(status: NtStatus) -> bool {
     status == NtStatus::SUCCESS || status == NtStatus::BUFFER_OVERFLOW
