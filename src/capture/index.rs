@@ -1,4 +1,5 @@
-//! Where a mapped legacy pcap file's next records begin, found ahead of the reading thread by
+//! Where a mapped capture file's next records begin (a legacy pcap file's records, a pcapng
+//! file's blocks), found ahead of the reading thread by
 //! a thread of its own, so that the reading thread asks for exactly the lines it will read.
 //!
 //! A record begins where the last one's length says, so one core's walk is a chain of loads,
@@ -158,7 +159,7 @@ impl RecordIndex {
     }
 }
 
-/// The indexer's loop over `map` (a legacy pcap file laid out as `layout`, its first record at
+/// The indexer's loop over `map` (a capture file laid out as `layout`, its first record at
 /// `first`): step after step, each as soon as the reader is in the step before it, until the
 /// end, a record that is not sane, or `ends()`. True when it indexed the records to the end
 /// (or `ends()`): nothing is left to map ahead.
@@ -338,6 +339,34 @@ mod tests {
                 .find(|&s| s >= end)
                 .unwrap_or(bytes.len());
             assert_eq!(next, Some(after), "{at}..{end}");
+        }
+    }
+
+    /// A pcapng file's blocks (packets, headers, custom blocks) are found in order too, in
+    /// either byte order.
+    #[test]
+    fn a_pcapng_stretch_walked_in_parts_finds_every_block_in_order() {
+        use crate::capture::split::tests::capture_ng;
+        use crate::capture::split::RecordKind;
+        let mut parts: Vec<Vec<usize>> = (0..CHAINS).map(|_| Vec::new()).collect();
+        for big_endian in [false, true] {
+            let (bytes, starts) = capture_ng(3_000, big_endian);
+            let layout = RecordLayout {
+                big_endian,
+                kind: RecordKind::PcapNg,
+            };
+            for (at, end) in [(0, bytes.len()), (starts[100], 700_000)] {
+                let next = index_stretch(&bytes, at, end, layout, &mut parts);
+                let want: Vec<usize> = starts
+                    .iter()
+                    .copied()
+                    .filter(|&s| s >= at && s < end)
+                    .collect();
+                assert_eq!(found(&parts), want, "{at}..{end}, big endian {big_endian}");
+                assert!(parts.iter().filter(|p| !p.is_empty()).count() > 4);
+                let after = starts.iter().copied().find(|&s| s >= end);
+                assert_eq!(next, Some(after.unwrap_or(bytes.len())));
+            }
         }
     }
 

@@ -99,7 +99,7 @@ pub(crate) struct Map {
     pager_started: AtomicBool,
     /// Set when the pager is to end.
     pager_ends: AtomicBool,
-    /// How a legacy pcap file's records lie, and where the first is: set by the reader, so
+    /// How a capture file's records lie, and where the first is: set by the reader, so
     /// that the thread to spare indexes the records ahead instead of paging
     /// ([`super::index`]).
     records: OnceLock<(super::split::RecordLayout, usize)>,
@@ -208,7 +208,7 @@ impl Map {
         }
     }
 
-    /// The records are a legacy pcap file's, laid out as `layout`, the first at `first`: a
+    /// The records are a capture file's, laid out as `layout`, the first at `first`: a
     /// thread to spare indexes them ahead of the reader ([`SharedMap::pager`]).
     pub(crate) fn set_records(&self, layout: super::split::RecordLayout, first: usize) {
         let _ = self.records.set((layout, first));
@@ -495,7 +495,7 @@ impl SharedMap {
     /// A thread that maps the file's pages ahead of the reader, so that the reader does not
     /// stop at a page fault every 16 pages: the kernel's mapping of the file was a sixth of a
     /// one-thread run, and on a second core it is done beside the reading. Where the reader
-    /// said how a legacy pcap file's records lie (`Map::set_records`), the thread indexes them
+    /// said how a capture file's records lie (`Map::set_records`), the thread indexes them
     /// ahead instead, which maps the pages as it goes (`capture::index`), and pages ahead only
     /// where it stopped. `None`: a pager runs already, or no thread could be started.
     pub fn pager(&self) -> Option<Pager> {
@@ -538,7 +538,7 @@ impl SharedMap {
     }
 
     /// True where the thread to spare is to index the records ahead (the reader said how a
-    /// legacy pcap file's records lie), the index made then; else it pages ahead.
+    /// capture file's records lie), the index made then; else it pages ahead.
     fn indexes(&self) -> bool {
         let indexes = self.0.records.get().is_some();
         if indexes {
@@ -547,10 +547,10 @@ impl SharedMap {
         indexes
     }
 
-    /// The thread to spare's work on this map, until its reader's [`Pager`] drops: a legacy
-    /// pcap file's records indexed ahead (which maps their pages too), then, where that stopped
-    /// before the end (a record that is not sane), its pages mapped ahead; any other file's
-    /// pages mapped ahead.
+    /// The thread to spare's work on this map, until its reader's [`Pager`] drops: the
+    /// records indexed ahead where the reader said how they lie (which maps their pages too),
+    /// then, where that stopped before the end (a record that is not sane), the pages mapped
+    /// ahead; without records, the pages mapped ahead.
     pub(crate) fn work_ahead(&self) {
         let m = self.map();
         if let (Some(&(layout, first)), Some(index)) = (m.records.get(), m.index.get()) {

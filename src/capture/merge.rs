@@ -179,7 +179,7 @@ impl MergedCaptures {
     }
 
     /// [`CaptureReader::read_for`] for every file, as it is opened: with a thread to spare,
-    /// long legacy pcap files each have their records indexed ahead ([`reading_of`]), and
+    /// long pcap and pcapng files each have their records indexed ahead ([`reading_of`]), and
     /// files read in chunks each have a helper while they are read (each ends at its file's
     /// end, so rotated captures, read one after the other, have one at a time), under one
     /// trial that goes on from file to file; or each its look alone, short files the looks

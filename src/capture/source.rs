@@ -317,18 +317,34 @@ impl Format {
     /// How a legacy pcap file's record headers lie, for finding record starts from the bytes
     /// alone (`split`); `None` for pcapng.
     fn record_layout(&self) -> Option<super::split::RecordLayout> {
+        match self {
+            Format::Pcap { .. } => Some(self.index_layout().0),
+            Format::PcapNg { .. } => None,
+        }
+    }
+
+    /// How the file's records lie for a thread that indexes them ahead (`capture::index`),
+    /// and where the first begins: a legacy pcap file's after its header, a pcapng file's
+    /// blocks from its first section header on (in the first section's byte order).
+    fn index_layout(&self) -> (super::split::RecordLayout, usize) {
+        use super::split::{RecordKind, RecordLayout};
         match *self {
             Format::Pcap {
                 nanosecond,
                 big_endian,
                 record_header_len,
                 ..
-            } => Some(super::split::RecordLayout {
-                big_endian,
-                nanosecond,
-                header_len: record_header_len,
-            }),
-            Format::PcapNg { .. } => None,
+            } => {
+                let kind = RecordKind::Pcap {
+                    nanosecond,
+                    header_len: record_header_len,
+                };
+                (RecordLayout { big_endian, kind }, PCAP_HEADER_LEN)
+            }
+            Format::PcapNg { big_endian, .. } => {
+                let kind = RecordKind::PcapNg;
+                (RecordLayout { big_endian, kind }, 0)
+            }
         }
     }
 
@@ -807,16 +823,17 @@ impl CaptureReader {
         }
     }
 
-    /// A legacy pcap file is read through its map from its first frame on, the thread to spare
+    /// A pcap or pcapng file is read through its map from its first frame on, the thread to spare
     /// (`SharedMap::pager`) indexing its records ahead of the reader (`capture::index`), where
     /// a look finds the map pays or the file comes from disk ([`Pays::OrCold`]), and where it
     /// was opened through its map (`SQOS_READ=map`). True when it is.
     fn index_from_the_start(&mut self) -> bool {
         #[cfg(target_os = "linux")]
-        if let Some(layout) = self.format.record_layout() {
+        {
+            let (layout, first) = self.format.index_layout();
             if self.frames == 0 && (self.mapped.is_some() || self.map_where(Pays::OrCold)) {
                 if let Some(map) = &self.mapped {
-                    map.map().set_records(layout, PCAP_HEADER_LEN);
+                    map.map().set_records(layout, first);
                     // Read through its map to its end: the chunk buffers kept for a next file
                     // would only count in the resident size (a run's next file read in chunks
                     // makes its own: a long file each, ~0.2 ms).
@@ -2060,11 +2077,7 @@ mod tests {
             at += 16 + data.len();
         }
         let bytes = w.into_inner();
-        let layout = super::super::split::RecordLayout {
-            big_endian: false,
-            nanosecond: false,
-            header_len: 16,
-        };
+        let layout = super::super::split::tests::LAYOUT;
         assert_eq!(
             super::super::split::record_start(&bytes, fake_at - 8, layout),
             Some(fake_at),
