@@ -11,6 +11,7 @@
 #   SKIP_MANY=1                      do not time the many-connection capture (see below)
 #   SKIP_SMALL=1                     do not time the small-I/O capture (see below)
 #   SKIP_ROTATED=1                   do not time the small-I/O capture cut into 6 and 100 files
+#   SKIP_PCAPNG=1                    do not time the small-I/O capture as pcapng
 #   SKIP_SMALL_ENCRYPTED=1           do not time the small-I/O capture encrypted (AES-128-GCM)
 #   CACHE=written                    each capture in the page cache as a capture tool leaves it
 #                                    (written anew in 4 KiB writes) rather than as a read from
@@ -61,7 +62,8 @@
 # the same small I/Os with every session encrypted (AES-128-GCM); a seventh and an eighth for
 # the plain small-I/O capture cut into 6 files and into 100 (~5 MB each, `tcpdump -C 5`) as a
 # rotating capture leaves them, read as one timeline (needs Wireshark's editcap to cut it; no
-# tshark row: tshark reads one file).
+# tshark row: tshark reads one file); a ninth for the same capture as pcapng, as dumpcap and
+# Wireshark write it (editcap again).
 # Columns: wall seconds, CPU seconds (user + system), MB/s by wall time and per CPU second, peak
 # RSS, and the throughput as ratios to cat and to tshark, by wall time and by CPU time. On a busy
 # machine wall times mostly measure waiting for a core; CPU times stay comparable.
@@ -343,5 +345,29 @@ rotated() {
 if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
   rotated 6
   rotated 100
+fi
+
+# pcapng: the small-I/O capture as dumpcap and Wireshark write it (`editcap -F pcapng`): blocks
+# instead of records, read and indexed ahead the same way.
+pcapng() {
+  local ng="$DIR/small-$SIZE.pcapng" total
+  if [ ! -s "$ng" ]; then
+    editcap -F pcapng "$DIR/small-$SIZE.pcap" "$ng.part" && mv "$ng.part" "$ng"
+  fi
+  cache_state "$ng"
+  total=$(stat -c %s "$ng")
+  echo
+  echo "pcapng: the small-I/O capture as pcapng, $total bytes"
+  row "cat" cat "$ng"
+  row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$ng"
+  row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$ng"
+  row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$ng"
+  pgo_rows "$ng"
+  cat_again "$ng"
+  echo "load after: $(uptime | sed 's/.*load average/load average/')"
+  table "$total"
+}
+if [ -z "${SKIP_PCAPNG:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
+  pcapng
 fi
 [ -n "${SQOS_BENCH_DIR:-}" ] || rm -rf "$DIR"
