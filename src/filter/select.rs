@@ -454,7 +454,7 @@ impl crate::check::facts::FlowAnalysis for FlowSelect {
 mod tests {
     use super::*;
     use crate::filter::Context;
-    use crate::pipeline::SqosBody;
+    use crate::pipeline::{Kept, SqosBody};
 
     /// A message face that notes the frames it was given, with their flow's name, and how
     /// many messages it saw.
@@ -595,18 +595,6 @@ mod tests {
             self.0.push(format!("frame {}", rec.frame));
         }
     }
-
-    #[derive(Default)]
-    struct Kept(Vec<SqosRecord>);
-
-    impl RecordSink for Kept {
-        fn on_sqos(&mut self, rec: SqosRecord) {
-            self.0.push(rec);
-        }
-        fn on_channel(&mut self, _rec: &ChannelRecord) {}
-    }
-
-    impl CaptureSink for Kept {}
 
     #[test]
     fn held_notes_come_back_between_the_messages_they_came_between() {

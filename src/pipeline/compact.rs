@@ -51,13 +51,14 @@ impl CompactRecord {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pipeline::{ChannelRecord, RecordSink};
     use crate::run::CaptureSink;
 
+    /// The SQOS records of a run, as they came: what the tests that hold records read.
     #[derive(Default)]
-    struct Kept(Vec<SqosRecord>);
+    pub(crate) struct Kept(pub(crate) Vec<SqosRecord>);
 
     impl RecordSink for Kept {
         fn on_sqos(&mut self, rec: SqosRecord) {

@@ -32,6 +32,8 @@ pub mod srt;
 pub mod streams;
 
 pub use by_command::ByCommand;
+#[cfg(test)]
+pub(crate) use compact::tests::Kept;
 pub use compact::CompactRecord;
 pub use held::HeldRecords;
 use streams::Smb2Layer;

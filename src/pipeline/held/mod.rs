@@ -110,22 +110,9 @@ impl Iterator for Drain {
 mod tests {
     use super::*;
     use crate::capture::FrameCopy;
-    use crate::pipeline::{ChannelRecord, CompactRecord, PipelineConfig, RecordSink, SqosBody};
-    use crate::run::CaptureSink;
+    use crate::pipeline::{CompactRecord, Kept, PipelineConfig, SqosBody};
     use crate::sqos::{Dissection, Finding, FindingCode};
     use std::sync::Arc;
-
-    #[derive(Default)]
-    struct Kept(Vec<SqosRecord>);
-
-    impl RecordSink for Kept {
-        fn on_sqos(&mut self, rec: SqosRecord) {
-            self.0.push(rec);
-        }
-        fn on_channel(&mut self, _rec: &ChannelRecord) {}
-    }
-
-    impl CaptureSink for Kept {}
 
     /// Every message of the committed captures; every other capture read keeping frames (the
     /// records then carry their first frame and a frame copy).
