@@ -316,6 +316,21 @@ if [ -z "${SKIP_SMALL_ENCRYPTED:-}" ]; then
   encrypted_variant "small I/Os encrypted (AES-128-GCM) on 16 connections" "small-$SIZE" small
 fi
 
+# The table of the small-I/O capture held another way (files $2..., $1 bytes in all): no tshark
+# row (tshark reads one file, and one pcapng file as it reads the pcap one).
+other_form() {
+  local total=$1
+  shift
+  row "cat" cat "$@"
+  row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$@"
+  row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$@"
+  row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$@"
+  pgo_rows "$@"
+  cat_again "$@"
+  echo "load after: $(uptime | sed 's/.*load average/load average/')"
+  table "$total"
+}
+
 # Rotated: the small-I/O capture cut into $1 files (`editcap -c`, as `tcpdump -C` leaves a
 # ring), read as one timeline by a glob: each file opened in its turn and read as one file is.
 rotated() {
@@ -333,14 +348,7 @@ rotated() {
   total=$(cat "${parts[@]}" | wc -c)
   echo
   echo "rotated: the small-I/O capture in ${#parts[@]} files, $total bytes"
-  row "cat" cat "${parts[@]}"
-  row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "${parts[@]}"
-  row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "${parts[@]}"
-  row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "${parts[@]}"
-  pgo_rows "${parts[@]}"
-  cat_again "${parts[@]}"
-  echo "load after: $(uptime | sed 's/.*load average/load average/')"
-  table "$total"
+  other_form "$total" "${parts[@]}"
 }
 if [ -z "${SKIP_ROTATED:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
   rotated 6
@@ -358,14 +366,7 @@ pcapng() {
   total=$(stat -c %s "$ng")
   echo
   echo "pcapng: the small-I/O capture as pcapng, $total bytes"
-  row "cat" cat "$ng"
-  row "sqos dissect -t1" "$BIN" dissect --quiet --threads 1 "$ng"
-  row "sqos dissect -t$CORES" "$BIN" dissect --quiet --threads "$CORES" "$ng"
-  row "sqos flows" "$BIN" flows --quiet --threads "$CORES" "$ng"
-  pgo_rows "$ng"
-  cat_again "$ng"
-  echo "load after: $(uptime | sed 's/.*load average/load average/')"
-  table "$total"
+  other_form "$total" "$ng"
 }
 if [ -z "${SKIP_PCAPNG:-}" ] && [ -z "${SKIP_SMALL:-}" ] && command -v editcap >/dev/null; then
   pcapng
