@@ -53,8 +53,8 @@ impl FileAccess {
 pub enum Reading {
     /// The reading thread does all the work: through the file's map where that pays.
     Alone,
-    /// A thread to spare works ahead of the reading thread: a legacy pcap file whose map pays
-    /// (or that comes from disk) is read through it, the thread indexing its records ahead
+    /// A thread to spare works ahead of the reading thread: a pcap or pcapng file whose map
+    /// pays (or that comes from disk) is read through it, the thread indexing its records ahead
     /// (`capture::index`); any other file as [`Reading::AheadInChunks`].
     Ahead,
     /// A helper reads chunks ahead of the reading thread, where its trial finds that pays: the

@@ -350,7 +350,7 @@ pub struct PipelineConfig {
     /// Threads for the capture (`--threads`), the calling thread included: 0 or 1, all on the
     /// calling thread (through the file's map where that pays,
     /// [`crate::capture::CaptureReader::map_from_the_start`]); 2, the calling thread and a
-    /// thread that works ahead of it: for one legacy pcap file whose map pays or that comes
+    /// thread that works ahead of it: for one pcap or pcapng file whose map pays or that comes
     /// from disk, indexing its records through the map (`capture::index`); else reading the
     /// file ahead ([`crate::capture::CaptureReader::read_ahead`], started by
     /// `run::run_capture`, unless the calling thread's work is small beside the file's copy and
