@@ -779,15 +779,11 @@ impl CaptureReader {
         let Records::Chunked(r) = &mut self.rdr else {
             return false;
         };
-        // The helper reads on the run's thread to spare, started here for the run if need be.
+        // The helper reads on the run's thread to spare, where the run has one (several
+        // files: `MergedCaptures::read_for`).
         #[cfg(target_os = "linux")]
-        {
-            if self.spare.is_none() {
-                self.spare = super::spare::Spare::start();
-            }
-            if let Some(spare) = &self.spare {
-                r.read_ahead_on(spare.clone());
-            }
+        if let Some(spare) = &self.spare {
+            r.read_ahead_on(spare.clone());
         }
         r.read_ahead(before)
     }
