@@ -290,6 +290,9 @@ pub(crate) struct ChunkReader {
     ended: Option<TrialCarried>,
     /// While the trial runs: when the last refill ended, and where its chunk came from.
     since: Option<(Instant, Came)>,
+    /// The run's thread to spare, which reads ahead where it is free.
+    #[cfg(target_os = "linux")]
+    spare: Option<super::spare::Spare>,
 }
 
 impl ChunkReader {
@@ -318,6 +321,8 @@ impl ChunkReader {
             trial: Trial::Off,
             ended: None,
             since: None,
+            #[cfg(target_os = "linux")]
+            spare: None,
         };
         if reader.refill().is_err() {
             return Err(reader
@@ -379,6 +384,13 @@ impl ChunkReader {
         true
     }
 
+    /// Reads ahead on `spare`, the run's thread to spare, where it is free when the helper
+    /// starts.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn read_ahead_on(&mut self, spare: super::spare::Spare) {
+        self.spare = Some(spare);
+    }
+
     /// The trial as this file's end left it, once (None when no helper was asked for, or
     /// the file has not ended).
     pub(crate) fn take_trial(&mut self) -> Option<TrialCarried> {
@@ -400,22 +412,34 @@ impl ChunkReader {
         }
         let chunks = Arc::clone(&src.chunks);
         let tap = Arc::clone(&self.tap);
-        let started = std::thread::Builder::new()
-            .name("sqos-read-ahead".into())
-            .spawn(move || {
-                // Ends at the file's end, at a failed read, and when the reader stops taking
-                // (either channel closes).
-                while let Ok(mut buffer) = wait(&empty_rx) {
-                    let number = chunks.next.fetch_add(1, Ordering::Relaxed);
-                    let read = read_chunk(&chunks.file, number * CHUNK, &mut buffer, &tap);
-                    let last = read.is_err() || read.is_ok_and(|n| n < CHUNK);
-                    if full_tx.send((number, read.map(|n| (buffer, n)))).is_err() || last {
-                        return;
-                    }
+        let work = move || {
+            // Ends at the file's end, at a failed read, and when the reader stops taking
+            // (either channel closes).
+            while let Ok(mut buffer) = wait(&empty_rx) {
+                let number = chunks.next.fetch_add(1, Ordering::Relaxed);
+                let read = read_chunk(&chunks.file, number * CHUNK, &mut buffer, &tap);
+                let last = read.is_err() || read.is_ok_and(|n| n < CHUNK);
+                if full_tx.send((number, read.map(|n| (buffer, n)))).is_err() || last {
+                    return;
                 }
-            });
-        if started.is_err() {
-            return false;
+            }
+        };
+        // On the run's thread to spare where it is free (a file of a ring: a thread of its
+        // own started too late for a few MB), else on a thread of its own.
+        #[cfg(target_os = "linux")]
+        let work = match &self.spare {
+            Some(spare) => spare.run(Box::new(work)).err(),
+            None => Some(Box::new(work) as super::spare::Job),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let work = Some(work);
+        if let Some(work) = work {
+            let started = std::thread::Builder::new()
+                .name("sqos-read-ahead".into())
+                .spawn(work);
+            if started.is_err() {
+                return false;
+            }
         }
         src.helper = Some(Helper { full, empty });
         true

@@ -502,6 +502,11 @@ impl SharedMap {
         if self.0.pager_started.swap(true, Ordering::AcqRel) {
             return None;
         }
+        self.own_pager()
+    }
+
+    /// [`SharedMap::pager`] on a thread of the map's own, once the pager is claimed.
+    fn own_pager(&self) -> Option<Pager> {
         let map = self.clone();
         let name = if self.indexes() {
             "sqos-indexer"
@@ -523,14 +528,18 @@ impl SharedMap {
     }
 
     /// [`SharedMap::pager`] on `spare`, a thread kept over the files of a run, instead of a
-    /// thread of the map's own. `None`: a pager runs already.
+    /// thread of the map's own (as [`SharedMap::pager`], where the thread is still busy with
+    /// another file's work). `None`: a pager runs already.
     pub(crate) fn pager_on(&self, spare: &super::spare::Spare) -> Option<Pager> {
         if self.0.pager_started.swap(true, Ordering::AcqRel) {
             return None;
         }
         self.indexes();
+        let map = self.clone();
+        if spare.run(Box::new(move || map.work_ahead())).is_err() {
+            return self.own_pager();
+        }
         let _ = self.0.pager.set(spare.thread().clone());
-        spare.take_on(self.clone());
         Some(Pager {
             map: self.clone(),
             thread: None,

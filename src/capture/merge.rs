@@ -186,6 +186,18 @@ impl MergedCaptures {
     /// the files before them gathered ([`Carried`]).
     pub fn read_for(&mut self, reading: Reading) {
         self.reading = Some(reading);
+        // Files read one after the other have their work ahead done on one thread kept over
+        // the run (`capture::spare`): a helper's thread of its own started too late for a
+        // file of a few MB (100 rotated files, `--threads 2`: 92.8 → 79.2 ms, `cat` 91.0). One
+        // file alone starts its own (reading it in chunks on the kept thread was 10 % slower
+        // where messages are held for a flow filter).
+        #[cfg(target_os = "linux")]
+        if self.inputs.len() > 1
+            && matches!(reading, Reading::Ahead | Reading::AheadInChunks)
+            && self.carried.spare.is_none()
+        {
+            self.carried.spare = super::spare::Spare::start();
+        }
         for i in 0..self.inputs.len() {
             let reading = reading_of(reading, &self.inputs, i);
             if let Some(Input {

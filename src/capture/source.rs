@@ -776,10 +776,16 @@ impl CaptureReader {
 
     /// [`Self::read_ahead`], its trial going on from `before` where there is one.
     fn ahead_after(&mut self, before: Option<TrialCarried>) -> bool {
-        match &mut self.rdr {
-            Records::Chunked(r) => r.read_ahead(before),
-            _ => false,
+        let Records::Chunked(r) = &mut self.rdr else {
+            return false;
+        };
+        // The helper reads on the run's thread to spare, where the run has one (several
+        // files: `MergedCaptures::read_for`).
+        #[cfg(target_os = "linux")]
+        if let Some(spare) = &self.spare {
+            r.read_ahead_on(spare.clone());
         }
+        r.read_ahead(before)
     }
 
     /// [`Self::open`] and [`Self::read_for_after`], for the next file of a run: where the
