@@ -89,6 +89,9 @@ pub(crate) struct LinesAhead {
     spent: [Duration; 2],
     /// The one way to ask (`SQOS_AHEAD`), else `None`: the trial's.
     fixed: Option<Way>,
+    /// The window being timed is a carried-on file's first ([`Self::carried_on`]): it also
+    /// pays for opening the file, so it is not counted and the cycle does not move on.
+    settling: bool,
     /// The lengths of the last [`GUESS_RECORDS`] records (a ring, `last` the next slot) and
     /// their sum: the guess's distance.
     lengths: [usize; GUESS_RECORDS],
@@ -110,6 +113,22 @@ impl LinesAhead {
             _ => None,
         };
         LinesAhead::fixed(fixed)
+    }
+
+    /// This walk's state for the next file of a run (rotated captures): its trial goes on
+    /// where this file left it, so that a ring of files shorter than a cycle (5 MB files
+    /// against 128 windows of 1 MiB) still ends its trials and keeps the quicker way; what
+    /// belongs to this file's map (the window being timed, the stream's place, the index's
+    /// cursor) starts anew.
+    pub(crate) fn carried_on(self) -> LinesAhead {
+        LinesAhead {
+            next: 0,
+            window: 0,
+            entered: None,
+            cursor: 0,
+            settling: true,
+            ..self
+        }
     }
 
     fn fixed(fixed: Option<Way>) -> LinesAhead {
@@ -149,21 +168,26 @@ impl LinesAhead {
     }
 
     /// The walk left its window at `here` (time `now`): the window's time counted if it was
-    /// one of a trial's, the next window's way chosen. A walk that jumped (another map, a
-    /// record longer than a window) starts a new cycle, its window not counted.
+    /// one of a trial's, the next window's way chosen. A walk that jumped within a file (a
+    /// record longer than a window) starts a new cycle, its window not counted; a file goes
+    /// on with the cycle the run's last file left ([`Self::carried_on`]: none before, so the
+    /// run's first file starts one), its first window not counted.
     #[cold]
     #[inline(never)]
     fn turn(&mut self, here: usize, now: Instant) {
         let onward = here.wrapping_sub(self.window) < 2 * WINDOW;
         match self.entered {
+            Some(_) if onward && self.settling => {}
             Some(t) if onward => {
                 if (1..=TRIAL.len() as u32).contains(&self.step) {
                     self.spent[self.way as usize] += now.saturating_duration_since(t);
                 }
                 self.step = (self.step + 1) % CYCLE;
             }
-            _ => self.step = 0,
+            Some(_) => self.step = 0,
+            None => {}
         }
+        self.settling = self.entered.is_none() && self.settling;
         self.way = match self.step {
             0 => {
                 self.spent = [Duration::ZERO; 2];
@@ -365,6 +389,43 @@ mod tests {
         let expect: usize = lengths[lengths.len() - GUESS_RECORDS..].iter().sum();
         assert_eq!(last, expect);
         assert_eq!(last, 2 * (3 * 1530 + 82));
+    }
+
+    /// Rotated files shorter than a trial: carried from file to file, the trial goes on
+    /// over them and the run keeps the quicker way. Neither a file's first window (which pays
+    /// for opening it) nor its last, cut short, is counted.
+    #[test]
+    fn a_trial_goes_on_over_the_files_of_a_run() {
+        use Way::*;
+        let mut clock = Instant::now();
+        let mut ahead = LinesAhead::default();
+        let mut last = Vec::new();
+        for file in 0..8 {
+            // Each file mapped at the same address: only the carry tells them apart.
+            ahead.turn(1 << 30, clock);
+            if file == 0 {
+                assert_eq!((ahead.step, ahead.way), (0, Stream), "the run's first");
+            }
+            clock += Duration::from_secs(1);
+            // Three windows, then the file ends in a fourth, cut short.
+            last = walk(&mut ahead, &mut clock, 3, |w| match w {
+                Stream => 120,
+                Guess => 100,
+            });
+            clock += Duration::from_secs(5);
+            ahead = ahead.carried_on();
+        }
+        // The first file's windows move the cycle on by three, each later file's by two.
+        assert_eq!(ahead.step, 3 + 7 * 2);
+        assert_eq!(last, [Guess; 3]);
+        let each = TRIAL.len() as u64 / 2;
+        assert_eq!(
+            ahead.spent,
+            [
+                Duration::from_micros(120 * each),
+                Duration::from_micros(100 * each)
+            ]
+        );
     }
 
     #[test]

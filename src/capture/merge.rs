@@ -284,6 +284,9 @@ fn peek(input: &mut Input, damaged: &mut Option<CaptureError>, carried: &mut Car
             carried.trial = left.trial;
         }
         carried.looks = carried.looks.later(left.looks);
+        if left.lines.is_some() {
+            carried.lines = left.lines;
+        }
         #[cfg(target_os = "linux")]
         if left.spare.is_some() {
             carried.spare = left.spare;

@@ -633,12 +633,13 @@ pub struct CaptureReader {
 }
 
 /// What reading a file leaves for the next file of a run (rotated captures, read one after the
-/// other): the reading-ahead trial, the looks at short files' maps, and the thread to spare
-/// that indexed its records.
+/// other): the reading-ahead trial, the looks at short files' maps, the trial of the ways to
+/// ask for lines ahead, and the thread to spare that indexed its records.
 #[derive(Default)]
 pub(crate) struct Carried {
     pub(crate) trial: Option<TrialCarried>,
     pub(crate) looks: ShortLooks,
+    pub(crate) lines: Option<LinesAhead>,
     #[cfg(target_os = "linux")]
     pub(crate) spare: Option<super::spare::Spare>,
 }
@@ -736,10 +737,14 @@ impl CaptureReader {
         let Carried {
             trial: before,
             looks,
+            lines,
             #[cfg(target_os = "linux")]
             spare,
         } = before;
         self.short_looks = looks;
+        if let Some(lines) = lines {
+            self.ahead = lines;
+        }
         #[cfg(target_os = "linux")]
         {
             self.spare = spare;
@@ -804,6 +809,9 @@ impl CaptureReader {
                 if let Some(Ok(mut reader)) = Self::mapped_from(map) {
                     reader.short_looks = before.looks;
                     reader.spare = before.spare;
+                    if let Some(lines) = before.lines {
+                        reader.ahead = lines;
+                    }
                     return Ok(reader);
                 }
             }
@@ -824,6 +832,7 @@ impl CaptureReader {
         Carried {
             trial,
             looks: self.short_looks,
+            lines: Some(self.ahead.carried_on()),
             #[cfg(target_os = "linux")]
             spare: self.spare.take(),
         }
