@@ -832,7 +832,9 @@ impl CaptureReader {
         Carried {
             trial,
             looks: self.short_looks,
-            lines: Some(self.ahead.carried_on()),
+            // A file that had no frame to walk (its header alone) leaves the trial as the
+            // files before left it, not the fresh one it was opened with (to peek at).
+            lines: (self.frames > 0).then(|| self.ahead.carried_on()),
             #[cfg(target_os = "linux")]
             spare: self.spare.take(),
         }
@@ -1928,6 +1930,21 @@ mod tests {
                 .unwrap();
         }
         w.into_inner()
+    }
+
+    /// A file of a run that walked no frame leaves no lines-ahead trial to carry on (the
+    /// run keeps the one the files before left); one that walked frames does.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_without_frames_carries_no_lines_ahead_trial() {
+        let dir = tempfile::tempdir().unwrap();
+        for (n, carried) in [(0, false), (3, true)] {
+            let path = dir.path().join(format!("{n}.pcap"));
+            std::fs::write(&path, frames_of_1500(n)).unwrap();
+            let mut r = CaptureReader::open(&path).unwrap();
+            assert_eq!(seen(&mut r).0.len(), n as usize);
+            assert_eq!(r.take_carried().lines.is_some(), carried, "{n} frames");
+        }
     }
 
     /// A long legacy pcap file that comes from disk is read through its map where a thread
