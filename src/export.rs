@@ -12,7 +12,7 @@ use crate::analysis::{Analyzer, AnalyzerConfig, FlowFinding, FlowState, Interval
 use crate::capture::Timestamp;
 use crate::feed::{forward_records, Feed, Tap};
 use crate::filter::select::MessageSink;
-use crate::filter::{Filter, FlowSelect, HoldMessages, MessageSelect, Subject};
+use crate::filter::{Filter, FlowSelect, HoldMessages, MessageSelect, ReadAgain, Subject};
 use crate::output::columns::{
     flow_finding_flat, flow_row, message_finding_flat, message_flat, Column, FINDING_COLUMNS,
     FLOW_COLUMNS, MESSAGE_COLUMNS, SERIES_COLUMNS,
@@ -216,10 +216,10 @@ impl<W: RowSink> HoldMessages for ExportSink<'_, W> {
             _ => false,
         }
     }
-    fn pass_held(&mut self) -> bool {
+    fn pass_held(&mut self) -> Result<(), ReadAgain> {
         match &mut self.inner {
             Inner::Messages(m) => m.pass_held(),
-            _ => false,
+            _ => Err(ReadAgain::NothingHeld),
         }
     }
 }

@@ -469,8 +469,9 @@ pub fn read_holding<S: sqos::run::CaptureSink + sqos::filter::HoldMessages>(
             ..cfg
         };
         let result = read_paths_or_exit(input, &paths, cfg.clone(), sink)?;
-        if sink.pass_held() {
-            return Ok(result);
+        match sink.pass_held() {
+            Ok(()) => return Ok(result),
+            Err(again) => eprintln!("sqos: {}: {again}", input.label()),
         }
         return read_paths_or_exit(input, &paths, cfg, sink);
     }

@@ -18,7 +18,7 @@ pub mod shortcut;
 pub use error::{FilterError, Span};
 pub use eval::Subject;
 pub use fields::{Context, FieldRef, Scope};
-pub use select::{FlowSelect, HoldMessages, MessageSelect};
+pub use select::{FlowSelect, HoldMessages, MessageSelect, ReadAgain};
 
 use crate::analysis::FlowState;
 use crate::capture::Timestamp;

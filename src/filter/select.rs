@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::{Filter, Subject};
 use crate::analysis::{Analysis, Analyzer, AnalyzerConfig, FlowState};
+use crate::budget::human_bytes;
 use crate::capture::{CaptureFormat, Timestamp};
 use crate::feed::{Feed, Tap};
 use crate::output::columns::flow_row;
@@ -81,8 +82,9 @@ struct Held {
     notes: Vec<(usize, HeldNote)>,
     bytes: usize,
     cap: usize,
-    /// More came than `cap` holds: everything was let go, and nothing more is held.
-    over: bool,
+    /// More came than `cap` holds (at this frame, or at a note with none): everything was let
+    /// go, and nothing more is held.
+    over: Option<Option<u64>>,
 }
 
 enum HeldNote {
@@ -99,34 +101,35 @@ impl Held {
             notes: Vec::new(),
             bytes: 0,
             cap,
-            over: false,
+            over: None,
         }
     }
 
     fn push_message(&mut self, rec: SqosRecord, flow: Option<Uuid>) {
-        if self.over {
+        if self.over.is_some() {
             return;
         }
         self.flows.extend(flow);
         self.count += 1;
+        let frame = rec.frame;
         let bytes = self.messages.push(rec, flow);
-        self.add(bytes);
+        self.add(bytes, Some(frame));
     }
 
     fn push_note(&mut self, note: HeldNote) {
-        if self.over {
+        if self.over.is_some() {
             return;
         }
         let (HeldNote::Note(n) | HeldNote::Info(n)) = &note;
         let bytes = std::mem::size_of::<(usize, HeldNote)>() + n.message.len();
         self.notes.push((self.count, note));
-        self.add(bytes);
+        self.add(bytes, None);
     }
 
-    fn add(&mut self, bytes: usize) {
+    fn add(&mut self, bytes: usize, frame: Option<u64>) {
         self.bytes += bytes;
         if self.bytes > self.cap {
-            self.over = true;
+            self.over = Some(frame);
             self.messages = HeldRecords::default();
             self.flows = HashSet::new();
             self.notes = Vec::new();
@@ -183,11 +186,31 @@ pub trait HoldMessages {
     fn hold(&mut self, cfg: AnalyzerConfig, cap: usize) -> bool;
 
     /// The capture has been read holding ([`HoldMessages::hold`]): the flows are final. Passes
-    /// on the held messages and notes, each message judged on its flow's final state, and
-    /// returns true. False when they could not be held (more than the cap, or a message whose
-    /// flow the final analysis lacks): nothing was passed on, the select now reads the final
+    /// on the held messages and notes, each message judged on its flow's final state. Else
+    /// says why they could not be (nothing held, more than the cap, or a message whose flow
+    /// the final analysis lacks): nothing was passed on, the select now reads the final
     /// flows, and the capture is to be read again through it.
-    fn pass_held(&mut self) -> bool;
+    fn pass_held(&mut self) -> Result<(), ReadAgain>;
+}
+
+/// Why [`HoldMessages::pass_held`] passed nothing on: the capture is to be read again. Said on
+/// stderr, since the run then takes about twice as long.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadAgain {
+    #[error("no messages were held")]
+    NothingHeld,
+    #[error(
+        "the messages held to judge the filter on each flow's final state passed their share \
+         ({}, a fortieth of --memory){}: the captures are read a second time",
+        human_bytes(*cap as u64),
+        at.map(|f| format!(" at frame {f}")).unwrap_or_default()
+    )]
+    Over { cap: usize, at: Option<u64> },
+    #[error(
+        "a held message's flow is not among the final flows (the flows' share of --memory was \
+         full): the captures are read a second time"
+    )]
+    FlowGone,
 }
 
 impl<S: MessageSink> HoldMessages for MessageSelect<S> {
@@ -200,9 +223,9 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
         true
     }
 
-    fn pass_held(&mut self) -> bool {
+    fn pass_held(&mut self) -> Result<(), ReadAgain> {
         let Some(held) = self.tap.held.take() else {
-            return false;
+            return Err(ReadAgain::NothingHeld);
         };
         // A second reading, if there is one, follows the flows as they stand, as `new` does.
         let flows = self
@@ -215,8 +238,11 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
             .flows
             .iter()
             .all(|id| self.tap.final_flows.contains_key(id));
-        if held.over || !known {
-            return false;
+        if let Some(at) = held.over {
+            return Err(ReadAgain::Over { cap: held.cap, at });
+        }
+        if !known {
+            return Err(ReadAgain::FlowGone);
         }
         let mut notes = held.notes.into_iter().peekable();
         let mut none = None;
@@ -225,7 +251,7 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
                 self.tap.pass_note(note);
             }
             if self.tap.inner.done() {
-                return true;
+                return Ok(());
             }
             self.tap.seen += 1;
             self.tap.inner.on_seen(&rec);
@@ -234,7 +260,7 @@ impl<S: MessageSink> HoldMessages for MessageSelect<S> {
         for (_, note) in notes {
             self.tap.pass_note(note);
         }
-        true
+        Ok(())
     }
 }
 
@@ -540,7 +566,7 @@ mod tests {
             once.tap.inner.kept.is_empty() && once.tap.inner.seen == 0,
             "held"
         );
-        assert!(once.pass_held());
+        assert_eq!(once.pass_held(), Ok(()));
         assert_eq!(once.tap.inner.kept, expected.kept);
         assert_eq!(once.tap.inner.without_fields, 0, "held lean, passed whole");
         assert_eq!((once.tap.inner.seen, once.tap.seen), (58, 58));
@@ -563,7 +589,23 @@ mod tests {
         // Room for some of the messages, not 58 (~220 bytes each).
         assert!(over.hold(AnalyzerConfig::default(), 8 << 10));
         read(&mut over);
-        assert!(!over.pass_held());
+        let again = over.pass_held().expect_err("over the cap");
+        let ReadAgain::Over {
+            cap: 8192,
+            at: Some(at),
+        } = again
+        else {
+            panic!("{again:?}");
+        };
+        assert_eq!(at, 4867, "the frame whose message passed the cap");
+        assert_eq!(
+            again.to_string(),
+            format!(
+                "the messages held to judge the filter on each flow's final state passed their \
+                 share (8 KiB, a fortieth of --memory) at frame {at}: the captures are read a \
+                 second time"
+            )
+        );
         assert!(
             over.tap.inner.kept.is_empty() && over.tap.seen == 0,
             "nothing passed on"
@@ -618,7 +660,7 @@ mod tests {
         }
         held.on_note(&note("last"));
         assert!(held.tap.inner.0.is_empty(), "held");
-        assert!(held.pass_held());
+        assert_eq!(held.pass_held(), Ok(()));
         let frame = |i: usize| format!("frame {}", messages[i].frame);
         let expected = [
             "info first".to_string(),
@@ -637,7 +679,7 @@ mod tests {
         let mut plain = MessageSelect::new(Shown::default(), None, false);
         assert!(!plain.hold(AnalyzerConfig::default(), 1 << 20));
         read(&mut plain);
-        assert!(!plain.pass_held());
+        assert_eq!(plain.pass_held(), Err(ReadAgain::NothingHeld));
         assert_eq!(plain.tap.inner.kept.len(), 58);
     }
 }

@@ -107,6 +107,50 @@ fn vm_shortcut_and_filter_keep_exactly_the_vms_messages() {
     assert_eq!(frames_of(&stdout(&o)), want[..3].to_vec());
 }
 
+/// Files whose messages pass the share held to judge `-Y` on the flows' final state are read a
+/// second time: the run says so on stderr, and shows what one holding reading shows.
+#[test]
+fn messages_past_the_held_share_are_read_again_and_said_to_be() {
+    // 256 flows, 32 MB: ~1,000 messages, ~130 KB held, past the 102 KiB a fortieth of the
+    // smallest budget (4 MiB) holds, within the default's 1.6 MiB.
+    let dir = support::scratch("held");
+    let path = dir.path().join("many-flows.pcap");
+    let file = path.to_str().expect("utf-8 path");
+    let many = "--hosts 1 --vms 16 --disks 16 --duration 1";
+    let made = sqos(
+        &[
+            &["synth", "-q", "-o", file],
+            &many.split(' ').collect::<Vec<_>>()[..],
+        ]
+        .concat(),
+    );
+    assert!(made.status.success(), "{}", stderr(&made));
+    let run = |memory: &str| {
+        let filter = "flow.initiator_name == vm03";
+        sqos(&["dissect", "-Y", filter, "--memory", memory, file])
+    };
+    let once = run("64M");
+    let twice = run("4M");
+    assert!(once.status.success() && twice.status.success());
+    let shown = frames_of(&stdout(&once));
+    assert_eq!(shown.len(), 60, "vm03's 16 flows");
+    // The same messages (the smaller budget's queue shows some requests before their
+    // response: a note says so).
+    assert_eq!(frames_of(&stdout(&twice)), shown);
+    let again = "the captures are read a second time";
+    assert!(!stderr(&once).contains(again), "{}", stderr(&once));
+    let err = stderr(&twice);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains(again)).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    has(
+        said[0],
+        &[
+            &format!("sqos: {file}: the messages held"),
+            "passed their share (102 KiB, a fortieth of --memory) at frame ",
+        ],
+    );
+}
+
 #[test]
 fn message_fields_compare_as_numbers_strings_and_lists() {
     let path = capture("steady.pcap.gz");
