@@ -631,7 +631,7 @@ pub struct CaptureReader {
     /// The run's reading-ahead trial, given to a file read otherwise: kept for the next file.
     trial_kept: Option<TrialCarried>,
     /// When the file was opened, where the run's trial of the map against the chunks times it
-    /// (`ShortLooks::trying`): its time to its end is added to the trial.
+    /// (`ShortLooks::trying`): from then to the next file's opening.
     map_trial: Option<std::time::Instant>,
 }
 
@@ -805,7 +805,12 @@ impl CaptureReader {
         reading: Reading,
         before: Carried,
     ) -> Result<Self, CaptureError> {
-        let map_trial = before.looks.trying().then(std::time::Instant::now);
+        // The file before, if the run's trial of the map against the chunks timed it, is
+        // timed to here; this one is, from here, if the trial is still on.
+        let mut before = before;
+        let now = std::time::Instant::now();
+        before.looks.next_opened(now);
+        let map_trial = before.looks.trying().then_some(now);
         #[cfg(target_os = "linux")]
         if reading == Reading::Alone && FileAccess::from_env() == FileAccess::Auto {
             let map = std::fs::File::open(path).ok().and_then(|f| Map::of(&f));
@@ -834,7 +839,7 @@ impl CaptureReader {
         if let Some(opened) = self.map_trial.take() {
             if self.frames > 0 {
                 let (mapped, bytes) = (self.is_mapped(), self.input_bytes_read());
-                self.short_looks.timed(mapped, opened.elapsed(), bytes);
+                self.short_looks.ended(mapped, opened, bytes);
             }
         }
         let trial = match &mut self.rdr {
@@ -2041,14 +2046,14 @@ mod tests {
             ..Carried::default()
         };
         let mut ways = Vec::new();
-        for _ in 0..12 {
+        for _ in 0..16 {
             let mut r = CaptureReader::open_after(&path, Reading::Alone, carried).unwrap();
             ways.push(r.is_mapped());
             assert_eq!(seen(&mut r), want);
             carried = r.take_carried();
         }
-        assert_eq!(ways[..8], [true, false].repeat(4), "{ways:?}");
-        assert!(ways[8..].iter().all(|&w| w == ways[8]), "{ways:?}");
+        assert_eq!(ways[..12], [true, false].repeat(6), "{ways:?}");
+        assert!(ways[12..].iter().all(|&w| w == ways[12]), "{ways:?}");
         assert!(!carried.looks.trying(), "the trial is over");
     }
 
