@@ -630,6 +630,9 @@ pub struct CaptureReader {
     spare: Option<super::spare::Spare>,
     /// The run's reading-ahead trial, given to a file read otherwise: kept for the next file.
     trial_kept: Option<TrialCarried>,
+    /// When the file was opened, where the run's trial of the map against the chunks times it
+    /// (`ShortLooks::trying`): from then to the next file's opening.
+    map_trial: Option<std::time::Instant>,
 }
 
 /// What reading a file leaves for the next file of a run (rotated captures, read one after the
@@ -802,6 +805,12 @@ impl CaptureReader {
         reading: Reading,
         before: Carried,
     ) -> Result<Self, CaptureError> {
+        // The file before, if the run's trial of the map against the chunks timed it, is
+        // timed to here; this one is, from here, if the trial is still on.
+        let mut before = before;
+        let now = std::time::Instant::now();
+        before.looks.next_opened(now);
+        let map_trial = before.looks.trying().then_some(now);
         #[cfg(target_os = "linux")]
         if reading == Reading::Alone && FileAccess::from_env() == FileAccess::Auto {
             let map = std::fs::File::open(path).ok().and_then(|f| Map::of(&f));
@@ -812,18 +821,27 @@ impl CaptureReader {
                     if let Some(lines) = before.lines {
                         reader.ahead = lines;
                     }
+                    reader.map_trial = map_trial;
                     return Ok(reader);
                 }
             }
         }
         let mut reader = Self::open(path)?;
         reader.read_for_after(reading, before);
+        reader.map_trial = map_trial;
         Ok(reader)
     }
 
     /// What the file's reading leaves for the next file of a run: the reading-ahead trial as
-    /// its end left it (once), and the looks at short files' maps.
+    /// its end left it (once), and the looks at short files' maps (with this file's time, where
+    /// the run's trial of the map against the chunks timed it).
     pub(crate) fn take_carried(&mut self) -> Carried {
+        if let Some(opened) = self.map_trial.take() {
+            if self.frames > 0 {
+                let (mapped, bytes) = (self.is_mapped(), self.input_bytes_read());
+                self.short_looks.ended(mapped, opened, bytes);
+            }
+        }
         let trial = match &mut self.rdr {
             Records::Chunked(r) => r.take_trial(),
             _ => None,
@@ -1084,6 +1102,7 @@ impl CaptureReader {
             #[cfg(target_os = "linux")]
             spare: None,
             trial_kept: None,
+            map_trial: None,
         }
     }
 
@@ -2006,6 +2025,36 @@ mod tests {
             );
             assert_eq!(seen(&mut r), want, "{reading:?}, pays: {pays}");
         }
+    }
+
+    /// Where a run's looks find that the map pays, its next short files are read through the
+    /// map and in chunks in turn, timed, and the files after them all the same way (which,
+    /// depends on the machine), reading the same frames either way.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_runs_short_files_try_the_map_and_the_chunks_in_turn() {
+        if FileAccess::from_env() != FileAccess::Auto {
+            eprintln!("skipped: SQOS_READ fixes how files are read");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.pcap");
+        std::fs::write(&path, frames_of_1500(300)).unwrap();
+        let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
+        let mut carried = Carried {
+            looks: ShortLooks::paying_untried(),
+            ..Carried::default()
+        };
+        let mut ways = Vec::new();
+        for _ in 0..16 {
+            let mut r = CaptureReader::open_after(&path, Reading::Alone, carried).unwrap();
+            ways.push(r.is_mapped());
+            assert_eq!(seen(&mut r), want);
+            carried = r.take_carried();
+        }
+        assert_eq!(ways[..12], [true, false].repeat(6), "{ways:?}");
+        assert!(ways[12..].iter().all(|&w| w == ways[12]), "{ways:?}");
+        assert!(!carried.looks.trying(), "the trial is over");
     }
 
     /// The files of a run read with a thread to spare have their records indexed in turn on
