@@ -1975,8 +1975,7 @@ mod tests {
         let (_dir, path) = super::super::access::tests::from_disk(&frames_of_1500(28_000));
         let want = seen(&mut CaptureReader::open_as(&path, FileAccess::Chunks).unwrap());
         assert_eq!(want.0.len(), 28_000);
-        if FileAccess::from_env() != FileAccess::Auto {
-            eprintln!("skipped: SQOS_READ fixes how files are read");
+        if !reads_as_it_chooses() {
             return;
         }
         for (reading, mapped) in [(Reading::Ahead, true), (Reading::Alone, false)] {
@@ -2027,14 +2026,23 @@ mod tests {
         }
     }
 
+    /// Whether files are read as the reader chooses (`SQOS_READ` unset); if not, says the
+    /// test that asks is skipped.
+    fn reads_as_it_chooses() -> bool {
+        let auto = FileAccess::from_env() == FileAccess::Auto;
+        if !auto {
+            eprintln!("skipped: SQOS_READ fixes how files are read");
+        }
+        auto
+    }
+
     /// Where a run's looks find that the map pays, its next short files are read through the
     /// map and in chunks in turn, timed, and the files after them all the same way (which,
     /// depends on the machine), reading the same frames either way.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_runs_short_files_try_the_map_and_the_chunks_in_turn() {
-        if FileAccess::from_env() != FileAccess::Auto {
-            eprintln!("skipped: SQOS_READ fixes how files are read");
+        if !reads_as_it_chooses() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -2062,8 +2070,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_files_of_a_run_are_indexed_in_turn_on_one_thread() {
-        if FileAccess::from_env() != FileAccess::Auto {
-            eprintln!("skipped: SQOS_READ fixes how files are read");
+        if !reads_as_it_chooses() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
