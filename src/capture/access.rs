@@ -20,6 +20,8 @@
 use std::fs::File;
 use std::time::{Duration, Instant};
 
+use super::samples::Samples;
+
 /// How a regular, uncompressed capture file is read (pipes and gzip are streamed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FileAccess {
@@ -155,9 +157,7 @@ pub(crate) struct ShortLooks {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct MapTrial {
     /// Each way's files' times a byte, in picoseconds: through the map (0), in chunks (1).
-    per_byte: [[u32; TRIAL_EACH]; 2],
-    /// Files timed each way.
-    timed: [usize; 2],
+    ways: [Samples<TRIAL_EACH>; 2],
     /// Files timed so far: their count says whose turn is next.
     files: u8,
 }
@@ -179,30 +179,19 @@ impl MapTrial {
         if self.on() {
             return self.files % 2 == 0;
         }
-        match [0, 1].map(|way| self.median(way)) {
+        match self.ways.map(|way| way.median()) {
             [Some(map), Some(chunks)] => map <= chunks,
             _ => true,
         }
-    }
-
-    fn median(&self, way: usize) -> Option<u64> {
-        let n = self.timed[way];
-        let mut v = *self.per_byte.get(way)?;
-        let v = v.get_mut(..n).filter(|v| !v.is_empty())?;
-        v.sort_unstable();
-        Some((u64::from(v[(n - 1) / 2]) + u64::from(v[n / 2])) / 2)
     }
 
     fn add(&mut self, mapped: bool, elapsed: Duration, bytes: u64) {
         if !self.on() || bytes == 0 {
             return;
         }
-        let way = usize::from(!mapped);
         let pico = elapsed.as_nanos().saturating_mul(1_000) / u128::from(bytes);
-        if let Some(slot) = self.per_byte[way].get_mut(self.timed[way]) {
-            *slot = u32::try_from(pico).unwrap_or(u32::MAX);
-            self.timed[way] += 1;
-        }
+        // A way's files past its share (map turns read in chunks) are not counted.
+        let _ = self.ways[usize::from(!mapped)].push(u64::try_from(pico).unwrap_or(u64::MAX));
         self.files += 1;
     }
 }
@@ -282,9 +271,14 @@ impl ShortLooks {
             Look { map: 54, copy: 34 }
         };
         // The trial over, the map as quick as the chunks: `pays` decides.
+        let mut ways = [Samples::default(); 2];
+        for way in &mut ways {
+            for _ in 0..TRIAL_EACH {
+                let _ = way.push(1);
+            }
+        }
         let trial = MapTrial {
-            per_byte: [[1; TRIAL_EACH]; 2],
-            timed: [TRIAL_EACH; 2],
+            ways,
             files: TRIAL_FILES,
         };
         ShortLooks {
@@ -488,11 +482,9 @@ pub(crate) mod tests {
         let before = ShortLooks::paying_untried();
         assert_eq!(before.later(looks), looks);
         looks.next_opened(t0 + 3 * ms);
-        assert_eq!((looks.trial.files, looks.trial.timed), (1, [0, 1]));
-        assert_eq!(
-            looks.trial.per_byte[1][0], 3_000,
-            "3 ms for 1 MB: 3,000 ps a byte"
-        );
+        let medians = looks.trial.ways.map(|way| way.median());
+        assert_eq!((looks.trial.files, medians[0]), (1, None));
+        assert_eq!(medians[1], Some(3_000), "3 ms for 1 MB: 3,000 ps a byte");
         for i in 1..TRIAL_FILES {
             looks.ended(i % 2 == 0, t0, 5 << 20);
             looks.next_opened(t0 + ms);

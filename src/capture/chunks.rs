@@ -206,25 +206,7 @@ impl TrialCarried {
 
 /// Nanoseconds of [`TRIAL_CHUNKS`] chunks, of which the median is taken: one chunk that waited
 /// for the core (another process, an interrupt) does not decide.
-#[derive(Default)]
-struct Timings {
-    nanos: [u64; TRIAL_CHUNKS as usize],
-    len: usize,
-}
-
-impl Timings {
-    /// Adds one chunk's time; once all are in, their median.
-    fn push(&mut self, nanos: u64) -> Option<u64> {
-        let slot = self.nanos.get_mut(self.len)?;
-        *slot = nanos;
-        self.len += 1;
-        if self.len < self.nanos.len() {
-            return None;
-        }
-        self.nanos.sort_unstable();
-        self.nanos.get(self.nanos.len() / 2).copied()
-    }
-}
+type Timings = super::samples::Samples<{ TRIAL_CHUNKS as usize }>;
 
 /// Where the chunk a refill gave the window came from, for the [`Trial`].
 #[derive(Clone, Copy)]

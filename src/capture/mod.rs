@@ -21,6 +21,7 @@ mod map_reader;
 #[cfg(target_os = "linux")]
 mod mapped;
 mod merge;
+mod samples;
 pub mod source;
 #[cfg(target_os = "linux")]
 mod spare;
